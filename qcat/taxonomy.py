@@ -1,0 +1,314 @@
+"""Product taxonomies: nodes with ids and paths, parents, leaves and a content hash.
+
+Three file formats load into the same :class:`Taxonomy`:
+
+* ``tsv``/``csv``: a header with ``id`` and ``path`` columns, paths joined by `` > ``;
+* ``google``: Google's product taxonomy, ``ID - A > B > C`` per line, ``#`` comments;
+* ``bestbuy``: Best Buy's category JSON, a list of ``{id, name, path[], subCategories[]}``
+  (optionally gzip-compressed); ancestors that appear only inside other records' paths
+  become nodes too.
+
+In the path formats every prefix of a path must itself be a node (the optional
+``parent`` column of a TSV/CSV names it by id instead); Best Buy names parents by id.
+Loaders add nothing silently: a missing parent is an error naming the file and row.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from qcat.errors import TaxonomyError
+
+SEPARATOR = " > "
+FORMATS = ("tsv", "csv", "google", "bestbuy")
+AMBIGUOUS = -2  # marks a path carried by several ids
+_GOOGLE_LINE = re.compile(r"^\s*(\d+)\s+-\s+(.+?)\s*$")
+
+
+@dataclass(frozen=True)
+class Taxonomy:
+    """A category tree. Node ``i`` has id ``ids[i]``, path ``paths[i]`` (a tuple of names)
+    and parent ``parents[i]`` (a node position, or -1 at the root level).
+
+    Ids are unique. Paths usually are too, but real taxonomies (Best Buy's) repeat a
+    path under different ids; such a path cannot be used to name a category.
+    """
+
+    ids: tuple[str, ...]
+    paths: tuple[tuple[str, ...], ...]
+    parents: tuple[int, ...]
+    _index: dict[str, int] = field(init=False, repr=False, compare=False)
+    _by_path: dict[tuple[str, ...], int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not (len(self.ids) == len(self.paths) == len(self.parents)):
+            raise TaxonomyError("taxonomy ids, paths and parents differ in length")
+        index: dict[str, int] = {}
+        by_path: dict[tuple[str, ...], int] = {}
+        for i, (node_id, path) in enumerate(zip(self.ids, self.paths)):
+            if not node_id:
+                raise TaxonomyError(f"taxonomy node {i + 1} has an empty id")
+            if not path or any(not name for name in path):
+                raise TaxonomyError(f"taxonomy node {node_id!r} has an empty path or path element")
+            if node_id in index:
+                raise TaxonomyError(f"taxonomy id {node_id!r} appears twice")
+            index[node_id] = i
+            by_path[path] = AMBIGUOUS if path in by_path else i
+        for i, parent in enumerate(self.parents):
+            if not -1 <= parent < len(self.ids) or parent == i:
+                raise TaxonomyError(f"taxonomy node {self.ids[i]!r} has an invalid parent")
+        object.__setattr__(self, "_index", index)
+        object.__setattr__(self, "_by_path", by_path)
+
+    @classmethod
+    def from_path_tuples(cls, ids: tuple[str, ...], paths: tuple[tuple[str, ...], ...]) -> "Taxonomy":
+        """A taxonomy whose parent links follow the paths: the parent of ``A > B`` is ``A``."""
+        by_path: dict[tuple[str, ...], int] = {}
+        for i, path in enumerate(paths):
+            by_path[path] = AMBIGUOUS if path in by_path else i
+        parents = []
+        for node_id, path in zip(ids, paths):
+            if len(path) <= 1:
+                parents.append(-1)
+                continue
+            parent = by_path.get(path[:-1])
+            if parent is None:
+                raise TaxonomyError(
+                    f"taxonomy node {node_id!r} ({SEPARATOR.join(path)}) has no parent node "
+                    f"{SEPARATOR.join(path[:-1])!r}"
+                )
+            if parent == AMBIGUOUS:
+                raise TaxonomyError(
+                    f"taxonomy node {node_id!r}: its parent path {SEPARATOR.join(path[:-1])!r} "
+                    "belongs to several ids"
+                )
+            parents.append(parent)
+        return cls(ids, paths, tuple(parents))
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self._index
+
+    def index(self, node_id: str) -> int:
+        """Position of ``node_id``; raises :class:`TaxonomyError` if unknown."""
+        try:
+            return self._index[node_id]
+        except KeyError:
+            raise TaxonomyError(f"unknown category id {node_id!r}") from None
+
+    def path_of(self, node_id: str) -> str:
+        """The `` > ``-joined path of ``node_id``."""
+        return SEPARATOR.join(self.paths[self.index(node_id)])
+
+    def id_of_path(self, path: str | tuple[str, ...]) -> str | None:
+        """The id of the node at ``path`` (a string joined by `` > `` or a tuple), or None."""
+        key = tuple(part.strip() for part in path.split(">")) if isinstance(path, str) else path
+        i = self._by_path.get(key)
+        if i == AMBIGUOUS:
+            raise TaxonomyError(f"category path {SEPARATOR.join(key)!r} belongs to several ids; name it by id")
+        return None if i is None else self.ids[i]
+
+    def resolve(self, category: str) -> str | None:
+        """Map a category given as an id or as a path to its id; None if unknown."""
+        if category in self._index:
+            return category
+        return self.id_of_path(category) if ">" in category else None
+
+    def parent(self, node_id: str) -> str | None:
+        parent = self.parents[self.index(node_id)]
+        return None if parent < 0 else self.ids[parent]
+
+    @property
+    def leaves(self) -> tuple[str, ...]:
+        """Ids of the nodes without children, in file order."""
+        has_child = set(self.parents)
+        return tuple(node_id for i, node_id in enumerate(self.ids) if i not in has_child)
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 of the sorted ``id<TAB>path<TAB>parent`` lines: independent of format and order."""
+        lines = sorted(
+            f"{i}\t{SEPARATOR.join(p)}\t{self.ids[parent] if parent >= 0 else ''}"
+            for i, p, parent in zip(self.ids, self.paths, self.parents)
+        )
+        return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+
+    def subset(self, node_ids: list[str] | tuple[str, ...]) -> "Taxonomy":
+        """The smallest taxonomy holding ``node_ids`` and all their ancestors, in this order."""
+        keep: set[int] = set()
+        for node_id in node_ids:
+            i = self.index(node_id)
+            while i >= 0 and i not in keep:
+                keep.add(i)
+                i = self.parents[i]
+        order = sorted(keep)
+        position = {old: new for new, old in enumerate(order)}
+        return Taxonomy(
+            tuple(self.ids[i] for i in order),
+            tuple(self.paths[i] for i in order),
+            tuple(position[self.parents[i]] if self.parents[i] >= 0 else -1 for i in order),
+        )
+
+    def to_tsv(self) -> str:
+        out = io.StringIO()
+        writer = csv.writer(out, delimiter="\t", lineterminator="\n")
+        writer.writerow(["id", "path", "parent"])
+        for node_id, path, parent in zip(self.ids, self.paths, self.parents):
+            writer.writerow([node_id, SEPARATOR.join(path), self.ids[parent] if parent >= 0 else ""])
+        return out.getvalue()
+
+    def save_tsv(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_tsv(), encoding="utf-8")
+
+
+def from_paths(paths: list[str], id_prefix: str = "c") -> Taxonomy:
+    """Build a taxonomy from `` > ``-joined paths, adding every prefix as a node.
+
+    Ids are ``{id_prefix}{n}`` numbered in sorted path order, so the same set of paths
+    always gives the same ids.
+    """
+    nodes: set[tuple[str, ...]] = set()
+    for text in paths:
+        path = tuple(part.strip() for part in text.split(">"))
+        for depth in range(1, len(path) + 1):
+            nodes.add(path[:depth])
+    ordered = sorted(nodes)
+    return Taxonomy.from_path_tuples(tuple(f"{id_prefix}{n + 1}" for n in range(len(ordered))), tuple(ordered))
+
+
+def detect_format(path: Path, head: str) -> str:
+    name = path.name.lower().removesuffix(".gz")
+    if name.endswith(".json"):
+        return "bestbuy"
+    if name.endswith(".tsv"):
+        return "tsv"
+    if name.endswith(".csv"):
+        return "csv"
+    first = next((line for line in head.splitlines() if line.strip()), "")
+    if first.startswith("#") or _GOOGLE_LINE.match(first):
+        return "google"
+    return "tsv" if "\t" in first else "csv"
+
+
+def load_taxonomy(path: str | Path, fmt: str | None = None) -> Taxonomy:
+    """Load a taxonomy file; ``fmt`` is one of :data:`FORMATS` or None to detect it."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TaxonomyError(f"cannot read taxonomy file {path}: {exc.strerror}") from None
+    if path.suffix == ".gz":
+        try:
+            raw = gzip.decompress(raw)
+        except OSError as exc:
+            raise TaxonomyError(f"taxonomy file {path} is not valid gzip: {exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise TaxonomyError(f"taxonomy file {path} line {line}: not valid UTF-8") from None
+    fmt = fmt or detect_format(path, text[:4096])
+    if fmt not in FORMATS:
+        raise TaxonomyError(f"unknown taxonomy format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    loader = {"tsv": _parse_table, "csv": _parse_table, "google": _parse_google, "bestbuy": _parse_bestbuy}
+    ids, paths, parent_ids = loader[fmt](text, path, fmt)
+    if not ids:
+        raise TaxonomyError(f"taxonomy file {path} holds no categories")
+    try:
+        if parent_ids is None:
+            return Taxonomy.from_path_tuples(tuple(ids), tuple(paths))
+        position = {node_id: i for i, node_id in enumerate(ids)}
+        parents = []
+        for node_id, parent_id in zip(ids, parent_ids):
+            if parent_id and parent_id not in position:
+                raise TaxonomyError(f"node {node_id!r} names parent {parent_id!r}, which is not in the file")
+            parents.append(position[parent_id] if parent_id else -1)
+        return Taxonomy(tuple(ids), tuple(paths), tuple(parents))
+    except TaxonomyError as exc:
+        raise TaxonomyError(f"taxonomy file {path}: {exc}") from None
+
+
+def _split_path(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(SEPARATOR.strip()))
+
+
+def _parse_table(text: str, path: Path, fmt: str) -> tuple[list[str], list[tuple[str, ...]], list[str] | None]:
+    delimiter = "\t" if fmt == "tsv" else ","
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
+    header = [h.strip().lower() for h in next(reader, [])]
+    if "id" not in header or "path" not in header:
+        raise TaxonomyError(f"taxonomy file {path}: header must name 'id' and 'path' columns, got {header}")
+    id_col, path_col = header.index("id"), header.index("path")
+    parent_col = header.index("parent") if "parent" in header else None
+    ids, paths, parent_ids = [], [], []
+    for row_number, row in enumerate(reader, start=2):
+        if not row or not any(cell.strip() for cell in row):
+            continue
+        if len(row) <= max(id_col, path_col):
+            raise TaxonomyError(f"taxonomy file {path} line {row_number}: expected {len(header)} columns, got {len(row)}")
+        node_id, node_path = row[id_col].strip(), row[path_col].strip()
+        if not node_id or not node_path:
+            raise TaxonomyError(f"taxonomy file {path} line {row_number}: empty id or path")
+        ids.append(node_id)
+        paths.append(_split_path(node_path))
+        if parent_col is not None:
+            parent_ids.append(row[parent_col].strip() if parent_col < len(row) else "")
+    return ids, paths, (parent_ids if parent_col is not None else None)
+
+
+def _parse_google(text: str, path: Path, fmt: str) -> tuple[list[str], list[tuple[str, ...]], None]:
+    ids, paths = [], []
+    for line_number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        match = _GOOGLE_LINE.match(line)
+        if not match:
+            raise TaxonomyError(f"taxonomy file {path} line {line_number}: expected 'ID - A > B', got {line[:80]!r}")
+        ids.append(match.group(1))
+        paths.append(_split_path(match.group(2)))
+    return ids, paths, None
+
+
+def _parse_bestbuy(text: str, path: Path, fmt: str) -> tuple[list[str], list[tuple[str, ...]], list[str]]:
+    try:
+        records = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TaxonomyError(f"taxonomy file {path} line {exc.lineno}: invalid JSON ({exc.msg})") from None
+    if not isinstance(records, list):
+        raise TaxonomyError(f"taxonomy file {path}: expected a JSON list of categories")
+    ids, paths, parent_ids = [], [], []
+    for n, record in enumerate(records, start=1):
+        try:
+            node_id = str(record["id"]).strip()
+            steps = record["path"]
+            names = tuple(str(step["name"]).strip() for step in steps)
+            parent_id = str(steps[-2]["id"]).strip() if len(steps) > 1 else ""
+        except (KeyError, TypeError, IndexError):
+            raise TaxonomyError(
+                f"taxonomy file {path} record {n}: needs 'id' and a non-empty 'path' of {{'id', 'name'}}"
+            ) from None
+        ids.append(node_id)
+        paths.append(names)
+        parent_ids.append(parent_id)
+    # Best Buy's file names some ancestors (id and name) inside other records' paths
+    # without listing them as records of their own; they are nodes all the same.
+    listed = set(ids)
+    for record in records:
+        steps = record["path"]
+        for depth, step in enumerate(steps[:-1]):
+            step_id = str(step["id"]).strip()
+            if step_id not in listed:
+                listed.add(step_id)
+                ids.append(step_id)
+                paths.append(tuple(str(s["name"]).strip() for s in steps[: depth + 1]))
+                parent_ids.append(str(steps[depth - 1]["id"]).strip() if depth else "")
+    return ids, paths, parent_ids

@@ -1,0 +1,1 @@
+"""qcat training: click-log ingestion, datasets, simulation, augmentation and trainers."""
