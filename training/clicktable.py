@@ -40,3 +40,24 @@ class ClickTable:
 
     def categories_per_query(self) -> np.ndarray:
         return np.bincount(self.pair_query, minlength=len(self.queries))
+
+
+def write_table(table: ClickTable, path) -> None:
+    """Write the table as Parquet (zstd) or CSV, one row per pair."""
+    import duckdb
+    from pathlib import Path
+
+    path = Path(path)
+    pairs = {
+        "query": table.queries[table.pair_query],
+        "category_id": table.categories[table.pair_category],
+        "clicks": table.clicks,
+        "impressions": table.impressions,
+        "ctr": table.ctr,
+        "query_impressions": table.query_impressions[table.pair_query],
+    }
+    relation = duckdb.connect().sql("select * from pairs")
+    if path.suffix == ".csv":
+        relation.write_csv(str(path))
+    else:
+        relation.write_parquet(str(path), compression="zstd")

@@ -1,0 +1,1 @@
+"""qcat evaluation: metrics, segmentation, golden-data harness and reports."""

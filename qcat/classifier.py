@@ -1,0 +1,99 @@
+"""Loading a model bundle of any backend and classifying queries with it."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Sequence
+
+from qcat.bundle import Manifest, load_bundle_taxonomy, read_manifest
+from qcat.errors import BundleError
+from qcat.model import Model
+from qcat.normalize import normalize
+from qcat.taxonomy import Taxonomy
+
+# backend name in manifest.json -> "module:class" with a from_manifest(manifest, taxonomy)
+BACKENDS = {
+    "nb": "qcat.nb:NaiveBayesModel",
+}
+MODEL_ENV = "QCAT_MODEL"
+
+
+def default_model_dir() -> Path:
+    """``$QCAT_MODEL`` if set, else the demo model shipped inside the package."""
+    if os.environ.get(MODEL_ENV):
+        return Path(os.environ[MODEL_ENV])
+    return Path(str(resources.files("qcat") / "demo_model"))
+
+
+def load_model(directory: str | Path) -> Model:
+    """Verify and load the bundle in ``directory``, whatever its backend."""
+    manifest = read_manifest(directory)
+    return model_from_manifest(manifest)
+
+
+def model_from_manifest(manifest: Manifest) -> Model:
+    target = BACKENDS.get(manifest.backend)
+    if target is None:
+        raise BundleError(f"model bundle {manifest.directory}: unknown backend {manifest.backend!r}")
+    module_name, class_name = target.split(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    return cls.from_manifest(manifest, load_bundle_taxonomy(manifest))
+
+
+@dataclass(frozen=True)
+class Category:
+    id: str
+    path: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Classification:
+    query: str
+    normalized: str
+    backend: str
+    source: str
+    categories: tuple[Category, ...]
+
+    def to_json(self) -> dict:
+        return {
+            "query": self.query,
+            "normalized": self.normalized,
+            "backend": self.backend,
+            "categories": [{"id": c.id, "path": c.path, "score": round(c.score, 6)} for c in self.categories],
+        }
+
+
+class Classifier:
+    """A loaded model plus its taxonomy: raw queries in, ranked categories out."""
+
+    def __init__(self, model: Model, taxonomy: Taxonomy, directory: Path) -> None:
+        self.model = model
+        self.taxonomy = taxonomy
+        self.directory = directory
+
+    @classmethod
+    def load(cls, directory: str | Path | None = None) -> "Classifier":
+        directory = Path(directory) if directory is not None else default_model_dir()
+        manifest = read_manifest(directory)
+        model = model_from_manifest(manifest)
+        return cls(model, model.taxonomy, directory)
+
+    def classify(self, queries: Sequence[str], k: int = 5) -> list[Classification]:
+        predictions = self.model.predict(queries, k)
+        results = []
+        for query, labels, scores, source in zip(queries, predictions.labels, predictions.scores, predictions.sources):
+            categories = tuple(
+                Category(self.model.labels[label], self.taxonomy.path_of(self.model.labels[label]), float(score))
+                for label, score in zip(labels, scores)
+                if label >= 0
+            )
+            results.append(Classification(query, normalize(query), self.model.backend, source, categories))
+        return results
+
+    def explain(self, query: str, k: int = 5) -> list[str]:
+        return self.model.explain(query, k)

@@ -1,0 +1,58 @@
+"""The protocol every backend implements, and the sparse top-k predictions it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Predictions:
+    """Top-k predictions of a batch of queries.
+
+    ``labels[i, j]`` is the position (in the model's ``labels``) of query ``i``'s ``j``-th
+    category and ``scores[i, j]`` its score, best first; ``-1`` / ``0.0`` pad rows with
+    fewer than k categories. ``sources[i]`` says which part of the model answered.
+    """
+
+    labels: np.ndarray  # int32, (n, k)
+    scores: np.ndarray  # float32, (n, k)
+    sources: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+class Model(Protocol):
+    """What the hybrid router, the CLI and evaluation rely on."""
+
+    backend: str
+    labels: tuple[str, ...]  # taxonomy ids, the columns predictions point into
+
+    def predict(self, queries: Sequence[str], k: int) -> Predictions:
+        """Top-k categories of raw (not yet normalized) queries."""
+        ...
+
+    def explain(self, query: str, k: int) -> list[str]:
+        """Human-readable lines on how the model scored ``query``."""
+        ...
+
+    def save(self, directory: str | Path) -> None:
+        ...
+
+
+def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and values of the k largest entries per row, best first.
+
+    Ties break by the lower index, so results are deterministic.
+    """
+    n, width = scores.shape
+    k = min(k, width)
+    if k == 0:
+        return np.zeros((n, 0), np.int32), np.zeros((n, 0), scores.dtype)
+    # A stable sort of the negated scores keeps equal scores in index order.
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    return order.astype(np.int32), np.take_along_axis(scores, order, axis=1)

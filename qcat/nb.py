@@ -1,0 +1,210 @@
+"""Naive Bayes backend at serving time (eBay §3.2).
+
+Two parts, tried in order:
+
+1. the full-query lookup table: a query seen in the click log returns its categories
+   with probabilities proportional to their clicks;
+2. a multinomial Naive Bayes over the query's unigrams and bigrams, whose counts are
+   category clicks: ``log P(c | q) = log P(c) + sum_t log P(t | c) + const`` with
+   ``P(t | c) = (n_tc + alpha) / (N_c + alpha * |V|)``. Features not in the vocabulary
+   are ignored; a query with no known feature gets the prior.
+
+Scores are normalized to probabilities over the returned categories.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from qcat.bundle import Manifest, load_arrays, load_lines, save_lines, sha256_lines, write_bundle
+from qcat.errors import BundleError, EmptyQueryError
+from qcat.model import Predictions, top_k
+from qcat.normalize import tokenize
+from qcat.taxonomy import Taxonomy
+
+BACKEND = "nb"
+ARRAYS_FILE = "nb.npz"
+VOCABULARY_FILE = "vocabulary.txt"
+LOOKUP_FILE = "lookup_queries.txt"
+LABELS_FILE = "labels.txt"
+BATCH = 4096
+
+
+def query_features(tokens: Sequence[str]) -> list[str]:
+    """Unigrams and bigrams of a tokenized query (a bigram is ``"a b"``)."""
+    return list(tokens) + [f"{a} {b}" for a, b in zip(tokens, tokens[1:])]
+
+
+def normalized_tokens(query: str) -> list[str]:
+    tokens = tokenize(query)
+    if not tokens:
+        raise EmptyQueryError(f"query {query!r} is empty after normalization")
+    return tokens
+
+
+def softmax_rows(log_scores: np.ndarray) -> np.ndarray:
+    """Row-wise softmax ignoring -inf entries (used for padding)."""
+    top = np.max(log_scores, axis=1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    weights = np.exp(log_scores - top)
+    total = weights.sum(axis=1, keepdims=True)
+    return np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
+
+
+@dataclass
+class NaiveBayesModel:
+    """A trained NB model: arrays in CSR form, ``labels`` are taxonomy ids."""
+
+    labels: tuple[str, ...]
+    taxonomy: Taxonomy
+    vocabulary: tuple[str, ...]
+    feature_indptr: np.ndarray  # int64 (|V|+1,)
+    feature_labels: np.ndarray  # int32
+    feature_delta: np.ndarray  # float32: log(1 + n_tc / alpha)
+    label_log_prior: np.ndarray  # float32 (C,)
+    label_unseen: np.ndarray  # float32 (C,): log(alpha / (N_c + alpha |V|))
+    lookup_queries: tuple[str, ...]  # normalized, sorted
+    lookup_indptr: np.ndarray  # int64
+    lookup_labels: np.ndarray  # int32
+    lookup_clicks: np.ndarray  # float32
+    config: dict
+    metrics: dict
+    backend: str = BACKEND
+
+    def __post_init__(self) -> None:
+        self._feature_index = {feature: i for i, feature in enumerate(self.vocabulary)}
+        self._lookup_index = {query: i for i, query in enumerate(self.lookup_queries)}
+
+    # -- inference -----------------------------------------------------------------
+
+    def predict(self, queries: Sequence[str], k: int) -> Predictions:
+        labels = np.full((len(queries), k), -1, dtype=np.int32)
+        scores = np.zeros((len(queries), k), dtype=np.float32)
+        sources: list[str] = []
+        token_lists = [normalized_tokens(q) for q in queries]
+        nb_rows: list[int] = []
+        for row, tokens in enumerate(token_lists):
+            hit = self._lookup_index.get(" ".join(tokens))
+            if hit is None:
+                nb_rows.append(row)
+                sources.append("nb")
+                continue
+            sources.append("lookup")
+            start, end = self.lookup_indptr[hit], self.lookup_indptr[hit + 1]
+            n = min(k, end - start)  # rows are stored by clicks, descending
+            clicks = self.lookup_clicks[start:end]
+            labels[row, :n] = self.lookup_labels[start : start + n]
+            scores[row, :n] = clicks[:n] / clicks[:n].sum()
+        for begin in range(0, len(nb_rows), BATCH):
+            rows = nb_rows[begin : begin + BATCH]
+            log_scores = self.log_scores([token_lists[r] for r in rows])
+            top_labels, top_log = top_k(log_scores, k)
+            n = top_labels.shape[1]
+            labels[rows, :n] = top_labels
+            scores[rows, :n] = softmax_rows(top_log.astype(np.float64))
+        return Predictions(labels, scores, tuple(sources))
+
+    def feature_ids(self, tokens: Sequence[str]) -> list[int]:
+        return [i for i in (self._feature_index.get(f) for f in query_features(tokens)) if i is not None]
+
+    def log_scores(self, token_lists: Sequence[Sequence[str]]) -> np.ndarray:
+        """Unnormalized log P(c | q) for every label, one row per tokenized query."""
+        n_labels = len(self.labels)
+        ids_per_query = [self.feature_ids(tokens) for tokens in token_lists]
+        counts = np.fromiter((len(ids) for ids in ids_per_query), dtype=np.int64, count=len(ids_per_query))
+        out = self.label_log_prior[None, :] + counts[:, None] * self.label_unseen[None, :]
+        feature_ids = np.fromiter((i for ids in ids_per_query for i in ids), dtype=np.int64, count=int(counts.sum()))
+        if len(feature_ids):
+            query_of_feature = np.repeat(np.arange(len(ids_per_query)), counts)
+            starts = self.feature_indptr[feature_ids]
+            lengths = self.feature_indptr[feature_ids + 1] - starts
+            # Flat positions of every (feature, label) entry the batch touches.
+            offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            entries = np.repeat(starts, lengths) + offsets
+            cells = np.repeat(query_of_feature, lengths) * n_labels + self.feature_labels[entries]
+            out = out + np.bincount(cells, weights=self.feature_delta[entries], minlength=out.size).reshape(out.shape)
+        return out
+
+    def explain(self, query: str, k: int) -> list[str]:
+        tokens = normalized_tokens(query)
+        normalized = " ".join(tokens)
+        if normalized in self._lookup_index:
+            i = self._lookup_index[normalized]
+            total = float(self.lookup_clicks[self.lookup_indptr[i] : self.lookup_indptr[i + 1]].sum())
+            return [f"nb: {normalized!r} is in the full-query lookup table ({total:g} clicks); scores are click shares"]
+        features = query_features(tokens)
+        known = [f for f in features if f in self._feature_index]
+        unknown = [f for f in features if f not in self._feature_index]
+        lines = [f"nb: {normalized!r} is not in the lookup table; multinomial NB over unigrams and bigrams"]
+        if not known:
+            lines.append("  no feature of the query is in the vocabulary: scores are the category prior")
+        else:
+            lines.append(f"  known features: {', '.join(repr(f) for f in known)}")
+        if unknown:
+            lines.append(f"  ignored (not in the vocabulary): {', '.join(repr(f) for f in unknown)}")
+        return lines
+
+    # -- persistence ---------------------------------------------------------------
+
+    def save(self, directory: str | Path) -> Manifest:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        vocabulary_hash = save_lines(directory / VOCABULARY_FILE, list(self.vocabulary))
+        save_lines(directory / LOOKUP_FILE, list(self.lookup_queries))
+        save_lines(directory / LABELS_FILE, list(self.labels))
+        np.savez_compressed(
+            directory / ARRAYS_FILE,
+            feature_indptr=self.feature_indptr,
+            feature_labels=self.feature_labels,
+            feature_delta=self.feature_delta,
+            label_log_prior=self.label_log_prior,
+            label_unseen=self.label_unseen,
+            lookup_indptr=self.lookup_indptr,
+            lookup_labels=self.lookup_labels,
+            lookup_clicks=self.lookup_clicks,
+        )
+        return write_bundle(directory, BACKEND, self.taxonomy, vocabulary_hash, self.config, self.metrics)
+
+    @classmethod
+    def from_manifest(cls, manifest: Manifest, taxonomy: Taxonomy) -> "NaiveBayesModel":
+        arrays = load_arrays(manifest, ARRAYS_FILE)
+        vocabulary = load_lines(manifest, VOCABULARY_FILE)
+        if sha256_lines(vocabulary) != manifest.data.get("vocabulary_hash"):
+            raise BundleError(f"model bundle {manifest.directory}: vocabulary hash does not match the manifest")
+        labels = tuple(load_lines(manifest, LABELS_FILE))
+        unknown = [label for label in labels if label not in taxonomy]
+        if unknown:
+            raise BundleError(f"model bundle {manifest.directory}: labels not in its taxonomy: {unknown[:3]}")
+        try:
+            model = cls(
+                labels=labels,
+                taxonomy=taxonomy,
+                vocabulary=tuple(vocabulary),
+                lookup_queries=tuple(load_lines(manifest, LOOKUP_FILE)),
+                config=manifest.config,
+                metrics=manifest.metrics,
+                **{name: arrays[name] for name in (
+                    "feature_indptr", "feature_labels", "feature_delta", "label_log_prior",
+                    "label_unseen", "lookup_indptr", "lookup_labels", "lookup_clicks")},
+            )
+        except KeyError as exc:
+            raise BundleError(f"model bundle {manifest.directory}: {ARRAYS_FILE} lacks array {exc}") from None
+        model.check_shapes(manifest.directory)
+        return model
+
+    def check_shapes(self, where: Path | str) -> None:
+        n_labels, n_features, n_lookup = len(self.labels), len(self.vocabulary), len(self.lookup_queries)
+        problems = []
+        if len(self.feature_indptr) != n_features + 1 or len(self.lookup_indptr) != n_lookup + 1:
+            problems.append("index pointer lengths")
+        if self.label_log_prior.shape != (n_labels,) or self.label_unseen.shape != (n_labels,):
+            problems.append("label array lengths")
+        for name, ids in (("feature_labels", self.feature_labels), ("lookup_labels", self.lookup_labels)):
+            if len(ids) and (ids.min() < 0 or ids.max() >= n_labels):
+                problems.append(f"{name} out of range")
+        if problems:
+            raise BundleError(f"model bundle {where}: inconsistent arrays ({', '.join(problems)})")

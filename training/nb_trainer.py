@@ -1,0 +1,129 @@
+"""Training the Naive Bayes backend (eBay §3.2) from click tables."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from evaluation.metrics import pr_at_k
+from qcat.nb import NaiveBayesModel, query_features
+from training.clicktable import ClickTable
+from training.dataset import Dataset, truth_matrix
+
+
+@dataclass(frozen=True)
+class NBConfig:
+    """Grid of the noise threshold (minimum clicks of a feature-category row) and the
+    smoothing alpha; the pair with the best validation PR@1 is kept."""
+
+    thresholds: tuple[float, ...] = (1, 2, 3, 5, 10, 20)
+    alphas: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3, 1.0)
+    tune_k: int = 1
+
+
+@dataclass(frozen=True)
+class FeatureCounts:
+    """Clicks of every (feature, category) pair of a training table."""
+
+    vocabulary: np.ndarray  # object, sorted
+    counts: sp.csr_matrix  # (features, categories)
+    category_clicks: np.ndarray  # (categories,)
+
+
+def count_features(table: ClickTable) -> FeatureCounts:
+    features = [query_features(q.split(" ")) for q in table.queries]
+    vocabulary, feature_ids = np.unique(np.fromiter(itertools.chain.from_iterable(features), dtype=object), return_inverse=True)
+    lengths = np.fromiter((len(f) for f in features), dtype=np.int64, count=len(features))
+    rows = np.repeat(np.arange(len(features)), lengths)
+    query_features_matrix = sp.csr_matrix(
+        (np.ones(len(rows)), (rows, feature_ids)), shape=(len(features), len(vocabulary))
+    )
+    clicks = sp.csr_matrix(
+        (table.clicks, (table.pair_query, table.pair_category)), shape=(len(table.queries), len(table.categories))
+    )
+    counts = (query_features_matrix.T @ clicks).tocsr()
+    category_clicks = np.bincount(table.pair_category, weights=table.clicks, minlength=len(table.categories))
+    return FeatureCounts(vocabulary, counts, category_clicks)
+
+
+def build_model(fc: FeatureCounts, table: ClickTable, dataset: Dataset, threshold: float, alpha: float, config: dict) -> NaiveBayesModel:
+    """Drop (feature, category) rows under ``threshold`` clicks and smooth with ``alpha``."""
+    labels_used = np.nonzero(fc.category_clicks > 0)[0]
+    counts = fc.counts[:, labels_used].tocsr()
+    counts.data[counts.data < threshold] = 0
+    counts.eliminate_zeros()
+    kept_features = np.nonzero(np.diff(counts.indptr) > 0)[0]
+    counts = counts[kept_features].tocsr()
+    counts.sort_indices()
+    n_features = len(kept_features)
+    category_totals = np.asarray(counts.sum(axis=0)).ravel()
+    prior_clicks = fc.category_clicks[labels_used]
+    log_prior = np.log(prior_clicks / prior_clicks.sum())
+    unseen = np.log(alpha) - np.log(category_totals + alpha * max(n_features, 1))
+    lookup = _lookup_table(table, labels_used)
+    return NaiveBayesModel(
+        labels=tuple(table.categories[labels_used]),
+        taxonomy=dataset.taxonomy.subset(list(table.categories[labels_used])),
+        vocabulary=tuple(fc.vocabulary[kept_features]),
+        feature_indptr=counts.indptr.astype(np.int64),
+        feature_labels=counts.indices.astype(np.int32),
+        feature_delta=np.log1p(counts.data / alpha).astype(np.float32),
+        label_log_prior=log_prior.astype(np.float32),
+        label_unseen=unseen.astype(np.float32),
+        config={**config, "threshold": threshold, "alpha": alpha},
+        metrics={},
+        **lookup,
+    )
+
+
+def _lookup_table(table: ClickTable, labels_used: np.ndarray) -> dict:
+    """The full-query table: each training query with its categories by clicks, descending
+    (a :class:`ClickTable` is already sorted that way)."""
+    label_position = np.full(len(table.categories), -1, dtype=np.int64)
+    label_position[labels_used] = np.arange(len(labels_used))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(table.pair_query, minlength=len(table.queries)))])
+    return {
+        "lookup_queries": tuple(table.queries),
+        "lookup_indptr": indptr.astype(np.int64),
+        "lookup_labels": label_position[table.pair_category].astype(np.int32),
+        "lookup_clicks": table.clicks.astype(np.float32),
+    }
+
+
+def evaluate_pr(model: NaiveBayesModel, table: ClickTable, ks: tuple[int, ...] = (1, 3, 10)) -> dict[str, float]:
+    """PR@k of ``model`` on ``table`` (predictions mapped onto the table's categories)."""
+    predictions = model.predict(list(table.queries), max(ks))
+    position = {c: i for i, c in enumerate(table.categories)}
+    to_table = np.array([position.get(label, -1) for label in model.labels] + [-1], dtype=np.int64)
+    predicted = to_table[predictions.labels]  # -1 (padding) maps to the trailing -1
+    truth = truth_matrix(table)
+    return {f"pr@{k}": pr_at_k(predicted, truth, k) for k in ks}
+
+
+def fit(dataset: Dataset, config: NBConfig = NBConfig(), progress=None) -> NaiveBayesModel:
+    """Train on ``dataset.train`` and tune threshold and alpha on ``dataset.validation``."""
+    started = time.perf_counter()
+    train, validation = dataset.train, dataset.validation
+    fc = count_features(train)
+    best, best_score, grid = None, -1.0, []
+    for threshold, alpha in itertools.product(config.thresholds, config.alphas):
+        model = build_model(fc, train, dataset, threshold, alpha, asdict(config))
+        score = evaluate_pr(model, validation, (config.tune_k,))[f"pr@{config.tune_k}"]
+        grid.append({"threshold": threshold, "alpha": alpha, f"validation_pr@{config.tune_k}": round(score, 5)})
+        if progress:
+            progress(threshold, alpha, score)
+        if score > best_score:
+            best, best_score = model, score
+    assert best is not None
+    best.metrics.update({
+        "validation": evaluate_pr(best, validation),
+        "tuning_grid": grid,
+        "train_queries": int(len(train.queries)),
+        "train_pairs": int(len(train)),
+        "train_seconds": round(time.perf_counter() - started, 2),
+    })
+    return best
