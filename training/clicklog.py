@@ -327,7 +327,7 @@ select *,
         when impressions is not null and clicks > impressions then clicks_text || ' > ' || impressions_text
         else date_text
     end as value,
-    ($1::date is null or day >= $1::date) and ($2::date is null or day < $2::date) as in_range
+    coalesce(($1::date is null or day >= $1::date) and ($2::date is null or day < $2::date), false) as in_range
 from typed
 """
 

@@ -1,0 +1,128 @@
+import json
+
+import duckdb
+import numpy as np
+import pytest
+
+from qcat.errors import InputError
+from qcat.taxonomy import from_paths
+from training.clicklog import ingest
+
+TAXONOMY = from_paths(["Toys > Trains", "Toys > Dolls", "Home > Beds"])
+TRAINS, DOLLS, BEDS = (TAXONOMY.id_of_path(p) for p in ("Toys > Trains", "Toys > Dolls", "Home > Beds"))
+
+
+def write_csv(path, text: str) -> None:
+    path.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+
+
+def test_real_bestbuy_sample(data_dir, bestbuy_taxonomy):
+    result = ingest(data_dir / "bestbuy_clicks_sample.csv", bestbuy_taxonomy, min_clicks=1)
+    report = result.report
+    assert report.rows_read == 927
+    # 2011 clicks name categories the 2016 taxonomy no longer has.
+    assert dict(report.skipped) == {"unknown_category": 129}
+    assert report.rows_used == 798
+    table = result.table
+    assert table.clicks.sum() == 798  # no clicks column: one click per row
+    assert report.pairs_kept == len(table) == 659
+    assert "sharp" in set(table.queries)
+    # no impressions column: a query's demand is its clicks
+    assert np.isnan(table.impressions).all()
+    assert table.query_impressions.sum() == 798
+
+
+def test_aggregation_threshold_and_ctr(tmp_path):
+    write_csv(tmp_path / "log.csv", (
+        "query,category,clicks,impressions\n"
+        f"Hornby Train,{TRAINS},2,10\n"
+        f"hornby  train!,{TRAINS},2,10\n"  # normalizes to the same query
+        f"hornby train,Toys > Dolls,1,10\n"  # category by path
+        f"baby doll,{DOLLS},5,50\n"
+    ))
+    result = ingest(tmp_path / "log.csv", TAXONOMY, min_clicks=3)
+    table = result.table
+    assert list(table.queries) == ["baby doll", "hornby train"]
+    pairs = {(table.queries[q], table.categories[c]): (k, i) for q, c, k, i in
+             zip(table.pair_query, table.pair_category, table.clicks, table.impressions)}
+    assert pairs == {("hornby train", TRAINS): (4, 20), ("baby doll", DOLLS): (5, 50)}
+    assert result.report.pairs_below_min_clicks == 1 and result.report.clicks_below_min_clicks == 1
+    assert np.allclose(table.ctr, [0.1, 0.2])
+    assert list(table.query_impressions) == [50, 20]
+
+
+def test_every_reason_is_counted_and_named(tmp_path):
+    write_csv(tmp_path / "log.csv", (
+        "query,category,clicks,impressions,date\n"
+        f"good query,{TRAINS},3,5,2025-01-02\n"   # line 2
+        f"!!!,{TRAINS},3,5,2025-01-02\n"          # 3 empty query
+        "thing,NOPE,3,5,2025-01-02\n"             # 4 unknown category
+        f"thing,{TRAINS},-1,5,2025-01-02\n"       # 5 negative clicks
+        f"thing,{TRAINS},many,5,2025-01-02\n"     # 6 non-numeric clicks
+        f"thing,{TRAINS},3,x,2025-01-02\n"        # 7 bad impressions
+        f"thing,{TRAINS},9,5,2025-01-02\n"        # 8 clicks > impressions
+        f"thing,{TRAINS},3,5,yesterday\n"         # 9 bad date
+        f"thing,{TRAINS},3\n"                     # 10 wrong field count
+    ).encode() + f"caf\xe9,{TRAINS},3,5,2025-01-02\n".encode("latin-1"))  # 11 bad encoding
+    result = ingest(tmp_path / "log.csv", TAXONOMY, min_clicks=1)
+    report = result.report
+    assert dict(report.skipped) == {
+        "empty_query": 1, "unknown_category": 1, "bad_clicks": 2, "bad_impressions": 1,
+        "clicks_exceed_impressions": 1, "bad_date": 1, "malformed_row": 1, "bad_encoding": 1,
+    }
+    assert report.rows_read == 10 and report.rows_used == 1
+    assert report.examples["unknown_category"] == [(4, "NOPE")]
+    assert report.examples["bad_clicks"] == [(5, "-1"), (6, "many")]
+    text = report.format()
+    assert "category is not in the taxonomy (e.g. row 4: 'NOPE')" in text
+    with pytest.raises(InputError, match=r"log.csv row 3: query is empty after normalization: '!!!'"):
+        ingest(tmp_path / "log.csv", TAXONOMY, strict=True)
+
+
+def test_jsonl_and_parquet(tmp_path):
+    lines = [
+        {"query": "Wooden Train", "category": TRAINS, "clicks": 4},
+        {"query": "doll house", "category": "Toys > Dolls"},
+        "not json",
+        {"query": "doll house", "category": DOLLS, "clicks": 2, "date": "2025-03-01"},
+    ]
+    (tmp_path / "log.jsonl").write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n")
+    result = ingest(tmp_path / "log.jsonl", TAXONOMY, min_clicks=3)
+    assert result.report.skipped == {"malformed_row": 1}
+    assert result.report.examples["malformed_row"] == [(3, "not json")]
+    assert sorted(result.table.queries) == ["doll house", "wooden train"]
+    with pytest.raises(InputError, match="row 3"):
+        ingest(tmp_path / "log.jsonl", TAXONOMY, strict=True)
+
+    con = duckdb.connect()
+    con.execute(f"""copy (select * from (values ('king poster bed', '{BEDS}', 7, 70, date '2025-06-01'),
+                                            ('', '{BEDS}', 1, 1, date '2025-06-01'))
+                         t(query, category, clicks, impressions, date))
+                    to '{tmp_path / "log.parquet"}' (format parquet)""")
+    result = ingest(tmp_path / "log.parquet", TAXONOMY)
+    assert list(result.table.queries) == ["king poster bed"]
+    assert result.report.examples["empty_query"] == [(2, "")]
+
+
+def test_date_range_selects_rows(tmp_path):
+    write_csv(tmp_path / "log.csv", (
+        "query,category,clicks,date\n"
+        f"train set,{TRAINS},3,2025-01-15\n"
+        f"train set,{TRAINS},4,2025-08-15\n"
+        f"train set,{TRAINS},5,\n"
+    ))
+    result = ingest(tmp_path / "log.csv", TAXONOMY, date_from="2025-07-01", date_to="2026-01-01")
+    assert result.table.clicks.tolist() == [4]
+    assert result.report.rows_outside_dates == 2
+    everything = ingest(tmp_path / "log.csv", TAXONOMY)
+    assert everything.table.clicks.tolist() == [12]
+
+
+def test_missing_columns_and_files(tmp_path):
+    write_csv(tmp_path / "log.csv", "q,category\nx,y\n")
+    with pytest.raises(InputError, match="log.csv: missing column\\(s\\) query"):
+        ingest(tmp_path / "log.csv", TAXONOMY)
+    with pytest.raises(InputError, match="nothere.csv"):
+        ingest(tmp_path / "nothere.csv", TAXONOMY)
+    with pytest.raises(InputError, match="cannot tell the click-log format"):
+        ingest(tmp_path / "log.xlsx", TAXONOMY)

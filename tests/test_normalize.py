@@ -1,0 +1,61 @@
+import string
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qcat.normalize import IN_WORD, normalize, tokenize
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("Dior  Gaudron", "dior gaudron"),
+        ("AT&T iPhone® 4", "at&t iphone 4"),
+        ("Rock & Roll!!", "rock roll"),
+        ("9-10yrs 1.5' cable", "9-10yrs 1.5 cable"),
+        ("King's  poster-bed.", "king's poster-bed"),
+        ("ＦＵＬＬ　ＷＩＤＴＨ", "full width"),  # NFKC folds full-width forms
+        ("Rocketfish™ - USB", "rocketfishtm usb"),  # ™ is NFKC 'TM'
+        ("--", ""),
+        ("a--b", "a b"),
+        ("under_score", "under score"),
+        ("Crème BRÛLÉE", "crème brûlée"),
+        ("हिन्दी किताब", "हिन्दी किताब"),  # combining marks stay inside their word
+    ],
+)
+def test_examples(raw, expected):
+    assert normalize(raw) == expected
+
+
+def test_tokens_are_the_split_of_normalize():
+    assert tokenize("Hornby Train-Set, OO gauge") == ["hornby", "train-set", "oo", "gauge"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text())
+def test_idempotent(text):
+    once = normalize(text)
+    assert normalize(once) == once
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text())
+def test_tokens_are_clean(text):
+    for token in tokenize(text):
+        assert token and token == token.strip() and not any(ch.isspace() for ch in token)
+        assert token[0] not in IN_WORD and token[-1] not in IN_WORD
+        assert normalize(token) == token
+        assert not any(ch in string.punctuation and ch not in IN_WORD for ch in token)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(alphabet=string.ascii_letters + string.digits, min_size=1), min_size=1, max_size=6))
+def test_plain_words_survive(words):
+    assert tokenize("  ".join(words)) == [w.lower() for w in words]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_case_and_surrounding_space_do_not_matter(text):
+    assert normalize(f"  {text.upper()}\t") == normalize(normalize(text.upper()))
