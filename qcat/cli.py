@@ -90,43 +90,41 @@ def run_classify(args: argparse.Namespace) -> int:
         raise QcatError(f"-k must be at least 1, got {args.k}")
     if args.queries:
         sources = [(f"argument {i}", q) for i, q in enumerate(args.queries, start=1)]
+        for where, query in sources:
+            if not tokenize(query):
+                raise EmptyQueryError(f"{where}: query {query!r} is empty after normalization")
     else:
         sources = ((f"stdin line {i}", line.rstrip("\r\n")) for i, line in enumerate(sys.stdin, start=1))
     classifier = Classifier.load(args.model)
     failures = 0
     for batch in _batches(sources, BATCH):
-        valid = []
-        for where, query in batch:
-            if tokenize(query):
-                valid.append(query)
+        is_valid = [bool(tokenize(query)) for _, query in batch]
+        results = iter(classifier.classify([q for (_, q), ok in zip(batch, is_valid) if ok], args.k))
+        for (where, query), ok in zip(batch, is_valid):
+            if not ok:
+                failures += 1
+                message = f"{where}: query {query!r} is empty after normalization"
+                print(f"qcat: error: {message}", file=sys.stderr)
+                if args.json:
+                    print(json.dumps({"query": query, "error": message}, ensure_ascii=False))
                 continue
-            failures += 1
-            message = f"{where}: query {query!r} is empty after normalization"
-            print(f"qcat: error: {message}", file=sys.stderr)
-            if args.json:
-                print(json.dumps({"query": query, "error": message}, ensure_ascii=False))
-        results = iter(classifier.classify(valid, args.k))
-        for where, query in batch:
-            if not tokenize(query):
-                continue
-            result = next(results)
-            if args.json:
-                record = result.to_json()
-                if args.explain:
-                    record["explanation"] = [f"answered by {result.source}"] + classifier.explain(query, args.k)
-                print(json.dumps(record, ensure_ascii=False))
-                continue
-            print(f"{result.query}  [{result.backend}: {result.source}]")
-            if args.explain:
-                for line in classifier.explain(query, args.k):
-                    print(f"  # {line}")
-            for rank, category in enumerate(result.categories, start=1):
-                print(f"  {rank:>2}. {category.score:.3f}  {category.id:<10} {category.path}")
-    if failures and not args.queries:
-        return 2
-    if failures:
-        raise EmptyQueryError(f"{failures} of the queries given were empty after normalization")
-    return 0
+            print_result(next(results), classifier, args)
+    return 2 if failures else 0
+
+
+def print_result(result, classifier, args: argparse.Namespace) -> None:
+    if args.json:
+        record = result.to_json()
+        if args.explain:
+            record["explanation"] = [f"answered by {result.source}"] + classifier.explain(result.query, args.k)
+        print(json.dumps(record, ensure_ascii=False))
+        return
+    print(f"{result.query}  [{result.backend}: {result.source}]")
+    if args.explain:
+        for line in classifier.explain(result.query, args.k):
+            print(f"  # {line}")
+    for rank, category in enumerate(result.categories, start=1):
+        print(f"  {rank:>2}. {category.score:.3f}  {category.id:<10} {category.path}")
 
 
 def run_info(args: argparse.Namespace) -> int:
