@@ -38,6 +38,22 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     ingest.add_argument("--out", type=Path, default=None, help="write the aggregated table (.parquet or .csv)")
     ingest.set_defaults(run=run_ingest)
 
+    simulate = sub.add_parser("simulate", help="simulate a year of search clicks over a catalog")
+    simulate.add_argument("--catalog", type=Path, default=None, help="listings CSV (default: the demo catalog)")
+    simulate.add_argument("--out", type=Path, required=True, help="click log to write (.parquet or .csv)")
+    simulate.add_argument("--intents-out", type=Path, default=None, help="also write each query's intended listing/category")
+    simulate.add_argument("--seed", type=int, default=0)
+    simulate.add_argument("--click-noise", type=float, default=0.03, help="share of clicks on off-intent categories")
+    simulate.add_argument("--typo-rate", type=float, default=0.02, help="share of query tokens with a typo")
+    simulate.set_defaults(run=run_simulate)
+
+    demo = sub.add_parser("build-demo", help="rebuild the demo corpus and the bundled demo model from a catalog")
+    demo.add_argument("--catalog", type=Path, default=None, help="listings CSV (default: the demo corpus's catalog)")
+    demo.add_argument("--corpus-out", type=Path, default=None, help="default: training/demo")
+    demo.add_argument("--model-out", type=Path, default=None, help="default: qcat/demo_model")
+    demo.add_argument("--seed", type=int, default=0)
+    demo.set_defaults(run=run_build_demo)
+
 
 def run_ingest(args: argparse.Namespace) -> int:
     from qcat.taxonomy import load_taxonomy
@@ -53,6 +69,80 @@ def run_ingest(args: argparse.Namespace) -> int:
     if args.out:
         write_table(result.table, args.out)
         print(f"wrote {len(result.table):,} pairs to {args.out}")
+    return 0
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    from training.catalog import load_catalog
+    from training.corpus import Corpus
+    from training.simulate import SimulationConfig, simulate_clicklog, write_intents, write_log
+
+    started = time.perf_counter()
+    catalog = load_catalog(args.catalog or Corpus.open().path("catalog"))
+    config = SimulationConfig(seed=args.seed, click_noise=args.click_noise, typo_rate=args.typo_rate)
+    log = simulate_clicklog(catalog, catalog.taxonomy(), config)
+    write_log(log, args.out)
+    if args.intents_out:
+        write_intents(log.intent, args.intents_out)
+    print(f"simulated {len(log):,} rows of {len(log.intent):,} queries over {len(catalog):,} listings "
+          f"into {args.out} ({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+def run_build_demo(args: argparse.Namespace) -> int:
+    """Catalog -> taxonomy -> simulated log -> corpus.json -> NB demo model, reproducibly."""
+    import shutil
+    from datetime import date
+
+    from training import nb_trainer
+    from training.catalog import load_catalog
+    from training.corpus import DEMO_DIR, META_FILE, Corpus
+    from training.logstats import format_stats, table1_stats
+    from training.simulate import SimulationConfig, catalog_brand_queries, simulate_clicklog, write_intents, write_log
+
+    started = time.perf_counter()
+    corpus_dir = args.corpus_out or DEMO_DIR
+    model_dir = args.model_out or Path(__file__).resolve().parent.parent / "qcat" / "demo_model"
+    source = args.catalog or DEMO_DIR / "catalog.csv.gz"
+    catalog = load_catalog(source)
+    corpus_dir.mkdir(parents=True, exist_ok=True)
+    if source.resolve() != (corpus_dir / "catalog.csv.gz").resolve():
+        shutil.copyfile(source, corpus_dir / "catalog.csv.gz")
+    taxonomy = catalog.taxonomy()
+    taxonomy.save_tsv(corpus_dir / "taxonomy.tsv")
+    config = SimulationConfig(seed=args.seed)
+    log = simulate_clicklog(catalog, taxonomy, config)
+    write_log(log, corpus_dir / "clicklog.parquet")
+    write_intents(log.intent, corpus_dir / "intents.parquet")
+    print(f"simulated {len(log):,} log rows ({time.perf_counter() - started:.1f} s)")
+    start = date.fromisoformat(config.start_date)
+    middle = date(start.year + (start.month + 5) // 12, (start.month + 5) % 12 + 1, start.day)
+    end = start.replace(year=start.year + 1)
+    meta = {
+        "catalog": "catalog.csv.gz",
+        "taxonomy": "taxonomy.tsv",
+        "log": "clicklog.parquet",
+        "intents": "intents.parquet",
+        "periods": {"candidate": [start.isoformat(), middle.isoformat()], "base": [middle.isoformat(), end.isoformat()]},
+        "min_clicks": 3,
+        "split_seed": args.seed,
+        "split_fractions": [0.8, 0.1, 0.1],
+        "simulation": {k: v for k, v in vars(config).items()},
+    }
+    (corpus_dir / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    corpus = Corpus.open(corpus_dir)
+    whole_year = corpus.ingest("all", taxonomy).table
+    print("whole-year log statistics (eBay Table 1):")
+    print(format_stats(table1_stats(whole_year, brands=catalog_brand_queries(catalog))))
+    dataset = corpus.dataset("base")
+    model = nb_trainer.fit(dataset)
+    model.config["data"] = {"corpus": "demo", "period": "base"}
+    model.metrics["test"] = nb_trainer.evaluate_pr(model, dataset.test)
+    if model_dir.exists():
+        shutil.rmtree(model_dir)
+    model.save(model_dir)
+    print(f"demo model: test {json.dumps(model.metrics['test'])} -> {model_dir}")
+    print(f"done in {time.perf_counter() - started:.1f} s")
     return 0
 
 
