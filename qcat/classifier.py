@@ -75,6 +75,7 @@ class Classifier:
         self.model = model
         self.taxonomy = taxonomy
         self.directory = directory
+        self._label_paths = [taxonomy.path_of(label) for label in model.labels]
 
     @classmethod
     def load(cls, directory: str | Path | None = None) -> "Classifier":
@@ -88,8 +89,8 @@ class Classifier:
         results = []
         for query, labels, scores, source in zip(queries, predictions.labels, predictions.scores, predictions.sources):
             categories = tuple(
-                Category(self.model.labels[label], self.taxonomy.path_of(self.model.labels[label]), float(score))
-                for label, score in zip(labels, scores)
+                Category(self.model.labels[label], self._label_paths[label], float(score))
+                for label, score in zip(labels.tolist(), scores.tolist())
                 if label >= 0
             )
             results.append(Classification(query, normalize(query), self.model.backend, source, categories))

@@ -53,6 +53,18 @@ def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     k = min(k, width)
     if k == 0:
         return np.zeros((n, 0), np.int32), np.zeros((n, 0), scores.dtype)
-    # A stable sort of the negated scores keeps equal scores in index order.
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    if k == width:
+        order = np.argsort(-scores, axis=1, kind="stable")
+        return order.astype(np.int32), np.take_along_axis(scores, order, axis=1)
+    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    values = np.take_along_axis(scores, part, axis=1)
+    # Sort the k candidates by score, then index: np.lexsort sorts by its last key first.
+    within = np.lexsort((part, -values), axis=1)
+    order = np.take_along_axis(part, within, axis=1)
+    # Where ties straddle the k-th place, argpartition's pick is arbitrary: redo those
+    # rows with a stable full sort so the lower index always wins.
+    kth = values.min(axis=1, keepdims=True)
+    tied = np.nonzero((scores >= kth).sum(axis=1) > k)[0]
+    if len(tied):
+        order[tied] = np.argsort(-scores[tied], axis=1, kind="stable")[:, :k]
     return order.astype(np.int32), np.take_along_axis(scores, order, axis=1)

@@ -9,9 +9,10 @@ the real listings (see DESIGN.md and eBay §4.1). The simulation, in order:
    ("samsung bluetooth headset") and long specific queries (an ordered subset of 2-7 title
    tokens, model numbers included). Each listing that yields a query is one of its
    *generators*; a query's intent is spread over its generators' categories.
-2. **Typos**: ``typo_rate`` of all query tokens carry a typo (a letter swapped, dropped or
-   doubled). A typo'd query is a separate, rarer query; the search engine spell-corrects
-   it, so it gets the results of its source query.
+2. **Typos**: ``typo_rate`` of the distinct queries' tokens carry a typo (a letter swapped,
+   dropped or doubled; one per typo'd query). A typo'd query is a separate query with
+   ``typo_popularity`` of its source's searches; the search engine spell-corrects it, so
+   it gets the results of its source query.
 3. **Popularity** is Zipfian over queries ranked by their generators' weight (listing
    popularity) times a random factor, so short generic queries make the head and long
    specific ones the tail. Searches per month are Poisson around a seasonal profile.
@@ -35,7 +36,7 @@ import argparse
 import calendar
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -74,7 +75,7 @@ class SimulationConfig:
 
     seed: int = 0
     start_date: str = "2025-01-01"
-    long_queries_per_listing: float = 7.0
+    long_queries_per_listing: float = 7.5
     long_query_lengths: tuple[float, ...] = (0.0, 0.0, 0.06, 0.24, 0.30, 0.20, 0.12, 0.08)  # P(length = index)
     min_type_listings: int = 3  # a title-end phrase is a product type if this many listings end with it
     max_category_name_tokens: int = 3
@@ -91,13 +92,13 @@ class SimulationConfig:
     results_per_page: int = 10
     search_popularity_weight: float = 1.0  # popularity prior added to BM25 (in BM25 units)
     examination_decay: float = 1.0
-    attractiveness: tuple[float, float, float, float] = (0.02, 0.15, 0.4, 0.25)  # base, token match, intent category, intended listing
+    attractiveness: tuple[float, float, float, float] = (0.02, 0.12, 0.4, 0.25)  # base, token match, intent category, intended listing
     max_ctr: float = 0.85  # cap on the expected clicks per search
     click_noise: float = 0.03  # share of clicks on off-intent categories
     noise_categories: int = 4  # off-intent categories a query's noise clicks go to
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class QueryIntents:
     """What each generated (normalized) query means; golden data for evaluation.
 
@@ -119,7 +120,7 @@ class QueryIntents:
         return len(self.query)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SimulatedLog:
     """A simulated click log: one row per (raw query, category, month)."""
 
@@ -164,7 +165,7 @@ def simulate_clicklog(catalog: Catalog, taxonomy: Taxonomy, config: SimulationCo
                                         len(taxonomy), config, _rng(config, "noise"))
 
     units = _raw_units(texts, volume, config, _rng(config, "units"))
-    log_rows = _sample_clicks(units, source, click_p, outcome_cat, config, _rng(config, "clicks"))
+    log_rows = _sample_clicks(units, source, click_p, outcome_cat, len(taxonomy), config, _rng(config, "clicks"))
     searches = np.bincount(units.query, weights=log_rows.unit_searches, minlength=len(texts)).astype(np.int64)
 
     intent = QueryIntents(
@@ -201,7 +202,7 @@ def write_log(log: SimulatedLog, path: str | Path) -> None:
 
 def write_intents(intents: QueryIntents, path: str | Path) -> None:
     """Write the per-query intents as Parquet (zstd), or as CSV if ``path`` ends in .csv."""
-    _write_arrays({name: getattr(intents, name) for name in intents.__dataclass_fields__}, Path(path))
+    _write_arrays({f.name: getattr(intents, f.name) for f in fields(intents)}, Path(path))
 
 
 def catalog_brand_queries(catalog: Catalog) -> list[str]:
@@ -338,7 +339,7 @@ def _stem(token: str) -> str:
 def _category_queries(paths: list[str], title_tokens: list[list[str]], max_tokens: int) -> dict[str, str]:
     """The leaf name of each category path as a query ("" if none): short names whose words
     (plural-insensitive) all occur in the category's titles, so shoppers could type them
-    ("board games", but not Instacart's "cookies cakes" or Best Buy's "enhanced features")."""
+    ("board games", "red wines"; not Best Buy's "enhanced features")."""
     words: dict[str, set[str]] = {}
     for path, tokens in zip(paths, title_tokens):
         words.setdefault(path, set()).update(_stem(t) for t in tokens)
@@ -685,8 +686,8 @@ def _title_case(text: str) -> str:
 
 
 def _raw_units(texts: list[str], volume: np.ndarray, config: SimulationConfig, rng: np.random.Generator) -> _Units:
-    """Raw forms: most queries are typed in lower case, a few with a capital first letter or
-    a comma; the most popular ones are typed both in lower and in Title Case."""
+    """Raw forms: most queries are typed in lower case, a few with a capital first letter,
+    commas or quotes; the most popular ones are typed both in lower and in Title Case."""
     style = rng.uniform(size=len(texts))
     raw = []
     for text, u in zip(texts, style.tolist()):
@@ -694,8 +695,10 @@ def _raw_units(texts: list[str], volume: np.ndarray, config: SimulationConfig, r
             raw.append(text)
         elif u < 0.95:
             raw.append(text[:1].upper() + text[1:])
+        elif " " in text and u < 0.975:
+            raw.append(", ".join(text.split(" ")))
         else:
-            raw.append(", ".join(text.split(" ")) if " " in text else text + "!")
+            raw.append(f'"{text}"')
     order = np.lexsort((np.arange(len(texts)), -volume))
     top = order[: config.cased_variants].tolist()
     cased = np.asarray([i for i in top if texts[i].isascii() and _title_case(texts[i]) != texts[i]], dtype=np.int64)
@@ -733,7 +736,7 @@ def _month_starts(start: str) -> list[date]:
 
 
 def _sample_clicks(units: _Units, source: np.ndarray, click_p: np.ndarray, outcome_cat: np.ndarray,
-                   config: SimulationConfig, rng: np.random.Generator) -> _Rows:
+                   n_categories: int, config: SimulationConfig, rng: np.random.Generator) -> _Rows:
     """Searches per unit and month (Poisson around a seasonal profile), then clicks per
     outcome (multinomial: at most one click per search), summed per category."""
     starts = _month_starts(config.start_date)
@@ -747,10 +750,9 @@ def _sample_clicks(units: _Units, source: np.ndarray, click_p: np.ndarray, outco
     query = source[units.query[unit]]
     p = click_p[query]
     pvals = np.concatenate([p, 1.0 - p.sum(axis=1, keepdims=True)], axis=1)
-    clicks = rng.multinomial(n, np.clip(pvals, 0.0, 1.0))[:, :-1]
+    clicks = rng.multinomial(n, pvals)[:, :-1]
 
     row, slot = np.nonzero(clicks)
-    n_categories = int(outcome_cat.max()) + 1
     key = row.astype(np.int64) * n_categories + outcome_cat[query[row], slot]
     key, inverse = np.unique(key, return_inverse=True)
     row_clicks = np.bincount(inverse, weights=clicks[row, slot]).astype(np.int64)
