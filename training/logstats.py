@@ -111,4 +111,5 @@ def _p90(values: np.ndarray) -> float:
 
 def format_stats(stats: dict[str, float | int | None]) -> str:
     """One ``key: value`` line per statistic."""
-    return "\n".join(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}" for key, value in stats.items())
+    return "\n".join(f"{key}: {value:.3f}" if isinstance(value, float) else f"{key}: {value}"
+                     for key, value in stats.items())

@@ -92,7 +92,8 @@ class SimulationConfig:
     results_per_page: int = 10
     search_popularity_weight: float = 1.0  # popularity prior added to BM25 (in BM25 units)
     examination_decay: float = 1.0
-    attractiveness: tuple[float, float, float, float] = (0.02, 0.12, 0.4, 0.25)  # base, token match, intent category, intended listing
+    # Click attractiveness: base + token match share + intent category share + intended listing.
+    attractiveness: tuple[float, float, float, float] = (0.02, 0.12, 0.4, 0.25)
     max_ctr: float = 0.85  # cap on the expected clicks per search
     click_noise: float = 0.03  # share of clicks on off-intent categories
     noise_categories: int = 4  # off-intent categories a query's noise clicks go to
@@ -142,7 +143,8 @@ class SimulatedLog:
 # --------------------------------------------------------------------------- public API
 
 
-def simulate_clicklog(catalog: Catalog, taxonomy: Taxonomy, config: SimulationConfig = SimulationConfig()) -> SimulatedLog:
+def simulate_clicklog(catalog: Catalog, taxonomy: Taxonomy,
+                      config: SimulationConfig = SimulationConfig()) -> SimulatedLog:
     """Simulate a year of search clicks over ``catalog``; deterministic in ``config.seed``."""
     listing_category = _listing_categories(catalog, taxonomy)
     engine = _SearchEngine.build(catalog, config)
@@ -156,8 +158,10 @@ def simulate_clicklog(catalog: Catalog, taxonomy: Taxonomy, config: SimulationCo
     texts = queries.texts + typos.texts
     source = np.concatenate([np.arange(n_clean), typos.source])
     popularity_rng = _rng(config, "popularity")
-    clean_volume = _zipf_volumes(queries.score * popularity_rng.lognormal(0.0, config.popularity_noise, n_clean), config)
-    typo_volume = clean_volume[typos.source] * config.typo_popularity * popularity_rng.lognormal(0.0, 0.5, len(typos.source))
+    clean_noise = popularity_rng.lognormal(0.0, config.popularity_noise, n_clean)
+    clean_volume = _zipf_volumes(queries.score * clean_noise, config)
+    typo_noise = popularity_rng.lognormal(0.0, 0.5, len(typos.source))
+    typo_volume = clean_volume[typos.source] * config.typo_popularity * typo_noise
     volume = np.concatenate([clean_volume, typo_volume])
 
     results, matched, n_terms = engine.search(queries.texts, config.results_per_page)
@@ -484,7 +488,8 @@ def _add_typos(texts: list[str], typo_rate: float, rng: np.random.Generator) -> 
     """Typo'd copies (one token each) of a random share of the queries, chosen so that
     ``typo_rate`` of all query tokens (clean and typo'd queries together) carry a typo."""
     tokens = [t.split() for t in texts]
-    eligible = [[j for j, tok in enumerate(toks) if len(tok) >= 4 and tok.isascii() and tok.isalpha()] for toks in tokens]
+    eligible = [[j for j, tok in enumerate(toks) if len(tok) >= 4 and tok.isascii() and tok.isalpha()]
+                for toks in tokens]
     mean_length = np.mean([len(t) for t in tokens]) if tokens else 1.0
     # v typo'd queries per clean query give v / ((1 + v) * mean_length) typo'd tokens.
     v = typo_rate * mean_length / max(1e-9, 1.0 - typo_rate * mean_length)
