@@ -32,10 +32,8 @@ query-month) and ``clicks`` the clicks on the category's listings that month.
 
 from __future__ import annotations
 
-import argparse
 import calendar
 import re
-import time
 from dataclasses import dataclass, field, fields
 from datetime import date, timedelta
 from pathlib import Path
@@ -47,7 +45,7 @@ from scipy.stats import rankdata
 from qcat.errors import InputError
 from qcat.normalize import normalize, tokenize
 from qcat.taxonomy import Taxonomy
-from training.catalog import Catalog, load_catalog
+from training.catalog import Catalog
 from training.search_index import SearchIndex, build_index, search  # noqa: F401  (SearchIndex: public re-export)
 
 KINDS = ("brand", "category", "type", "brand_type", "long")
@@ -687,23 +685,3 @@ def _write_arrays(arrays: dict[str, np.ndarray], path: Path) -> None:
         con.execute(f"copy (select * from arrays) to '{target}' ({options})")
     finally:
         con.close()
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Simulate a click log over a catalog.")
-    parser.add_argument("catalog", help="listings CSV(.gz)")
-    parser.add_argument("out", help="click log to write (.parquet or .csv)")
-    parser.add_argument("--intents", help="also write the per-query intents here")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    began = time.perf_counter()
-    catalog = load_catalog(args.catalog)
-    log = simulate_clicklog(catalog, catalog.taxonomy(), SimulationConfig(seed=args.seed))
-    write_log(log, args.out)
-    if args.intents:
-        write_intents(log.intent, args.intents)
-    print(f"{len(log):,} rows, {len(log.intent):,} queries in {time.perf_counter() - began:.1f} s -> {args.out}")
-
-
-if __name__ == "__main__":
-    main()
