@@ -1,41 +1,259 @@
-"""Ranking metrics over sparse top-k predictions and sparse ground truth.
+"""Classification and ranking metrics over sparse top-k predictions (DESIGN.md, Metrics).
 
-Predictions are an ``(n, k)`` int array of label indices, best first, ``-1`` padded.
-Ground truth is a scipy CSR matrix ``(n, n_labels)`` whose non-zeros are the true labels.
+Every metric takes a :class:`Matched`: the predictions ranked deterministically
+(:func:`evaluation.ranking.rank_predictions`) and lined up against the truth once, so a
+report computes a dozen metrics and segments without re-sorting. Means are over the rows
+with at least one true label (``Matched.valid``); ``Matched.n_skipped`` counts the rest.
+
+Which relevance a metric reads: P@k, PR@k, the Godbole–Sarawagi scores, the propensity
+scored metrics and coverage treat every true label as relevant (value > 0); nDCG@k uses
+the truth values as graded gains (pass binary truth for binary nDCG).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
+import scipy.stats
+
+from evaluation.ranking import binary, check_truth, ideal_ranking, n_true, rank_predictions, truth_at
 
 
-def hits_matrix(predicted: np.ndarray, truth: sp.csr_matrix) -> np.ndarray:
-    """Boolean ``(n, k)``: is ``predicted[i, j]`` a true label of row ``i``?"""
-    truth = truth.tocsr()
-    truth.sort_indices()
-    n_labels = np.int64(truth.shape[1])
-    rows = np.repeat(np.arange(truth.shape[0], dtype=np.int64), np.diff(truth.indptr))
-    # (row, label) pairs as one sorted int64 key each; membership is a binary search.
-    truth_keys = rows * n_labels + truth.indices
-    keys = np.arange(predicted.shape[0], dtype=np.int64)[:, None] * n_labels + predicted
-    pos = np.minimum(np.searchsorted(truth_keys, keys), max(len(truth_keys) - 1, 0))
-    if len(truth_keys) == 0:
-        return np.zeros(predicted.shape, dtype=bool)
-    return (truth_keys[pos] == keys) & (predicted >= 0)
+@dataclass(frozen=True)
+class Matched:
+    """Ranked top-k predictions and the truth value found at each of their positions."""
+
+    labels: np.ndarray  # int64 (n, k), ranked, -1 padded
+    scores: np.ndarray  # float64 (n, k)
+    truth: sp.csr_matrix  # (n, n_labels)
+    gains: np.ndarray  # float64 (n, k): truth value of labels[i, j], 0 if not true
+
+    @classmethod
+    def build(cls, labels: np.ndarray, scores: np.ndarray, truth: sp.spmatrix) -> "Matched":
+        truth = check_truth(truth, len(labels))
+        labels, scores = rank_predictions(labels, scores, truth.shape[1])
+        return cls(labels, scores, truth, truth_at(labels, truth))
+
+    def subset(self, rows: np.ndarray) -> "Matched":
+        """The rows selected by a boolean mask or an index array."""
+        return Matched(self.labels[rows], self.scores[rows], self.truth[rows], self.gains[rows])
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def k(self) -> int:
+        return self.labels.shape[1]
+
+    @property
+    def hits(self) -> np.ndarray:
+        return self.gains > 0
+
+    @property
+    def n_true(self) -> np.ndarray:
+        return n_true(self.truth)
+
+    @property
+    def valid(self) -> np.ndarray:
+        return self.n_true > 0
+
+    @property
+    def n_skipped(self) -> int:
+        return int((~self.valid).sum())
 
 
-def pr_at_k(predicted: np.ndarray, truth: sp.csr_matrix, k: int) -> float:
-    """eBay's PR@k: hits in the top k divided by ``min(k, |Y|)``, averaged over rows
-    with at least one true label."""
-    hits = hits_matrix(predicted[:, :k], truth).sum(axis=1)
-    n_true = np.diff(truth.tocsr().indptr)
-    keep = n_true > 0
-    return float(np.mean(hits[keep] / np.minimum(k, n_true[keep]))) if keep.any() else float("nan")
+def mean_over_valid(values: np.ndarray, matched: Matched) -> float:
+    valid = matched.valid
+    return float(values[valid].mean()) if valid.any() else float("nan")
 
 
-def precision_at_k(predicted: np.ndarray, truth: sp.csr_matrix, k: int) -> float:
-    """P@k: hits in the top k divided by k, averaged over rows with a true label."""
-    hits = hits_matrix(predicted[:, :k], truth).sum(axis=1)
-    keep = np.diff(truth.tocsr().indptr) > 0
-    return float(np.mean(hits[keep] / k)) if keep.any() else float("nan")
+def _check_k(k: int) -> None:
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+
+
+def discounts(k: int) -> np.ndarray:
+    """``1 / log2(rank + 1)`` for ranks 1..k."""
+    return 1.0 / np.log2(np.arange(2, k + 2))
+
+
+# -- unweighted ------------------------------------------------------------------------
+
+
+def precision_at_k(matched: Matched, k: int) -> float:
+    """P@k: true labels among the top k, divided by k."""
+    _check_k(k)
+    return mean_over_valid(matched.hits[:, :k].sum(axis=1) / k, matched)
+
+
+def pr_at_k(matched: Matched, k: int) -> float:
+    """eBay's PR@k (§4.2.1): true labels among the top k divided by ``min(k, |Y|)``."""
+    _check_k(k)
+    hits = matched.hits[:, :k].sum(axis=1)
+    return mean_over_valid(hits / np.maximum(np.minimum(k, matched.n_true), 1), matched)
+
+
+def gs_scores(matched: Matched, threshold: float = 0.5, at_least_one: bool = True) -> dict[str, float]:
+    """Godbole–Sarawagi precision, recall and F1 (eBay §4.2.1) of thresholded predictions.
+
+    The predicted set Z of a row is its labels scoring at least ``threshold`` (within the
+    top k given); with ``at_least_one`` the top label is always in Z, as a classifier
+    always answers. Per row: precision = |Y∩Z|/|Z| (0 when Z is empty), recall =
+    |Y∩Z|/|Y|, F1 = 2|Y∩Z|/(|Y|+|Z|); each is averaged over rows. (The paper's prose swaps
+    the names of precision and recall; its formulas, used here, do not.)
+    """
+    chosen = (matched.scores >= threshold) & (matched.labels >= 0)
+    if at_least_one:
+        chosen[:, 0] |= matched.labels[:, 0] >= 0
+    size_z = chosen.sum(axis=1)
+    size_y = matched.n_true
+    both = (chosen & matched.hits).sum(axis=1)
+    precision = np.where(size_z > 0, both / np.maximum(size_z, 1), 0.0)
+    recall = both / np.maximum(size_y, 1)
+    f1 = 2 * both / np.maximum(size_y + size_z, 1)
+    return {
+        "precision": mean_over_valid(precision, matched),
+        "recall": mean_over_valid(recall, matched),
+        "f1": mean_over_valid(f1, matched),
+    }
+
+
+def coverage_at_k(matched: Matched, k: int) -> float:
+    """Label coverage@k: distinct labels predicted correctly somewhere in a top k, over
+    the distinct labels that are true somewhere (napkinXC's definition)."""
+    _check_k(k)
+    true_labels = np.unique(matched.truth.indices)
+    if len(true_labels) == 0:
+        return float("nan")
+    correct = np.unique(matched.labels[:, :k][matched.hits[:, :k]])
+    return len(correct) / len(true_labels)
+
+
+# -- graded ----------------------------------------------------------------------------
+
+
+def ndcg_at_k(matched: Matched, k: int) -> float:
+    """nDCG@k with the truth values as gains: ``Σ gain_r / log2(r + 1)`` over the top k,
+    divided by the same sum over the best possible top k (trec_eval's ndcg_cut)."""
+    _check_k(k)
+    weights = discounts(k)
+    width = min(k, matched.k)
+    dcg = matched.gains[:, :width] @ weights[:width]
+    ideal, _ = ideal_ranking(matched.truth, k)
+    idcg = ideal @ weights
+    return mean_over_valid(dcg / np.where(idcg > 0, idcg, 1.0), matched)
+
+
+# -- propensity scored (Jain et al. 2016) ---------------------------------------------
+
+
+def _ps_gains(matched: Matched, inverse_propensity: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Inverse propensity of each correct label in the top k (0 elsewhere), and the
+    best possible: the row's true labels with the highest inverse propensities."""
+    _check_k(k)
+    inverse_propensity = np.asarray(inverse_propensity, dtype=np.float64)
+    if inverse_propensity.shape != (matched.truth.shape[1],):
+        raise ValueError(f"need one inverse propensity per label ({matched.truth.shape[1]}), got {inverse_propensity.shape}")
+    width = min(k, matched.k)
+    labels = matched.labels[:, :width]
+    gains = np.where(matched.hits[:, :width], inverse_propensity[np.maximum(labels, 0)], 0.0)
+    best, _ = ideal_ranking(binary(matched.truth), k, inverse_propensity)
+    return gains, best
+
+
+def psp_at_k_raw(matched: Matched, inverse_propensity: np.ndarray, k: int) -> float:
+    """Jain et al.'s unbiased PSP@k as defined (Table 1): ``(1/k) Σ_{top k} y_l / p_l``,
+    averaged over rows. Unbounded: it can exceed 1."""
+    gains, _ = _ps_gains(matched, inverse_propensity, k)
+    return mean_over_valid(gains.sum(axis=1) / k, matched)
+
+
+def psp_at_k_normalized(matched: Matched, inverse_propensity: np.ndarray, k: int) -> float:
+    """PSP@k as papers report it (Jain et al. §7, napkinXC ``normalize=True``): the summed
+    raw PSP@k divided by the summed PSP@k of the best possible predictions. In [0, 1]."""
+    gains, best = _ps_gains(matched, inverse_propensity, k)
+    valid = matched.valid
+    denominator = best[valid].sum()
+    return float(gains[valid].sum() / denominator) if denominator > 0 else float("nan")
+
+
+def psndcg_at_k_raw(matched: Matched, inverse_propensity: np.ndarray, k: int) -> float:
+    """Jain et al.'s unbiased PSnDCG@k as defined (Table 1):
+    ``Σ_{top k} y_l / (p_l log(r_l + 1))`` divided by ``Σ_{r=1..k} 1 / log(r + 1)``."""
+    gains, _ = _ps_gains(matched, inverse_propensity, k)
+    weights = discounts(k)
+    return mean_over_valid(gains @ weights[: gains.shape[1]] / weights.sum(), matched)
+
+
+def psndcg_at_k_normalized(matched: Matched, inverse_propensity: np.ndarray, k: int) -> float:
+    """PSnDCG@k as reported (napkinXC ``normalize=True``): each row's PSDCG@k over its
+    ``Σ_{r=1..min(k,|Y|)} 1/log2(r + 1)``, summed, divided by the same sum for the best
+    possible predictions. In [0, 1]."""
+    gains, best = _ps_gains(matched, inverse_propensity, k)
+    weights = discounts(k)
+    norm = np.cumsum(weights)[np.clip(np.minimum(k, matched.n_true) - 1, 0, k - 1)]
+    valid = matched.valid
+    attained = (gains @ weights[: gains.shape[1]] / norm)[valid].sum()
+    possible = (best @ weights / norm)[valid].sum()
+    return float(attained / possible) if possible > 0 else float("nan")
+
+
+# -- binary relevance (golden-data judgments) -----------------------------------------
+
+
+def accuracy(predicted_relevant: np.ndarray, relevant: np.ndarray) -> float:
+    """Share of items whose predicted relevance (bool) matches the judged one (bool)."""
+    predicted_relevant = np.asarray(predicted_relevant, dtype=bool)
+    relevant = np.asarray(relevant, dtype=bool)
+    if predicted_relevant.shape != relevant.shape:
+        raise ValueError(f"shapes differ: {predicted_relevant.shape} vs {relevant.shape}")
+    return float((predicted_relevant == relevant).mean()) if relevant.size else float("nan")
+
+
+def roc_auc(scores: np.ndarray, relevant: np.ndarray) -> float:
+    """ROC-AUC: the probability that a relevant item outscores an irrelevant one, ties
+    counting half (the Mann–Whitney statistic over average ranks). NaN when either class
+    is empty."""
+    scores = np.asarray(scores, dtype=np.float64)
+    relevant = np.asarray(relevant, dtype=bool)
+    if scores.shape != relevant.shape:
+        raise ValueError(f"shapes differ: {scores.shape} vs {relevant.shape}")
+    n_pos = int(relevant.sum())
+    n_neg = relevant.size - n_pos
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    ranks = scipy.stats.rankdata(scores)
+    return float((ranks[relevant].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+# -- calibration ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reliability:
+    """Top-1 score against top-1 correctness in equal-width score bins."""
+
+    edges: np.ndarray  # (bins + 1,)
+    count: np.ndarray  # rows per bin
+    mean_score: np.ndarray  # NaN for empty bins
+    accuracy: np.ndarray  # NaN for empty bins
+    expected_calibration_error: float
+
+
+def reliability(matched: Matched, bins: int = 10) -> Reliability:
+    """Reliability diagram data for the top-1 prediction (scores taken as probabilities,
+    clipped to [0, 1]) and its expected calibration error."""
+    valid = matched.valid & (matched.labels[:, 0] >= 0)
+    score = np.clip(matched.scores[valid, 0], 0.0, 1.0)
+    correct = matched.hits[valid, 0].astype(np.float64)
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    which = np.minimum(np.searchsorted(edges, score, side="right") - 1, bins - 1)
+    count = np.bincount(which, minlength=bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_score = np.bincount(which, weights=score, minlength=bins) / count
+        hit_rate = np.bincount(which, weights=correct, minlength=bins) / count
+    filled = count > 0
+    ece = float((count[filled] * np.abs(mean_score[filled] - hit_rate[filled])).sum() / max(count.sum(), 1))
+    return Reliability(edges, count, mean_score, hit_rate, ece)

@@ -14,7 +14,8 @@ from qcat.normalize import normalize
 from training.catalog import Catalog, load_catalog
 from training.clicklog import ingest
 from training.clicktable import ClickTable
-from training.logstats import segment_by_impressions, table1_stats
+from evaluation.segments import segment_by_impressions
+from training.logstats import table1_stats
 from training.simulate import (
     SimulationConfig,
     catalog_brand_queries,
