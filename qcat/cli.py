@@ -1,7 +1,7 @@
 """The ``qcat`` command line.
 
 ``classify`` and ``info`` live here and import only the serving runtime; the command
-groups of other packages (``data``, ``train``) are imported only when they are run,
+groups of other packages (``data``, ``train``, ``evaluate``) are imported only when they are run,
 so that classifying stays fast and never loads training code.
 """
 
@@ -21,6 +21,7 @@ from qcat.errors import EmptyQueryError, QcatError
 DELEGATED = {
     "data": ("training.cli", "click logs: ingest, simulate, build the demo corpus"),
     "train": ("training.cli", "train a model bundle (nb)"),
+    "evaluate": ("evaluation.cli", "score models on a corpus split; write a head/torso/tail report"),
 }
 BATCH = 2048
 

@@ -51,14 +51,15 @@ class Corpus:
     def catalog(self) -> Catalog:
         return load_catalog(self.path("catalog"))
 
-    def ingest(self, period: str = "base", taxonomy: Taxonomy | None = None) -> IngestResult:
+    def ingest(self, period: str = "base", taxonomy: Taxonomy | None = None, min_clicks: float | None = None) -> IngestResult:
+        """The log of one period, aggregated; ``min_clicks`` overrides the corpus threshold."""
         if period not in PERIODS:
             raise InputError(f"unknown period {period!r}; expected one of {', '.join(PERIODS)}")
         date_from, date_to = (None, None) if period == "all" else self.meta["periods"][period]
         return ingest(
             self.path("log"),
             taxonomy or self.taxonomy(),
-            min_clicks=self.meta.get("min_clicks", 3),
+            min_clicks=self.meta.get("min_clicks", 3) if min_clicks is None else min_clicks,
             date_from=date_from,
             date_to=date_to,
         )

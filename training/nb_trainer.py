@@ -10,6 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from evaluation.metrics import pr_at_k
+from evaluation.predict import predict_matched
 from qcat.nb import NaiveBayesModel, query_features
 from training.clicktable import ClickTable
 from training.dataset import Dataset, truth_matrix
@@ -96,12 +97,8 @@ def _lookup_table(table: ClickTable, labels_used: np.ndarray) -> dict:
 
 def evaluate_pr(model: NaiveBayesModel, table: ClickTable, ks: tuple[int, ...] = (1, 3, 10)) -> dict[str, float]:
     """PR@k of ``model`` on ``table`` (predictions mapped onto the table's categories)."""
-    predictions = model.predict(list(table.queries), max(ks))
-    position = {c: i for i, c in enumerate(table.categories)}
-    to_table = np.array([position.get(label, -1) for label in model.labels] + [-1], dtype=np.int64)
-    predicted = to_table[predictions.labels]  # -1 (padding) maps to the trailing -1
-    truth = truth_matrix(table)
-    return {f"pr@{k}": pr_at_k(predicted, truth, k) for k in ks}
+    matched = predict_matched(model, table.queries, table.categories, truth_matrix(table), max(ks))
+    return {f"pr@{k}": pr_at_k(matched, k) for k in ks}
 
 
 def fit(dataset: Dataset, config: NBConfig = NBConfig(), progress=None) -> NaiveBayesModel:

@@ -1,0 +1,99 @@
+"""``qcat evaluate``: score model bundles on a corpus split and write the report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+from qcat.errors import InputError
+
+DEFAULT_OUT = Path("qcat-report")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="qcat evaluate",
+        description="Score model bundles on a corpus split; write report.md, report.html and report.json.",
+    )
+    parser.add_argument("--model", type=Path, action="append", required=True, metavar="DIR",
+                        help="model bundle (repeat to compare; deltas are against the first)")
+    parser.add_argument("--name", action="append", default=None, metavar="NAME",
+                        help="display name of each --model, in order (default: the directory name)")
+    parser.add_argument("--corpus", type=Path, default=None, help="corpus directory (default: the demo corpus)")
+    parser.add_argument("--period", choices=("base", "candidate", "all"), default="base")
+    parser.add_argument("--split", choices=("train", "validation", "test"), default="test")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"report directory (default: ./{DEFAULT_OUT})")
+    parser.add_argument("--json", action="store_true", help="also print the report JSON on stdout")
+    parser.add_argument("--threshold", type=float, default=0.5,
+                        help="score a category needs to count as predicted for P, R and F1 (default 0.5)")
+    parser.add_argument("-k", type=int, default=5, help="k of nDCG, PSP, PSnDCG, coverage and XReg metrics (default 5)")
+    propensity = parser.add_mutually_exclusive_group()
+    propensity.add_argument("--fit-propensity", action="store_true",
+                            help="fit the propensity model's A and B on the corpus instead of A=0.55, B=1.5")
+    propensity.add_argument("--propensity", type=float, nargs=2, metavar=("A", "B"), default=None,
+                            help="propensity model parameters")
+    return parser
+
+
+def main(command: str, argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    from evaluation.evaluate import evaluate
+    from evaluation.propensity import PropensityModel
+    from evaluation.scoring import ScoringOptions
+
+    if not 0 <= args.threshold <= 1:
+        raise InputError(f"--threshold must lie in [0, 1], got {args.threshold}")
+    if not 1 <= args.k <= 10:
+        raise InputError(f"-k must lie in 1..10 (models are asked for their top 10), got {args.k}")
+    propensity = None
+    if args.propensity:
+        a, b = args.propensity
+        if a <= 0 or b < 0:
+            raise InputError(f"--propensity needs A > 0 and B >= 0, got {a} {b}")
+        propensity = PropensityModel(a, b)
+    started = time.perf_counter()
+    report = evaluate(
+        args.model, args.name, args.corpus, args.period, args.split,
+        ScoringOptions(threshold=args.threshold, k=args.k), fit=args.fit_propensity, propensity=propensity,
+        progress=lambda message: print(message, file=sys.stderr),
+    )
+    written = write_report(report, args.out)
+    print(f"wrote {', '.join(str(p) for p in written)} ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+    if args.json:
+        print(json.dumps(clean_json(report), indent=2))
+    return 0
+
+
+def clean_json(value):
+    """NaN becomes null: the JSON file must parse everywhere, not only in Python."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: clean_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean_json(v) for v in value]
+    return value
+
+
+def write_report(report: dict, out: Path) -> list[Path]:
+    """Write report.json, report.md (with plots/*.svg) and a self-contained report.html."""
+    from evaluation.html import render_html
+    from evaluation.plots import draw_all
+    from evaluation.report import render_markdown
+
+    try:
+        (out / "plots").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the report directory {out}: {exc}") from None
+    plots = draw_all(report)
+    for file_name, svg in plots.values():
+        (out / "plots" / file_name).write_text(svg, encoding="utf-8")
+    paths = [out / "report.json", out / "report.md", out / "report.html"]
+    paths[0].write_text(json.dumps(clean_json(report), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    paths[1].write_text(render_markdown(report, {t: f"plots/{f}" for t, (f, _) in plots.items()}), encoding="utf-8")
+    paths[2].write_text(render_html(report, plots), encoding="utf-8")
+    return paths

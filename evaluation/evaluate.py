@@ -1,0 +1,157 @@
+"""``qcat evaluate``'s pipeline: a corpus split and model bundles in, a report dict out.
+
+The evaluation set is one split (by default ``test``) of a corpus period; its label
+space is the corpus taxonomy's leaves. Head/torso/tail are cut over the evaluated
+queries' impressions (30/30/40 of impressions, eBay §4.2.2). Propensities use the label
+counts of the same period's training split (Jain et al. §5), with A and B either the
+defaults or fitted to how often the click threshold hides a clicked category
+(:func:`fit_from_corpus`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from evaluation.predict import predict_matched
+from evaluation.propensity import PropensityModel, fit_propensity, label_counts
+from evaluation.scoring import ScoringOptions, score_model
+from evaluation.segments import DEFAULT_SHARES, LENGTH_BINS, SEGMENTS, segment_by_impressions, segment_by_length
+from qcat.classifier import load_model
+from qcat.errors import InputError
+from qcat.model import Model
+from qcat.taxonomy import Taxonomy
+from training.clicktable import ClickTable
+from training.corpus import Corpus
+from training.dataset import Dataset, subset_queries
+
+PREDICTION_K = 10
+
+
+@dataclass(frozen=True)
+class EvaluationSet:
+    """The queries of one split with their clicked categories as sparse truth."""
+
+    queries: np.ndarray  # normalized query strings
+    label_ids: np.ndarray  # taxonomy ids: the truth's columns
+    truth: sp.csr_matrix  # (queries, labels): clicks
+    segment: np.ndarray  # head/torso/tail index per query
+    length_bin: np.ndarray  # index into LENGTH_BINS per query
+    train_label_counts: np.ndarray  # N_l over the training split, per label
+    n_train: int
+    source: dict
+
+
+def _columns(table: ClickTable, label_index: dict[str, int]) -> sp.csr_matrix:
+    columns = np.array([label_index[c] for c in table.categories], dtype=np.int64)
+    return sp.csr_matrix(
+        (table.clicks, (table.pair_query, columns[table.pair_category])),
+        shape=(len(table.queries), len(label_index)),
+    )
+
+
+def label_space(taxonomy: Taxonomy, dataset: Dataset) -> np.ndarray:
+    """The taxonomy's leaves, then any other category the click table uses."""
+    leaves = list(taxonomy.leaves)
+    extra = sorted(set(dataset.table.categories) - set(leaves))
+    return np.array(leaves + extra, dtype=object)
+
+
+def evaluation_set(dataset: Dataset, split: str, source: dict) -> EvaluationSet:
+    labels = label_space(dataset.taxonomy, dataset)
+    index = {label: i for i, label in enumerate(labels)}
+    part = dataset.part(split)
+    train = dataset.train
+    if len(part.queries) == 0:
+        raise InputError(f"the {split} split of {source.get('corpus')} has no queries")
+    return EvaluationSet(
+        queries=part.queries,
+        label_ids=labels,
+        truth=_columns(part, index),
+        segment=segment_by_impressions(np.nan_to_num(part.query_impressions), DEFAULT_SHARES),
+        length_bin=segment_by_length(part.query_tokens_count()),
+        train_label_counts=label_counts(_columns(train, index)),
+        n_train=len(train.queries),
+        source=source | {"split": split, "queries": len(part.queries)},
+    )
+
+
+def fit_from_corpus(corpus: Corpus, period: str, dataset: Dataset, evaluation: EvaluationSet) -> PropensityModel:
+    """Fit A, B: on the training split, a category is *observed* for a query when its
+    clicks pass the corpus click threshold, and *complete* when it has any click."""
+    taxonomy = dataset.taxonomy
+    every_click = corpus.ingest(period, taxonomy, min_clicks=1).table
+    complete_train = subset_queries(
+        every_click, Dataset.from_table(every_click, taxonomy, seed=dataset.seed).split == 0
+    )
+    index = {label: i for i, label in enumerate(evaluation.label_ids)}
+    missing = sorted(set(complete_train.categories) - set(index))
+    if missing:
+        raise InputError(f"categories {missing[:3]} have clicks but are not in the label space")
+    complete = label_counts(_columns(complete_train, index))
+    return fit_propensity(evaluation.train_label_counts, complete, len(complete_train.queries))
+
+
+def check_labels(model: Model, taxonomy: Taxonomy, directory: Path) -> None:
+    """Every model label must be a category of the corpus taxonomy with the same path."""
+    model_taxonomy = getattr(model, "taxonomy", None)
+    wrong = [label for label in model.labels
+             if label not in taxonomy or (model_taxonomy is not None and model_taxonomy.path_of(label) != taxonomy.path_of(label))]
+    if wrong:
+        raise InputError(f"model {directory} predicts categories that the corpus taxonomy lacks or names differently, "
+                         f"e.g. {wrong[:3]}: was it trained on another taxonomy?")
+
+
+def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir: Path | None = None,
+             period: str = "base", split: str = "test", options: ScoringOptions = ScoringOptions(),
+             fit: bool = False, propensity: PropensityModel | None = None,
+             progress: Callable[[str], None] = lambda message: None) -> dict:
+    """Score every model on the split and return the report as a JSON-ready dict."""
+    if not model_dirs:
+        raise InputError("give at least one --model")
+    names = list(names or [])
+    if len(names) > len(model_dirs):
+        raise InputError(f"{len(names)} names for {len(model_dirs)} models")
+    names += [Path(d).resolve().name for d in model_dirs[len(names):]]
+    if len(set(names)) != len(names):
+        raise InputError(f"model names must differ, got {names}: name them with --name")
+    started = time.perf_counter()
+    corpus = Corpus.open(corpus_dir)
+    dataset = corpus.dataset(period)
+    evaluation = evaluation_set(dataset, split, {"corpus": str(corpus.directory), "period": period})
+    progress(f"{evaluation.source['queries']:,} {split} queries, {len(evaluation.label_ids):,} labels "
+             f"({time.perf_counter() - started:.1f} s)")
+    if fit:
+        propensity = fit_from_corpus(corpus, period, dataset, evaluation)
+        progress(f"fitted propensity A={propensity.a:.3f} B={propensity.b:.3f}")
+    propensity = propensity or PropensityModel()
+    inverse = propensity.inverse(evaluation.train_label_counts, max(evaluation.n_train, 1))
+    models = []
+    for name, directory in zip(names, model_dirs):
+        model = load_model(directory)
+        check_labels(model, dataset.taxonomy, Path(directory))
+        tick = time.perf_counter()
+        matched = predict_matched(model, evaluation.queries, evaluation.label_ids, evaluation.truth, PREDICTION_K)
+        predict_seconds = time.perf_counter() - tick
+        # Labels outside the evaluation space are never true: weight them like unseen ones.
+        weights = np.concatenate([inverse, np.full(matched.truth.shape[1] - len(inverse), inverse.max())])
+        scores = score_model(matched, evaluation.segment, evaluation.length_bin, weights, options)
+        progress(f"{name}: PR@1 {scores.segments['all']['PR@1']:.4f} (predicted in {predict_seconds:.1f} s)")
+        models.append({"name": name, "directory": str(directory), "backend": model.backend,
+                       "predict_seconds": predict_seconds} | scores.to_json())
+    return {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "source": evaluation.source,
+        "segments": {name: int((evaluation.segment == s).sum()) for s, name in enumerate(SEGMENTS)},
+        "length_bins": list(LENGTH_BINS),
+        "options": {"threshold": options.threshold, "k": options.k, "prediction_k": PREDICTION_K},
+        "propensity": {"A": propensity.a, "B": propensity.b, "fitted": propensity.fitted,
+                       "N": evaluation.n_train},
+        "models": models,
+    }

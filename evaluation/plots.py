@@ -1,0 +1,86 @@
+"""The report's plots, drawn with matplotlib (Agg) and returned as SVG text."""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+import numpy as np  # noqa: E402
+
+from evaluation.report import SEGMENT_ORDER  # noqa: E402
+from evaluation.scoring import CURVE_KS  # noqa: E402
+
+matplotlib.rcParams["svg.hashsalt"] = "qcat"  # stable element ids: the same report gives the same SVG
+
+
+def _svg(figure) -> str:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+def pr_at_k_by_segment(report: dict) -> str:
+    figure, axes = plt.subplots(1, len(SEGMENT_ORDER), figsize=(12, 3.2), sharey=True)
+    for ax, segment in zip(axes, SEGMENT_ORDER):
+        for model in report["models"]:
+            ax.plot(CURVE_KS, [100 * v for v in model["pr_curves"][segment]], marker="o", markersize=3, label=model["name"])
+        ax.set_title(segment)
+        ax.set_xlabel("k")
+        ax.set_xticks(CURVE_KS)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("PR@k (%)")
+    axes[-1].legend(loc="lower right", fontsize=8)
+    return _svg(figure)
+
+
+def pr_at_1_by_length(report: dict) -> str:
+    bins = report["length_bins"]
+    models = report["models"]
+    figure, ax = plt.subplots(figsize=(6, 3.2))
+    width = 0.8 / len(models)
+    x = np.arange(len(bins))
+    for i, model in enumerate(models):
+        values = [model["by_length"][b]["PR@1"] for b in bins]
+        ax.bar(x + i * width - 0.4 + width / 2, [100 * (v if v is not None else np.nan) for v in values], width,
+               label=model["name"])
+    ax.set_xticks(x, [f"{b}\n({models[0]['by_length'][b]['queries']:,})" for b in bins])
+    ax.set_xlabel("query length in tokens (queries)")
+    ax.set_ylabel("PR@1 (%)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    return _svg(figure)
+
+
+def reliability_diagram(report: dict) -> str:
+    figure, ax = plt.subplots(figsize=(4.2, 4))
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect calibration")
+    for model in report["models"]:
+        r = model["reliability"]
+        points = [(s, a) for s, a in zip(r["mean_score"], r["accuracy"]) if s is not None]
+        if points:
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, marker="o", markersize=4,
+                    label=f"{model['name']} (ECE {r['expected_calibration_error']:.3f})")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("top-1 score (bin mean)")
+    ax.set_ylabel("top-1 is a clicked category")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return _svg(figure)
+
+
+PLOTS = {
+    "PR@k by segment": ("pr_at_k_by_segment.svg", pr_at_k_by_segment),
+    "PR@1 by query length": ("pr_at_1_by_length.svg", pr_at_1_by_length),
+    "Score reliability (top 1)": ("reliability.svg", reliability_diagram),
+}
+
+
+def draw_all(report: dict) -> dict[str, tuple[str, str]]:
+    """Plot title -> (file name, SVG text)."""
+    return {title: (file_name, draw(report)) for title, (file_name, draw) in PLOTS.items()}
