@@ -21,6 +21,7 @@ p.note { color: #4a5468; font-size: .82rem; max-width: 60rem; }
 figure { display: inline-block; margin: .5rem 1rem .5rem 0; vertical-align: top; }
 figcaption { font-size: .85rem; color: #4a5468; text-align: center; }
 figure svg { max-width: 100%; height: auto; }
+div.scroll { overflow-x: auto; }
 """
 
 
@@ -39,7 +40,8 @@ def html_table(table: Table) -> str:
     body = "".join("<tr>" + "".join(_cell(v, is_delta and i >= 2) for i, v in enumerate(row)) + "</tr>"
                    for row in table.rows)
     note = f'<p class="note">{escape(table.note)}</p>' if table.note else ""
-    return f"<h2>{escape(table.title)}</h2><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
+    return (f'<h2>{escape(table.title)}</h2><div class="scroll"><table><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table></div>{note}")
 
 
 def _inline_svg(svg: str) -> str:
@@ -51,10 +53,13 @@ def render_html(report: dict, plots: dict[str, tuple[str, str]]) -> str:
     meta = "".join(f"<li>{escape(line)}</li>" for line in header_lines(report))
     figures = "".join(f"<figure>{_inline_svg(svg)}<figcaption>{escape(title)}</figcaption></figure>"
                       for title, (_, svg) in plots.items())
-    body = "".join(html_table(t) for t in tables(report))
+    sections = tables(report)
+    # Segment tables and deltas first, then the plots, then the detailed tables.
+    first = "".join(html_table(t) for t in sections if not t.detail)
+    rest = "".join(html_table(t) for t in sections if t.detail)
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<title>qcat evaluation report</title><style>{STYLE}</style></head><body>"
         f"<h1>qcat evaluation report</h1><ul class=\"meta\">{meta}</ul>"
-        f"<h2>Plots</h2>{figures}{body}</body></html>\n"
+        f"{first}<h2>Plots</h2>{figures}{rest}</body></html>\n"
     )

@@ -97,16 +97,22 @@ def _ideal(indptr, indices, data, weights, k):
     values = np.zeros((n, k))
     labels = np.full((n, k), -1, dtype=np.int64)
     for i in range(n):
-        start, end = indptr[i], indptr[i + 1]
-        m = end - start
-        if m == 0:
-            continue
-        row = data[start:end] * weights[indices[start:end]]
-        # Highest value first; ties to the lower label (indices are sorted, the sort is stable).
-        order = np.argsort(-row, kind="mergesort")
-        for j in range(min(k, m)):
-            values[i, j] = row[order[j]]
-            labels[i, j] = indices[start + order[j]]
+        filled = 0
+        # Insertion into a sorted top-k buffer: rows are short, so this beats a sort.
+        # Indices ascend within a row, so an equal value lands after the lower label.
+        for t in range(indptr[i], indptr[i + 1]):
+            value = data[t] * weights[indices[t]]
+            pos = filled
+            while pos > 0 and values[i, pos - 1] < value:
+                pos -= 1
+            if pos >= k:
+                continue
+            for s in range(min(filled, k - 1), pos, -1):
+                values[i, s] = values[i, s - 1]
+                labels[i, s] = labels[i, s - 1]
+            values[i, pos] = value
+            labels[i, pos] = indices[t]
+            filled = min(filled + 1, k)
     return values, labels
 
 

@@ -40,28 +40,37 @@ def _largest_errors(indptr, indices, data, labels, scores, gains, k):
     top_sum = np.zeros(n)
     top_squares = np.zeros(n)
     total = np.zeros(n)
+    largest = np.zeros(k)
     for i in range(n):
-        start, end = indptr[i], indptr[i + 1]
-        errors = np.zeros(width + end - start)
-        m = 0
-        for j in range(width):
-            if labels[i, j] >= 0:
-                errors[m] = abs(scores[i, j] - gains[i, j])
-                m += 1
-        for t in range(start, end):
-            predicted = False
-            for j in range(width):
-                if labels[i, j] == indices[t]:
-                    predicted = True
-                    break
-            if not predicted:
-                errors[m] = data[t]
-                m += 1
-        row = np.sort(errors[:m])[::-1]
-        for j in range(min(k, m)):
-            top_sum[i] += row[j]
-            top_squares[i] += row[j] * row[j]
-        total[i] = row.sum()
+        filled = 0
+        for t in range(width + indptr[i + 1] - indptr[i]):
+            if t < width:  # a predicted label
+                if labels[i, t] < 0:
+                    continue
+                error = abs(scores[i, t] - gains[i, t])
+            else:  # a true label: its error counts here unless it was predicted
+                label = indices[indptr[i] + t - width]
+                predicted = False
+                for j in range(width):
+                    if labels[i, j] == label:
+                        predicted = True
+                        break
+                if predicted:
+                    continue
+                error = data[indptr[i] + t - width]
+            total[i] += error
+            pos = filled
+            while pos > 0 and largest[pos - 1] < error:
+                pos -= 1
+            if pos >= k:
+                continue
+            for s in range(min(filled, k - 1), pos, -1):
+                largest[s] = largest[s - 1]
+            largest[pos] = error
+            filled = min(filled + 1, k)
+        for j in range(filled):
+            top_sum[i] += largest[j]
+            top_squares[i] += largest[j] * largest[j]
     return top_sum, top_squares, total
 
 

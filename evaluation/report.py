@@ -29,6 +29,7 @@ class Table:
     header: tuple[str, ...]
     rows: list[tuple[str, ...]]
     note: str = ""
+    detail: bool = False  # printed after the plots
 
 
 def percent(value: float | None) -> str:
@@ -76,12 +77,14 @@ def tables(report: dict) -> list[Table]:
               "the 'raw' columns are Jain et al.'s unbiased estimators, which can exceed 1. "
               "WP, WP-regret, Tau, XMAD, XRMSE and MAD compare scores with each query's click shares; "
               "ECE is the expected calibration error of the top-1 score."),
+        detail=True,
     ))
     bins = report["length_bins"]
     out.append(Table(
         "PR@1 (%) by query length (tokens)",
         ("model",) + tuple(f"{b} ({models[0]['by_length'][b]['queries']:,})" for b in bins),
         [(m["name"],) + tuple(percent(m["by_length"][b]["PR@1"]) for b in bins) for m in models],
+        detail=True,
     ))
     return out
 
@@ -115,6 +118,8 @@ def markdown_table(table: Table) -> str:
 def render_markdown(report: dict, plot_files: dict[str, str]) -> str:
     """The report as Markdown; ``plot_files`` maps a plot's title to its (relative) file."""
     parts = ["# qcat evaluation report", "", *[f"- {line}" for line in header_lines(report)], ""]
-    parts += [markdown_table(t) + "\n" for t in tables(report)]
+    sections = tables(report)
+    parts += [markdown_table(t) + "\n" for t in sections if not t.detail]
     parts += ["## Plots", ""] + [f"![{title}]({path})\n" for title, path in plot_files.items()]
+    parts += [markdown_table(t) + "\n" for t in sections if t.detail]
     return "\n".join(parts)

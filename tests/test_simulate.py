@@ -14,7 +14,6 @@ from qcat.normalize import normalize
 from training.catalog import Catalog, load_catalog
 from training.clicklog import ingest
 from training.clicktable import ClickTable
-from evaluation.segments import segment_by_impressions
 from training.logstats import table1_stats
 from training.simulate import (
     SimulationConfig,
@@ -65,19 +64,6 @@ def _arrays(log) -> dict[str, np.ndarray]:
 
 
 # --------------------------------------------------------------------------- logstats
-
-
-def test_segment_by_impressions_hand_computed() -> None:
-    # Sorted: 50 (starts at 0.0 -> head), 20 (0.5 -> torso), 20 (0.7 -> tail), 10 (0.9 -> tail).
-    assert segment_by_impressions(np.array([10, 50, 20, 20])).tolist() == [2, 0, 1, 2]
-    # A start exactly on a boundary belongs to the later segment: starts 0, .3, .6, .9.
-    assert segment_by_impressions(np.array([3, 3, 3, 1])).tolist() == [0, 1, 2, 2]
-    # Ties go by index; a query straddling a boundary stays in the earlier segment.
-    assert segment_by_impressions(np.array([5, 5, 5, 5])).tolist() == [0, 0, 1, 2]
-    assert segment_by_impressions(np.array([1.0, 9.0]), shares=(0.5, 0.5)).tolist() == [1, 0]
-    assert segment_by_impressions(np.array([])).tolist() == []
-    with pytest.raises(ValueError):
-        segment_by_impressions(np.array([1.0]), shares=(0.5, 0.4))
 
 
 def test_table1_stats_hand_computed() -> None:
