@@ -255,5 +255,5 @@ def reliability(matched: Matched, bins: int = 10) -> Reliability:
         mean_score = np.bincount(which, weights=score, minlength=bins) / count
         hit_rate = np.bincount(which, weights=correct, minlength=bins) / count
     filled = count > 0
-    ece = float((count[filled] * np.abs(mean_score[filled] - hit_rate[filled])).sum() / max(count.sum(), 1))
+    ece = float((count[filled] * np.abs(mean_score[filled] - hit_rate[filled])).sum() / count.sum()) if filled.any() else float("nan")
     return Reliability(edges, count, mean_score, hit_rate, ece)

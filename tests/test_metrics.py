@@ -132,6 +132,15 @@ def test_reliability_bins_top1(small: Matched) -> None:
     assert diagram.expected_calibration_error == pytest.approx(0.05)
 
 
+def test_an_empty_segment_scores_nan_not_an_error() -> None:
+    from evaluation.scoring import summarize
+
+    empty = Matched.build(np.zeros((0, 10), int), np.zeros((0, 10)), sp.csr_matrix((0, 5)))
+    scores = summarize(empty, np.ones(5))
+    assert scores["queries"] == 0
+    assert all(math.isnan(v) for key, v in scores.items() if key not in ("queries", "skipped"))
+
+
 def _random_problem(seed: int, n: int = 400, n_labels: int = 60, k: int = 10):
     rng = np.random.default_rng(seed)
     truth = sp.random(n, n_labels, density=0.06, random_state=seed, format="csr",
