@@ -52,8 +52,8 @@ def main(command: str, argv: list[str]) -> int:
     propensity = None
     if args.propensity:
         a, b = args.propensity
-        if a <= 0 or b < 0:
-            raise InputError(f"--propensity needs A > 0 and B >= 0, got {a} {b}")
+        if not (a > 0 and b > 0):
+            raise InputError(f"--propensity needs A > 0 and B > 0, got {a:g} {b:g}")
         propensity = PropensityModel(a, b)
     started = time.perf_counter()
     report = evaluate(

@@ -95,7 +95,8 @@ def fit_from_corpus(corpus: Corpus, period: str, dataset: Dataset, evaluation: E
     if missing:
         raise InputError(f"categories {missing[:3]} have clicks but are not in the label space")
     complete = label_counts(_columns(complete_train, index))
-    return fit_propensity(evaluation.train_label_counts, complete, len(complete_train.queries))
+    # N is the observed training set's size, the N the fitted model is then applied with.
+    return fit_propensity(evaluation.train_label_counts, complete, max(evaluation.n_train, 1))
 
 
 def check_labels(model: Model, taxonomy: Taxonomy, directory: Path) -> None:

@@ -105,7 +105,7 @@ def gs_scores(matched: Matched, threshold: float = 0.5, at_least_one: bool = Tru
     the names of precision and recall; its formulas, used here, do not.)
     """
     chosen = (matched.scores >= threshold) & (matched.labels >= 0)
-    if at_least_one:
+    if at_least_one and matched.k:
         chosen[:, 0] |= matched.labels[:, 0] >= 0
     size_z = chosen.sum(axis=1)
     size_y = matched.n_true
@@ -245,9 +245,9 @@ class Reliability:
 def reliability(matched: Matched, bins: int = 10) -> Reliability:
     """Reliability diagram data for the top-1 prediction (scores taken as probabilities,
     clipped to [0, 1]) and its expected calibration error."""
-    valid = matched.valid & (matched.labels[:, 0] >= 0)
-    score = np.clip(matched.scores[valid, 0], 0.0, 1.0)
-    correct = matched.hits[valid, 0].astype(np.float64)
+    valid = matched.valid & (matched.labels[:, 0] >= 0) if matched.k else np.zeros(len(matched), bool)
+    score = np.clip(matched.scores[valid, 0], 0.0, 1.0) if matched.k else np.zeros(0)
+    correct = matched.hits[valid, 0].astype(np.float64) if matched.k else np.zeros(0)
     edges = np.linspace(0.0, 1.0, bins + 1)
     which = np.minimum(np.searchsorted(edges, score, side="right") - 1, bins - 1)
     count = np.bincount(which, minlength=bins)

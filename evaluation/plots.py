@@ -16,6 +16,11 @@ from evaluation.scoring import CURVE_KS  # noqa: E402
 matplotlib.rcParams["svg.hashsalt"] = "qcat"  # stable element ids: the same report gives the same SVG
 
 
+def legend_label(name: str) -> str:
+    """matplotlib hides legend labels that start with an underscore."""
+    return " " + name if name.startswith("_") else name
+
+
 def _svg(figure) -> str:
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
@@ -27,7 +32,8 @@ def pr_at_k_by_segment(report: dict) -> str:
     figure, axes = plt.subplots(1, len(SEGMENT_ORDER), figsize=(12, 3.2), sharey=True)
     for ax, segment in zip(axes, SEGMENT_ORDER):
         for model in report["models"]:
-            ax.plot(CURVE_KS, [100 * v for v in model["pr_curves"][segment]], marker="o", markersize=3, label=model["name"])
+            ax.plot(CURVE_KS, [100 * v for v in model["pr_curves"][segment]], marker="o", markersize=3,
+                    label=legend_label(model["name"]))
         ax.set_title(segment)
         ax.set_xlabel("k")
         ax.set_xticks(CURVE_KS)
@@ -46,7 +52,7 @@ def pr_at_1_by_length(report: dict) -> str:
     for i, model in enumerate(models):
         values = [model["by_length"][b]["PR@1"] for b in bins]
         ax.bar(x + i * width - 0.4 + width / 2, [100 * (v if v is not None else np.nan) for v in values], width,
-               label=model["name"])
+               label=legend_label(model["name"]))
     ax.set_xticks(x, [f"{b}\n({models[0]['by_length'][b]['queries']:,})" for b in bins])
     ax.set_xlabel("query length in tokens (queries)")
     ax.set_ylabel("PR@1 (%)")
@@ -64,7 +70,7 @@ def reliability_diagram(report: dict) -> str:
         if points:
             xs, ys = zip(*points)
             ax.plot(xs, ys, marker="o", markersize=4,
-                    label=f"{model['name']} (ECE {r['expected_calibration_error']:.3f})")
+                    label=f"{legend_label(model['name'])} (ECE {r['expected_calibration_error']:.3f})")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.set_xlabel("top-1 score (bin mean)")

@@ -30,6 +30,11 @@ class PropensityModel:
     b: float = DEFAULT_B
     fitted: bool = False
 
+    def __post_init__(self) -> None:
+        # B = 0 would give a label never seen in training an infinite weight.
+        if not (self.a > 0 and self.b > 0):
+            raise ValueError(f"the propensity model needs A > 0 and B > 0, got A={self.a}, B={self.b}")
+
     def propensity(self, label_counts: np.ndarray, n_points: int) -> np.ndarray:
         """``p_l`` of every label from its count among ``n_points`` training points."""
         return 1.0 / self.inverse(label_counts, n_points)

@@ -18,7 +18,8 @@ import scipy.sparse as sp
 
 def check_truth(truth: sp.spmatrix, n_rows: int) -> sp.csr_matrix:
     """``truth`` as CSR with sorted indices, float64 values, no explicit zeros; its row
-    count must match the predictions'."""
+    count must match the predictions'. A (row, label) entered twice is summed, as scipy
+    sums duplicate COO entries (two click records of one pair add up)."""
     if not sp.issparse(truth):
         raise TypeError(f"ground truth must be a scipy sparse matrix, got {type(truth).__name__}")
     truth = sp.csr_matrix(truth, dtype=np.float64, copy=True)

@@ -12,7 +12,7 @@ are not true (the labels this convention stands for).
 - WP@k = ``(1/k) Σ_{l in S(ŷ,k)} y_l``; WP-regret@k = ``(1/k) Σ_{l in S(y,k)} y_l - WP@k``
   (the paper's Ranking-error@k, eq. 9). Lemma 3.1: ``0 <= WP-regret@k <= 2 XMAD@2k``.
 - Tau@k (the paper gives no formula; this is ours): Kendall's tau over the labels
-  ``U = S(ŷ,k) ∪ S(y,k)``. Over the pairs of U that the truth orders (``y_i != y_j``),
+  ``U = S(ŷ,k) ∪ S(y,k)``, where ``S(y,k)`` holds only true labels (at most k of them). Over the pairs of U that the truth orders (``y_i != y_j``),
   ``(concordant - discordant) / pairs``, a pair tied in ``ŷ`` counting as neither. A row
   where the truth orders no pair of U (every label of U equally relevant) scores 1. In
   [-1, 1]; Tau@1 is 1 when the top prediction is a most relevant label, else -1 (0 on a
@@ -118,7 +118,7 @@ def wp_regret_at_k(matched: Matched, k: int) -> float:
 
 
 @numba.njit(cache=True)
-def _tau(labels, scores, gains, ideal_labels, ideal_values, k):
+def _tau(labels, scores, gains, ideal_labels, ideal_values, n_free, k):
     n = labels.shape[0]
     width = min(k, labels.shape[1])
     out = np.ones(n)
@@ -151,8 +151,9 @@ def _tau(labels, scores, gains, ideal_labels, ideal_values, k):
                         y_hat[m] = scores[i, j2]
                         break
                 m += 1
-        # A row listing fewer than k labels has zero-score, non-true labels in S(ŷ, k).
-        for _ in range(k - _count_listed(labels[i, :width])):
+        # A row listing fewer than k labels has zero-score, non-true labels in S(ŷ, k),
+        # as many as exist (n_free).
+        for _ in range(min(k - _count_listed(labels[i, :width]), n_free[i])):
             m += 1  # y_hat = y = 0 already
         ordered = 0
         agree = 0
@@ -185,5 +186,7 @@ def tau_at_k(matched: Matched, k: int) -> float:
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     ideal_values, ideal_labels = ideal_ranking(matched.truth, k)
-    rows = _tau(matched.labels, matched.scores, matched.gains, ideal_labels, ideal_values, k)
+    listed = (matched.labels >= 0).sum(axis=1)
+    n_free = matched.truth.shape[1] - listed - (matched.n_true - matched.hits.sum(axis=1))
+    rows = _tau(matched.labels, matched.scores, matched.gains, ideal_labels, ideal_values, n_free.astype(np.int64), k)
     return mean_over_valid(rows, matched)

@@ -109,7 +109,7 @@ def header_lines(report: dict) -> list[str]:
 def markdown_table(table: Table) -> str:
     lines = [f"### {table.title}", "", "| " + " | ".join(table.header) + " |",
              "|" + "|".join("---" if i == 0 else "---:" for i in range(len(table.header))) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in table.rows]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows]
     if table.note:
         lines += ["", table.note]
     return "\n".join(lines)

@@ -138,6 +138,8 @@ def test_an_empty_segment_scores_nan_not_an_error() -> None:
     empty = Matched.build(np.zeros((0, 10), int), np.zeros((0, 10)), sp.csr_matrix((0, 5)))
     scores = summarize(empty, np.ones(5))
     assert scores["queries"] == 0
+    no_predictions = Matched.build(np.zeros((2, 0), int), np.zeros((2, 0)), sp.csr_matrix(np.eye(2, 5)))
+    assert summarize(no_predictions, np.ones(5))["PR@1"] == 0.0
     assert all(math.isnan(v) for key, v in scores.items() if key not in ("queries", "skipped"))
 
 

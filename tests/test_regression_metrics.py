@@ -38,11 +38,23 @@ def sparse_predictions(y: np.ndarray, y_hat: np.ndarray, width: int | None = Non
     return Matched.build(labels, scores, sp.csr_matrix(y[None, :]))
 
 
+def dense_tau(y: np.ndarray, y_hat: np.ndarray, k: int) -> float:
+    by_prediction = np.lexsort((np.arange(len(y)), -y_hat))[:k]
+    true_labels = np.nonzero(y > 0)[0]
+    by_truth = true_labels[np.lexsort((true_labels, -y[true_labels]))][:k]
+    union = sorted(set(by_prediction) | set(by_truth))
+    pairs = [(a, b) for i, a in enumerate(union) for b in union[i + 1:] if y[a] != y[b]]
+    if not pairs:
+        return 1.0
+    return sum(np.sign((y[a] - y[b]) * (y_hat[a] - y_hat[b])) for a, b in pairs) / len(pairs)
+
+
 def dense_reference(y: np.ndarray, y_hat: np.ndarray, k: int) -> dict[str, float]:
     errors = np.sort(np.abs(y_hat - y))[::-1][:k]
     by_prediction = np.lexsort((np.arange(len(y)), -y_hat))[:k]
     by_truth = np.sort(y)[::-1][:k]
     return {
+        "tau": dense_tau(y, y_hat, k),
         "xmad": errors.sum() / k,
         "xrmse": np.sqrt((errors**2).sum() / k),
         "mad": np.abs(y_hat - y).mean(),
@@ -62,7 +74,13 @@ def test_regression_metrics_match_dense_definitions(problem) -> None:
     assert R.mad(matched) == pytest.approx(expected["mad"], abs=1e-12)
     assert R.wp_at_k(matched, k) == pytest.approx(expected["wp"], abs=1e-12)
     assert R.wp_regret_at_k(matched, k) == pytest.approx(expected["regret"], abs=1e-12)
-    assert -1.0 <= R.tau_at_k(matched, k) <= 1.0
+    assert R.tau_at_k(matched, k) == pytest.approx(expected["tau"], abs=1e-12)
+
+
+def test_tau_with_k_beyond_the_label_count() -> None:
+    # Two labels, ranked exactly reversed: -1 whatever k, no phantom labels past the second.
+    matched = sparse_predictions(np.array([1.0, 0.5]), np.array([0.1, 0.9]))
+    assert [R.tau_at_k(matched, k) for k in (2, 3, 10)] == [-1.0, -1.0, -1.0]
 
 
 @settings(max_examples=500, deadline=None)
@@ -84,6 +102,8 @@ def test_propensity_formula_hand_computed() -> None:
     np.testing.assert_allclose(model.propensity(np.array([1.0]), 7), 1 / (1 + c / 2))
     with pytest.raises(ValueError):
         model.inverse(np.array([-1.0]), 7)
+    with pytest.raises(ValueError, match="B > 0"):
+        PropensityModel(a=0.55, b=0.0)  # a label unseen in training would weigh infinitely
 
 
 @pytest.mark.parametrize("a, b", [(0.55, 1.5), (0.5, 0.4), (0.6, 2.6), (0.9, 8.0)])
