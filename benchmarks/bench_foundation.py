@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 
+from evaluation.predict import evaluate_pr
 from qcat.classifier import Classifier
 from training import nb_trainer
 from training.corpus import Corpus
@@ -26,7 +27,7 @@ def main() -> None:
     model = nb_trainer.build_model(fc, dataset.train, dataset, threshold=3, alpha=0.01, config={})
     print(f"NB single fit (count + build, {len(dataset.train.queries):,} train queries): "
           f"{time.perf_counter() - started:.2f} s")
-    print(f"NB test split ({len(dataset.test.queries):,} queries): {nb_trainer.evaluate_pr(model, dataset.test)}")
+    print(f"NB test split ({len(dataset.test.queries):,} queries): {evaluate_pr(model, dataset.test)}")
 
     classifier = Classifier.load()
     queries = list(dataset.test.queries) * 4

@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from evaluation.metrics import Matched
+from evaluation.metrics import Matched, pr_at_k
 from qcat.model import Model
 
 
@@ -30,3 +30,11 @@ def predict_matched(model: Model, queries: Sequence[str], label_ids: Sequence[st
     if not labels:
         return Matched.build(np.zeros((0, k), np.int64), np.zeros((0, k)), truth)
     return Matched.build(np.vstack(labels), np.vstack(scores), truth)
+
+
+def evaluate_pr(model: Model, table, ks: tuple[int, ...] = (1, 3, 10)) -> dict[str, float]:
+    """PR@k of ``model`` on a click table (``training.clicktable.ClickTable``)."""
+    from training.dataset import truth_matrix
+
+    matched = predict_matched(model, table.queries, table.categories, truth_matrix(table), max(ks))
+    return {f"pr@{k}": pr_at_k(matched, k) for k in ks}

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from qcat.bundle import Manifest, load_bundle_taxonomy, read_manifest
-from qcat.errors import BundleError
+from qcat.errors import BundleError, QcatError
 from qcat.model import Model
 from qcat.normalize import normalize
 from qcat.taxonomy import Taxonomy
@@ -18,6 +18,8 @@ from qcat.taxonomy import Taxonomy
 # backend name in manifest.json -> "module:class" with a from_manifest(manifest, taxonomy)
 BACKENDS = {
     "nb": "qcat.nb:NaiveBayesModel",
+    "xmlq": "qcat.xmlq:XMLQModel",
+    "hybrid": "qcat.hybrid:HybridModel",
 }
 MODEL_ENV = "QCAT_MODEL"
 
@@ -78,10 +80,20 @@ class Classifier:
         self._label_paths = [taxonomy.path_of(label) for label in model.labels]
 
     @classmethod
-    def load(cls, directory: str | Path | None = None) -> "Classifier":
+    def load(cls, directory: str | Path | None = None, backend: str | None = None,
+             cutoff: int | None = None) -> "Classifier":
+        """Load a bundle; ``backend`` (nb, xmlq or hybrid) and ``cutoff`` pick how a hybrid
+        bundle answers, and must agree with any other bundle."""
         directory = Path(directory) if directory is not None else default_model_dir()
         manifest = read_manifest(directory)
         model = model_from_manifest(manifest)
+        if model.backend == "hybrid":
+            model = model.with_options(cutoff=cutoff, route_to=backend)
+        else:
+            if backend not in (None, model.backend):
+                raise QcatError(f"{directory} is a {model.backend} model: --backend {backend} needs a hybrid bundle")
+            if cutoff is not None:
+                raise QcatError(f"{directory} is a {model.backend} model: --cutoff needs a hybrid bundle")
         return cls(model, model.taxonomy, directory)
 
     def classify(self, queries: Sequence[str], k: int = 5) -> list[Classification]:

@@ -36,6 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     classify.add_argument("-k", type=int, default=5, help="number of categories per query (default 5)")
     classify.add_argument("--json", action="store_true", help="one JSON object per query")
     classify.add_argument("--explain", action="store_true", help="say which model answered and why")
+    classify.add_argument("--backend", choices=("nb", "xmlq", "hybrid"), default=None,
+                          help="with a hybrid bundle: answer with one part only, or route by length (default)")
+    classify.add_argument("--cutoff", type=int, choices=(1, 2, 3, 4), default=None,
+                          help="with a hybrid bundle: queries of at most this many tokens go to NB (default: the bundle's)")
 
     info = commands.add_parser("info", help="show a model bundle's manifest summary (and verify it)")
     info.add_argument("model", type=Path, metavar="MODEL_DIR")
@@ -96,7 +100,7 @@ def run_classify(args: argparse.Namespace) -> int:
                 raise EmptyQueryError(f"{where}: query {query!r} is empty after normalization")
     else:
         sources = ((f"stdin line {i}", line.rstrip("\r\n")) for i, line in enumerate(sys.stdin, start=1))
-    classifier = Classifier.load(args.model)
+    classifier = Classifier.load(args.model, backend=args.backend, cutoff=args.cutoff)
     failures = 0
     for batch in _batches(sources, BATCH):
         is_valid = [bool(tokenize(query)) for _, query in batch]

@@ -158,6 +158,24 @@ class Taxonomy:
             tuple(position[self.parents[i]] if self.parents[i] >= 0 else -1 for i in order),
         )
 
+    def merge(self, other: "Taxonomy") -> "Taxonomy":
+        """This taxonomy plus the nodes of ``other`` it lacks (e.g. two subsets of one tree).
+        An id the two name with different paths is an error."""
+        conflicts = [i for i in other.ids if i in self and self.path_of(i) != other.path_of(i)]
+        if conflicts:
+            raise TaxonomyError(f"taxonomies disagree on the path of {conflicts[:3]}")
+        ids, paths, parents = list(self.ids), list(self.paths), list(self.parents)
+        position = dict(self._index)
+        for i, node_id in enumerate(other.ids):
+            if node_id in position:
+                continue
+            parent = other.parents[i]
+            position[node_id] = len(ids)
+            ids.append(node_id)
+            paths.append(other.paths[i])
+            parents.append(position[other.ids[parent]] if parent >= 0 else -1)
+        return Taxonomy(tuple(ids), tuple(paths), tuple(parents))
+
     def to_tsv(self) -> str:
         out = io.StringIO()
         writer = csv.writer(out, delimiter="\t", lineterminator="\n")

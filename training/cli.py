@@ -94,6 +94,7 @@ def run_build_demo(args: argparse.Namespace) -> int:
     import shutil
     from datetime import date
 
+    from evaluation.predict import evaluate_pr
     from training import nb_trainer
     from training.catalog import load_catalog
     from training.corpus import DEMO_DIR, META_FILE, Corpus
@@ -137,7 +138,7 @@ def run_build_demo(args: argparse.Namespace) -> int:
     dataset = corpus.dataset("base")
     model = nb_trainer.fit(dataset)
     model.config["data"] = {"corpus": "demo", "period": "base"}
-    model.metrics["test"] = nb_trainer.evaluate_pr(model, dataset.test)
+    model.metrics["test"] = evaluate_pr(model, dataset.test)
     if model_dir.exists():
         shutil.rmtree(model_dir)
     model.save(model_dir)
@@ -149,17 +150,48 @@ def run_build_demo(args: argparse.Namespace) -> int:
 # -- qcat train ------------------------------------------------------------------------
 
 
-def _add_train_commands(sub: argparse._SubParsersAction) -> None:
-    nb = sub.add_parser("nb", help="train the Naive Bayes backend (eBay §3.2)")
-    source = nb.add_argument_group("data (default: the demo corpus, base period)")
+def _add_data_source(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_argument_group("data (default: the demo corpus, base period)")
     source.add_argument("--corpus", type=Path, default=None, help="corpus directory with corpus.json")
     source.add_argument("--period", choices=("base", "candidate", "all"), default="base")
     source.add_argument("--log", type=Path, default=None, help="a click log instead of a corpus (needs --taxonomy)")
     source.add_argument("--taxonomy", type=Path, default=None)
     source.add_argument("--min-clicks", type=float, default=3)
-    source.add_argument("--seed", type=int, default=0, help="split seed for --log (train/validation/test by query)")
-    nb.add_argument("--out", type=Path, required=True, help="model bundle directory to write")
+    source.add_argument("--split-seed", dest="split_seed", type=int, default=0,
+                        help="split seed for --log (train/validation/test by query)")
+    parser.add_argument("--out", type=Path, required=True, help="model bundle directory to write")
+
+
+def _add_train_commands(sub: argparse._SubParsersAction) -> None:
+    nb = sub.add_parser("nb", help="train the Naive Bayes backend (eBay §3.2)")
+    _add_data_source(nb)
     nb.set_defaults(run=run_train_nb)
+
+    xmlq = sub.add_parser("xmlq", help="train the XML-Q CNN-RNN (eBay §3.3) and export it to ONNX")
+    _add_data_source(xmlq)
+    net = xmlq.add_argument_group("network and training")
+    net.add_argument("--preset", choices=("small", "paper"), default="small", help="layer widths (default small: CPU)")
+    net.add_argument("--loss", choices=("soft-f1", "bce", "snm"), default="soft-f1")
+    net.add_argument("--no-rnn", dest="rnn", action="store_false", help="max pooling instead of the GRUs (XML-CNN*)")
+    net.add_argument("--no-cosine", dest="cosine", action="store_false", help="constant learning rate 1e-3")
+    net.add_argument("--epochs", type=int, default=8)
+    net.add_argument("--batch-size", type=int, default=256)
+    net.add_argument("--patience", type=int, default=2, help="epochs without a better validation F1 before stopping")
+    net.add_argument("--seed", type=int, default=0)
+    snm = xmlq.add_argument_group("stochastic negative mining (--loss snm)")
+    snm.add_argument("--snm-sampled", type=int, default=64, help="B: negatives sampled per query")
+    snm.add_argument("--snm-k", type=int, default=8, help="k: hardest sampled negatives kept")
+    snm.add_argument("--snm-kind", choices=("powl", "bowl"), default="powl")
+    snm.add_argument("--snm-phi", choices=("hinge", "logistic"), default="hinge")
+    xmlq.set_defaults(run=run_train_xmlq)
+
+    hybrid = sub.add_parser("hybrid", help="combine an NB and an XML-Q bundle by query length (eBay §3.1)")
+    hybrid.add_argument("--nb", type=Path, required=True, help="NB model bundle")
+    hybrid.add_argument("--xmlq", type=Path, required=True, help="XML-Q model bundle")
+    hybrid.add_argument("--cutoff", type=int, choices=(1, 2, 3, 4), default=1,
+                        help="queries of at most this many tokens go to NB (default 1, the paper's)")
+    hybrid.add_argument("--out", type=Path, required=True)
+    hybrid.set_defaults(run=run_train_hybrid)
 
 
 def load_dataset(args: argparse.Namespace):
@@ -174,12 +206,13 @@ def load_dataset(args: argparse.Namespace):
         taxonomy = load_taxonomy(args.taxonomy)
         result = ingest(args.log, taxonomy, min_clicks=args.min_clicks)
         print(result.report.format())
-        return Dataset.from_table(result.table, taxonomy, seed=args.seed), {"log": str(args.log)}
+        return Dataset.from_table(result.table, taxonomy, seed=args.split_seed), {"log": str(args.log)}
     corpus = Corpus.open(args.corpus)
     return corpus.dataset(args.period), {"corpus": str(corpus.directory), "period": args.period}
 
 
 def run_train_nb(args: argparse.Namespace) -> int:
+    from evaluation.predict import evaluate_pr
     from training import nb_trainer
 
     started = time.perf_counter()
@@ -191,12 +224,70 @@ def run_train_nb(args: argparse.Namespace) -> int:
         progress=lambda t, a, s: print(f"  threshold {t:g} alpha {a:g}: validation PR@1 {s:.4f}"),
     )
     model.config["data"] = source
-    model.metrics["test"] = nb_trainer.evaluate_pr(model, dataset.test)
+    model.metrics["test"] = evaluate_pr(model, dataset.test)
     model.save(args.out)
     print(f"chose threshold {model.config['threshold']:g}, alpha {model.config['alpha']:g}")
     print("validation " + json.dumps(model.metrics["validation"]))
     print("test       " + json.dumps(model.metrics["test"]))
     print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def run_train_xmlq(args: argparse.Namespace) -> int:
+    import os
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # C++ info and warnings; Python errors still surface
+    from evaluation.predict import evaluate_pr
+
+    try:
+        from training.xmlq.export import bundle_model
+        from training.xmlq.train import XMLQConfig, prepare, train
+    except ImportError as exc:
+        raise InputError(f"qcat train xmlq needs TensorFlow ({exc}): pip install '.[train]'") from None
+
+    started = time.perf_counter()
+    try:
+        config = XMLQConfig(
+            preset=args.preset, loss=args.loss, rnn=args.rnn, cosine=args.cosine, epochs=args.epochs,
+            batch_size=args.batch_size, patience=args.patience, seed=args.seed,
+            snm={"sampled": args.snm_sampled, "top_k": args.snm_k, "kind": args.snm_kind, "phi": args.snm_phi},
+        )
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    dataset, source = load_dataset(args)
+    prepared = prepare(dataset, config)
+    print(f"dataset: {len(prepared.train_tokens):,} train queries, vocabulary {len(prepared.vocabulary):,}, "
+          f"{len(prepared.labels):,} labels ({time.perf_counter() - started:.1f} s)")
+    checkpoint = args.out.parent / f"{args.out.name}.checkpoints" / "best.weights.h5"
+    network, summary = train(prepared, config, checkpoint=checkpoint, verbose=1 if sys.stdout.isatty() else 2)
+    summary["data"] = source
+    model = bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy,
+                         config=summary.pop("config") | {"data": source}, metrics=summary)
+    model.metrics["test"] = evaluate_pr(model, dataset.test)
+    model.save(args.out)
+    print(f"best epoch {summary['best_epoch']}: validation {json.dumps(summary['validation'])}")
+    print("test (onnxruntime) " + json.dumps(model.metrics["test"]))
+    print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s (checkpoint {checkpoint})")
+    return 0
+
+
+def run_train_hybrid(args: argparse.Namespace) -> int:
+    from qcat.classifier import load_model
+    from qcat.errors import QcatError
+    from qcat.hybrid import HybridModel
+
+    nb, xmlq = load_model(args.nb), load_model(args.xmlq)
+    for name, model, path in (("--nb", nb, args.nb), ("--xmlq", xmlq, args.xmlq)):
+        if model.backend != name[2:]:
+            raise InputError(f"{name} {path} is a {model.backend} bundle")
+    try:
+        taxonomy = nb.taxonomy.merge(xmlq.taxonomy)
+    except QcatError as exc:
+        raise InputError(f"{args.nb} and {args.xmlq} were trained on different taxonomies: {exc}") from None
+    hybrid = HybridModel(nb=nb, xmlq=xmlq, cutoff=args.cutoff, taxonomy=taxonomy,
+                         config={"nb": str(args.nb), "xmlq": str(args.xmlq)}, metrics={})
+    hybrid.save(args.out)
+    print(f"wrote hybrid {args.out} (cutoff {args.cutoff}: NB for queries of at most {args.cutoff} token(s))")
     return 0
 
 

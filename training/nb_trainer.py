@@ -9,11 +9,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from evaluation.metrics import pr_at_k
-from evaluation.predict import predict_matched
+from evaluation.predict import evaluate_pr
 from qcat.nb import NaiveBayesModel, query_features
 from training.clicktable import ClickTable
-from training.dataset import Dataset, truth_matrix
+from training.dataset import Dataset
 
 
 @dataclass(frozen=True)
@@ -93,12 +92,6 @@ def _lookup_table(table: ClickTable, labels_used: np.ndarray) -> dict:
         "lookup_labels": label_position[table.pair_category].astype(np.int32),
         "lookup_clicks": table.clicks.astype(np.float32),
     }
-
-
-def evaluate_pr(model: NaiveBayesModel, table: ClickTable, ks: tuple[int, ...] = (1, 3, 10)) -> dict[str, float]:
-    """PR@k of ``model`` on ``table`` (predictions mapped onto the table's categories)."""
-    matched = predict_matched(model, table.queries, table.categories, truth_matrix(table), max(ks))
-    return {f"pr@{k}": pr_at_k(matched, k) for k in ks}
 
 
 def fit(dataset: Dataset, config: NBConfig = NBConfig(), progress=None) -> NaiveBayesModel:

@@ -1,0 +1,98 @@
+"""XML-Q inference: the exported network run by onnxruntime (no TensorFlow here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from qcat.bundle import Manifest, load_lines, save_lines, sha256_lines, write_bundle
+from qcat.errors import BundleError
+from qcat.model import Predictions, top_k
+from qcat.normalize import tokenize
+from qcat.query_encoding import UNKNOWN, encode, encode_tokens, token_index
+from qcat.taxonomy import Taxonomy
+
+BACKEND = "xmlq"
+NETWORK_FILE = "model.onnx"
+VOCABULARY_FILE = "vocabulary.txt"
+LABELS_FILE = "labels.txt"
+BATCH = 4096
+
+
+@dataclass
+class XMLQModel:
+    """The network's ONNX graph, its vocabulary and its output labels (taxonomy ids)."""
+
+    labels: tuple[str, ...]
+    taxonomy: Taxonomy
+    vocabulary: tuple[str, ...]
+    network: bytes  # the ONNX model
+    config: dict
+    metrics: dict
+    backend: str = BACKEND
+    _session: object = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        self._session = onnxruntime.InferenceSession(self.network, options, providers=["CPUExecutionProvider"])
+        inputs, outputs = self._session.get_inputs(), self._session.get_outputs()
+        width = outputs[0].shape[-1]
+        if len(inputs) != 1 or (isinstance(width, int) and width != len(self.labels)):
+            raise BundleError(f"the XML-Q network's output ({width}) does not match its {len(self.labels)} labels")
+        self._input = inputs[0].name
+        self._index = token_index(self.vocabulary)
+
+    def probabilities(self, token_ids: np.ndarray) -> np.ndarray:
+        """Sigmoid outputs ``(n, labels)`` for encoded queries."""
+        return self._session.run(None, {self._input: token_ids.astype(np.int32)})[0]
+
+    def predict(self, queries: Sequence[str], k: int) -> Predictions:
+        labels = np.full((len(queries), k), -1, dtype=np.int32)
+        scores = np.zeros((len(queries), k), dtype=np.float32)
+        for start in range(0, len(queries), BATCH):
+            probabilities = self.probabilities(encode(queries[start:start + BATCH], self._index))
+            top_labels, top_scores = top_k(probabilities, k)
+            n = top_labels.shape[1]
+            labels[start:start + len(probabilities), :n] = top_labels
+            scores[start:start + len(probabilities), :n] = top_scores
+        return Predictions(labels, scores, ("xmlq",) * len(queries))
+
+    def explain(self, query: str, k: int) -> list[str]:
+        tokens = tokenize(query)
+        ids = encode_tokens(tokens, self._index)
+        unknown = [t for t in tokens[:9] if self._index.get(t, UNKNOWN) == UNKNOWN]
+        lines = [f"xmlq: CNN-RNN over {min(len(tokens), 9)} token(s) + end marker; scores are independent "
+                 f"sigmoid probabilities per category"]
+        if len(tokens) > 9:
+            lines.append(f"  truncated to the first 9 tokens (dropped: {' '.join(tokens[9:])})")
+        if unknown:
+            lines.append(f"  not in the vocabulary (read as unknown): {', '.join(repr(t) for t in unknown)}")
+        if all(i <= UNKNOWN for i in ids):
+            lines.append("  no known token: the answer reflects only what the network learned for unknown input")
+        return lines
+
+    def save(self, directory: str | Path) -> Manifest:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        vocabulary_hash = save_lines(directory / VOCABULARY_FILE, list(self.vocabulary))
+        save_lines(directory / LABELS_FILE, list(self.labels))
+        (directory / NETWORK_FILE).write_bytes(self.network)
+        return write_bundle(directory, BACKEND, self.taxonomy, vocabulary_hash, self.config, self.metrics)
+
+    @classmethod
+    def from_manifest(cls, manifest: Manifest, taxonomy: Taxonomy) -> "XMLQModel":
+        vocabulary = load_lines(manifest, VOCABULARY_FILE)
+        if sha256_lines(vocabulary) != manifest.data.get("vocabulary_hash"):
+            raise BundleError(f"model bundle {manifest.directory}: vocabulary hash does not match the manifest")
+        labels = tuple(load_lines(manifest, LABELS_FILE))
+        unknown = [label for label in labels if label not in taxonomy]
+        if unknown:
+            raise BundleError(f"model bundle {manifest.directory}: labels not in its taxonomy: {unknown[:3]}")
+        return cls(labels=labels, taxonomy=taxonomy, vocabulary=tuple(vocabulary),
+                   network=manifest.file(NETWORK_FILE).read_bytes(), config=manifest.config, metrics=manifest.metrics)

@@ -1,0 +1,195 @@
+"""XML-Q: input encoding, architecture, losses, schedule, training, ONNX parity, hybrid."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+keras = pytest.importorskip("keras")  # the [test] extra installs TensorFlow; fail loudly below if not
+from keras import ops  # noqa: E402
+
+from qcat.errors import BundleError  # noqa: E402
+from qcat.query_encoding import END, PAD, UNKNOWN, encode, token_index  # noqa: E402
+from test_cli import qcat  # noqa: E402
+from training.xmlq.losses import StochasticNegativeMining, soft_f1  # noqa: E402
+from training.xmlq.model import PRESETS, build_xmlq  # noqa: E402
+
+
+def test_tensorflow_is_installed() -> None:
+    import tensorflow  # noqa: F401  (importorskip above must never skip in CI)
+
+
+def test_encoding_pads_in_front_and_ends_with_the_marker() -> None:
+    index = token_index(["lego", "star", "wars"])  # ids 3, 4, 5
+    assert encode(["Lego Star Wars"], index).tolist() == [[PAD] * 6 + [3, 4, 5, END]]
+    assert encode(["lego zzz"], index)[0, -3:].tolist() == [3, UNKNOWN, END]
+    long = encode([" ".join(["lego"] * 12)], index)[0]
+    assert long.tolist() == [3] * 9 + [END]  # truncated to 9 tokens + the end marker
+
+
+def test_paper_preset_matches_figure_1() -> None:
+    model = build_xmlq(vocabulary_size=1000, n_labels=20_000, preset=PRESETS["paper"])
+    assert model.input.shape[1:] == (10,)
+    assert model.get_layer("embedding").output.shape[-1] == 256
+    for width, filters in ((1, 512), (2, 1024), (3, 512)):
+        conv = model.get_layer(f"conv{width}")
+        assert (conv.filters, conv.kernel_size) == (filters, (width,))
+        assert model.get_layer(f"gru{width}").units == filters
+        assert isinstance(model.get_layer(f"gru{width}_ln"), keras.layers.LayerNormalization)
+    assert model.get_layer("concat").output.shape[-1] == 2048
+    assert model.get_layer("hidden").units == 1638  # 80% of 2,048
+    assert model.get_layer("dropout").rate == pytest.approx(0.2)  # keep 0.8
+    assert model.output.shape[-1] == 20_000
+    assert model.get_layer("probabilities").activation.__name__ == "sigmoid"
+    no_rnn = build_xmlq(1000, 50, PRESETS["small"], rnn=False)
+    assert not any(isinstance(layer, keras.layers.GRU) for layer in no_rnn.layers)
+
+
+def test_soft_f1_hand_computed() -> None:
+    # TP = 0.5 + 1 = 1.5, ||p||² = 0.25 + 0.25 + 1 = 1.5, Σt = 2: F1 = 3 / 3.5.
+    loss = soft_f1(np.array([[1.0, 0.0, 1.0]]), np.array([[0.5, 0.5, 1.0]], dtype="float32"))
+    assert float(ops.convert_to_numpy(loss)[0]) == pytest.approx(1 - 3 / 3.5, abs=1e-6)
+    perfect = soft_f1(np.array([[0.0, 1.0]]), np.array([[0.0, 1.0]], dtype="float32"))
+    assert float(ops.convert_to_numpy(perfect)[0]) == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("kind, expected", [
+    # logits (0.5 | 1, 0.2, -1): B = all 3 negatives, k = 2 keeps 1 and 0.2; hinge φ(u) = max(1 - u, 0).
+    ("powl", (1.5 + 0.7) / 2),  # ½[φ(0.5 - 1) + φ(0.5 - 0.2)]
+    ("bowl", 0.5 + (2.0 + 1.2) / 2),  # φ(0.5) + ½[φ(-1) + φ(-0.2)]
+])
+def test_snm_hand_computed(kind, expected) -> None:
+    loss = StochasticNegativeMining(sampled=3, top_k=2, kind=kind, phi="hinge", reduction=None)
+    value = loss(np.array([[1.0, 0.0, 0.0, 0.0]]), np.array([[0.5, 1.0, 0.2, -1.0]], dtype="float32"))
+    assert float(ops.convert_to_numpy(value)[0]) == pytest.approx(expected, abs=1e-6)
+
+
+def test_snm_samples_only_negatives() -> None:
+    loss = StochasticNegativeMining(sampled=2, top_k=1, kind="powl", reduction=None, seed=3)
+    # Two positives score 5; the only negative scores 0: every draw must pick that negative.
+    targets = np.array([[1.0, 1.0, 0.0]] * 8)
+    logits = np.array([[5.0, 5.0, 0.0]] * 8, dtype="float32")
+    assert np.allclose(ops.convert_to_numpy(loss(targets, logits)), 0.0)
+    with pytest.raises(ValueError):
+        StochasticNegativeMining(sampled=2, top_k=3)
+
+
+def test_cosine_schedule_restarts_at_80_percent_with_doubling_periods() -> None:
+    from training.xmlq.train import XMLQConfig, learning_rate
+
+    config = XMLQConfig(batch_size=10)
+    schedule = learning_rate(config, n_train=100)  # 10 steps an epoch: first period 20 steps
+    lr = [float(schedule(step)) for step in (0, 10, 20, 40, 60, 100)]
+    assert lr[0] == pytest.approx(1e-3)
+    assert lr[1] == pytest.approx(0.5e-3, rel=1e-4)  # half way down the first cosine
+    assert lr[2] == pytest.approx(0.8e-3, rel=1e-4)  # first restart
+    assert lr[3] == pytest.approx(0.4e-3, rel=1e-4)  # half way through the 40-step second period
+    assert lr[4] == pytest.approx(0.64e-3, rel=1e-4)  # second restart at 0.8 × 0.8
+    assert lr[5] == pytest.approx(0.32e-3, rel=1e-4)  # half way through the 80-step third period
+
+
+@pytest.fixture(scope="module")
+def tiny(bestbuy_taxonomy, data_dir):
+    """XML-Q trained for 2 epochs on the real Best Buy click sample."""
+    from training.clicklog import ingest
+    from training.dataset import Dataset
+    from training.xmlq.train import XMLQConfig, prepare, train
+
+    table = ingest(data_dir / "bestbuy_clicks_sample.csv", bestbuy_taxonomy, min_clicks=1).table
+    dataset = Dataset.from_table(table, bestbuy_taxonomy)
+    config = XMLQConfig(epochs=2, batch_size=32, min_token_count=1)
+    prepared = prepare(dataset, config)
+    network, summary = train(prepared, config, log=lambda message: None, verbose=0)
+    return dataset, config, prepared, network, summary
+
+
+def test_training_is_deterministic_and_monitored(tiny) -> None:
+    from training.xmlq.train import train
+
+    _, config, prepared, network, summary = tiny
+    assert len(summary["history"]) == 2 and 1 <= summary["best_epoch"] <= 2
+    assert set(summary["validation"]) >= {"f1", "pr@1", "pr@3"}
+    again, _ = train(prepared, config, log=lambda message: None, verbose=0)
+    for a, b in zip(network.get_weights(), again.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_onnx_scores_match_keras(tiny, tmp_path) -> None:
+    from qcat.classifier import load_model
+    from training.xmlq.export import bundle_model
+
+    dataset, _, prepared, network, _ = tiny
+    model = bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy, {}, {})
+    model.save(tmp_path / "xmlq")
+    loaded = load_model(tmp_path / "xmlq")
+    queries = list(dataset.table.queries[:300])
+    tokens = encode(queries, token_index(prepared.vocabulary))
+    np.testing.assert_allclose(loaded.probabilities(tokens), network.predict(tokens, verbose=0), atol=1e-5)
+    predictions = loaded.predict(queries, 5)
+    assert predictions.labels.shape == (300, 5) and set(predictions.sources) == {"xmlq"}
+
+
+@pytest.fixture(scope="module")
+def hybrid_dir(tiny, bestbuy_model_dir, tmp_path_factory):
+    from training.xmlq.export import bundle_model
+
+    dataset, _, prepared, network, _ = tiny
+    root = tmp_path_factory.mktemp("hybrid")
+    bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy, {}, {}).save(root / "xmlq")
+    result = qcat("train", "hybrid", "--nb", bestbuy_model_dir, "--xmlq", root / "xmlq", "--cutoff", "2",
+                  "--out", root / "hybrid")
+    assert result.returncode == 0, result.stderr
+    return root / "hybrid"
+
+
+def test_hybrid_routes_by_length_and_explains(hybrid_dir) -> None:
+    result = qcat("classify", "--model", hybrid_dir, "--json", "--explain", "ipod", "ipod nano", "apple ipod nano case")
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["explanation"][1].split(",")[0] for r in records] == [
+        "hybrid: 1 token(s) <= cutoff 2", "hybrid: 2 token(s) <= cutoff 2", "hybrid: 4 token(s) > cutoff 2"]
+    assert records[2]["explanation"][2].startswith("xmlq:") and records[0]["explanation"][2].startswith("nb:")
+    forced = qcat("classify", "--model", hybrid_dir, "--backend", "xmlq", "--cutoff", "1", "--explain", "ipod")
+    assert "--backend xmlq sends every query to xmlq" in forced.stdout
+    cut = qcat("classify", "--model", hybrid_dir, "--cutoff", "1", "--explain", "ipod nano")
+    assert "2 token(s) > cutoff 1, so xmlq answers" in cut.stdout
+
+
+def test_classify_with_a_hybrid_never_imports_tensorflow(hybrid_dir) -> None:
+    code = ("import sys; from qcat.cli import main; main(['classify', '--model', sys.argv[1], 'apple ipod nano case']);"
+            "sys.stdout.flush(); bad = [m for m in ('tensorflow', 'keras', 'training') if m in sys.modules];"
+            "print('LOADED', bad)")
+    result = subprocess.run([sys.executable, "-c", code, str(hybrid_dir)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "LOADED []" in result.stdout
+
+
+def test_hybrid_detects_a_modified_part(hybrid_dir, tmp_path) -> None:
+    from qcat.classifier import load_model
+
+    copy = tmp_path / "hybrid"
+    shutil.copytree(hybrid_dir, copy)
+    with open(copy / "xmlq" / "model.onnx", "ab") as handle:
+        handle.write(b"\0")
+    with pytest.raises(BundleError, match="model.onnx does not match"):
+        load_model(copy)
+    shutil.rmtree(copy)
+    shutil.copytree(hybrid_dir, copy)
+    manifest = copy / "nb" / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"created"', '"created" ', 1))
+    with pytest.raises(BundleError, match="part nb/ does not match"):
+        load_model(copy)
+
+
+def test_backend_options_need_a_hybrid(bestbuy_model_dir, tmp_path) -> None:
+    result = qcat("classify", "--model", bestbuy_model_dir, "--backend", "xmlq", "ipod")
+    assert result.returncode == 2 and "needs a hybrid bundle" in result.stderr
+    wrong = qcat("train", "hybrid", "--nb", bestbuy_model_dir, "--xmlq", bestbuy_model_dir, "--out", tmp_path / "h")
+    assert wrong.returncode == 2 and "is a nb bundle" in wrong.stderr

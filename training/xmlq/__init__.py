@@ -1,0 +1,1 @@
+"""XML-Q (eBay §3.3): the CNN-RNN query classifier, its losses, training and export."""

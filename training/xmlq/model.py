@@ -1,0 +1,66 @@
+"""The XML-Q network (eBay §3.3.1, Figure 1) in Keras.
+
+Token ids -> 256-d embeddings -> three Conv1D groups (512, 1024, 512 filters of widths
+1, 2, 3), each with BatchNorm and ReLU and then its own GRU (512, 1024, 512 units) with
+LayerNorm -> concatenation (2,048) -> Dense at 80% of that (1,638) with BatchNorm, ReLU
+and dropout (keep 0.8) -> one logit per leaf category -> sigmoid.
+
+``rnn=False`` replaces each GRU by global max pooling: the XML-CNN* baseline of Table 2/3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import keras
+from keras import layers
+
+from qcat.query_encoding import SEQUENCE_LENGTH
+
+
+@dataclass(frozen=True)
+class Preset:
+    embedding: int
+    filters: tuple[int, int, int]  # per convolution group; each GRU has as many units
+    widths: tuple[int, int, int] = (1, 2, 3)
+    hidden_fraction: float = 0.8  # Dense units as a share of the concatenated width
+    keep_probability: float = 0.8  # dropout keeps this share
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+PRESETS = {
+    "paper": Preset(embedding=256, filters=(512, 1024, 512)),
+    "small": Preset(embedding=64, filters=(64, 128, 64)),  # CPU training of the demo
+}
+
+
+def build_xmlq(vocabulary_size: int, n_labels: int, preset: Preset, rnn: bool = True, seed: int = 0) -> keras.Model:
+    """The network, outputting sigmoid probabilities (``probabilities``); the layer before
+    the sigmoid is named ``logits`` for losses that need scores."""
+    init = keras.initializers.GlorotUniform
+    tokens = keras.Input((SEQUENCE_LENGTH,), dtype="int32", name="tokens")
+    embedded = layers.Embedding(vocabulary_size, preset.embedding, name="embedding",
+                                embeddings_initializer=keras.initializers.RandomUniform(-0.05, 0.05, seed=seed))(tokens)
+    groups = []
+    for g, (filters, width) in enumerate(zip(preset.filters, preset.widths)):
+        x = layers.Conv1D(filters, width, padding="valid", kernel_initializer=init(seed + 10 + g), name=f"conv{width}")(embedded)
+        x = layers.BatchNormalization(name=f"conv{width}_bn")(x)
+        x = layers.ReLU(name=f"conv{width}_relu")(x)
+        if rnn:
+            x = layers.GRU(filters, kernel_initializer=init(seed + 20 + g),
+                           recurrent_initializer=keras.initializers.Orthogonal(seed=seed + 30 + g), name=f"gru{width}")(x)
+            x = layers.LayerNormalization(name=f"gru{width}_ln")(x)
+        else:
+            x = layers.GlobalMaxPooling1D(name=f"pool{width}")(x)
+        groups.append(x)
+    x = layers.Concatenate(name="concat")(groups)
+    hidden = int(preset.hidden_fraction * sum(preset.filters))
+    x = layers.Dense(hidden, kernel_initializer=init(seed + 40), name="hidden")(x)
+    x = layers.BatchNormalization(name="hidden_bn")(x)
+    x = layers.ReLU(name="hidden_relu")(x)
+    x = layers.Dropout(1.0 - preset.keep_probability, seed=seed + 50, name="dropout")(x)
+    logits = layers.Dense(n_labels, kernel_initializer=init(seed + 60), name="logits")(x)
+    probabilities = layers.Activation("sigmoid", name="probabilities")(logits)
+    return keras.Model(tokens, probabilities, name="xmlq")
