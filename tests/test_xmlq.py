@@ -121,6 +121,17 @@ def test_training_is_deterministic_and_monitored(tiny) -> None:
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("options", [{"loss": "snm"}, {"loss": "bce", "rnn": False, "cosine": False}])
+def test_other_losses_and_ablations_train(tiny, options) -> None:
+    from training.xmlq.train import XMLQConfig, train
+
+    _, _, prepared, _, _ = tiny
+    config = XMLQConfig(epochs=1, batch_size=32, min_token_count=1, **options)
+    network, summary = train(prepared, config, log=lambda message: None, verbose=0)
+    assert summary["best_epoch"] == 1 and np.isfinite(summary["history"][0]["loss"])
+    assert network.output.shape[-1] == len(prepared.labels)  # always the probabilities
+
+
 def test_onnx_scores_match_keras(tiny, tmp_path) -> None:
     from qcat.classifier import load_model
     from training.xmlq.export import bundle_model
@@ -193,3 +204,23 @@ def test_backend_options_need_a_hybrid(bestbuy_model_dir, tmp_path) -> None:
     assert result.returncode == 2 and "needs a hybrid bundle" in result.stderr
     wrong = qcat("train", "hybrid", "--nb", bestbuy_model_dir, "--xmlq", bestbuy_model_dir, "--out", tmp_path / "h")
     assert wrong.returncode == 2 and "is a nb bundle" in wrong.stderr
+
+
+def test_augmented_training_set_from_the_demo_corpus(tmp_path) -> None:
+    import argparse
+
+    from training.cli import augmented_dataset
+    from training.corpus import Corpus
+
+    base = Corpus.open().dataset("base")
+    args = argparse.Namespace(augment="rare,brand", log=None, period="base", corpus=None, brand_repeat=50,
+                              worst_model=None)
+    dataset, train, weights, report = augmented_dataset(args, base)
+    assert set(report["steps"]) == {"rare", "brand"}
+    assert len(train.queries) == len(weights) and len(train.queries) >= len(base.train.queries)
+    assert weights.min() == 1.0 and 50.0 <= weights.max() <= 51.0  # 51: picked by rare and brand
+    # Validation and test are untouched: augmentation only ever adds training queries.
+    assert list(dataset.validation.queries) == list(base.validation.queries)
+    assert list(dataset.test.queries) == list(base.test.queries)
+    with pytest.raises(Exception, match="needs --worst-model"):
+        augmented_dataset(argparse.Namespace(**{**vars(args), "augment": "worst"}), base)

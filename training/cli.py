@@ -178,6 +178,12 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     net.add_argument("--batch-size", type=int, default=256)
     net.add_argument("--patience", type=int, default=2, help="epochs without a better validation F1 before stopping")
     net.add_argument("--seed", type=int, default=0)
+    aug = xmlq.add_argument_group("data augmentation (eBay §3.4; needs a corpus with a candidate period)")
+    aug.add_argument("--augment", default="", metavar="STEPS",
+                     help="comma-separated steps from rare, brand, worst (default: none)")
+    aug.add_argument("--brand-repeat", type=int, default=50, help="times the brand step repeats a query (default 50)")
+    aug.add_argument("--worst-model", type=Path, default=None,
+                     help="a model trained on the base set; the worst step takes its worst categories on base train")
     snm = xmlq.add_argument_group("stochastic negative mining (--loss snm)")
     snm.add_argument("--snm-sampled", type=int, default=64, help="B: negatives sampled per query")
     snm.add_argument("--snm-k", type=int, default=8, help="k: hardest sampled negatives kept")
@@ -255,7 +261,12 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise InputError(str(exc)) from None
     dataset, source = load_dataset(args)
-    prepared = prepare(dataset, config)
+    train_table, weights = None, None
+    if args.augment:
+        dataset, train_table, weights, report = augmented_dataset(args, dataset)
+        source["augmentation"] = report
+        print("augmentation: " + json.dumps({k: v for k, v in report.items() if k != "steps"}))
+    prepared = prepare(dataset, config, train=train_table, train_weights=weights)
     print(f"dataset: {len(prepared.train_tokens):,} train queries, vocabulary {len(prepared.vocabulary):,}, "
           f"{len(prepared.labels):,} labels ({time.perf_counter() - started:.1f} s)")
     checkpoint = args.out.parent / f"{args.out.name}.checkpoints" / "best.weights.h5"
@@ -269,6 +280,45 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     print("test (onnxruntime) " + json.dumps(model.metrics["test"]))
     print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s (checkpoint {checkpoint})")
     return 0
+
+
+def augmented_dataset(args: argparse.Namespace, dataset):
+    """The base dataset with augmented training queries; each query's sample weight is the
+    largest repeat count of its pairs (a brand-step query weighs 50)."""
+    import numpy as np
+
+    from qcat.classifier import load_model
+    from training.augment import STEPS, augment, misclassification_rates
+    from training.corpus import Corpus
+    from training.dataset import Dataset
+    from training.simulate import catalog_brand_queries
+
+    steps = [s.strip() for s in args.augment.split(",") if s.strip()]
+    if unknown := [s for s in steps if s not in STEPS]:
+        raise InputError(f"unknown augmentation step(s) {unknown}; expected some of {', '.join(STEPS)}")
+    if args.log is not None:
+        raise InputError("--augment needs a corpus (base and candidate periods), not --log")
+    if args.period != "base":
+        raise InputError("--augment trains on the base period and draws from the candidate period: drop --period")
+    corpus = Corpus.open(args.corpus)
+    candidate = corpus.ingest("candidate", dataset.taxonomy).table
+    rates = rate_categories = None
+    if "worst" in steps:
+        if args.worst_model is None:
+            raise InputError("the worst step needs --worst-model, a model trained on the base set")
+        model = load_model(args.worst_model)
+        train = dataset.train
+        top = model.predict(list(train.queries), 1).labels[:, 0]
+        top_ids = [model.labels[i] if i >= 0 else None for i in top]
+        rates, rate_categories = misclassification_rates(top_ids, train), train.categories
+    brands = catalog_brand_queries(corpus.catalog()) if "brand" in steps else None
+    result = augment(dataset.table, candidate, steps, brands=brands, brand_repeat=args.brand_repeat,
+                     misclassification_rate=rates, rate_categories=rate_categories, split_seed=dataset.seed)
+    augmented = Dataset.from_table(result.table, dataset.taxonomy, seed=dataset.seed)
+    query_weight = np.zeros(len(result.table.queries))
+    np.maximum.at(query_weight, result.table.pair_query, result.weights)
+    in_train = augmented.split == 0
+    return augmented, augmented.train, query_weight[in_train], result.report
 
 
 def run_train_hybrid(args: argparse.Namespace) -> int:
