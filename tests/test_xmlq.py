@@ -224,3 +224,48 @@ def test_augmented_training_set_from_the_demo_corpus(tmp_path) -> None:
     assert list(dataset.test.queries) == list(base.test.queries)
     with pytest.raises(Exception, match="needs --worst-model"):
         augmented_dataset(argparse.Namespace(**{**vars(args), "augment": "worst"}), base)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_workers_on_localhost_end_with_identical_weights(tmp_path, data_dir) -> None:
+    """`qcat train xmlq --distributed` in two processes (MultiWorkerMirroredStrategy over
+    127.0.0.1): each worker writes its own bundle, and the two networks must be identical."""
+    from qcat.classifier import load_model
+
+    workers = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
+    processes = []
+    for index in range(2):
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+               "TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}
+        command = [sys.executable, "-m", "qcat.cli", "train", "xmlq", "--distributed",
+                   "--log", str(data_dir / "bestbuy_clicks_sample.csv"),
+                   "--taxonomy", str(data_dir / "bestbuy_categories_2016.json.gz"), "--min-clicks", "1",
+                   "--epochs", "1", "--batch-size", "64", "--out", str(tmp_path / f"worker{index}")]
+        processes.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = []
+    for process in processes:
+        try:
+            outputs.append(process.communicate(timeout=240)[0])
+        finally:
+            process.kill()
+    for process, output in zip(processes, outputs):
+        assert process.returncode == 0, output[-3000:]
+        assert "distributed: worker" in output and "of 2" in output
+    first, second = load_model(tmp_path / "worker0"), load_model(tmp_path / "worker1")
+    tokens = encode(["apple ipod nano case", "samsung tv", "usb cable"], token_index(first.vocabulary))
+    np.testing.assert_array_equal(first.probabilities(tokens), second.probabilities(tokens))
+    assert first.vocabulary == second.vocabulary and first.labels == second.labels
+
+
+def test_distributed_needs_tf_config(tmp_path, data_dir) -> None:
+    result = qcat("train", "xmlq", "--distributed", "--log", data_dir / "bestbuy_clicks_sample.csv",
+                  "--taxonomy", data_dir / "bestbuy_categories_2016.json.gz", "--out", tmp_path / "x",
+                  env={"TF_CONFIG": ""})
+    assert result.returncode == 2 and "needs $TF_CONFIG" in result.stderr

@@ -178,6 +178,9 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     net.add_argument("--batch-size", type=int, default=256)
     net.add_argument("--patience", type=int, default=2, help="epochs without a better validation F1 before stopping")
     net.add_argument("--seed", type=int, default=0)
+    net.add_argument("--distributed", action="store_true",
+                     help="train with MultiWorkerMirroredStrategy across the workers named in $TF_CONFIG "
+                          "(run the same command on every worker, each with its own task index)")
     aug = xmlq.add_argument_group("data augmentation (eBay §3.4; needs a corpus with a candidate period)")
     aug.add_argument("--augment", default="", metavar="STEPS",
                      help="comma-separated steps from rare, brand, worst (default: none)")
@@ -250,6 +253,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
         from training.xmlq.train import XMLQConfig, prepare, train
     except ImportError as exc:
         raise InputError(f"qcat train xmlq needs TensorFlow ({exc}): pip install '.[train]'") from None
+    strategy = multi_worker_strategy() if args.distributed else None
 
     started = time.perf_counter()
     try:
@@ -270,7 +274,8 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     print(f"dataset: {len(prepared.train_tokens):,} train queries, vocabulary {len(prepared.vocabulary):,}, "
           f"{len(prepared.labels):,} labels ({time.perf_counter() - started:.1f} s)")
     checkpoint = args.out.parent / f"{args.out.name}.checkpoints" / "best.weights.h5"
-    network, summary = train(prepared, config, checkpoint=checkpoint, verbose=1 if sys.stdout.isatty() else 2)
+    network, summary = train(prepared, config, checkpoint=checkpoint, verbose=1 if sys.stdout.isatty() else 2,
+                             strategy=strategy)
     summary["data"] = source
     model = bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy,
                          config=summary.pop("config") | {"data": source}, metrics=summary)
@@ -280,6 +285,23 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     print("test (onnxruntime) " + json.dumps(model.metrics["test"]))
     print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s (checkpoint {checkpoint})")
     return 0
+
+
+def multi_worker_strategy():
+    """MultiWorkerMirroredStrategy from $TF_CONFIG (created before any other TensorFlow op,
+    as TensorFlow requires)."""
+    import os
+
+    import tensorflow as tf
+
+    try:
+        cluster = json.loads(os.environ.get("TF_CONFIG", ""))
+        workers, task = cluster["cluster"]["worker"], cluster["task"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise InputError('--distributed needs $TF_CONFIG, e.g. {"cluster": {"worker": ["host1:port", '
+                         '"host2:port"]}, "task": {"type": "worker", "index": 0}}') from None
+    print(f"distributed: worker {task.get('index')} of {len(workers)} ({', '.join(workers)})")
+    return tf.distribute.MultiWorkerMirroredStrategy()
 
 
 def augmented_dataset(args: argparse.Namespace, dataset):

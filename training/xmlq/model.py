@@ -5,6 +5,9 @@ Token ids -> 256-d embeddings -> three Conv1D groups (512, 1024, 512 filters of 
 LayerNorm -> concatenation (2,048) -> Dense at 80% of that (1,638) with BatchNorm, ReLU
 and dropout (keep 0.8) -> one logit per leaf category -> sigmoid.
 
+BatchNorm is synchronized: under a distribution strategy its batch statistics are those
+of the global batch, so every worker keeps the same moving averages (alone, no change).
+
 ``rnn=False`` replaces each GRU by global max pooling: the XML-CNN* baseline of Table 2/3.
 """
 
@@ -46,7 +49,7 @@ def build_xmlq(vocabulary_size: int, n_labels: int, preset: Preset, rnn: bool = 
     groups = []
     for g, (filters, width) in enumerate(zip(preset.filters, preset.widths)):
         x = layers.Conv1D(filters, width, padding="valid", kernel_initializer=init(seed + 10 + g), name=f"conv{width}")(embedded)
-        x = layers.BatchNormalization(name=f"conv{width}_bn")(x)
+        x = layers.BatchNormalization(synchronized=True, name=f"conv{width}_bn")(x)
         x = layers.ReLU(name=f"conv{width}_relu")(x)
         if rnn:
             x = layers.GRU(filters, kernel_initializer=init(seed + 20 + g),
@@ -58,7 +61,7 @@ def build_xmlq(vocabulary_size: int, n_labels: int, preset: Preset, rnn: bool = 
     x = layers.Concatenate(name="concat")(groups)
     hidden = int(preset.hidden_fraction * sum(preset.filters))
     x = layers.Dense(hidden, kernel_initializer=init(seed + 40), name="hidden")(x)
-    x = layers.BatchNormalization(name="hidden_bn")(x)
+    x = layers.BatchNormalization(synchronized=True, name="hidden_bn")(x)
     x = layers.ReLU(name="hidden_relu")(x)
     x = layers.Dropout(1.0 - preset.keep_probability, seed=seed + 50, name="dropout")(x)
     logits = layers.Dense(n_labels, kernel_initializer=init(seed + 60), name="logits")(x)

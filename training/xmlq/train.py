@@ -85,7 +85,10 @@ def input_pipeline(tokens: np.ndarray, labels: np.ndarray, n_labels: int, batch_
 
     def to_dense(*batch):
         multi_hot = tf.reduce_max(tf.one_hot(batch[1], n_labels), axis=1)  # -1 pads give zero rows
-        return (batch[0], multi_hot) + tuple(batch[2:])
+        # Token ids travel as float32 (exact below 2^24) and the model's int32 input casts
+        # them back: under a distribution strategy Keras averages a first batch across
+        # workers to build the model, which fails on integer tensors.
+        return (tf.cast(batch[0], tf.float32), multi_hot) + tuple(batch[2:])
 
     return data.batch(batch_size).map(to_dense, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
@@ -183,13 +186,51 @@ def learning_rate(config: XMLQConfig, n_train: int):
 def compile_for(config: XMLQConfig, network: keras.Model, n_train: int) -> keras.Model:
     """The model Keras trains: the network itself, or its logits for SNM."""
     optimizer = keras.optimizers.Adam(learning_rate(config, n_train))
+    trainable = network
     if config.loss == "snm":
         trainable = keras.Model(network.input, network.get_layer("logits").output)
-        trainable.compile(optimizer=optimizer, loss=StochasticNegativeMining(seed=config.seed, **config.snm))
-        return trainable
-    trainable = network
-    trainable.compile(optimizer=optimizer, loss=soft_f1 if config.loss == "soft-f1" else binary_crossentropy)
+    trainable.compile(optimizer=optimizer, loss=loss_for(config, reduction="sum_over_batch_size"))
     return trainable
+
+
+def fit_multi_worker(trainable: keras.Model, config: XMLQConfig, data: tf.data.Dataset,
+                     strategy: tf.distribute.Strategy, monitor: ValidationF1) -> None:
+    """The training loop across workers, written out: Keras 3.15's ``fit`` fails to
+    average its logs under MultiWorkerMirroredStrategy. Each replica computes the loss on its
+    share of the global batch; the optimizer all-reduces the gradients, so every worker
+    applies the same update."""
+    loss_function = loss_for(config, reduction=None)
+    optimizer = trainable.optimizer
+    distributed = strategy.experimental_distribute_dataset(data)
+
+    def replica_step(tokens, targets, *weights):
+        with tf.GradientTape() as tape:
+            per_example = loss_function(targets, trainable(tokens, training=True))
+            if weights:
+                per_example = per_example * weights[0]
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=config.batch_size)
+        gradients = tape.gradient(loss, trainable.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, trainable.trainable_variables))
+        return loss
+
+    @tf.function
+    def step(batch):
+        return strategy.reduce("SUM", strategy.run(replica_step, args=batch), axis=None)
+
+    monitor.set_model(trainable)
+    for epoch in range(config.epochs):
+        losses = [float(step(batch)) for batch in distributed]
+        monitor.on_epoch_end(epoch, {"loss": float(np.mean(losses))})
+        if trainable.stop_training:
+            break
+    monitor.on_train_end()
+
+
+def loss_for(config: XMLQConfig, reduction: str | None):
+    """The configured loss; with ``reduction=None`` one value per query."""
+    if config.loss == "snm":
+        return StochasticNegativeMining(seed=config.seed, reduction=reduction, **config.snm)
+    return soft_f1 if config.loss == "soft-f1" else binary_crossentropy  # both per query
 
 
 def seed_everything(seed: int) -> None:
@@ -198,17 +239,28 @@ def seed_everything(seed: int) -> None:
 
 
 def train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None = None,
-          log: Callable[[str], None] = print, verbose: int = 2) -> tuple[keras.Model, dict]:
-    """Fit XML-Q; returns the network (best validation epoch) and a training summary."""
+          log: Callable[[str], None] = print, verbose: int = 2,
+          strategy: tf.distribute.Strategy | None = None) -> tuple[keras.Model, dict]:
+    """Fit XML-Q; returns the network (best validation epoch) and a training summary.
+
+    With a ``strategy`` (e.g. ``MultiWorkerMirroredStrategy``) the variables are mirrored
+    and every step's gradients are all-reduced, so all workers hold the same weights;
+    ``config.batch_size`` is then the global batch, split across the workers.
+    """
     seed_everything(config.seed)
     started = time.perf_counter()
-    network = build_xmlq(RESERVED + len(prepared.vocabulary), len(prepared.labels), PRESETS[config.preset],
-                         rnn=config.rnn, seed=config.seed)
-    trainable = compile_for(config, network, len(prepared.train_tokens))
+    strategy = strategy or tf.distribute.get_strategy()  # the default: this process alone
+    with strategy.scope():
+        network = build_xmlq(RESERVED + len(prepared.vocabulary), len(prepared.labels), PRESETS[config.preset],
+                             rnn=config.rnn, seed=config.seed)
+        trainable = compile_for(config, network, len(prepared.train_tokens))
     data = input_pipeline(prepared.train_tokens, prepared.train_labels, len(prepared.labels), config.batch_size,
                           config.seed, prepared.train_weights)
     monitor = ValidationF1(network, prepared, config.patience, checkpoint, log)
-    trainable.fit(data, epochs=config.epochs, verbose=verbose, callbacks=[monitor], shuffle=False)  # tf.data shuffles
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        fit_multi_worker(trainable, config, data, strategy, monitor)
+    else:
+        trainable.fit(data, epochs=config.epochs, verbose=verbose, callbacks=[monitor], shuffle=False)  # tf.data shuffles
     summary = {
         "config": asdict(config),
         "best_epoch": monitor.best_epoch,
