@@ -11,25 +11,31 @@ from evaluation.metrics import Matched, pr_at_k
 from qcat.model import Model
 
 
-def predict_matched(model: Model, queries: Sequence[str], label_ids: Sequence[str], truth: sp.csr_matrix,
-                    k: int = 10, batch: int = 4096) -> Matched:
-    """The model's top ``k`` for every query, matched against ``truth`` whose columns are
-    ``label_ids``. A predicted label outside ``label_ids`` gets a column of its own (never
-    true), so it keeps its rank instead of vanishing."""
+def match_to_truth(labels: np.ndarray, scores: np.ndarray, model_labels: Sequence[str], label_ids: Sequence[str],
+                   truth: sp.csr_matrix) -> Matched:
+    """Top-k ``labels`` (positions in ``model_labels``, -1 padded) matched against ``truth``
+    whose columns are ``label_ids``. A predicted label outside ``label_ids`` gets a column of
+    its own (never true), so it keeps its rank instead of vanishing."""
     index = {label: i for i, label in enumerate(label_ids)}
-    to_truth = np.array([index.get(label, -1) for label in model.labels], dtype=np.int64)
+    to_truth = np.array([index.get(label, -1) for label in model_labels], dtype=np.int64)
     outside = np.nonzero(to_truth < 0)[0]
     to_truth[outside] = len(index) + np.arange(len(outside))
-    labels, scores = [], []
-    for start in range(0, len(queries), batch):
-        predictions = model.predict(list(queries[start:start + batch]), k)
-        labels.append(np.where(predictions.labels >= 0, to_truth[np.maximum(predictions.labels, 0)], -1))
-        scores.append(predictions.scores.astype(np.float64))
     if len(outside):
         truth = sp.csr_matrix((truth.data, truth.indices, truth.indptr), shape=(truth.shape[0], len(index) + len(outside)))
-    if not labels:
-        return Matched.build(np.zeros((0, k), np.int64), np.zeros((0, k)), truth)
-    return Matched.build(np.vstack(labels), np.vstack(scores), truth)
+    mapped = np.where(labels >= 0, to_truth[np.maximum(labels, 0)], -1) if len(to_truth) else labels
+    return Matched.build(mapped, scores.astype(np.float64), truth)
+
+
+def predict_matched(model: Model, queries: Sequence[str], label_ids: Sequence[str], truth: sp.csr_matrix,
+                    k: int = 10, batch: int = 4096) -> Matched:
+    """The model's top ``k`` for every query, matched against ``truth`` (see
+    :func:`match_to_truth`)."""
+    labels, scores = [np.zeros((0, k), np.int64)], [np.zeros((0, k))]
+    for start in range(0, len(queries), batch):
+        predictions = model.predict(list(queries[start:start + batch]), k)
+        labels.append(predictions.labels)
+        scores.append(predictions.scores)
+    return match_to_truth(np.vstack(labels), np.vstack(scores), model.labels, label_ids, truth)
 
 
 def evaluate_pr(model: Model, table, ks: tuple[int, ...] = (1, 3, 10)) -> dict[str, float]:

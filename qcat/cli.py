@@ -148,6 +148,8 @@ def run_info(args: argparse.Namespace) -> int:
     print(f"labels         {len(model.labels):,} categories")
     print(f"taxonomy hash  {data['taxonomy_hash'][:16]}…   vocabulary hash {str(data.get('vocabulary_hash'))[:16]}…")
     print(f"files          {len(data['files'])}, all hashes verified")
+    for name, digest in sorted(data.get("parts", {}).items()):
+        print(f"part           {name}/  (manifest sha256 {digest[:16]}…, verified with its files)")
     for key, value in sorted(manifest.config.items()):
         print(f"config         {key} = {value}")
     for key, value in sorted(manifest.metrics.items()):

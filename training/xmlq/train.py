@@ -19,7 +19,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from evaluation.metrics import Matched, gs_scores, pr_at_k
+from evaluation.metrics import gs_scores, pr_at_k
+from evaluation.predict import match_to_truth
 from qcat.model import top_k
 from qcat.query_encoding import RESERVED, encode, token_index
 from training.clicktable import ClickTable
@@ -132,13 +133,8 @@ def validation_scores(model: keras.Model, prepared: Prepared, batch_size: int = 
     """GS F1 (threshold 0.5) and PR@1/3 of the model on the validation split."""
     probabilities = model.predict(prepared.validation_tokens, batch_size=batch_size, verbose=0)
     labels, scores = top_k(probabilities, 10)
-    position = {c: i for i, c in enumerate(prepared.validation.categories)}
-    to_truth = np.array([position.get(c, -1) for c in prepared.labels], dtype=np.int64)
-    outside = to_truth < 0
-    to_truth[outside] = len(position) + np.arange(outside.sum())
-    truth = truth_matrix(prepared.validation)
-    truth.resize(truth.shape[0], len(position) + int(outside.sum()))
-    matched = Matched.build(to_truth[labels], scores, truth)
+    validation = prepared.validation
+    matched = match_to_truth(labels, scores, prepared.labels, validation.categories, truth_matrix(validation))
     return {"f1": gs_scores(matched, 0.5)["f1"], "pr@1": pr_at_k(matched, 1), "pr@3": pr_at_k(matched, 3)}
 
 
