@@ -154,3 +154,20 @@ def save_lines(path: Path, lines: list[str]) -> str:
         raise ValueError("a line to save holds a newline")
     path.write_text("\n".join(lines), encoding="utf-8")
     return sha256_lines(lines)
+
+
+def load_vocabulary(manifest: Manifest, name: str) -> list[str]:
+    """A bundle's vocabulary file, checked against the manifest's vocabulary hash."""
+    vocabulary = load_lines(manifest, name)
+    if sha256_lines(vocabulary) != manifest.data.get("vocabulary_hash"):
+        raise BundleError(f"model bundle {manifest.directory}: vocabulary hash does not match the manifest")
+    return vocabulary
+
+
+def load_labels(manifest: Manifest, name: str, taxonomy: Taxonomy) -> tuple[str, ...]:
+    """A bundle's output labels; every one must be a node of its taxonomy."""
+    labels = tuple(load_lines(manifest, name))
+    unknown = [label for label in labels if label not in taxonomy]
+    if unknown:
+        raise BundleError(f"model bundle {manifest.directory}: labels not in its taxonomy: {unknown[:3]}")
+    return labels

@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from qcat.bundle import Manifest, load_arrays, load_lines, save_lines, sha256_lines, write_bundle
+from qcat.bundle import Manifest, load_arrays, load_labels, load_lines, load_vocabulary, save_lines, write_bundle
 from qcat.errors import BundleError, EmptyQueryError
 from qcat.model import Predictions, top_k
 from qcat.normalize import tokenize
@@ -172,13 +172,8 @@ class NaiveBayesModel:
     @classmethod
     def from_manifest(cls, manifest: Manifest, taxonomy: Taxonomy) -> "NaiveBayesModel":
         arrays = load_arrays(manifest, ARRAYS_FILE)
-        vocabulary = load_lines(manifest, VOCABULARY_FILE)
-        if sha256_lines(vocabulary) != manifest.data.get("vocabulary_hash"):
-            raise BundleError(f"model bundle {manifest.directory}: vocabulary hash does not match the manifest")
-        labels = tuple(load_lines(manifest, LABELS_FILE))
-        unknown = [label for label in labels if label not in taxonomy]
-        if unknown:
-            raise BundleError(f"model bundle {manifest.directory}: labels not in its taxonomy: {unknown[:3]}")
+        vocabulary = load_vocabulary(manifest, VOCABULARY_FILE)
+        labels = load_labels(manifest, LABELS_FILE, taxonomy)
         try:
             model = cls(
                 labels=labels,

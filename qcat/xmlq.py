@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from qcat.bundle import Manifest, load_lines, save_lines, sha256_lines, write_bundle
+from qcat.bundle import Manifest, load_labels, load_vocabulary, save_lines, write_bundle
 from qcat.errors import BundleError
 from qcat.model import Predictions, top_k
 from qcat.normalize import tokenize
@@ -87,12 +87,7 @@ class XMLQModel:
 
     @classmethod
     def from_manifest(cls, manifest: Manifest, taxonomy: Taxonomy) -> "XMLQModel":
-        vocabulary = load_lines(manifest, VOCABULARY_FILE)
-        if sha256_lines(vocabulary) != manifest.data.get("vocabulary_hash"):
-            raise BundleError(f"model bundle {manifest.directory}: vocabulary hash does not match the manifest")
-        labels = tuple(load_lines(manifest, LABELS_FILE))
-        unknown = [label for label in labels if label not in taxonomy]
-        if unknown:
-            raise BundleError(f"model bundle {manifest.directory}: labels not in its taxonomy: {unknown[:3]}")
+        vocabulary = load_vocabulary(manifest, VOCABULARY_FILE)
+        labels = load_labels(manifest, LABELS_FILE, taxonomy)
         return cls(labels=labels, taxonomy=taxonomy, vocabulary=tuple(vocabulary),
                    network=manifest.file(NETWORK_FILE).read_bytes(), config=manifest.config, metrics=manifest.metrics)

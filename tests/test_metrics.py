@@ -12,7 +12,7 @@ import scipy.stats
 from evaluation import metrics as M
 from evaluation import regression as R
 from evaluation.metrics import Matched
-from evaluation.propensity import PropensityModel, fit_propensity, label_counts
+from evaluation.propensity import PropensityModel, label_counts
 from evaluation.ranking import binary, rank_predictions, row_normalized
 
 LOG3 = math.log2(3)

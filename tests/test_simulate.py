@@ -17,7 +17,6 @@ from training.clicktable import ClickTable
 from training.logstats import table1_stats
 from training.simulate import (
     SimulationConfig,
-    catalog_brand_queries,
     simulate_clicklog,
     simulated_search,
     write_log,

@@ -11,7 +11,6 @@ Pairs with fewer than ``min_clicks`` clicks after aggregation are dropped as noi
 from __future__ import annotations
 
 import csv
-import io
 import json
 from collections import Counter
 from dataclasses import dataclass, field
