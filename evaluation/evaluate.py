@@ -101,9 +101,8 @@ def fit_from_corpus(corpus: Corpus, period: str, dataset: Dataset, evaluation: E
 
 def check_labels(model: Model, taxonomy: Taxonomy, directory: Path) -> None:
     """Every model label must be a category of the corpus taxonomy with the same path."""
-    model_taxonomy = getattr(model, "taxonomy", None)
     wrong = [label for label in model.labels
-             if label not in taxonomy or (model_taxonomy is not None and model_taxonomy.path_of(label) != taxonomy.path_of(label))]
+             if label not in taxonomy or model.taxonomy.path_of(label) != taxonomy.path_of(label)]
     if wrong:
         raise InputError(f"model {directory} predicts categories that the corpus taxonomy lacks or names differently, "
                          f"e.g. {wrong[:3]}: was it trained on another taxonomy?")

@@ -13,6 +13,7 @@ the truth values as graded gains (pass binary truth for binary nDCG).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -47,15 +48,15 @@ class Matched:
     def k(self) -> int:
         return self.labels.shape[1]
 
-    @property
+    @cached_property  # read by most metrics; Matched is immutable
     def hits(self) -> np.ndarray:
         return self.gains > 0
 
-    @property
+    @cached_property
     def n_true(self) -> np.ndarray:
         return n_true(self.truth)
 
-    @property
+    @cached_property
     def valid(self) -> np.ndarray:
         return self.n_true > 0
 

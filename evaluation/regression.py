@@ -21,6 +21,8 @@ are not true (the labels this convention stands for).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numba
 import numpy as np
 
@@ -74,30 +76,48 @@ def _largest_errors(indptr, indices, data, labels, scores, gains, k):
     return top_sum, top_squares, total
 
 
-def _errors(matched: Matched, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class Errors:
+    """One pass over every row's absolute errors, from which XMAD@k, XRMSE@k and MAD follow."""
+
+    matched: Matched
+    k: int
+    top_sum: np.ndarray  # per row: the k largest errors, summed
+    top_squares: np.ndarray  # their squares, summed
+    total: np.ndarray  # all errors, summed
+
+    def xmad(self) -> float:
+        """XMAD@k (XReg eq. 1): the mean of the k largest absolute errors over all labels."""
+        return mean_over_valid(self.top_sum / self.k, self.matched)
+
+    def xrmse(self) -> float:
+        """XRMSE@k (XReg eq. 2): the root mean square of the k largest absolute errors."""
+        return mean_over_valid(np.sqrt(self.top_squares / self.k), self.matched)
+
+    def mad(self) -> float:
+        """MAD: the mean absolute error over all L labels (sensitive to L, XReg §3)."""
+        return mean_over_valid(self.total / self.matched.truth.shape[1], self.matched)
+
+
+def errors(matched: Matched, k: int) -> Errors:
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     _check_scores(matched)
     t = matched.truth
-    return _largest_errors(t.indptr, t.indices, t.data, matched.labels, matched.scores, matched.gains, k)
+    return Errors(matched, k, *_largest_errors(t.indptr, t.indices, t.data, matched.labels, matched.scores,
+                                               matched.gains, k))
 
 
 def xmad_at_k(matched: Matched, k: int) -> float:
-    """XMAD@k (XReg eq. 1): the mean of the k largest absolute errors over all labels."""
-    top_sum, _, _ = _errors(matched, k)
-    return mean_over_valid(top_sum / k, matched)
+    return errors(matched, k).xmad()
 
 
 def xrmse_at_k(matched: Matched, k: int) -> float:
-    """XRMSE@k (XReg eq. 2): the root mean square of the k largest absolute errors."""
-    _, top_squares, _ = _errors(matched, k)
-    return mean_over_valid(np.sqrt(top_squares / k), matched)
+    return errors(matched, k).xrmse()
 
 
 def mad(matched: Matched) -> float:
-    """MAD: the mean absolute error over all L labels (sensitive to L, XReg §3)."""
-    _, _, total = _errors(matched, 1)
-    return mean_over_valid(total / matched.truth.shape[1], matched)
+    return errors(matched, 1).mad()
 
 
 def _wp_rows(matched: Matched, k: int) -> np.ndarray:

@@ -38,6 +38,7 @@ def summarize(matched: Matched, inverse_propensity: np.ndarray, options: Scoring
     """Every metric of one set of queries, keyed by the names the report prints."""
     k = options.k
     shares = with_shares(matched)
+    share_errors = R.errors(shares, k)
     scores: dict[str, float] = {"queries": len(matched) - matched.n_skipped, "skipped": matched.n_skipped}
     gs = M.gs_scores(matched, options.threshold)
     scores.update({"P": gs["precision"], "R": gs["recall"], "F1": gs["f1"]})
@@ -52,9 +53,9 @@ def summarize(matched: Matched, inverse_propensity: np.ndarray, options: Scoring
         f"PSnDCG@{k}": M.psndcg_at_k_normalized(matched, inverse_propensity, k),
         f"PSnDCG@{k} raw": M.psndcg_at_k_raw(matched, inverse_propensity, k),
         f"coverage@{k}": M.coverage_at_k(matched, k),
-        f"XMAD@{k}": R.xmad_at_k(shares, k),
-        f"XRMSE@{k}": R.xrmse_at_k(shares, k),
-        "MAD": R.mad(shares),
+        f"XMAD@{k}": share_errors.xmad(),
+        f"XRMSE@{k}": share_errors.xrmse(),
+        "MAD": share_errors.mad(),
         f"WP@{k}": R.wp_at_k(shares, k),
         f"WP-regret@{k}": R.wp_regret_at_k(shares, k),
         f"Tau@{k}": R.tau_at_k(shares, k),
