@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from pathlib import Path
 
+from evaluation.report_files import clean_json
 from qcat.errors import InputError
 
 DEFAULT_OUT = Path("qcat-report")
@@ -68,32 +68,11 @@ def main(command: str, argv: list[str]) -> int:
     return 0
 
 
-def clean_json(value):
-    """NaN becomes null: the JSON file must parse everywhere, not only in Python."""
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, dict):
-        return {k: clean_json(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clean_json(v) for v in value]
-    return value
-
-
 def write_report(report: dict, out: Path) -> list[Path]:
     """Write report.json, report.md (with plots/*.svg) and a self-contained report.html."""
     from evaluation.html import render_html
     from evaluation.plots import draw_all
     from evaluation.report import render_markdown
+    from evaluation.report_files import write_report_files
 
-    try:
-        (out / "plots").mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot create the report directory {out}: {exc}") from None
-    plots = draw_all(report)
-    for file_name, svg in plots.values():
-        (out / "plots" / file_name).write_text(svg, encoding="utf-8")
-    paths = [out / "report.json", out / "report.md", out / "report.html"]
-    paths[0].write_text(json.dumps(clean_json(report), indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    paths[1].write_text(render_markdown(report, {t: f"plots/{f}" for t, (f, _) in plots.items()}), encoding="utf-8")
-    paths[2].write_text(render_html(report, plots), encoding="utf-8")
-    return paths
+    return write_report_files(report, out, draw_all(report), render_markdown, render_html)

@@ -50,16 +50,19 @@ def _inline_svg(svg: str) -> str:
 
 
 def render_html(report: dict, plots: dict[str, tuple[str, str]]) -> str:
-    meta = "".join(f"<li>{escape(line)}</li>" for line in header_lines(report))
-    figures = "".join(f"<figure>{_inline_svg(svg)}<figcaption>{escape(title)}</figcaption></figure>"
-                      for title, (_, svg) in plots.items())
-    sections = tables(report)
-    # Segment tables and deltas first, then the plots, then the detailed tables.
+    return html_document("qcat evaluation report", header_lines(report), tables(report), plots)
+
+
+def html_document(title: str, header: list[str], sections: list[Table], plots: dict[str, tuple[str, str]]) -> str:
+    """One page: header bullets, the main tables, the plots (inline SVG), the detail tables."""
+    meta = "".join(f"<li>{escape(line)}</li>" for line in header)
+    figures = "".join(f"<figure>{_inline_svg(svg)}<figcaption>{escape(name)}</figcaption></figure>"
+                      for name, (_, svg) in plots.items())
     first = "".join(html_table(t) for t in sections if not t.detail)
     rest = "".join(html_table(t) for t in sections if t.detail)
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>qcat evaluation report</title><style>{STYLE}</style></head><body>"
-        f"<h1>qcat evaluation report</h1><ul class=\"meta\">{meta}</ul>"
+        f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>"
+        f"<h1>{escape(title)}</h1><ul class=\"meta\">{meta}</ul>"
         f"{first}<h2>Plots</h2>{figures}{rest}</body></html>\n"
     )

@@ -21,7 +21,7 @@ def legend_label(name: str) -> str:
     return " " + name if name.startswith("_") else name
 
 
-def _svg(figure) -> str:
+def figure_svg(figure) -> str:
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(figure)
@@ -40,7 +40,7 @@ def pr_at_k_by_segment(report: dict) -> str:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("PR@k (%)")
     axes[-1].legend(loc="lower right", fontsize=8)
-    return _svg(figure)
+    return figure_svg(figure)
 
 
 def pr_at_1_by_length(report: dict) -> str:
@@ -58,7 +58,7 @@ def pr_at_1_by_length(report: dict) -> str:
     ax.set_ylabel("PR@1 (%)")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
-    return _svg(figure)
+    return figure_svg(figure)
 
 
 def reliability_diagram(report: dict) -> str:
@@ -77,7 +77,7 @@ def reliability_diagram(report: dict) -> str:
     ax.set_ylabel("top-1 is a clicked category")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")
-    return _svg(figure)
+    return figure_svg(figure)
 
 
 PLOTS = {

@@ -117,9 +117,13 @@ def markdown_table(table: Table) -> str:
 
 def render_markdown(report: dict, plot_files: dict[str, str]) -> str:
     """The report as Markdown; ``plot_files`` maps a plot's title to its (relative) file."""
-    parts = ["# qcat evaluation report", "", *[f"- {line}" for line in header_lines(report)], ""]
-    sections = tables(report)
+    return markdown_document("qcat evaluation report", header_lines(report), tables(report), plot_files)
+
+
+def markdown_document(title: str, header: list[str], sections: list[Table], plot_files: dict[str, str]) -> str:
+    """Header bullets, the main tables, the plots, then the detail tables."""
+    parts = [f"# {title}", "", *[f"- {line}" for line in header], ""]
     parts += [markdown_table(t) + "\n" for t in sections if not t.detail]
-    parts += ["## Plots", ""] + [f"![{title}]({path})\n" for title, path in plot_files.items()]
+    parts += ["## Plots", ""] + [f"![{name}]({path})\n" for name, path in plot_files.items()]
     parts += [markdown_table(t) + "\n" for t in sections if t.detail]
     return "\n".join(parts)

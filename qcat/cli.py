@@ -22,6 +22,7 @@ DELEGATED = {
     "data": ("training.cli", "click logs: ingest, simulate, build the demo corpus"),
     "train": ("training.cli", "train a model bundle (nb)"),
     "evaluate": ("evaluation.cli", "score models on a corpus split; write a head/torso/tail report"),
+    "golden": ("evaluation.golden.cli", "golden-data search harness: generate, import, evaluate (baseline vs target)"),
 }
 BATCH = 2048
 

@@ -1,0 +1,148 @@
+"""``qcat golden``: the golden-data search harness.
+
+- ``generate``: simulated golden judgments for the demo corpus's queries;
+- ``import``: read golden data (qcat CSV or ESCI JSON), report skipped rows, write qcat CSV;
+- ``evaluate``: baseline vs target classifier (and no classifier) through the mini search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from evaluation.report_files import clean_json
+
+DEFAULT_OUT = Path("qcat-golden-report")
+
+
+def _common_golden(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=("csv", "esci"), default=None,
+                        help="golden data format (default: esci for .json, else csv)")
+    parser.add_argument("--strict", action="store_true", help="stop at the first bad row instead of skipping it")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="qcat golden", description="Golden-data search harness (eBay §4.2.2).")
+    commands = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    generate = commands.add_parser("generate", help="simulate golden judgments for the demo corpus")
+    generate.add_argument("--corpus", type=Path, default=None, help="corpus directory (default: the demo corpus)")
+    generate.add_argument("--period", choices=("base", "candidate", "all"), default="base",
+                          help="log period whose demand picks the queries (default: base, the latest)")
+    generate.add_argument("--per-segment", type=int, default=10_000, help="golden queries per segment (default 10000)")
+    generate.add_argument("--seed", type=int, default=0)
+    generate.add_argument("--out", type=Path, required=True, help="golden CSV to write (.csv or .csv.gz)")
+
+    convert = commands.add_parser("import", help="validate golden data and write it as qcat CSV")
+    convert.add_argument("file", type=Path, metavar="FILE")
+    _common_golden(convert)
+    convert.add_argument("--out", type=Path, default=None, help="golden CSV to write (default: only report)")
+
+    evaluate = commands.add_parser("evaluate", help="compare two classifiers through the mini search")
+    evaluate.add_argument("--baseline", type=Path, required=True, metavar="MODEL", help="baseline model bundle")
+    evaluate.add_argument("--target", type=Path, required=True, metavar="MODEL", help="target model bundle")
+    evaluate.add_argument("--names", nargs=2, default=None, metavar=("BASELINE", "TARGET"),
+                          help="display names (default: the directory names)")
+    evaluate.add_argument("--golden", type=Path, default=None, metavar="FILE",
+                          help="golden data (default: simulated for the demo corpus)")
+    _common_golden(evaluate)
+    evaluate.add_argument("--corpus", type=Path, default=None,
+                          help="corpus: catalog, taxonomy and the log whose demand makes the segments (default: demo)")
+    evaluate.add_argument("--period", choices=("base", "candidate", "all"), default="base")
+    evaluate.add_argument("--no-demand", action="store_true", help="ignore the log: one query set of golden queries")
+    evaluate.add_argument("--mode", choices=("boost", "filter"), default="boost", help="how categories act (default boost)")
+    evaluate.add_argument("--boost-weight", type=float, default=1.0, help="weight of the category score (default 1)")
+    evaluate.add_argument("--categories", type=int, default=3, help="categories a filtered search keeps (default 3)")
+    evaluate.add_argument("-n", "--top-n", type=int, default=5, help="listings returned per query (default 5)")
+    evaluate.add_argument("--candidates", type=int, default=200, help="BM25 candidates re-ranked (default 200)")
+    evaluate.add_argument("--sample-fraction", type=float, default=0.1,
+                          help="share of the catalog added to the inventory (default 0.1)")
+    evaluate.add_argument("--per-segment", type=int, default=10_000, help="queries per segment (default 10000)")
+    evaluate.add_argument("--bootstrap", type=int, default=1000, help="bootstrap draws for the intervals (default 1000)")
+    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"report directory (default ./{DEFAULT_OUT})")
+    evaluate.add_argument("--json", action="store_true", help="also print the report JSON on stdout")
+    return parser
+
+
+def main(command: str, argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    say = lambda message: print(message, file=sys.stderr)  # noqa: E731
+    if args.action == "import":
+        return run_import(args, say)
+    if args.action == "generate":
+        return run_generate(args, say)
+    return run_evaluate(args, say)
+
+
+def run_import(args: argparse.Namespace, say) -> int:
+    from evaluation.golden.importers import load_golden
+
+    golden = load_golden(args.file, args.format, args.strict)
+    say(golden.report.format())
+    if args.out:
+        golden.save_csv(args.out)
+        say(f"wrote {args.out}")
+    return 0
+
+
+def run_generate(args: argparse.Namespace, say) -> int:
+    from evaluation.golden.demo import DemoGoldenConfig, generate_demo_golden
+    from evaluation.golden.query_sets import log_demand
+    from training.corpus import Corpus
+
+    corpus = Corpus.open(args.corpus)
+    golden = generate_demo_golden(corpus, log_demand(corpus, args.period),
+                                  DemoGoldenConfig(per_segment=_positive(args.per_segment, "--per-segment"), seed=args.seed))
+    golden.save_csv(args.out)
+    say(f"wrote {len(golden):,} simulated judgments of {len(set(golden.query.tolist())):,} queries to {args.out}")
+    return 0
+
+
+def _positive(value: int, flag: str) -> int:
+    from qcat.errors import InputError
+
+    if value < 1:
+        raise InputError(f"{flag} must be positive, got {value}")
+    return value
+
+
+def run_evaluate(args: argparse.Namespace, say) -> int:
+    from evaluation.golden.demo import DemoGoldenConfig, generate_demo_golden
+    from evaluation.golden.harness import HarnessConfig, check_names, golden_evaluate
+    from evaluation.golden.importers import load_golden
+    from evaluation.golden.query_sets import log_demand
+    from evaluation.golden.report import draw_all, render_html, render_markdown
+    from evaluation.golden.search import SearchConfig
+    from evaluation.report_files import write_report_files
+    from training.corpus import Corpus
+
+    started = time.perf_counter()
+    names = tuple(args.names) if args.names else (args.baseline.resolve().name, args.target.resolve().name)
+    if names[0] == names[1] and not args.names:
+        names = (f"{names[0]} (baseline)", f"{names[1]} (target)")
+    check_names(names)
+    config = HarnessConfig(
+        search=SearchConfig(top_n=args.top_n, candidates=args.candidates, mode=args.mode,
+                            boost_weight=args.boost_weight, categories=args.categories),
+        per_segment=args.per_segment, sample_fraction=args.sample_fraction, bootstrap=args.bootstrap, seed=args.seed,
+    )
+    corpus = Corpus.open(args.corpus)
+    golden = load_golden(args.golden, args.format, args.strict) if args.golden else None
+    demand = None if args.no_demand and golden is not None else log_demand(corpus, args.period)
+    if golden is None:
+        say("no --golden given: simulating golden judgments for the demo corpus's queries")
+        golden = generate_demo_golden(corpus, demand, DemoGoldenConfig(per_segment=args.per_segment, seed=args.seed))
+        demand = None if args.no_demand else demand
+    say(golden.report.format())
+    report = golden_evaluate(golden, args.baseline, args.target, corpus.catalog(), corpus.taxonomy(), demand, config,
+                             names, progress=say)
+    report["seconds"]["end_to_end"] = round(time.perf_counter() - started, 2)
+    written = write_report_files(report, args.out, draw_all(report), render_markdown, render_html)
+    say(f"wrote {', '.join(str(p) for p in written)} ({time.perf_counter() - started:.1f} s)")
+    if args.json:
+        print(json.dumps(clean_json(report), indent=2))
+    return 0

@@ -1,0 +1,157 @@
+"""The golden-data evaluation pipeline (eBay §4.2.2): the same mini search with a baseline
+classifier, a target classifier and no classifier (the floor), scored against golden
+judgments per head/torso/tail query set; deltas carry bootstrap confidence intervals."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from evaluation.evaluate import check_labels
+from evaluation.golden.golden_set import GoldenPairs, GoldenSet
+from evaluation.golden.inventory import Inventory, build_inventory
+from evaluation.golden.query_sets import SETS, Demand, QuerySets, sample_query_sets
+from evaluation.golden.search import MiniSearch, SearchConfig
+from evaluation.golden.system_metrics import METRICS, QueryJudgments, bootstrap_delta, mean_defined, per_query_metrics
+from qcat.classifier import load_model
+from qcat.errors import InputError
+from qcat.normalize import tokenize
+from qcat.taxonomy import Taxonomy
+from training.catalog import Catalog
+
+FLOOR = "no classifier"
+ALL = "all"
+
+
+@dataclass(frozen=True)
+class HarnessConfig:
+    search: SearchConfig = field(default_factory=SearchConfig)
+    per_segment: int = 10_000
+    sample_fraction: float = 0.1
+    bootstrap: int = 1000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.per_segment < 1:
+            raise InputError(f"queries per segment must be positive, got {self.per_segment}")
+        if self.bootstrap < 0:
+            raise InputError(f"bootstrap draws must be non-negative, got {self.bootstrap}")
+        if not 0 <= self.sample_fraction <= 1:
+            raise InputError(f"inventory sample fraction must lie in [0, 1], got {self.sample_fraction}")
+
+
+def check_names(names: tuple[str, str]) -> None:
+    if len(set(names)) != 2 or FLOOR in names:
+        raise InputError(f"the two systems need distinct names other than {FLOOR!r}, got {list(names)}")
+
+
+def query_judgments(pairs: GoldenPairs, queries: np.ndarray, inventory: Inventory) -> QueryJudgments:
+    """The golden pairs of ``queries`` (in that order), with their inventory rows."""
+    position = {q: i for i, q in enumerate(queries.tolist())}
+    query_index = np.array([position.get(q, -1) for q in pairs.query.tolist()], dtype=np.int64)
+    keep = np.nonzero(query_index >= 0)[0]
+    keep = keep[np.argsort(query_index[keep], kind="stable")]
+    row_of = {listing: i for i, listing in enumerate(inventory.listing_id.tolist())}
+    doc = np.array([row_of.get(listing, -1) for listing in pairs.listing_id[keep].tolist()], dtype=np.int64)
+    counts = np.bincount(query_index[keep], minlength=len(queries))
+    return QueryJudgments(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), doc,
+                          pairs.relevance[keep], pairs.grade[keep])
+
+
+def evaluation_sets(pairs: GoldenPairs, demand: Demand | None, config: HarnessConfig) -> tuple[dict[str, np.ndarray], QuerySets | None]:
+    """Query sets by segment (and the golden queries without demand), or without demand data
+    one set of all golden queries; ``all`` is the union, in set order."""
+    if demand is not None:
+        sets = sample_query_sets(pairs.query, demand, config.per_segment, config.seed)
+        present = {name: q for name, q in sets.queries.items() if len(q)}
+        return {**present, ALL: np.concatenate(list(present.values()))}, sets
+    queries = np.unique(pairs.query)
+    if len(queries) > config.per_segment:
+        queries = np.sort(np.random.default_rng(config.seed).choice(queries, config.per_segment, replace=False))
+    return {ALL: queries}, None
+
+
+def summarize(metrics: dict[str, np.ndarray], rows: np.ndarray) -> dict:
+    out = {name: mean_defined(metrics[name][rows]) for name in METRICS}
+    out["queries"] = int(len(rows))
+    out["defined"] = {name: int((~np.isnan(metrics[name][rows])).sum()) for name in METRICS}
+    out["mean_returned"] = float(metrics["returned"][rows].mean()) if len(rows) else float("nan")
+    out["zero_result_share"] = float((metrics["returned"][rows] == 0).mean()) if len(rows) else float("nan")
+    out["judged_share"] = mean_defined(metrics["judged_share"][rows])
+    return out
+
+
+def golden_evaluate(golden: GoldenSet, baseline_dir: Path, target_dir: Path, catalog: Catalog, taxonomy: Taxonomy,
+                    demand: Demand | None, config: HarnessConfig = HarnessConfig(),
+                    names: tuple[str, str] = ("baseline", "target"),
+                    progress: Callable[[str], None] = lambda message: None) -> dict:
+    started = time.perf_counter()
+    check_names(names)
+    models = {}
+    for name, directory in zip(names, (baseline_dir, target_dir)):
+        model = load_model(directory)
+        check_labels(model, taxonomy, Path(directory))
+        models[name] = (model, directory)
+    pairs = golden.pairs()
+    inventory = build_inventory(catalog, taxonomy, pairs.listing_id, config.sample_fraction, config.seed)
+    sets, query_sets = evaluation_sets(pairs, demand, config)
+    queries = sets[ALL]
+    judgments = query_judgments(pairs, queries, inventory)
+    progress(f"{len(queries):,} queries, {len(judgments.doc):,} judged pairs; inventory {len(inventory):,} listings "
+             f"({inventory.golden_listings:,} judged, {inventory.sampled_listings:,} sampled, "
+             f"{len(inventory.unsearchable):,} judged listings unsearchable) ({time.perf_counter() - started:.1f} s)")
+    if inventory.golden_listings == 0:
+        progress("warning: no judged listing is in the catalog: they are all unsearchable, so no system can find one")
+    search = MiniSearch(inventory, config.search)
+    token_lists = [tokenize(q) for q in queries]
+    tick = time.perf_counter()
+    candidates = search.retrieve(token_lists)
+    timings = {"retrieve": time.perf_counter() - tick}
+    per_system = {}
+    for system in (FLOOR, *names):
+        tick = time.perf_counter()
+        model = None if system == FLOOR else models[system][0]
+        results = search.search(list(queries), token_lists, model, candidates)
+        per_system[system] = per_query_metrics(judgments, results.docs)
+        timings[system] = time.perf_counter() - tick
+        progress(f"{system}: searched and scored in {timings[system]:.1f} s")
+    present = [s for s in SETS if s in sets]
+    offsets = np.cumsum([0] + [len(sets[s]) for s in present])
+    rows_of = {s: np.arange(offsets[i], offsets[i + 1]) for i, s in enumerate(present)} | {ALL: np.arange(len(queries))}
+    segments = list(rows_of)
+    comparisons = [(names[1], names[0]), (names[0], FLOOR), (names[1], FLOOR)]
+    deltas = []
+    for first, second in comparisons:
+        for segment in segments:
+            rows = rows_of[segment]
+            entry = {"target": first, "baseline": second, "segment": segment}
+            for metric in METRICS:
+                delta, low, high = bootstrap_delta(per_system[second][metric][rows], per_system[first][metric][rows],
+                                                   config.bootstrap, config.seed)
+                entry[metric] = {"delta": delta, "low": low, "high": high}
+            deltas.append(entry)
+    return {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "golden": {"source": golden.report.source if golden.report else "", "judgments": len(golden),
+                   "pairs": int(len(pairs.query)), "queries": int(len(np.unique(pairs.query))),
+                   "simulated": bool(golden.simulated.all()), "graded": golden.has_grades,
+                   "import": golden.report.to_json() if golden.report else None},
+        "demand": demand.source if demand is not None else None,
+        "query_sets": query_sets.to_json() if query_sets else {"sampled": {ALL: int(len(queries))},
+                                                               "note": "no golden query has demand: one query set"},
+        "inventory": inventory.summary(),
+        "search": config.search.to_json(),
+        "options": {"per_segment": config.per_segment, "bootstrap": config.bootstrap, "seed": config.seed,
+                    "metrics": list(METRICS)},
+        "systems": [{"name": name, "directory": str(models[name][1]) if name in models else None,
+                     "backend": models[name][0].backend if name in models else "bm25",
+                     "segments": {segment: summarize(per_system[name], rows_of[segment]) for segment in segments}}
+                    for name in (FLOOR, *names)],
+        "deltas": deltas,
+        "seconds": {**{k: round(v, 2) for k, v in timings.items()}, "total": round(time.perf_counter() - started, 2)},
+    }

@@ -1,0 +1,147 @@
+"""The golden harness report: tables (Markdown and HTML share them) and plots."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from evaluation.golden.system_metrics import METRICS
+from evaluation.html import html_document
+from evaluation.plots import figure_svg, legend_label, plt
+from evaluation.report import Table, markdown_document, percent
+
+TITLE = "qcat golden-data search evaluation"
+
+
+def _interval(entry: dict) -> str:
+    delta, low, high = entry["delta"], entry["low"], entry["high"]
+    if delta is None or math.isnan(delta):
+        return "–"
+    if low is None or math.isnan(low):
+        return f"{100 * delta:+.2f}"
+    return f"{100 * delta:+.2f} [{100 * low:+.2f}, {100 * high:+.2f}]"
+
+
+def segments_of(report: dict) -> list[str]:
+    """The query sets that hold queries, in report order (head, torso, tail, no demand, all)."""
+    return list(report["systems"][0]["segments"])
+
+
+def tables(report: dict) -> list[Table]:
+    out = []
+    for segment in segments_of(report):
+        n = report["systems"][0]["segments"][segment]["queries"]
+        rows = []
+        for system in report["systems"]:
+            figures = system["segments"][segment]
+            rows.append((system["name"], *(percent(figures[m]) for m in METRICS), f"{figures['mean_returned']:.2f}",
+                         percent(figures["zero_result_share"]), percent(figures["judged_share"])))
+        out.append(Table(f"{segment} queries ({n:,})",
+                         ("system", *(f"{m} (%)" for m in METRICS), "returned", "no result (%)", "judged (%)"), rows))
+    rows = []
+    previous = None
+    for entry in report["deltas"]:
+        pair = f"{entry['target']} − {entry['baseline']}"
+        rows.append((pair if pair != previous else "", entry["segment"], *(_interval(entry[m]) for m in METRICS)))
+        previous = pair
+    out.append(Table(
+        "Differences (percentage points, laid out like eBay's Table 4)",
+        ("models", "QSet", *(f"δ {m}" for m in METRICS)),
+        rows,
+        note=(f"Brackets: {report['options']['bootstrap']:,}-draw paired bootstrap 95% intervals over queries. "
+              "Per query, a judged listing counts as predicted relevant when it is among the returned top "
+              f"{report['search']['top_n']}; accuracy, precision, recall and F1 are then averaged over the queries "
+              "where they are defined. NDCG* counts an unjudged returned listing as Off-topic; 'judged' is the share "
+              "of returned listings that the golden set judges."),
+    ))
+    return out
+
+
+def header_lines(report: dict) -> list[str]:
+    golden, inventory, search = report["golden"], report["inventory"], report["search"]
+    sets = report["query_sets"]
+    lines = [
+        f"Golden data: {golden['source']}: {golden['judgments']:,} judgments of {golden['pairs']:,} (query, listing) "
+        f"pairs over {golden['queries']:,} queries" + (" (SIMULATED by the demo's ground truth, not human judges)"
+                                                        if golden["simulated"] else "") + ".",
+        f"Inventory: {inventory['listings']:,} listings = {inventory['golden_listings']:,} judged + "
+        f"{inventory['sampled_listings']:,} sampled from the catalog ({100 * inventory['sample_fraction']:g}%); "
+        f"{inventory['unsearchable_golden_listings']:,} judged listings are unsearchable (not in the catalog, no text).",
+    ]
+    if inventory["golden_listings"] == 0:
+        lines.append("WARNING: no judged listing is in the catalog, so no system can return one: every figure below "
+                     "measures unjudged results only (the listings need titles in the catalog to be searchable).")
+    if report["demand"]:
+        available = sets.get("available", {})
+        lines.append(f"Query sets from the demand of {report['demand']} by 30/30/40% of impressions, at most "
+                     f"{report['options']['per_segment']:,} each: " + ", ".join(
+                         f"{s} {n:,} of {available.get(s, n):,}" for s, n in sets["sampled"].items())
+                     + " (no demand: golden queries the log never saw).")
+    else:
+        lines.append(f"No demand data: one query set of {sets['sampled']['all']:,} golden queries.")
+    mode = (f"boost (BM25 / best BM25 + {search['boost_weight']:g} × category score)" if search["mode"] == "boost"
+            else f"filter (classifier's top {search['categories']} categories)")
+    lines.append(f"Search: BM25 (bm25s) over titles, top {search['candidates']} candidates, classifier mode {mode}, "
+                 f"top {search['top_n']} returned.")
+    lines.append("Systems: " + "; ".join(f"{s['name']} ({s['backend']}" + (f", {s['directory']})" if s["directory"] else ")")
+                                         for s in report["systems"]) + ".")
+    lines.append(f"Took {report['seconds']['total']:.1f} s. Created {report['created']}.")
+    return lines
+
+
+def metrics_by_segment(report: dict) -> str:
+    segments = segments_of(report)
+    figure, axes = plt.subplots(1, len(segments), figsize=(3.4 * len(segments), 3.2), sharey=True, squeeze=False)
+    width = 0.8 / len(report["systems"])
+    x = np.arange(len(METRICS))
+    for ax, segment in zip(axes[0], segments):
+        for i, system in enumerate(report["systems"]):
+            values = [system["segments"][segment][m] for m in METRICS]
+            ax.bar(x + i * width - 0.4 + width / 2, [100 * (v if v is not None else np.nan) for v in values], width,
+                   label=legend_label(system["name"]))
+        ax.set_title(segment)
+        ax.set_xticks(x, METRICS, rotation=45, fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("%")
+    axes[0][-1].legend(fontsize=7, loc="lower right")
+    return figure_svg(figure)
+
+
+def target_deltas(report: dict) -> str:
+    first = report["deltas"][0]
+    entries = [e for e in report["deltas"] if (e["target"], e["baseline"]) == (first["target"], first["baseline"])]
+    figure, ax = plt.subplots(figsize=(7, 3.2))
+    width = 0.8 / len(entries)
+    x = np.arange(len(METRICS))
+    for i, entry in enumerate(entries):
+        delta = np.array([100 * _none_to_nan(entry[m]["delta"]) for m in METRICS])
+        low = np.array([100 * _none_to_nan(entry[m]["low"]) for m in METRICS])
+        high = np.array([100 * _none_to_nan(entry[m]["high"]) for m in METRICS])
+        errors = np.vstack([np.nan_to_num(delta - low), np.nan_to_num(high - delta)])
+        ax.bar(x + i * width - 0.4 + width / 2, delta, width, yerr=errors, capsize=2, label=entry["segment"])
+    ax.axhline(0, color="grey", linewidth=0.8)
+    ax.set_xticks(x, METRICS)
+    ax.set_ylabel(f"δ (points), {first['target']} − {first['baseline']}")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    return figure_svg(figure)
+
+
+def _none_to_nan(value) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def draw_all(report: dict) -> dict[str, tuple[str, str]]:
+    return {
+        "Metrics by segment": ("metrics_by_segment.svg", metrics_by_segment(report)),
+        "Target − baseline with 95% intervals": ("target_deltas.svg", target_deltas(report)),
+    }
+
+
+def render_markdown(report: dict, plot_files: dict[str, str]) -> str:
+    return markdown_document(TITLE, header_lines(report), tables(report), plot_files)
+
+
+def render_html(report: dict, plots: dict[str, tuple[str, str]]) -> str:
+    return html_document(TITLE, header_lines(report), tables(report), plots)
