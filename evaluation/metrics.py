@@ -221,12 +221,28 @@ def roc_auc(scores: np.ndarray, relevant: np.ndarray) -> float:
     relevant = np.asarray(relevant, dtype=bool)
     if scores.shape != relevant.shape:
         raise ValueError(f"shapes differ: {scores.shape} vs {relevant.shape}")
-    n_pos = int(relevant.sum())
-    n_neg = relevant.size - n_pos
-    if n_pos == 0 or n_neg == 0:
-        return float("nan")
-    ranks = scipy.stats.rankdata(scores)
-    return float((ranks[relevant].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+    return float(roc_auc_by_group(np.zeros(scores.size, np.int64), scores.ravel(), relevant.ravel(), 1)[0])
+
+
+def roc_auc_by_group(group: np.ndarray, scores: np.ndarray, relevant: np.ndarray, n_groups: int) -> np.ndarray:
+    """:func:`roc_auc` of every group at once (``group`` holds ids ``0..n_groups-1``): the
+    rank-sum formula with mid-ranks for ties, ranks counted within each group."""
+    order = np.lexsort((scores, group))
+    g, s = group[order], scores[order]
+    n = len(order)
+    new_run = np.ones(n, dtype=bool)
+    new_run[1:] = (g[1:] != g[:-1]) | (s[1:] != s[:-1])
+    run_id = np.cumsum(new_run) - 1
+    run_start = np.flatnonzero(new_run)
+    run_end = np.append(run_start[1:], n)
+    group_start = np.searchsorted(g, g, side="left")
+    midrank = (run_start[run_id] + run_end[run_id] - 1) / 2.0 - group_start + 1.0
+    positive = relevant[order]
+    n_pos = np.bincount(g[positive], minlength=n_groups).astype(np.float64)
+    n_neg = np.bincount(g[~positive], minlength=n_groups).astype(np.float64)
+    rank_sum = np.bincount(g[positive], weights=midrank[positive], minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((n_pos > 0) & (n_neg > 0), (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg), np.nan)
 
 
 # -- calibration ----------------------------------------------------------------------

@@ -15,7 +15,8 @@ from evaluation.golden.importers import load_golden
 from evaluation.golden.inventory import build_inventory
 from evaluation.golden.query_sets import Demand, sample_query_sets
 from evaluation.golden.search import MiniSearch, SearchConfig
-from evaluation.golden.system_metrics import QueryJudgments, bootstrap_delta, per_query_metrics, rank_auc
+from evaluation.golden.system_metrics import QueryJudgments, bootstrap_delta, per_query_metrics
+from evaluation.metrics import roc_auc_by_group
 from qcat.classifier import default_model_dir
 from qcat.errors import InputError
 from qcat.nb import NaiveBayesModel
@@ -140,17 +141,18 @@ def test_ndcg_star_is_nan_without_grades():
     assert np.isnan(per_query_metrics(ungraded, docs)["NDCG*"]).all()
 
 
-def test_rank_auc_matches_mann_whitney():
+def test_auc_by_group_matches_mann_whitney():
     rng = np.random.default_rng(3)
-    for _ in range(20):
-        n = rng.integers(2, 30)
-        score = rng.integers(0, 4, n).astype(float)
-        positive = rng.random(n) < 0.4
-        if positive.all() or not positive.any():
-            continue
-        expected = mannwhitneyu(score[positive], score[~positive]).statistic / (positive.sum() * (~positive).sum())
-        got = rank_auc(np.zeros(n, np.int64), score, positive, 1)[0]
-        assert got == pytest.approx(expected)
+    group = rng.integers(0, 20, 400)
+    score = rng.integers(0, 4, 400).astype(float)
+    positive = rng.random(400) < 0.4
+    got = roc_auc_by_group(group, score, positive, 21)
+    for g in range(21):
+        pos, neg = score[(group == g) & positive], score[(group == g) & ~positive]
+        if len(pos) and len(neg):
+            assert got[g] == pytest.approx(mannwhitneyu(pos, neg).statistic / (len(pos) * len(neg)))
+        else:
+            assert math.isnan(got[g])
 
 
 def test_bootstrap_delta_resamples_queries_in_pairs():

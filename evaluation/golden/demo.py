@@ -27,6 +27,7 @@ from evaluation.golden.golden_set import RELEVANT_GRADE, GoldenSet, ImportReport
 from evaluation.golden.inventory import build_inventory
 from evaluation.golden.query_sets import Demand, sample_query_sets
 from evaluation.golden.search import MiniSearch, SearchConfig
+from evaluation.segments import SEGMENTS
 from qcat.errors import InputError
 from qcat.normalize import normalize, tokenize
 from training.corpus import Corpus
@@ -63,7 +64,7 @@ def load_intents(corpus: Corpus) -> dict[str, tuple[str, str]]:
 def generate_demo_golden(corpus: Corpus, demand: Demand, config: DemoGoldenConfig = DemoGoldenConfig()) -> GoldenSet:
     intents = load_intents(corpus)
     sets = sample_query_sets(np.array(list(intents), dtype=object), demand, config.per_segment, config.seed)
-    queries = [q for segment in sets.queries.values() for q in segment.tolist()]
+    queries = [q for segment in SEGMENTS for q in sets.queries[segment].tolist()]  # the latest log's queries
     catalog, taxonomy = corpus.catalog(), corpus.taxonomy()
     everything = build_inventory(catalog, taxonomy, catalog.listing_id, sample_fraction=0.0)
     search = MiniSearch(everything, SearchConfig(top_n=config.pool_depth, candidates=config.candidates))

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from evaluation.metrics import roc_auc_by_group
+
 NDCG_DEPTH = 5
 EXCELLENT = 3
 METRICS = ("accuracy", "precision", "recall", "F1", "AUC", "NDCG*")
@@ -87,32 +89,12 @@ def per_query_metrics(judgments: QueryJudgments, docs: np.ndarray) -> dict[str, 
             "precision": np.where(tp + fp > 0, tp / (tp + fp), np.nan),
             "recall": np.where(tp + fn > 0, tp / (tp + fn), np.nan),
             "F1": np.where(2 * tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), np.nan),
-            "AUC": rank_auc(query, np.where(returned_pair, depth - position, 0), relevant, n_queries),
+            "AUC": roc_auc_by_group(query, np.where(returned_pair, depth - position, 0).astype(np.float64), relevant, n_queries),
             "NDCG*": ndcg_star(judgments, position, returned) if np.any(~np.isnan(judgments.grade)) else np.full(n_queries, np.nan),
             "returned": returned,
             "judged_share": np.where(returned > 0, (tp + fp) / returned, np.nan),
         }
     return metrics
-
-
-def rank_auc(query: np.ndarray, score: np.ndarray, positive: np.ndarray, n_queries: int) -> np.ndarray:
-    """Per-query ROC AUC by the rank-sum (Mann–Whitney) formula with mid-ranks for ties."""
-    order = np.lexsort((score, query))
-    q, s = query[order], score[order]
-    n = len(order)
-    new_run = np.ones(n, dtype=bool)
-    new_run[1:] = (q[1:] != q[:-1]) | (s[1:] != s[:-1])
-    run_id = np.cumsum(new_run) - 1
-    run_start = np.flatnonzero(new_run)
-    run_end = np.append(run_start[1:], n)
-    group_start = np.searchsorted(q, q, side="left")  # first row of the query
-    midrank = (run_start[run_id] + run_end[run_id] - 1) / 2.0 - group_start + 1.0
-    pos = positive[order]
-    n_pos = np.bincount(q[pos], minlength=n_queries).astype(np.float64)
-    n_neg = np.bincount(q[~pos], minlength=n_queries).astype(np.float64)
-    rank_sum = np.bincount(q[pos], weights=midrank[pos], minlength=n_queries)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where((n_pos > 0) & (n_neg > 0), (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg), np.nan)
 
 
 def ndcg_star(judgments: QueryJudgments, position: np.ndarray, returned: np.ndarray) -> np.ndarray:
