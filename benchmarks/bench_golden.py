@@ -1,10 +1,10 @@
 """Golden harness benchmark: `qcat golden evaluate` end to end on the demo corpus.
 
-Run: python benchmarks/bench_golden.py --baseline MODEL --target MODEL [--per-segment 15000]
+Run: python benchmarks/bench_golden.py --baseline MODEL --target MODEL [--per-segment 20000]
      [--mode boost] [--out DIR]                                (figures in docs/benchmarks.md)
 
-With --per-segment 15000 the demo gives 851 head + 15,000 torso + 15,000 tail = 30,851 queries
-(the demo log's head holds only 851 distinct queries). Each run is a fresh process, so the wall
+With --per-segment 20000 the demo gives 851 head + 10,051 torso + 20,000 tail = 30,902 queries
+(the demo log's head and torso hold only 851 and 10,051 distinct queries). Each run is a fresh process, so the wall
 time includes Python's start, reading the log's demand, simulating the golden judgments,
 building the inventory and BM25 index, three searches, the metrics, 1,000 bootstrap draws per
 delta and writing the report. The stage timings come from the report's JSON.
@@ -25,7 +25,7 @@ def main() -> None:
     parser.add_argument("--baseline", required=True)
     parser.add_argument("--target", required=True)
     parser.add_argument("--names", nargs=2, default=("NB", "target"))
-    parser.add_argument("--per-segment", type=int, default=15_000)
+    parser.add_argument("--per-segment", type=int, default=20_000)
     parser.add_argument("--mode", nargs="+", default=["boost", "filter"])
     parser.add_argument("--out", type=Path, default=Path("/tmp/qcat-bench-golden"))
     args = parser.parse_args()

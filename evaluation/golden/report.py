@@ -76,7 +76,7 @@ def header_lines(report: dict) -> list[str]:
         available = sets.get("available", {})
         lines.append(f"Query sets from the demand of {report['demand']} by 30/30/40% of impressions, at most "
                      f"{report['options']['per_segment']:,} each: " + ", ".join(
-                         f"{s} {n:,} of {available.get(s, n):,}" for s, n in sets["sampled"].items())
+                         f"{s} {n:,} of {available.get(s, n):,}" for s, n in sets["sampled"].items() if available.get(s, n))
                      + " (no demand: golden queries the log never saw).")
     else:
         lines.append(f"No demand data: one query set of {sets['sampled']['all']:,} golden queries.")
