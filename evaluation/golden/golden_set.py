@@ -120,12 +120,13 @@ class GoldenSet:
 
 def from_rows(rows: list[tuple[str, str, int, int, str, bool]], report: ImportReport) -> GoldenSet:
     """A golden set from validated rows ``(query, listing_id, relevance, grade, judge, simulated)``,
-    dropping exact repeats of (query, listing, judge) after the first (counted in ``report``)."""
+    dropping repeats of (query, listing, judge) by a named judge after the first (counted in
+    ``report``); rows without a judge are all kept, as judgments of unknown judges."""
     seen: set[tuple[str, str, str]] = set()
     kept = []
     for row in rows:
         key = (row[0], row[1], row[4])
-        if key in seen:
+        if row[4] and key in seen:
             report.skip("the same judge judged this (query, listing) again", f"{row[0]!r} / {row[1]!r} / {row[4]!r}")
             continue
         seen.add(key)
