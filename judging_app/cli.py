@@ -120,11 +120,17 @@ def display_url(url: str) -> str:
 
 
 def run_create(args: argparse.Namespace) -> int:
-    from evaluation.golden.search import SearchConfig
-    from judging_app.sessions import build_queries, default_name, store_session
+    from judging_app.sessions import SEGMENTS, build_queries, default_name, store_session
     from judging_app.store import open_store
+    from qcat.errors import InputError
 
+    if args.queries < len(SEGMENTS):
+        raise InputError(f"--queries must be at least {len(SEGMENTS)} (one per segment), got {args.queries}")
+    if args.judges_per_query < 1:
+        raise InputError(f"--judges-per-query must be at least 1, got {args.judges_per_query}")
     store = open_store(args.url)  # fail early when the database is not ready
+    from evaluation.golden.search import SearchConfig
+
     name = args.name if args.name is not None else default_name(str(args.baseline), str(args.target))
     config = SearchConfig(top_n=5, mode=args.mode, boost_weight=args.boost_weight, categories=args.categories)
     built = build_queries(args.baseline, args.target, args.queries, args.corpus, args.period, args.seed, config, say)
@@ -179,26 +185,33 @@ def app_command(url: str, session: str | None, port: int, address: str) -> tuple
 
 
 def run_app(args: argparse.Namespace) -> int:
-    from judging_app.sessions import find_session
     from judging_app.store import open_store
 
     url = resolve_url(args.url)
     store = open_store(url)
     if args.session is not None:
-        with store.sessions() as session:
-            find_session(session, args.session)
+        _existing_session(store, args.session)
     store.dispose()
     command, env = app_command(url, args.session, args.port, args.address)
     say(f"judging app on http://{args.address}:{args.port} ({display_url(url)}); Ctrl-C stops it")
     return subprocess.call(command, env=env)
 
 
+def _existing_session(store, key: str) -> None:
+    from judging_app.sessions import find_session
+
+    with store.sessions() as session:
+        find_session(session, key)
+
+
 def run_report(args: argparse.Namespace) -> int:
-    from evaluation.report_files import clean_json, write_report_files
-    from judging_app.report import build_report, draw_all, render_html, render_markdown
     from judging_app.store import open_store
 
     store = open_store(args.url)
+    _existing_session(store, args.session)  # before the heavy imports: errors come fast
+    from evaluation.report_files import clean_json, write_report_files
+    from judging_app.report import build_report, draw_all, render_html, render_markdown
+
     report = build_report(store, args.session, bootstrap=args.bootstrap, seed=args.seed)
     store.dispose()
     written = write_report_files(report, args.out, draw_all(report), render_markdown, render_html)
@@ -209,13 +222,15 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from judging_app.export import write_csv, write_golden_csv, write_qrels
     from judging_app.store import open_store
     from qcat.errors import InputError
 
     if not (args.csv or args.qrels or args.golden):
         raise InputError("say what to write: --csv FILE, --qrels FILE and/or --golden FILE")
     store = open_store(args.url)
+    _existing_session(store, args.session)
+    from judging_app.export import write_csv, write_golden_csv, write_qrels
+
     for path, writer in ((args.csv, write_csv), (args.qrels, write_qrels), (args.golden, write_golden_csv)):
         if path is not None:
             rows = writer(store, args.session, path)

@@ -14,6 +14,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -22,6 +23,19 @@ from pathlib import Path
 import pytest
 
 PG_ENV = "QCAT_TEST_PG_BIN"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a child process that must import this checkout's code."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+def qcat(*args, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``qcat ARGS`` in a subprocess, run from the repository root."""
+    return subprocess.run([sys.executable, "-m", "qcat.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=child_env())
 
 
 def postgres_bin() -> Path | None:
@@ -36,6 +50,27 @@ def postgres_bin() -> Path | None:
         if directory and all((Path(directory) / tool).exists() for tool in ("initdb", "pg_ctl", "postgres")):
             return Path(directory)
     return None
+
+
+DEMO_QUERIES = 6
+
+
+@pytest.fixture(scope="session")
+def demo_db(tmp_path_factory) -> tuple[Path, list[str]]:
+    """A SQLite store prepared by the CLI: migrated, 3 judges, a 6-query demo session."""
+    path = tmp_path_factory.mktemp("judging") / "demo.db"
+    assert qcat("db", "upgrade", "--url", path).returncode == 0
+    tokens = []
+    for name in ("ann", "bob", "cy"):
+        result = qcat("judge", "add-judge", name, "--url", path)
+        assert result.returncode == 0, result.stderr
+        assert "shown only this once" in result.stderr
+        tokens.append(result.stdout.strip())
+    result = qcat("judge", "create-session", "--baseline", ROOT / "qcat" / "demo_model", "--target",
+                  ROOT / "qcat" / "demo_model", "--queries", DEMO_QUERIES, "--name", "demo", "--url", f"sqlite:///{path}")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "1"
+    return path, tokens
 
 
 def free_port() -> int:
