@@ -41,8 +41,9 @@ Unsure between two grades? Take the lower one. **Skip** a query you cannot judge
 see it again); **flag** it with a note when something is wrong with it (offensive, not a product
 search, unintelligible).
 
-**Keyboard:** Tab / Shift+Tab moves between listings, the arrow keys choose a grade,
-Ctrl+Enter (or Enter in the note field) submits.
+**Keyboard:** Tab / Shift+Tab moves from listing to listing and the arrow keys choose the grade;
+after the last listing, Tab reaches the note field, where Enter submits the grades (Ctrl+Enter
+also submits while no field has the focus).
 """
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")

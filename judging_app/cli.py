@@ -180,7 +180,8 @@ def app_command(url: str, session: str | None, port: int, address: str) -> tuple
         env.pop("QCAT_JUDGE_SESSION", None)
     command = [sys.executable, "-m", "streamlit", "run", str(package_root / "judging_app" / "app.py"),
                "--server.port", str(port), "--server.address", address, "--server.headless", "true",
-               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+               "--client.toolbarMode", "viewer"]
     return command, env
 
 
