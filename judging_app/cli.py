@@ -74,6 +74,8 @@ def judge_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, default=DEFAULT_REPORT, help=f"report directory (default ./{DEFAULT_REPORT})")
     report.add_argument("--bootstrap", type=int, default=1000, help="bootstrap draws for the intervals (default 1000)")
     report.add_argument("--seed", type=int, default=0)
+    report.add_argument("--min-judges", type=int, default=None,
+                        help="count queries graded by at least this many judges (default: all of the session's)")
     report.add_argument("--json", action="store_true", help="also print the report JSON on stdout")
 
     export = actions.add_parser("export", help="write a session's judgments as CSV and/or TREC qrels")
@@ -213,7 +215,7 @@ def run_report(args: argparse.Namespace) -> int:
     from evaluation.report_files import clean_json, write_report_files
     from judging_app.report import build_report, draw_all, render_html, render_markdown
 
-    report = build_report(store, args.session, bootstrap=args.bootstrap, seed=args.seed)
+    report = build_report(store, args.session, bootstrap=args.bootstrap, seed=args.seed, min_judges=args.min_judges)
     store.dispose()
     written = write_report_files(report, args.out, draw_all(report), render_markdown, render_html)
     say(f"wrote {', '.join(str(p) for p in written)}")

@@ -6,7 +6,8 @@ baseline classifier and with the target classifier, placed left/right at random.
   (:class:`evaluation.golden.search.MiniSearch` over the full catalog, the paper's "full
   inventory");
 - :func:`store_session` writes a session and its result lists in one transaction (tests use it
-  directly with hand-made lists).
+  directly with hand-made lists). Judges get queries in the stored order, which
+  :func:`build_queries` shuffles (seeded) so that segments are interleaved.
 
 Queries for which neither system returns a listing have nothing to judge: they are passed
 over (and counted) and the next sampled query of the segment takes their place.
@@ -128,6 +129,8 @@ def build_queries(baseline_dir: Path, target_dir: Path, n_queries: int = DEFAULT
                      f"({len(members):,} in the log), fewer than the {wanted:,} asked for")
         stats["sampled"][name], stats["no_results_skipped"][name] = len(kept), skipped
         queries += kept
+    # Judging order: segments interleaved at random, so a half-judged session covers all three.
+    queries = [queries[i] for i in rng.permutation(len(queries))]
     stats.update(corpus=str(corpus.directory), period=period, search=search_config.to_json(),
                  seconds_building=round(time.perf_counter() - started, 2))
     progress(f"searched: {len(queries):,} queries ({', '.join(f'{k} {v:,}' for k, v in stats['sampled'].items())}) "
