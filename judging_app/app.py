@@ -54,6 +54,10 @@ def escape(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
 
 
+def plural(n: int, word: str, words: str) -> str:
+    return f"{n:,} {word if n == 1 else words}"
+
+
 def grade_label(grade: int) -> str:
     return f"{grade} {GRADE_NAMES[grade]}"
 
@@ -95,7 +99,7 @@ def choose_session(store) -> int | None:
         return None
     if len(sessions) == 1:
         return sessions[0]["id"]
-    labels = {s["id"]: f"{s['name']} ({s['queries']:,} queries)" for s in sessions}
+    labels = {s["id"]: f"{s['name']} ({plural(s['queries'], 'query', 'queries')})" for s in sessions}
     return st.sidebar.selectbox("Judging session", list(labels), format_func=labels.get, key="session_choice")
 
 
@@ -108,7 +112,7 @@ def sidebar(store, judge_id: int, session_id: int) -> None:
                 st.session_state.pop(key, None)
             st.rerun()
         st.subheader("Progress")
-        st.markdown(f"You: **{progress['judged']:,}** queries judged, {progress['skipped']:,} skipped")
+        st.markdown(f"You: **{plural(progress['judged'], 'query', 'queries')}** judged, {progress['skipped']:,} skipped")
         needed = max(progress["judgments_needed"], 1)
         st.progress(min(progress["judgments_done"] / needed, 1.0),
                     text=f"Session: {progress['judgments_done']:,} of {progress['judgments_needed']:,} query judgments, "

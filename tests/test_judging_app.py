@@ -148,7 +148,7 @@ def test_resume_after_reload_and_never_show_systems_or_other_judges_grades(app_e
     # a reload: a new browser session signs in again and gets the same open query back
     again = sign_in(tokens["ann"])
     assert shown_query(again) == second
-    assert any("You: **1** queries judged" in m.value for m in again.sidebar.markdown)
+    assert any("You: **1 query** judged" in m.value for m in again.sidebar.markdown)
     assert count(store, Assignment, Assignment.status == "open") == 2  # ann's second, and bob's next
     assert count(store, Judgment) == 10
 
@@ -162,3 +162,16 @@ def test_all_done_and_an_unknown_session(app_env, monkeypatch):
     monkeypatch.setenv("QCAT_JUDGE_SESSION", "42")
     at = sign_in(tokens["ann"])
     assert any("judging session '42' does not exist" in e.value for e in at.error)
+
+
+def test_without_a_configured_session_the_judge_chooses_one(app_env, monkeypatch):
+    store, tokens, _ = app_env
+    other = store_session(store, "second session", "A", "B",
+                          [QuerySpec("only query", "tail", [Listing("x")], [Listing("y")])])
+    monkeypatch.delenv("QCAT_JUDGE_SESSION")
+    at = sign_in(tokens["ann"])
+    choice = at.sidebar.selectbox(key="session_choice")
+    assert choice.options == ["nb vs hybrid (4 queries)", "second session (1 query)"]
+    choice.select(other)
+    at.run()
+    assert shown_query(at) == "only query" and len(at.radio) == 2
