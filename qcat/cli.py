@@ -23,6 +23,8 @@ DELEGATED = {
     "train": ("training.cli", "train a model bundle (nb)"),
     "evaluate": ("evaluation.cli", "score models on a corpus split; write a head/torso/tail report"),
     "golden": ("evaluation.golden.cli", "golden-data search harness: generate, import, evaluate (baseline vs target)"),
+    "db": ("judging_app.cli", "judging store migrations: upgrade, downgrade, current"),
+    "judge": ("judging_app.cli", "side-by-side human judging: create-session, add-judge, app, report, export"),
 }
 BATCH = 2048
 

@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).parent / "data"
+pytest_plugins = ["judging_fixtures"]  # PostgreSQL server, judging stores
 
 
 @pytest.fixture(scope="session")

@@ -19,9 +19,26 @@ DEFAULT_OUT = Path("qcat-golden-report")
 
 
 def _common_golden(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", choices=("csv", "esci"), default=None,
-                        help="golden data format (default: esci for .json, else csv)")
+    parser.add_argument("--format", choices=("csv", "esci", "sql"), default=None,
+                        help="golden data format (default: esci for .json, else csv; sql with --golden-session)")
     parser.add_argument("--strict", action="store_true", help="stop at the first bad row instead of skipping it")
+    parser.add_argument("--golden-session", default=None, metavar="SESSION",
+                        help="read a judging session (id or name) from the judging store given as the golden "
+                             "data: a database URL or SQLite file (see qcat judge)")
+
+
+def load_golden_source(source: str, args: argparse.Namespace):
+    """Golden data from a file, or (``--golden-session``) from a judging store."""
+    if args.golden_session is not None or args.format == "sql":
+        from judging_app.export import golden_from_store
+        from qcat.errors import InputError
+
+        if args.golden_session is None:
+            raise InputError("--format sql reads a judging store: give --golden-session SESSION")
+        return golden_from_store(source, args.golden_session)
+    from evaluation.golden.importers import load_golden
+
+    return load_golden(Path(source), args.format, args.strict)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--out", type=Path, required=True, help="golden CSV to write (.csv or .csv.gz)")
 
     convert = commands.add_parser("import", help="validate golden data and write it as qcat CSV")
-    convert.add_argument("file", type=Path, metavar="FILE")
+    convert.add_argument("file", metavar="FILE", help="golden data file (or judging store with --golden-session)")
     _common_golden(convert)
     convert.add_argument("--out", type=Path, default=None, help="golden CSV to write (default: only report)")
 
@@ -46,8 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--target", type=Path, required=True, metavar="MODEL", help="target model bundle")
     evaluate.add_argument("--names", nargs=2, default=None, metavar=("BASELINE", "TARGET"),
                           help="display names (default: the directory names)")
-    evaluate.add_argument("--golden", type=Path, default=None, metavar="FILE",
-                          help="golden data (default: simulated for the demo corpus)")
+    evaluate.add_argument("--golden", default=None, metavar="FILE",
+                          help="golden data (default: simulated for the demo corpus); with --golden-session a "
+                               "judging store's URL or SQLite file")
     _common_golden(evaluate)
     evaluate.add_argument("--corpus", type=Path, default=None,
                           help="corpus: catalog, taxonomy and the log whose demand makes the segments (default: demo)")
@@ -79,9 +97,7 @@ def main(command: str, argv: list[str]) -> int:
 
 
 def run_import(args: argparse.Namespace, say) -> int:
-    from evaluation.golden.importers import load_golden
-
-    golden = load_golden(args.file, args.format, args.strict)
+    golden = load_golden_source(args.file, args)
     say(golden.report.format())
     if args.out:
         golden.save_csv(args.out)
@@ -113,7 +129,6 @@ def _positive(value: int, flag: str) -> int:
 def run_evaluate(args: argparse.Namespace, say) -> int:
     from evaluation.golden.demo import DemoGoldenConfig, generate_demo_golden
     from evaluation.golden.harness import HarnessConfig, check_names, golden_evaluate
-    from evaluation.golden.importers import load_golden
     from evaluation.golden.query_sets import log_demand
     from evaluation.golden.report import draw_all, render_html, render_markdown
     from evaluation.golden.search import SearchConfig
@@ -131,7 +146,11 @@ def run_evaluate(args: argparse.Namespace, say) -> int:
         per_segment=args.per_segment, sample_fraction=args.sample_fraction, bootstrap=args.bootstrap, seed=args.seed,
     )
     corpus = Corpus.open(args.corpus)
-    golden = load_golden(args.golden, args.format, args.strict) if args.golden else None
+    if args.golden_session is not None and args.golden is None:
+        from qcat.errors import InputError
+
+        raise InputError("--golden-session needs --golden: the judging store's URL or SQLite file")
+    golden = load_golden_source(args.golden, args) if args.golden else None
     demand = None if args.no_demand and golden is not None else log_demand(corpus, args.period)
     if golden is None:
         say("no --golden given: simulating golden judgments for the demo corpus's queries")

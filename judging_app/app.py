@@ -1,0 +1,209 @@
+"""The judging app (Streamlit): blind side-by-side grading of two search result groups.
+
+Started by ``qcat judge app`` (which sets ``QCAT_DB_URL`` and optionally ``QCAT_JUDGE_SESSION``).
+A judge signs in with their token, gets the next query that still needs them, and grades every
+listing of both groups (Group A on the left, Group B on the right; which system is which is
+drawn at random per query and never shown) on the 4-level scale, then submits, skips or flags.
+Grades are saved only on submit; the judge's open query comes back after a reload.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+
+import streamlit as st
+
+from judging_app import assignment, judgments
+from judging_app.judges import authenticate
+from judging_app.models import GRADE_NAMES
+from judging_app.sessions import find_session, session_overview
+from judging_app.store import URL_ENV, open_store, resolve_url
+from qcat.errors import InputError
+
+SESSION_ENV = "QCAT_JUDGE_SESSION"
+GROUPS = {"left": "Group A", "right": "Group B"}
+
+GUIDELINE = """
+**Judge each listing against the query**, as a shopper who typed it would. Each group is one
+search engine's top results; judge every listing on its own, in both groups, even when the same
+listing appears in both.
+
+| grade | meaning |
+|---|---|
+| **3 Excellent** | exactly what the query asks for (right product, brand, model, size…) |
+| **2 Good** | the right kind of product, but not exactly the one asked for (other model, size, colour) |
+| **1 Acceptable** | related: an accessory, a part or a close substitute a shopper might still want |
+| **0 Off-topic** | unrelated to the query |
+
+Unsure between two grades? Take the lower one. **Skip** a query you cannot judge (you will not
+see it again); **flag** it with a note when something is wrong with it (offensive, not a product
+search, unintelligible).
+
+**Keyboard:** Tab / Shift+Tab moves from listing to listing and the arrow keys choose the grade;
+after the last listing, Tab reaches the note field, where Enter submits the grades (Ctrl+Enter
+also submits while no field has the focus).
+"""
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
+
+
+def escape(text: str) -> str:
+    """User text shown verbatim, not as Markdown."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+
+
+def plural(n: int, word: str, words: str) -> str:
+    return f"{n:,} {word if n == 1 else words}"
+
+
+def grade_label(grade: int) -> str:
+    return f"{grade} {GRADE_NAMES[grade]}"
+
+
+@st.cache_resource(show_spinner=False)
+def get_store(url: str):
+    return open_store(url)
+
+
+def submit_button(label: str, **kwargs) -> bool:
+    if "shortcut" not in inspect.signature(st.form_submit_button).parameters:
+        kwargs.pop("shortcut", None)
+    return st.form_submit_button(label, **kwargs)
+
+
+def sign_in(store) -> None:
+    st.title("qcat side-by-side judging")
+    st.write("Sign in with the token you were given.")
+    with st.form("sign_in"):
+        token = st.text_input("Your judge token", type="password", key="token")
+        if st.form_submit_button("Sign in", type="primary"):
+            try:
+                judge = authenticate(store, token)
+            except InputError as exc:
+                st.error(str(exc))
+                return
+            st.session_state["judge_id"], st.session_state["judge_name"] = judge.id, judge.name
+            st.rerun()
+
+
+def choose_session(store) -> int | None:
+    wanted = os.environ.get(SESSION_ENV)
+    with store.sessions() as session:
+        if wanted:
+            return find_session(session, wanted).id
+    sessions = session_overview(store)
+    if not sessions:
+        st.info("There is no judging session yet: an organizer creates one with `qcat judge create-session`.")
+        return None
+    if len(sessions) == 1:
+        return sessions[0]["id"]
+    labels = {s["id"]: f"{s['name']} ({plural(s['queries'], 'query', 'queries')})" for s in sessions}
+    return st.sidebar.selectbox("Judging session", list(labels), format_func=labels.get, key="session_choice")
+
+
+def sidebar(store, judge_id: int, session_id: int) -> None:
+    progress = assignment.progress(store, judge_id, session_id)
+    with st.sidebar:
+        st.markdown(f"Signed in as **{escape(st.session_state['judge_name'])}**")
+        if st.button("Sign out", key="sign_out"):
+            for key in ("judge_id", "judge_name", "flash"):
+                st.session_state.pop(key, None)
+            st.rerun()
+        st.subheader("Progress")
+        st.markdown(f"You: **{plural(progress['judged'], 'query', 'queries')}** judged, {progress['skipped']:,} skipped")
+        needed = max(progress["judgments_needed"], 1)
+        st.progress(min(progress["judgments_done"] / needed, 1.0),
+                    text=f"Session: {progress['judgments_done']:,} of {progress['judgments_needed']:,} query judgments, "
+                         f"{progress['complete_queries']:,} of {progress['queries']:,} queries complete")
+        with st.expander("Grading guideline", expanded=False):
+            st.markdown(GUIDELINE)
+
+
+def listing_card(item) -> str:
+    return (f"**{item.position}. {escape(item.title) or '(no title)'}**  \n"
+            f":gray[{escape(item.category)} · {escape(item.listing_id)}]")
+
+
+def grading(store, judge_id: int, session_id: int) -> None:
+    screen = assignment.next_query(store, judge_id, session_id)
+    if screen is None:
+        st.success("All done: no query in this session needs your judgment any more. Thank you!")
+        return
+    st.markdown(f"## Query: {escape(screen.text)}")
+    with st.expander("Grading guideline", expanded=False):
+        st.markdown(GUIDELINE)
+    keys: dict[tuple[str, str], str] = {}
+    with st.form(f"grade_{screen.query_id}", border=True):
+        columns = st.columns(2, gap="large")
+        for (side, group), column in zip((("left", screen.left), ("right", screen.right)), columns):
+            with column:
+                st.markdown(f"### {GROUPS[side]}")
+                if not group:
+                    st.caption("This search returned nothing.")
+                for item in group:
+                    key = f"grade_{screen.query_id}_{side}_{item.position}"
+                    keys[(item.listing_id, side)] = key
+                    st.markdown(listing_card(item))
+                    st.radio(f"Grade for {GROUPS[side]} result {item.position}", options=[0, 1, 2, 3],
+                             format_func=grade_label, index=None, horizontal=True, key=key,
+                             label_visibility="collapsed")
+        note = st.text_input("Flag note (optional): what is wrong with this query?", key=f"note_{screen.query_id}",
+                             placeholder="e.g. offensive, not a product search, unintelligible")
+        buttons = st.columns([2, 1, 1, 4])
+        with buttons[0]:
+            submitted = submit_button("Submit grades", type="primary", shortcut="Ctrl+Enter")
+        with buttons[1]:
+            skipped = submit_button("Skip query")
+        with buttons[2]:
+            flagged = submit_button("Flag & skip")
+    if submitted:
+        grades = {pair: st.session_state.get(key) for pair, key in keys.items()}
+        missing = sum(1 for grade in grades.values() if grade is None)
+        if missing:
+            st.warning(f"Grade every listing first: {missing} of {len(grades)} are not graded yet.")
+            return
+        try:
+            judgments.submit(store, judge_id, screen.query_id, grades, flag_note=note or None)
+        except InputError as exc:
+            st.error(str(exc))
+            return
+        st.session_state["flash"] = f"Saved your {len(grades)} grades for “{screen.text}”."
+        st.rerun()
+    if skipped or flagged:
+        if flagged and not note.strip():
+            st.warning("Write in the note field what is wrong with the query, then press Flag & skip again.")
+            return
+        try:
+            assignment.skip(store, judge_id, screen.query_id, flag_note=note or None)
+        except InputError as exc:
+            st.error(str(exc))
+            return
+        st.session_state["flash"] = f"{'Flagged and skipped' if flagged else 'Skipped'} “{screen.text}”."
+        st.rerun()
+
+
+def main() -> None:
+    st.set_page_config(page_title="qcat judging", page_icon="⚖️", layout="wide")
+    try:
+        store = get_store(resolve_url(os.environ.get(URL_ENV)))
+    except InputError as exc:
+        st.error(str(exc))
+        st.stop()
+    if "judge_id" not in st.session_state:
+        sign_in(store)
+        return
+    try:
+        session_id = choose_session(store)
+        if session_id is None:
+            return
+        if flash := st.session_state.pop("flash", None):
+            st.success(flash)
+        sidebar(store, st.session_state["judge_id"], session_id)
+        grading(store, st.session_state["judge_id"], session_id)
+    except InputError as exc:
+        st.error(str(exc))
+
+
+main()

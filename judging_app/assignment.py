@@ -1,0 +1,188 @@
+"""Which query a judge gets next: atomic and safe under concurrency.
+
+Each query of a session is judged by ``judges_per_query`` (3) different judges and never twice
+by one judge:
+
+- a judge who holds an *open* assignment in the session gets that query back (resume);
+- otherwise the judge claims a query: ``UPDATE session_queries SET claims = claims + 1 WHERE
+  id = :id AND claims < :limit`` and, in the same transaction, inserts the assignment, whose
+  (judge, query) pair is unique in the database. A claim that loses a race updates no row and
+  the next candidate is tried; a duplicate (judge, query) rolls the whole claim back. The
+  conditional update is what makes this safe: PostgreSQL re-checks ``claims < limit`` on the
+  locked row, and SQLite runs every transaction under ``BEGIN IMMEDIATE``;
+- candidates are the queries with the most claims first (finish queries before starting new
+  ones), then in session order;
+- skipping a query releases the claim (another judge can take it) but keeps the skipped
+  assignment, so the same judge never gets it again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import exists, func, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from judging_app.models import Assignment, JudgingSession, ResultItem, ResultList, SessionQuery, utcnow
+from judging_app.store import Store
+from qcat.errors import InputError
+
+CANDIDATES = 16
+MAX_NOTE = 2000
+RETRIES = 50
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One listing as the judge sees it."""
+
+    listing_id: str
+    position: int
+    title: str
+    category: str
+
+
+@dataclass(frozen=True)
+class QueryScreen:
+    """What a judge sees for one query: the left and right groups, never which system is which."""
+
+    query_id: int
+    text: str
+    left: list[Shown]
+    right: list[Shown]
+
+    def expected(self) -> set[tuple[str, str]]:
+        """Every (listing, side) the judge must grade."""
+        return {(item.listing_id, side) for side, group in (("left", self.left), ("right", self.right)) for item in group}
+
+
+def _check_session(session, session_id: int) -> JudgingSession:
+    record = session.get(JudgingSession, session_id)
+    if record is None:
+        raise InputError(f"judging session {session_id!r} does not exist")
+    return record
+
+
+def screen(session, query_id: int) -> QueryScreen:
+    query = session.get(SessionQuery, query_id)
+    if query is None:
+        raise InputError(f"query {query_id!r} does not exist")
+    groups: dict[str, list[Shown]] = {"left": [], "right": []}
+    rows = session.execute(
+        select(ResultList.side, ResultItem.listing_id, ResultItem.position, ResultItem.title, ResultItem.category)
+        .join(ResultItem, ResultItem.list_id == ResultList.id)
+        .where(ResultList.query_id == query_id).order_by(ResultList.side, ResultItem.position)).all()
+    for side, listing, position, title, category in rows:
+        groups[side].append(Shown(listing, position, title, category))
+    return QueryScreen(query.id, query.text, groups["left"], groups["right"])
+
+
+def open_assignment(session, judge_id: int, session_id: int) -> Assignment | None:
+    return session.scalar(select(Assignment).where(Assignment.judge_id == judge_id, Assignment.session_id == session_id,
+                                                   Assignment.status == "open").order_by(Assignment.id).limit(1))
+
+
+def next_query(store: Store, judge_id: int, session_id: int) -> QueryScreen | None:
+    """The query this judge should judge now (their open one, else a newly claimed one), or
+    None when no query of the session still needs this judge."""
+    for _ in range(RETRIES):
+        try:
+            with store.transaction() as session:
+                record = _check_session(session, session_id)
+                held = open_assignment(session, judge_id, session_id)
+                if held is not None:
+                    return screen(session, held.query_id)
+                mine = exists().where(Assignment.query_id == SessionQuery.id, Assignment.judge_id == judge_id)
+                candidates = session.scalars(
+                    select(SessionQuery.id)
+                    .where(SessionQuery.session_id == session_id, SessionQuery.claims < record.judges_per_query, ~mine)
+                    .order_by(SessionQuery.claims.desc(), SessionQuery.position).limit(CANDIDATES)).all()
+                if not candidates:
+                    return None
+                for query_id in candidates:
+                    claimed = session.execute(
+                        update(SessionQuery)
+                        .where(SessionQuery.id == query_id, SessionQuery.claims < record.judges_per_query)
+                        .values(claims=SessionQuery.claims + 1)
+                        .execution_options(synchronize_session=False)).rowcount
+                    if claimed == 1:
+                        session.add(Assignment(judge_id=judge_id, query_id=query_id, session_id=session_id))
+                        session.flush()
+                        return screen(session, query_id)
+        except IntegrityError:
+            continue  # this judge claimed the query in another tab meanwhile: start over
+        except OperationalError as exc:
+            if not _is_conflict(exc):
+                raise
+            continue  # a serialization failure or deadlock: start over
+    raise InputError("could not claim a query after many attempts: the database is too busy, try again")
+
+
+def _is_conflict(exc: OperationalError) -> bool:
+    text = str(exc.orig).lower()
+    return any(word in text for word in ("deadlock", "could not serialize", "database is locked"))
+
+
+def _assignment(session, judge_id: int, query_id: int) -> Assignment:
+    if session.get(SessionQuery, query_id) is None:
+        raise InputError(f"query {query_id!r} does not exist")
+    assignment = session.scalar(select(Assignment).where(Assignment.judge_id == judge_id, Assignment.query_id == query_id)
+                                .with_for_update())
+    if assignment is None:
+        raise InputError(f"query {query_id!r} is not assigned to this judge")
+    return assignment
+
+
+def check_note(note: str) -> str:
+    if not isinstance(note, str):
+        raise InputError("the flag note must be text")
+    note = note.strip()
+    if len(note) > MAX_NOTE:
+        raise InputError(f"the flag note is longer than {MAX_NOTE} characters")
+    return note
+
+
+def skip(store: Store, judge_id: int, query_id: int, flag_note: str | None = None) -> None:
+    """The judge passes on the query (optionally flagging it with a note): the claim is
+    released for another judge, and this judge never gets the query again."""
+    note = check_note(flag_note) if flag_note is not None else ""
+    with store.transaction() as session:
+        assignment = _assignment(session, judge_id, query_id)
+        if assignment.status == "done":
+            raise InputError(f"query {query_id!r} is already judged: it cannot be skipped any more")
+        if assignment.status == "open":
+            session.execute(update(SessionQuery).where(SessionQuery.id == query_id, SessionQuery.claims > 0)
+                            .values(claims=SessionQuery.claims - 1).execution_options(synchronize_session=False))
+        assignment.status = "skipped"
+        assignment.finished_at = utcnow()
+        if note:
+            assignment.flagged, assignment.flag_note = True, note
+
+
+def flag(store: Store, judge_id: int, query_id: int, note: str) -> None:
+    """Flag a query the judge holds or has judged (e.g. offensive, unintelligible)."""
+    note = check_note(note)
+    if not note:
+        raise InputError("say what is wrong with the query: the flag note is empty")
+    with store.transaction() as session:
+        assignment = _assignment(session, judge_id, query_id)
+        assignment.flagged, assignment.flag_note = True, note
+
+
+def progress(store: Store, judge_id: int, session_id: int) -> dict:
+    """This judge's counts, and the session's: queries with all their judges, judgments needed."""
+    with store.sessions() as session:
+        record = _check_session(session, session_id)
+        mine = dict(session.execute(select(Assignment.status, func.count())
+                                    .where(Assignment.judge_id == judge_id, Assignment.session_id == session_id)
+                                    .group_by(Assignment.status)).all())
+        total = session.scalar(select(func.count()).select_from(SessionQuery).where(SessionQuery.session_id == session_id))
+        done_per_query = (select(Assignment.query_id).where(Assignment.session_id == session_id, Assignment.status == "done")
+                          .group_by(Assignment.query_id).having(func.count() >= record.judges_per_query).subquery())
+        complete = session.scalar(select(func.count()).select_from(done_per_query))
+        done = session.scalar(select(func.count()).select_from(Assignment)
+                              .where(Assignment.session_id == session_id, Assignment.status == "done"))
+    return {"judged": mine.get("done", 0), "skipped": mine.get("skipped", 0), "open": mine.get("open", 0),
+            "queries": total, "complete_queries": complete, "judgments_done": done,
+            "judgments_needed": total * record.judges_per_query, "session": record.name}
+

@@ -1,0 +1,242 @@
+"""``qcat db`` (migrations) and ``qcat judge`` (sessions, judges, the app, results).
+
+The database is ``--url``, else ``$QCAT_DB_URL``, else ``sqlite:///qcat-judging.db``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from judging_app.store import URL_ENV, resolve_url
+
+DEFAULT_REPORT = Path("qcat-judging-report")
+
+
+def _url(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", default=None,
+                        help=f"database URL or SQLite file (default: ${URL_ENV}, else sqlite:///qcat-judging.db)")
+
+
+def db_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="qcat db", description="Migrate the judging store (Alembic).")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    up = actions.add_parser("upgrade", help="create or migrate the judging tables (to the newest revision)")
+    _url(up)
+    up.add_argument("--revision", default="head", help="target revision (default head)")
+    down = actions.add_parser("downgrade", help="undo migrations (default: one step; 'base' drops every table)")
+    _url(down)
+    down.add_argument("--revision", default="-1", help="target revision (default -1)")
+    current = actions.add_parser("current", help="print the database's revision")
+    _url(current)
+    return parser
+
+
+def judge_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="qcat judge", description="Blind side-by-side judging of two classifiers (eBay §4.2.3).")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    create = actions.add_parser("create-session", help="sample head/torso/tail queries and store both result lists")
+    create.add_argument("--baseline", type=Path, required=True, metavar="MODEL", help="baseline model bundle")
+    create.add_argument("--target", type=Path, required=True, metavar="MODEL", help="target model bundle")
+    create.add_argument("--queries", type=int, default=4500, help="queries, one third per segment (default 4500)")
+    create.add_argument("--name", default=None, help="session name (default: 'BASELINE vs TARGET, time')")
+    create.add_argument("--judges-per-query", type=int, default=3, help="distinct judges per query (default 3)")
+    create.add_argument("--corpus", type=Path, default=None, help="corpus directory (default: the demo corpus)")
+    create.add_argument("--period", choices=("base", "candidate", "all"), default="base",
+                        help="log period whose demand makes the segments (default base, the latest)")
+    create.add_argument("--mode", choices=("boost", "filter"), default="boost", help="how categories act in search")
+    create.add_argument("--boost-weight", type=float, default=1.0)
+    create.add_argument("--categories", type=int, default=3, help="categories a filtered search keeps (default 3)")
+    create.add_argument("--seed", type=int, default=0, help="seeds the query sample and the left/right placement")
+    _url(create)
+
+    add = actions.add_parser("add-judge", help="add a judge and print their sign-in token (shown only once)")
+    add.add_argument("name", metavar="NAME")
+    _url(add)
+
+    listing = actions.add_parser("sessions", help="list the judging sessions and their progress")
+    _url(listing)
+
+    app = actions.add_parser("app", help="start the judging app (Streamlit)")
+    _url(app)
+    app.add_argument("--session", default=None, help="session id or name (default: judges choose)")
+    app.add_argument("--port", type=int, default=8501)
+    app.add_argument("--address", default="localhost", help="address to listen on (default localhost)")
+
+    report = actions.add_parser("report", help="NDCG*, win/tie/loss and agreement of a session (eBay Table 5)")
+    report.add_argument("session", metavar="SESSION", help="session id or name")
+    _url(report)
+    report.add_argument("--out", type=Path, default=DEFAULT_REPORT, help=f"report directory (default ./{DEFAULT_REPORT})")
+    report.add_argument("--bootstrap", type=int, default=1000, help="bootstrap draws for the intervals (default 1000)")
+    report.add_argument("--seed", type=int, default=0)
+    report.add_argument("--min-judges", type=int, default=None,
+                        help="count queries graded by at least this many judges (default: all of the session's)")
+    report.add_argument("--json", action="store_true", help="also print the report JSON on stdout")
+
+    export = actions.add_parser("export", help="write a session's judgments as CSV and/or TREC qrels")
+    export.add_argument("session", metavar="SESSION", help="session id or name")
+    _url(export)
+    export.add_argument("--csv", type=Path, default=None, help="every judgment, one row each")
+    export.add_argument("--qrels", type=Path, default=None, help="TREC qrels: qid 0 docno grade (mean of the judges, rounded)")
+    export.add_argument("--golden", type=Path, default=None, help="qcat golden CSV (for qcat golden evaluate --golden)")
+    return parser
+
+
+def main(command: str, argv: list[str]) -> int:
+    if command == "db":
+        return run_db(db_parser().parse_args(argv))
+    args = judge_parser().parse_args(argv)
+    return {"create-session": run_create, "add-judge": run_add_judge, "sessions": run_sessions, "app": run_app,
+            "report": run_report, "export": run_export}[args.action](args)
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def run_db(args: argparse.Namespace) -> int:
+    from judging_app import migrate
+    from judging_app.store import current_revision, make_engine
+
+    url = resolve_url(args.url)
+    if args.action == "current":
+        engine = make_engine(url)
+        print(current_revision(engine) or "(empty: run `qcat db upgrade`)")
+        engine.dispose()
+        return 0
+    action = migrate.upgrade if args.action == "upgrade" else migrate.downgrade
+    before, after = action(url, args.revision)
+    say(f"{display_url(url)}: revision {before or 'empty'} -> {after or 'empty'}")
+    return 0
+
+
+def display_url(url: str) -> str:
+    from judging_app.store import parse_url
+
+    return parse_url(url).render_as_string(hide_password=True)
+
+
+def run_create(args: argparse.Namespace) -> int:
+    from judging_app.sessions import SEGMENTS, build_queries, default_name, store_session
+    from judging_app.store import open_store
+    from qcat.errors import InputError
+
+    if args.queries < len(SEGMENTS):
+        raise InputError(f"--queries must be at least {len(SEGMENTS)} (one per segment), got {args.queries}")
+    if args.judges_per_query < 1:
+        raise InputError(f"--judges-per-query must be at least 1, got {args.judges_per_query}")
+    store = open_store(args.url)  # fail early when the database is not ready
+    from evaluation.golden.search import SearchConfig
+
+    name = args.name if args.name is not None else default_name(str(args.baseline), str(args.target))
+    config = SearchConfig(top_n=5, mode=args.mode, boost_weight=args.boost_weight, categories=args.categories)
+    built = build_queries(args.baseline, args.target, args.queries, args.corpus, args.period, args.seed, config, say)
+    session_id = store_session(store, name, str(args.baseline), str(args.target), built.queries,
+                               judges_per_query=args.judges_per_query, seed=args.seed,
+                               corpus=built.stats["corpus"], settings=built.stats)
+    store.dispose()
+    say(f"session {session_id} {name!r}: {len(built.queries):,} queries, baseline/target placed left/right at random")
+    print(session_id)
+    return 0
+
+
+def run_add_judge(args: argparse.Namespace) -> int:
+    from judging_app.judges import add_judge
+    from judging_app.store import open_store
+
+    store = open_store(args.url)
+    judge, token = add_judge(store, args.name)
+    store.dispose()
+    say(f"judge {judge.id} {judge.name!r} added. Their sign-in token (shown only this once; only a hash is stored):")
+    print(token)
+    return 0
+
+
+def run_sessions(args: argparse.Namespace) -> int:
+    from judging_app.sessions import session_overview
+    from judging_app.store import open_store
+
+    store = open_store(args.url)
+    for row in session_overview(store):
+        print(f"{row['id']:>4}  {row['name']}  ({row['queries']:,} queries, {row['complete']:,} with all "
+              f"{row['judges_per_query']} judges)  baseline {row['baseline']}  target {row['target']}")
+    store.dispose()
+    return 0
+
+
+def app_command(url: str, session: str | None, port: int, address: str) -> tuple[list[str], dict]:
+    """The ``streamlit run`` command line and environment of the judging app."""
+    import judging_app
+
+    package_root = Path(judging_app.__file__).resolve().parent.parent
+    env = {**os.environ, URL_ENV: url, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(package_root), os.environ.get("PYTHONPATH", "")) if p)}
+    if session is not None:
+        env["QCAT_JUDGE_SESSION"] = str(session)
+    else:
+        env.pop("QCAT_JUDGE_SESSION", None)
+    command = [sys.executable, "-m", "streamlit", "run", str(package_root / "judging_app" / "app.py"),
+               "--server.port", str(port), "--server.address", address, "--server.headless", "true",
+               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
+               "--client.toolbarMode", "viewer"]
+    return command, env
+
+
+def run_app(args: argparse.Namespace) -> int:
+    from judging_app.store import open_store
+
+    url = resolve_url(args.url)
+    store = open_store(url)
+    if args.session is not None:
+        _existing_session(store, args.session)
+    store.dispose()
+    command, env = app_command(url, args.session, args.port, args.address)
+    say(f"judging app on http://{args.address}:{args.port} ({display_url(url)}); Ctrl-C stops it")
+    return subprocess.call(command, env=env)
+
+
+def _existing_session(store, key: str) -> None:
+    from judging_app.sessions import find_session
+
+    with store.sessions() as session:
+        find_session(session, key)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from judging_app.store import open_store
+
+    store = open_store(args.url)
+    _existing_session(store, args.session)  # before the heavy imports: errors come fast
+    from evaluation.report_files import clean_json, write_report_files
+    from judging_app.report import build_report, draw_all, render_html, render_markdown
+
+    report = build_report(store, args.session, bootstrap=args.bootstrap, seed=args.seed, min_judges=args.min_judges)
+    store.dispose()
+    written = write_report_files(report, args.out, draw_all(report), render_markdown, render_html)
+    say(f"wrote {', '.join(str(p) for p in written)}")
+    if args.json:
+        print(json.dumps(clean_json(report), indent=2))
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from judging_app.store import open_store
+    from qcat.errors import InputError
+
+    if not (args.csv or args.qrels or args.golden):
+        raise InputError("say what to write: --csv FILE, --qrels FILE and/or --golden FILE")
+    store = open_store(args.url)
+    _existing_session(store, args.session)
+    from judging_app.export import write_csv, write_golden_csv, write_qrels
+
+    for path, writer in ((args.csv, write_csv), (args.qrels, write_qrels), (args.golden, write_golden_csv)):
+        if path is not None:
+            rows = writer(store, args.session, path)
+            say(f"wrote {rows:,} rows to {path}")
+    store.dispose()
+    return 0

@@ -1,0 +1,188 @@
+"""The judging store's tables (SQLAlchemy 2 ORM).
+
+- ``judges``: people who judge; a judge signs in with a secret token of which only a salted
+  hash is stored (:mod:`judging_app.tokens`), found by its public ``token_id`` part.
+- ``judging_sessions``: one blind side-by-side comparison of a baseline and a target model.
+- ``session_queries``: the session's queries, with their head/torso/tail segment, their order,
+  which screen side the baseline is placed on (drawn per query with a seeded RNG) and how many
+  judges currently hold or have finished them (``claims``, at most the session's
+  ``judges_per_query``; :mod:`judging_app.assignment` raises it with a conditional update).
+- ``result_lists`` / ``result_items``: the two groups shown per query: which system, on which
+  side, and the top listings with their positions (title and category are copied in, so the app
+  needs no catalog).
+- ``assignments``: a query given to a judge (open, done or skipped; flagged with a note).
+  Unique per (judge, query): a judge never gets a query twice.
+- ``judgments``: a grade 0–3 of one listing on one side of one query by one judge. Unique per
+  (judge, query, listing, side), enforced by the database.
+
+Every text column holds user text verbatim; the code only ever passes it as bound parameters.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+GRADE_NAMES = ("Off-topic", "Acceptable", "Good", "Excellent")
+SIDES = ("left", "right")
+SYSTEMS = ("baseline", "target")
+ASSIGNMENT_STATES = ("open", "done", "skipped")
+
+# Deterministic constraint names, so Alembic migrations and the ORM agree on every database.
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class Judge(Base):
+    __tablename__ = "judges"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    token_id: Mapped[str] = mapped_column(String(32), unique=True)
+    token_salt: Mapped[str] = mapped_column(String(64))
+    token_hash: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class JudgingSession(Base):
+    __tablename__ = "judging_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    baseline_model: Mapped[str] = mapped_column(Text)
+    target_model: Mapped[str] = mapped_column(Text)
+    corpus: Mapped[str] = mapped_column(Text, default="")
+    judges_per_query: Mapped[int] = mapped_column(Integer, default=3)
+    seed: Mapped[int] = mapped_column(Integer, default=0)
+    settings: Mapped[str] = mapped_column(Text, default="{}")  # JSON: search config, requested sizes, timings
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (CheckConstraint("judges_per_query >= 1", name="judges_per_query_positive"),)
+
+    queries: Mapped[list["SessionQuery"]] = relationship(back_populates="session", order_by="SessionQuery.position")
+
+
+class SessionQuery(Base):
+    __tablename__ = "session_queries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("judging_sessions.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)  # order in the session, 0-based
+    text: Mapped[str] = mapped_column(Text)  # the normalized query
+    segment: Mapped[str] = mapped_column(String(16))
+    impressions: Mapped[float] = mapped_column(Float, default=0.0)
+    baseline_side: Mapped[str] = mapped_column(String(8))
+    claims: Mapped[int] = mapped_column(Integer, default=0)
+
+    __table_args__ = (
+        UniqueConstraint("session_id", "text", name="uq_session_queries_session_text"),
+        UniqueConstraint("session_id", "position", name="uq_session_queries_session_position"),
+        CheckConstraint("baseline_side in ('left', 'right')", name="baseline_side"),
+        CheckConstraint("claims >= 0", name="claims_non_negative"),
+    )
+
+    session: Mapped[JudgingSession] = relationship(back_populates="queries")
+    lists: Mapped[list["ResultList"]] = relationship(back_populates="query", order_by="ResultList.side")
+
+
+class ResultList(Base):
+    __tablename__ = "result_lists"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("session_queries.id", ondelete="CASCADE"), index=True)
+    system: Mapped[str] = mapped_column(String(16))  # baseline | target
+    model: Mapped[str] = mapped_column(Text)  # the model directory
+    side: Mapped[str] = mapped_column(String(8))  # left | right, as shown
+
+    __table_args__ = (
+        UniqueConstraint("query_id", "system", name="uq_result_lists_query_system"),
+        UniqueConstraint("query_id", "side", name="uq_result_lists_query_side"),
+        CheckConstraint("system in ('baseline', 'target')", name="system"),
+        CheckConstraint("side in ('left', 'right')", name="side"),
+    )
+
+    query: Mapped[SessionQuery] = relationship(back_populates="lists")
+    items: Mapped[list["ResultItem"]] = relationship(back_populates="result_list", order_by="ResultItem.position")
+
+
+class ResultItem(Base):
+    __tablename__ = "result_items"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    list_id: Mapped[int] = mapped_column(ForeignKey("result_lists.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)  # 1-based rank
+    listing_id: Mapped[str] = mapped_column(String(200))
+    title: Mapped[str] = mapped_column(Text, default="")
+    category: Mapped[str] = mapped_column(Text, default="")  # the listing's category path
+
+    __table_args__ = (
+        UniqueConstraint("list_id", "position", name="uq_result_items_list_position"),
+        UniqueConstraint("list_id", "listing_id", name="uq_result_items_list_listing"),
+        CheckConstraint("position >= 1", name="position_positive"),
+    )
+
+    result_list: Mapped[ResultList] = relationship(back_populates="items")
+
+
+class Assignment(Base):
+    __tablename__ = "assignments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    judge_id: Mapped[int] = mapped_column(ForeignKey("judges.id", ondelete="CASCADE"), index=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("session_queries.id", ondelete="CASCADE"), index=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("judging_sessions.id", ondelete="CASCADE"), index=True)
+    status: Mapped[str] = mapped_column(String(16), default="open")
+    flagged: Mapped[bool] = mapped_column(Boolean, default=False)
+    flag_note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+    __table_args__ = (
+        UniqueConstraint("judge_id", "query_id", name="uq_assignments_judge_query"),
+        CheckConstraint("status in ('open', 'done', 'skipped')", name="status"),
+    )
+
+
+class Judgment(Base):
+    __tablename__ = "judgments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    judge_id: Mapped[int] = mapped_column(ForeignKey("judges.id", ondelete="CASCADE"), index=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("session_queries.id", ondelete="CASCADE"), index=True)
+    listing_id: Mapped[str] = mapped_column(String(200))
+    side: Mapped[str] = mapped_column(String(8))  # left | right, as the judge saw it
+    grade: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (
+        UniqueConstraint("judge_id", "query_id", "listing_id", "side", name="uq_judgments_judge_query_listing_side"),
+        CheckConstraint("grade >= 0 and grade <= 3", name="grade_range"),
+        CheckConstraint("side in ('left', 'right')", name="side"),
+    )

@@ -1,0 +1,223 @@
+"""The judging report (eBay §4.2.3, Table 5): NDCG* of baseline and target per head/torso/tail
+query set and the mix, from the mean of the judges' grades, with paired bootstrap intervals,
+per-query wins/ties/losses and inter-rater agreement. Markdown, HTML and JSON through
+:mod:`evaluation.report_files`.
+
+A query counts once all its judges are done (``--min-judges`` lowers that). Its NDCG* per side
+is the golden harness's :func:`evaluation.golden.system_metrics.ndcg_star` over that side's
+top min(5, returned) listings, each listing's grade being the mean of the judges' grades.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from datetime import datetime, timezone
+
+import numpy as np
+
+from evaluation.golden.system_metrics import QueryJudgments, bootstrap_delta, mean_defined, ndcg_star
+from evaluation.html import html_document
+from evaluation.plots import figure_svg, plt
+from evaluation.report import Table, markdown_document, percent
+from judging_app.agreement import agreement
+from judging_app.results import SessionResults, load_results
+from judging_app.sessions import SEGMENTS
+from judging_app.store import Store
+from qcat.errors import InputError
+
+TITLE = "qcat side-by-side judging report"
+MIX = "mix"
+TIE = 1e-12
+SYSTEMS = ("baseline", "target")
+
+
+def per_query_ndcg(results: SessionResults, query_ids: list[int]) -> dict[str, np.ndarray]:
+    """NDCG* of each system on each query, from the mean grade of every shown listing."""
+    index = {q: i for i, q in enumerate(query_ids)}
+    grades: dict[tuple[int, str, int], list[int]] = defaultdict(list)
+    for j in results.judgments:
+        if j.query_id in index:
+            grades[(j.query_id, j.system, j.position)].append(j.grade)
+    out = {}
+    for system in SYSTEMS:
+        items = sorted((index[i.query_id], i.position) for i in results.items if i.system == system and i.query_id in index)
+        rows = np.array([q for q, _ in items], dtype=np.int64)
+        position = np.array([p - 1 for _, p in items], dtype=np.int64)
+        grade = np.array([np.mean(grades[(query_ids[q], system, p)]) if grades.get((query_ids[q], system, p)) else np.nan
+                          for q, p in items], dtype=np.float64)
+        counts = np.bincount(rows, minlength=len(query_ids)) if len(rows) else np.zeros(len(query_ids), dtype=np.int64)
+        judgments = QueryJudgments(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+                                   np.zeros(len(rows), dtype=np.int64), np.zeros(len(rows), dtype=np.int8), grade)
+        out[system] = ndcg_star(judgments, position, counts.astype(np.float64))
+    return out
+
+
+def outcome_counts(baseline: np.ndarray, target: np.ndarray) -> dict[str, int]:
+    diff = target - baseline
+    return {"win": int((diff > TIE).sum()), "tie": int((np.abs(diff) <= TIE).sum()), "loss": int((diff < -TIE).sum())}
+
+
+def build_report(store: Store, key: str | int, bootstrap: int = 1000, seed: int = 0, min_judges: int | None = None) -> dict:
+    if bootstrap < 0:
+        raise InputError(f"bootstrap draws must be non-negative, got {bootstrap}")
+    results = load_results(store, key)
+    needed = results.judges_per_query if min_judges is None else min_judges
+    if not 1 <= needed <= results.judges_per_query:
+        raise InputError(f"--min-judges must lie in 1..{results.judges_per_query}, got {needed}")
+    complete = [q for q in results.queries if q.judges >= needed]
+    ids = [q.id for q in complete]
+    ndcg = per_query_ndcg(results, ids)
+    segment_of = np.array([q.segment for q in complete], dtype=object)
+    rows = []
+    for segment in (*SEGMENTS, MIX):
+        mask = np.ones(len(ids), dtype=bool) if segment == MIX else segment_of == segment
+        b, t = ndcg["baseline"][mask], ndcg["target"][mask]
+        delta, low, high = bootstrap_delta(b, t, bootstrap, seed)
+        base_mean = mean_defined(b)
+        rows.append({"segment": segment, "queries": int(mask.sum()),
+                     "available": sum(1 for q in results.queries if segment in (MIX, q.segment)),
+                     "baseline": base_mean, "target": mean_defined(t), "delta": delta, "low": low, "high": high,
+                     "relative": delta / base_mean if base_mean and not math.isnan(base_mean) else float("nan"),
+                     **outcome_counts(b, t)})
+    agreements = []
+    units_by_segment: dict[str, dict[tuple, list[int]]] = {s: defaultdict(list) for s in (*SEGMENTS, MIX)}
+    segment_by_id = {q.id: q.segment for q in results.queries}
+    for j in results.judgments:
+        for segment in (segment_by_id[j.query_id], MIX):
+            units_by_segment[segment][(j.query_id, j.side, j.listing_id)].append(j.grade)
+    for segment in (*SEGMENTS, MIX):
+        agreements.append({"segment": segment, **agreement(list(units_by_segment[segment].values()),
+                                                            results.judges_per_query)})
+    by_side = {side: [j.grade for j in results.judgments if j.side == side] for side in ("left", "right")}
+    by_system = {system: [j.grade for j in results.judgments if j.system == system] for system in SYSTEMS}
+    return {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "session": {"id": results.id, "name": results.name, "baseline": results.baseline_model,
+                    "target": results.target_model, "judges_per_query": results.judges_per_query,
+                    "settings": json.loads(results.settings or "{}")},
+        "options": {"bootstrap": bootstrap, "seed": seed, "min_judges": needed},
+        "coverage": {"queries": len(results.queries), "complete": len(complete),
+                     "partial": sum(1 for q in results.queries if 0 < q.judges < needed),
+                     "unjudged": sum(1 for q in results.queries if q.judges == 0),
+                     "judgments": len(results.judgments), "judges": len({j.judge_id for j in results.judgments}),
+                     "skips": sum(q.skipped for q in results.queries),
+                     "flagged_queries": sum(1 for q in results.queries if q.flagged)},
+        "table5": rows,
+        "agreement": agreements,
+        "checks": {"mean_grade_by_screen_side": {s: float(np.mean(g)) if g else float("nan") for s, g in by_side.items()},
+                   "mean_grade_by_system": {s: float(np.mean(g)) if g else float("nan") for s, g in by_system.items()},
+                   "flag_notes": [{"query_id": q, "judge": judge, "note": note} for q, judge, note in results.flag_notes]},
+        "per_query": [{"query_id": q.id, "query": q.text, "segment": q.segment, "judges": q.judges,
+                       "baseline": float(ndcg["baseline"][i]), "target": float(ndcg["target"][i])}
+                      for i, q in enumerate(complete)],
+    }
+
+
+def _interval(row: dict) -> str:
+    if row["delta"] is None or math.isnan(row["delta"]):
+        return "–"
+    if row["low"] is None or math.isnan(row["low"]):
+        return f"{100 * row['delta']:+.2f}"
+    return f"{100 * row['delta']:+.2f} [{100 * row['low']:+.2f}, {100 * row['high']:+.2f}]"
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def _relative(value: float | None) -> str:
+    return "–" if value is None or math.isnan(value) else f"{100 * value:+.2f}"
+
+
+def tables(report: dict) -> list[Table]:
+    options = report["options"]
+    table5 = Table(
+        "NDCG* of target vs baseline from human judgments (laid out like eBay's Table 5)",
+        ("QuerySet", "queries judged", "NDCG* baseline (%)", "NDCG* target (%)", "δ NDCG* (points) [95% CI]",
+         "δ relative (%)", "win", "tie", "loss"),
+        [(r["segment"], f"{r['queries']:,} of {r['available']:,}", percent(r["baseline"]), percent(r["target"]),
+          _interval(r), _relative(r["relative"]), f"{r['win']:,}", f"{r['tie']:,}", f"{r['loss']:,}")
+         for r in report["table5"]],
+        note=(f"A query counts once {options['min_judges']} judges have graded it. NDCG* per query and side over the "
+              "top min(5, returned) listings, DCG = Σ 2^grade/log2(i+1) with each listing's grade the mean of the "
+              "judges' grades (Off-topic 0 … Excellent 3), IDCG all Excellent (eBay §4.2.3). δ = target − baseline "
+              f"with a {options['bootstrap']:,}-draw paired bootstrap 95% interval over queries; relative = δ / "
+              "baseline. win/tie/loss: queries where the target's NDCG* is higher / equal / lower."),
+    )
+    agreement_table = Table(
+        "Inter-rater agreement (units: one listing on one side of one query)",
+        ("QuerySet", "units (2+ judges)", "Krippendorff's α (ordinal)", f"units ({report['session']['judges_per_query']} judges)",
+         "Fleiss' κ", "pairwise agreement (%)"),
+        [(a["segment"], f"{a['units']:,}", _number(a["krippendorff_alpha_ordinal"]), f"{a['fleiss_kappa_units']:,}",
+          _number(a["fleiss_kappa"]), percent(a["pairwise_agreement"])) for a in report["agreement"]],
+        note="Fleiss' κ uses only the units graded by exactly the session's number of judges; α uses every unit "
+             "with two or more grades. Both are undefined (–) when every grade is the same.",
+    )
+    checks = report["checks"]
+    check_rows = [("mean grade, left group", _number(checks["mean_grade_by_screen_side"]["left"], 3)),
+                  ("mean grade, right group", _number(checks["mean_grade_by_screen_side"]["right"], 3)),
+                  ("mean grade, baseline", _number(checks["mean_grade_by_system"]["baseline"], 3)),
+                  ("mean grade, target", _number(checks["mean_grade_by_system"]["target"], 3)),
+                  ("skips", f"{report['coverage']['skips']:,}"),
+                  ("flagged queries", f"{report['coverage']['flagged_queries']:,}")]
+    checks_table = Table("Checks", ("check", "value"), check_rows,
+                         note="Left and right are where the groups were shown (drawn at random per query); a large "
+                              "left/right difference would suggest a position bias.", detail=True)
+    notes = Table("Flag notes", ("query id", "judge", "note"),
+                  [(str(n["query_id"]), n["judge"], n["note"]) for n in checks["flag_notes"][:50]], detail=True)
+    return [table5, agreement_table, checks_table] + ([notes] if checks["flag_notes"] else [])
+
+
+def header_lines(report: dict) -> list[str]:
+    session, coverage = report["session"], report["coverage"]
+    settings = session["settings"]
+    lines = [f"Session {session['id']} {session['name']!r}: baseline {session['baseline']}, target {session['target']}; "
+             f"blind side-by-side, each group's side drawn at random per query.",
+             f"{coverage['queries']:,} queries: {coverage['complete']:,} judged by {report['options']['min_judges']} "
+             f"judges, {coverage['partial']:,} by fewer, {coverage['unjudged']:,} by none; {coverage['judgments']:,} "
+             f"judgments by {coverage['judges']:,} judges."]
+    if settings.get("sampled"):
+        lines.append("Query sets by 30/30/40% of impressions in the " + str(settings.get("period", "base")) +
+                     " period of " + str(settings.get("corpus", "the corpus")) + ": " +
+                     ", ".join(f"{s} {n:,} (asked {settings['requested'].get(s, n):,})" for s, n in settings["sampled"].items()) + ".")
+    lines.append(f"Created {report['created']}.")
+    return lines
+
+
+def ndcg_plot(report: dict) -> str:
+    rows = report["table5"]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(9, 3.2))
+    x = np.arange(len(rows))
+    for i, system in enumerate(SYSTEMS):
+        left.bar(x + (i - 0.5) * 0.38, [100 * _nan(r[system]) for r in rows], 0.38, label=system)
+    left.set_xticks(x, [r["segment"] for r in rows])
+    left.set_ylabel("NDCG* (%)")
+    left.legend(fontsize=8)
+    left.grid(axis="y", alpha=0.3)
+    delta = np.array([100 * _nan(r["delta"]) for r in rows])
+    low = np.array([100 * _nan(r["low"]) for r in rows])
+    high = np.array([100 * _nan(r["high"]) for r in rows])
+    right.bar(x, delta, 0.6, yerr=np.vstack([np.nan_to_num(delta - low), np.nan_to_num(high - delta)]), capsize=3)
+    right.axhline(0, color="grey", linewidth=0.8)
+    right.set_xticks(x, [r["segment"] for r in rows])
+    right.set_ylabel("δ NDCG* (points), target − baseline")
+    right.grid(axis="y", alpha=0.3)
+    return figure_svg(figure)
+
+
+def _nan(value) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def draw_all(report: dict) -> dict[str, tuple[str, str]]:
+    return {"NDCG* by query set, and target − baseline with 95% intervals": ("ndcg_by_segment.svg", ndcg_plot(report))}
+
+
+def render_markdown(report: dict, plot_files: dict[str, str]) -> str:
+    return markdown_document(TITLE, header_lines(report), tables(report), plot_files)
+
+
+def render_html(report: dict, plots: dict[str, tuple[str, str]]) -> str:
+    return html_document(TITLE, header_lines(report), tables(report), plots)

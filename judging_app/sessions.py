@@ -1,0 +1,230 @@
+"""Setting up a judging session (eBay §4.2.3): queries, one third each from head, torso and tail
+of the latest log's demand, and for each query the top 5 listings of the same search with the
+baseline classifier and with the target classifier, placed left/right at random.
+
+- :func:`build_queries` samples the queries and runs the golden harness's search
+  (:class:`evaluation.golden.search.MiniSearch` over the full catalog, the paper's "full
+  inventory");
+- :func:`store_session` writes a session and its result lists in one transaction (tests use it
+  directly with hand-made lists). Judges get queries in the stored order, which
+  :func:`build_queries` shuffles (seeded) so that segments are interleaved.
+
+Queries for which neither system returns a listing have nothing to judge: they are passed
+over (and counted) and the next sampled query of the segment takes their place.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from sqlalchemy import func, insert, select
+
+from judging_app.judges import check_name
+from judging_app.models import JudgingSession, ResultItem, ResultList, SessionQuery
+from judging_app.store import Store
+from qcat.errors import InputError
+
+SEGMENTS = ("head", "torso", "tail")
+TOP_N = 5
+DEFAULT_QUERIES = 4500
+
+
+@dataclass(frozen=True)
+class Listing:
+    listing_id: str
+    title: str = ""
+    category: str = ""
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    text: str
+    segment: str
+    baseline: list[Listing]
+    target: list[Listing]
+    impressions: float = 0.0
+
+
+@dataclass
+class BuiltQueries:
+    queries: list[QuerySpec]
+    stats: dict = field(default_factory=dict)
+
+
+def split_evenly(total: int, parts: int = 3) -> list[int]:
+    """``total`` as ``parts`` near-equal counts, the larger ones first (4500 -> 1500 each)."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def build_queries(baseline_dir: Path, target_dir: Path, n_queries: int = DEFAULT_QUERIES, corpus_dir: Path | None = None,
+                  period: str = "base", seed: int = 0, search_config=None,
+                  progress: Callable[[str], None] = lambda message: None) -> BuiltQueries:
+    """Sample ``n_queries`` (a third per segment) and search each with both classifiers."""
+    from evaluation.evaluate import check_labels
+    from evaluation.golden.inventory import build_inventory
+    from evaluation.golden.query_sets import log_demand
+    from evaluation.golden.search import MiniSearch, SearchConfig
+    from evaluation.segments import segment_by_impressions
+    from qcat.classifier import load_model
+    from qcat.normalize import tokenize
+    from training.corpus import Corpus
+
+    if n_queries < len(SEGMENTS):
+        raise InputError(f"--queries must be at least {len(SEGMENTS)} (one per segment), got {n_queries}")
+    started = time.perf_counter()
+    search_config = search_config or SearchConfig(top_n=TOP_N)
+    if search_config.top_n != TOP_N:
+        raise InputError(f"judges see the top {TOP_N} listings per group, got a search returning {search_config.top_n}")
+    corpus = Corpus.open(corpus_dir)
+    taxonomy, catalog = corpus.taxonomy(), corpus.catalog()
+    models = []
+    for directory in (baseline_dir, target_dir):
+        model = load_model(directory)
+        check_labels(model, taxonomy, Path(directory))
+        models.append(model)
+    demand = log_demand(corpus, period)
+    segment = segment_by_impressions(demand.impressions)
+    progress(f"demand: {len(demand.queries):,} queries in the {period} period "
+             f"({time.perf_counter() - started:.1f} s)")
+    inventory = build_inventory(catalog, taxonomy, catalog.listing_id, sample_fraction=0.0, seed=seed)
+    search = MiniSearch(inventory, search_config)
+    paths = {c: taxonomy.path_of(c) for c in set(inventory.category.tolist())}
+    progress(f"inventory: the full catalog, {len(inventory):,} listings ({time.perf_counter() - started:.1f} s)")
+
+    def listings(docs: np.ndarray) -> list[Listing]:
+        return [Listing(str(inventory.listing_id[d]), str(inventory.title[d]), paths[inventory.category[d]])
+                for d in docs if d >= 0]
+
+    rng = np.random.default_rng(seed)
+    queries: list[QuerySpec] = []
+    stats = {"requested": {}, "available": {}, "sampled": {}, "no_results_skipped": {}}
+    for s, (name, wanted) in enumerate(zip(SEGMENTS, split_evenly(n_queries))):
+        members = np.nonzero(segment == s)[0]
+        members = members[rng.permutation(len(members))]
+        stats["requested"][name], stats["available"][name] = wanted, int(len(members))
+        kept, skipped, start = [], 0, 0
+        while len(kept) < wanted and start < len(members):
+            chunk = members[start: start + max(64, int(1.2 * (wanted - len(kept))) + 16)]
+            start += len(chunk)
+            texts = [str(q) for q in demand.queries[chunk]]
+            token_lists = [tokenize(q) for q in texts]
+            candidates = search.retrieve(token_lists)
+            lists = [search.search(texts, token_lists, model, candidates).docs for model in models]
+            for i, row in enumerate(chunk):
+                if len(kept) == wanted:
+                    break
+                if (lists[0][i] < 0).all() and (lists[1][i] < 0).all():
+                    skipped += 1
+                    continue
+                kept.append(QuerySpec(texts[i], name, listings(lists[0][i]), listings(lists[1][i]),
+                                      float(demand.impressions[row])))
+        if len(kept) < wanted:
+            progress(f"warning: the {name} segment has only {len(kept):,} queries with results "
+                     f"({len(members):,} in the log), fewer than the {wanted:,} asked for")
+        stats["sampled"][name], stats["no_results_skipped"][name] = len(kept), skipped
+        queries += kept
+    # Judging order: segments interleaved at random, so a half-judged session covers all three.
+    queries = [queries[i] for i in rng.permutation(len(queries))]
+    stats.update(corpus=str(corpus.directory), period=period, search=search_config.to_json(),
+                 seconds_building=round(time.perf_counter() - started, 2))
+    progress(f"searched: {len(queries):,} queries ({', '.join(f'{k} {v:,}' for k, v in stats['sampled'].items())}) "
+             f"in {time.perf_counter() - started:.1f} s")
+    return BuiltQueries(queries, stats)
+
+
+def default_name(baseline: str, target: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    return f"{Path(baseline).name} vs {Path(target).name}, {stamp}"
+
+
+def store_session(store: Store, name: str, baseline_model: str, target_model: str, queries: list[QuerySpec],
+                  judges_per_query: int = 3, seed: int = 0, corpus: str = "", settings: dict | None = None) -> int:
+    """Write a session with its queries and both result lists per query; returns its id.
+
+    The baseline's side is drawn per query from ``numpy.random.default_rng(seed)`` and stored."""
+    name = check_name(name, "session name")
+    if judges_per_query < 1:
+        raise InputError(f"judges per query must be at least 1, got {judges_per_query}")
+    if not queries:
+        raise InputError("a judging session needs at least one query")
+    texts = [q.text for q in queries]
+    if len(set(texts)) != len(texts):
+        raise InputError("a session lists every query once: duplicate queries given")
+    for q in queries:
+        if not q.text.strip():
+            raise InputError("a session query is empty")
+        if q.segment not in SEGMENTS:
+            raise InputError(f"query {q.text!r}: unknown segment {q.segment!r}; expected one of {', '.join(SEGMENTS)}")
+        for group in (q.baseline, q.target):
+            if len(group) > TOP_N or len({item.listing_id for item in group}) != len(group):
+                raise InputError(f"query {q.text!r}: a result list holds at most {TOP_N} distinct listings")
+    baseline_left = np.random.default_rng(seed).random(len(queries)) < 0.5
+    with store.transaction() as session:
+        if session.scalar(select(JudgingSession.id).where(JudgingSession.name == name)) is not None:
+            raise InputError(f"a judging session named {name!r} already exists: choose another --name")
+        record = JudgingSession(name=name, baseline_model=str(baseline_model), target_model=str(target_model),
+                                corpus=corpus, judges_per_query=judges_per_query, seed=seed,
+                                settings=json.dumps(settings or {}))
+        session.add(record)
+        session.flush()
+        session.execute(insert(SessionQuery), [
+            {"session_id": record.id, "position": i, "text": q.text, "segment": q.segment,
+             "impressions": float(q.impressions), "baseline_side": "left" if left else "right", "claims": 0}
+            for i, (q, left) in enumerate(zip(queries, baseline_left))])
+        query_ids = dict(session.execute(select(SessionQuery.position, SessionQuery.id)
+                                         .where(SessionQuery.session_id == record.id)).all())
+        list_rows = []
+        for i, left in enumerate(baseline_left):
+            list_rows.append({"query_id": query_ids[i], "system": "baseline", "model": str(baseline_model),
+                              "side": "left" if left else "right"})
+            list_rows.append({"query_id": query_ids[i], "system": "target", "model": str(target_model),
+                              "side": "right" if left else "left"})
+        session.execute(insert(ResultList), list_rows)
+        list_ids = {(q, s): i for i, q, s in session.execute(
+            select(ResultList.id, ResultList.query_id, ResultList.system)
+            .join(SessionQuery, SessionQuery.id == ResultList.query_id).where(SessionQuery.session_id == record.id))}
+        items = [{"list_id": list_ids[(query_ids[i], system)], "position": rank, "listing_id": item.listing_id,
+                  "title": item.title, "category": item.category}
+                 for i, q in enumerate(queries) for system, group in (("baseline", q.baseline), ("target", q.target))
+                 for rank, item in enumerate(group, start=1)]
+        if items:
+            session.execute(insert(ResultItem), items)
+        return record.id
+
+
+def find_session(session, key: str | int) -> JudgingSession:
+    """A session by id or by name; :class:`InputError` when none matches."""
+    text = str(key).strip()
+    record = None
+    if text.isdigit():
+        record = session.get(JudgingSession, int(text))
+    if record is None:
+        record = session.scalar(select(JudgingSession).where(JudgingSession.name == text))
+    if record is None:
+        raise InputError(f"judging session {text!r} does not exist (`qcat judge sessions` lists them)")
+    return record
+
+
+def session_overview(store: Store) -> list[dict]:
+    """Every session with its query count and how many queries have all their judges."""
+    from judging_app.models import Assignment
+
+    with store.sessions() as session:
+        records = session.scalars(select(JudgingSession).order_by(JudgingSession.id)).all()
+        out = []
+        for record in records:
+            n = session.scalar(select(func.count()).select_from(SessionQuery).where(SessionQuery.session_id == record.id))
+            done = session.scalar(
+                select(func.count()).select_from(
+                    select(Assignment.query_id).where(Assignment.session_id == record.id, Assignment.status == "done")
+                    .group_by(Assignment.query_id).having(func.count() >= record.judges_per_query).subquery()))
+            out.append({"id": record.id, "name": record.name, "baseline": record.baseline_model,
+                        "target": record.target_model, "queries": n, "complete": done,
+                        "judges_per_query": record.judges_per_query, "created": record.created_at})
+        return out

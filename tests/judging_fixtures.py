@@ -1,0 +1,201 @@
+"""Fixtures of the judging-app tests: a real PostgreSQL server, migrated stores, toy sessions.
+
+``postgres_server`` runs ``initdb`` into a temporary directory and starts ``postgres`` on a
+free localhost port for the whole test session (as the ``postgres`` user, or ``nobody``, when
+the tests run as root: PostgreSQL refuses to run as root). Every test that asks for a
+PostgreSQL store gets a fresh database on it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+PG_ENV = "QCAT_TEST_PG_BIN"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a child process that must import this checkout's code."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+def qcat(*args, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``qcat ARGS`` in a subprocess, run from the repository root."""
+    return subprocess.run([sys.executable, "-m", "qcat.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=child_env())
+
+
+def postgres_bin() -> Path | None:
+    """The directory holding initdb, pg_ctl and postgres, or None."""
+    candidates = [os.environ.get(PG_ENV, "")]
+    found = shutil.which("initdb")
+    if found:
+        candidates.append(str(Path(os.path.realpath(found)).parent))
+    candidates += sorted(glob.glob("/usr/lib/postgresql/*/bin"), reverse=True)
+    candidates += ["/usr/local/pgsql/bin", "/opt/homebrew/bin", "/usr/local/bin"]
+    for directory in candidates:
+        if directory and all((Path(directory) / tool).exists() for tool in ("initdb", "pg_ctl", "postgres")):
+            return Path(directory)
+    return None
+
+
+DEMO_QUERIES = 6
+
+
+@pytest.fixture(scope="session")
+def demo_db(tmp_path_factory) -> tuple[Path, list[str]]:
+    """A SQLite store prepared by the CLI: migrated, 3 judges, a 6-query demo session."""
+    path = tmp_path_factory.mktemp("judging") / "demo.db"
+    assert qcat("db", "upgrade", "--url", path).returncode == 0
+    tokens = []
+    for name in ("ann", "bob", "cy"):
+        result = qcat("judge", "add-judge", name, "--url", path)
+        assert result.returncode == 0, result.stderr
+        assert "shown only this once" in result.stderr
+        tokens.append(result.stdout.strip())
+    result = qcat("judge", "create-session", "--baseline", ROOT / "qcat" / "demo_model", "--target",
+                  ROOT / "qcat" / "demo_model", "--queries", DEMO_QUERIES, "--name", "demo", "--url", f"sqlite:///{path}")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "1"
+    return path, tokens
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run_as() -> tuple[list[str], str | None]:
+    if os.geteuid() != 0:
+        return [], None
+    for user in ("postgres", "nobody"):
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            continue
+        return ["runuser", "-u", user, "--"], user
+    pytest.skip("running as root and neither a 'postgres' nor a 'nobody' user exists to run PostgreSQL")
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """The admin URL (database ``postgres``) of a PostgreSQL server started for these tests."""
+    bin_dir = postgres_bin()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found: "
+                    "install the 'postgresql' system package (.ci/run does) or set QCAT_TEST_PG_BIN")
+    prefix, user = _run_as()
+    root = Path(tempfile.mkdtemp(prefix="qcat-pg-"))
+    data, log = root / "data", root / "server.log"
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        os.chown(root, entry.pw_uid, entry.pw_gid)
+    port = free_port()
+
+    def run(*command: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*prefix, *command], capture_output=True, text=True, timeout=120)
+
+    done = run(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "qcat", "-E", "UTF8",
+               "--no-sync", "--no-instructions")
+    assert done.returncode == 0, done.stderr
+    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off " \
+              "-c full_page_writes=off -c max_connections=60"
+    done = run(str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(log), "-w", "-t", "60", "start")
+    assert done.returncode == 0, done.stderr + (log.read_text() if log.exists() else "")
+    try:
+        yield f"postgresql+psycopg://qcat@127.0.0.1:{port}/postgres"
+    finally:
+        run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def fresh_database(admin_url: str) -> tuple[str, callable]:
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    dsn = admin_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute(f'create database "{name}"')
+
+    def drop() -> None:
+        with psycopg.connect(dsn, autocommit=True) as connection:
+            connection.execute(f'drop database if exists "{name}" with (force)')
+
+    return admin_url.rsplit("/", 1)[0] + f"/{name}", drop
+
+
+@pytest.fixture
+def pg_url(postgres_server):
+    url, drop = fresh_database(postgres_server)
+    yield url
+    drop()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'judging.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    """An empty database of each backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'judging.db'}"
+    else:
+        url, drop = fresh_database(request.getfixturevalue("postgres_server"))
+        yield url
+        drop()
+
+
+@pytest.fixture
+def store(db_url):
+    """A migrated store of each backend."""
+    from judging_app.migrate import upgrade
+    from judging_app.store import open_store
+
+    upgrade(db_url)
+    opened = open_store(db_url)
+    yield opened
+    opened.dispose()
+
+
+def toy_queries(n: int, per_list: int = 5, prefix: str = "query"):
+    """``n`` queries over the three segments, each with two overlapping result lists."""
+    from judging_app.sessions import SEGMENTS, Listing, QuerySpec
+
+    out = []
+    for i in range(n):
+        baseline = [Listing(f"L{i}-{j}", f"title {i} {j}", "A > B") for j in range(per_list)]
+        target = [Listing(f"L{i}-{j + 2}", f"title {i} {j + 2}", "A > C") for j in range(per_list)]
+        out.append(QuerySpec(f"{prefix} {i}", SEGMENTS[i % 3], baseline, target, float(n - i)))
+    return out
+
+
+def grade_all(screen, grade) -> dict[tuple[str, str], object]:
+    """The same grade for every listing a judge is shown."""
+    return {(item.listing_id, side): grade for side, group in (("left", screen.left), ("right", screen.right))
+            for item in group}
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError("condition not met in time")

@@ -1,0 +1,177 @@
+"""The Streamlit judging app under ``streamlit.testing.v1.AppTest``: sign-in, the wrong token,
+grading, skipping and flagging, resuming after a reload, and what a judge must never see."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import func, select
+from streamlit.testing.v1 import AppTest
+
+from judging_app.judges import add_judge
+from judging_app.migrate import upgrade
+from judging_app.models import Assignment, Judgment, SessionQuery
+from judging_app.sessions import Listing, QuerySpec, store_session
+from judging_app.store import open_store
+from judging_fixtures import ROOT
+
+APP = str(ROOT / "judging_app" / "app.py")
+QUERIES = [QuerySpec(f"query {i}", ("head", "torso", "tail")[i % 3],
+                     [Listing(f"b{i}-{j}", f"Baseline title {i}.{j} *bold*", "Home > Shoes") for j in range(3)],
+                     [Listing(f"t{i}-{j}", f"Target title {i}.{j}", "Home > Shoe care") for j in range(2)])
+           for i in range(4)]
+
+
+@pytest.fixture
+def app_env(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    upgrade(url)
+    store = open_store(url)
+    session_id = store_session(store, "nb vs hybrid", "models/nb-secret-name", "models/hybrid-secret-name", QUERIES,
+                               seed=3)
+    tokens = {name: add_judge(store, name)[1] for name in ("ann", "bob")}
+    monkeypatch.setenv("QCAT_DB_URL", url)
+    monkeypatch.setenv("QCAT_JUDGE_SESSION", str(session_id))
+    yield store, tokens, session_id
+    store.dispose()
+
+
+def start() -> AppTest:
+    return AppTest.from_file(APP, default_timeout=30).run()
+
+
+def button(at: AppTest, label: str):
+    matches = [b for b in at.button if b.label == label]
+    assert matches, f"no button {label!r} in {[b.label for b in at.button]}"
+    return matches[0]
+
+
+def sign_in(token: str) -> AppTest:
+    at = start()
+    at.text_input(key="token").input(token)
+    button(at, "Sign in").click()
+    return at.run()
+
+
+def shown_query(at: AppTest) -> str | None:
+    for m in at.markdown:
+        if m.value.startswith("## Query: "):
+            return m.value.removeprefix("## Query: ").replace("\\", "")
+    return None
+
+
+def all_text(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [s.value for s in at.success]
+    parts += [r.label for r in at.radio] + [str(o) for r in at.radio for o in r.options]
+    return "\n".join(parts)
+
+
+def grade_everything(at: AppTest, grade: int) -> AppTest:
+    for radio in at.radio:
+        radio.set_value(grade)
+    button(at, "Submit grades").click()
+    return at.run()
+
+
+def count(store, model, *where) -> int:
+    with store.sessions() as session:
+        return session.scalar(select(func.count()).select_from(model).where(*where))
+
+
+def test_wrong_token_is_refused(app_env):
+    store, tokens, _ = app_env
+    for wrong in ("not a token", tokens["ann"][:-2] + "xx", "' OR 1=1 --"):
+        at = sign_in(wrong)
+        assert [e.value for e in at.error] == ["unknown token: check that you pasted the whole token you were given"]
+        assert "judge_id" not in at.session_state and shown_query(at) is None
+    assert count(store, Assignment) == 0
+
+
+def test_sign_in_then_grade_a_query(app_env):
+    store, tokens, _ = app_env
+    at = sign_in(tokens["ann"])
+    assert not at.exception and not at.error
+    first = shown_query(at)
+    assert first is not None and len(at.radio) == 5  # 3 + 2 listings, both groups
+    assert [h.value for h in at.markdown if h.value.startswith("### Group")] == ["### Group A", "### Group B"]
+    assert all(r.value is None for r in at.radio)  # nothing pre-selected
+    assert [str(o) for o in at.radio[0].options] == ["0 Off-topic", "1 Acceptable", "2 Good", "3 Excellent"]
+    # an incomplete submission is refused and stores nothing
+    at.radio[0].set_value(3)
+    button(at, "Submit grades").click()
+    at.run()
+    assert any("Grade every listing first: 4 of 5" in w.value for w in at.warning)
+    assert count(store, Judgment) == 0
+    at = grade_everything(at, 2)
+    assert any(f"Saved your 5 grades for “{first}”" in s.value for s in at.success)
+    assert count(store, Judgment) == 5 and count(store, Judgment, Judgment.grade == 2) == 5
+    assert shown_query(at) not in (None, first)
+    assert count(store, Assignment, Assignment.status == "done") == 1
+
+
+def test_skip_and_flag(app_env):
+    store, tokens, _ = app_env
+    at = sign_in(tokens["bob"])
+    first = shown_query(at)
+    button(at, "Skip query").click()
+    at.run()
+    second = shown_query(at)
+    assert second not in (None, first) and any("Skipped" in s.value for s in at.success)
+    button(at, "Flag & skip").click()  # without a note: refused
+    at.run()
+    assert any("Write in the note field" in w.value for w in at.warning) and shown_query(at) == second
+    note = "Robert'); DROP TABLE judgments;-- not a product search"
+    at.text_input(key=[t.key for t in at.text_input if t.key.startswith("note_")][0]).input(note)
+    button(at, "Flag & skip").click()
+    at.run()
+    assert shown_query(at) not in (None, first, second)
+    with store.sessions() as session:
+        rows = session.execute(select(SessionQuery.text, Assignment.status, Assignment.flagged, Assignment.flag_note)
+                               .join(SessionQuery, SessionQuery.id == Assignment.query_id).order_by(Assignment.id)).all()
+    assert [tuple(r) for r in rows[:2]] == [(first, "skipped", False, ""), (second, "skipped", True, note)]
+    assert count(store, Judgment) == 0
+
+
+def test_resume_after_reload_and_never_show_systems_or_other_judges_grades(app_env):
+    store, tokens, _ = app_env
+    bob = sign_in(tokens["bob"])
+    bobs_query = shown_query(bob)
+    grade_everything(bob, 3)
+    ann = sign_in(tokens["ann"])
+    assert shown_query(ann) == bobs_query  # the query closest to its 3 judges comes first
+    assert all(r.value is None for r in ann.radio)  # bob's grades are not shown
+    text = all_text(ann)
+    for secret in ("baseline", "target", "Target", "Baseline", "nb-secret-name", "hybrid-secret-name", "bob"):
+        assert secret not in text.replace("Baseline title", "").replace("Target title", "")
+    ann = grade_everything(ann, 1)
+    second = shown_query(ann)
+    assert second != bobs_query
+    # a reload: a new browser session signs in again and gets the same open query back
+    again = sign_in(tokens["ann"])
+    assert shown_query(again) == second
+    assert any("You: **1 query** judged" in m.value for m in again.sidebar.markdown)
+    assert count(store, Assignment, Assignment.status == "open") == 2  # ann's second, and bob's next
+    assert count(store, Judgment) == 10
+
+
+def test_all_done_and_an_unknown_session(app_env, monkeypatch):
+    store, tokens, _ = app_env
+    at = sign_in(tokens["ann"])
+    for _ in QUERIES:
+        at = grade_everything(at, 0)
+    assert any("All done" in s.value for s in at.success) and shown_query(at) is None
+    monkeypatch.setenv("QCAT_JUDGE_SESSION", "42")
+    at = sign_in(tokens["ann"])
+    assert any("judging session '42' does not exist" in e.value for e in at.error)
+
+
+def test_without_a_configured_session_the_judge_chooses_one(app_env, monkeypatch):
+    store, tokens, _ = app_env
+    other = store_session(store, "second session", "A", "B",
+                          [QuerySpec("only query", "tail", [Listing("x")], [Listing("y")])])
+    monkeypatch.delenv("QCAT_JUDGE_SESSION")
+    at = sign_in(tokens["ann"])
+    choice = at.sidebar.selectbox(key="session_choice")
+    assert choice.options == ["nb vs hybrid (4 queries)", "second session (1 query)"]
+    choice.select(other)
+    at.run()
+    assert shown_query(at) == "only query" and len(at.radio) == 2

@@ -1,0 +1,107 @@
+"""``qcat db`` and ``qcat judge`` end to end in real subprocesses: a demo session built with the
+golden harness's search, report and exports, golden import of a session, and user errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from sqlalchemy import func, select
+
+from judging_app import assignment, judgments
+from judging_app.judges import authenticate
+from judging_app.models import Judge, ResultList, SessionQuery
+from judging_app.store import open_store
+from judging_fixtures import DEMO_QUERIES as QUERIES
+from judging_fixtures import qcat
+
+
+def test_create_session_samples_a_third_per_segment_and_stores_both_top5_lists(demo_db):
+    path, tokens = demo_db
+    store = open_store(str(path))
+    with store.sessions() as session:
+        segments = session.execute(select(SessionQuery.segment, func.count()).group_by(SessionQuery.segment)).all()
+        assert dict(segments) == {"head": 2, "torso": 2, "tail": 2}
+        assert session.scalar(select(func.count()).select_from(ResultList)) == 2 * QUERIES
+        first = session.scalar(select(SessionQuery).order_by(SessionQuery.position).limit(1))
+        lists = {rl.system: [i.listing_id for i in rl.items] for rl in first.lists}
+        assert 1 <= len(lists["baseline"]) <= 5 and lists["baseline"] == lists["target"]  # the same model twice
+        hashes = session.scalars(select(Judge.token_hash)).all()
+    assert all(token not in hashes for token in tokens)
+    assert authenticate(store, tokens[1]).name == "bob"
+    store.dispose()
+
+
+def test_listing_report_export_and_golden_import_of_a_judged_session(demo_db, tmp_path):
+    path, tokens = demo_db
+    db = tmp_path / "judged.db"
+    shutil.copy(path, db)
+    store = open_store(str(db))
+    for k, token in enumerate(tokens):
+        judge = authenticate(store, token)
+        while (shown := assignment.next_query(store, judge.id, 1)) is not None:
+            judgments.submit(store, judge.id, shown.query_id,
+                             {(i.listing_id, side): (i.position + k) % 4 for side, group in
+                              (("left", shown.left), ("right", shown.right)) for i in group})
+    store.dispose()
+    listing = qcat("judge", "sessions", "--url", db)
+    assert listing.returncode == 0 and "demo" in listing.stdout and f"{QUERIES} with all 3 judges" in listing.stdout
+    report = qcat("judge", "report", "demo", "--url", db, "--out", tmp_path / "report", "--bootstrap", 100, "--json")
+    assert report.returncode == 0, report.stderr
+    data = json.loads(report.stdout)
+    assert data["coverage"]["complete"] == QUERIES and [r["segment"] for r in data["table5"]] == ["head", "torso", "tail", "mix"]
+    assert (tmp_path / "report" / "report.html").exists() and (tmp_path / "report" / "plots" / "ndcg_by_segment.svg").exists()
+    exported = qcat("judge", "export", "1", "--url", db, "--csv", tmp_path / "j.csv", "--qrels", tmp_path / "q.txt")
+    assert exported.returncode == 0, exported.stderr
+    assert len((tmp_path / "j.csv").read_text().splitlines()) == 1 + data["coverage"]["judgments"]
+    assert all(len(line.split()) == 4 for line in (tmp_path / "q.txt").read_text().splitlines())
+    imported = qcat("golden", "import", f"sqlite:///{db}", "--golden-session", "demo", "--out", tmp_path / "g.csv")
+    assert imported.returncode == 0, imported.stderr
+    assert "session 'demo'" in imported.stderr and "0 skipped" in imported.stderr
+    assert (tmp_path / "g.csv").read_text().startswith("query,listing_id,relevance,grade,judge,simulated")
+
+
+def test_db_downgrade_then_commands_say_to_upgrade(tmp_path):
+    db = tmp_path / "j.db"
+    assert qcat("db", "upgrade", "--url", db).returncode == 0
+    assert qcat("db", "current", "--url", db).stdout.strip() == "0001"
+    down = qcat("db", "downgrade", "--url", db)
+    assert down.returncode == 0 and "0001 -> empty" in down.stderr
+    result = qcat("judge", "add-judge", "ann", "--url", db)
+    assert result.returncode == 2 and "run `qcat db upgrade" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("judge", "report", "1", "--url", "{missing}"), "no judging database at"),
+        (("judge", "report", "99", "--url", "{db}"), "judging session '99' does not exist"),
+        (("judge", "report", "x'; DROP TABLE judges; --", "--url", "{db}"),
+         "judging session \"x'; DROP TABLE judges; --\" does not exist"),
+        (("judge", "export", "nope", "--url", "{db}", "--csv", "{tmp}/x.csv"), "judging session 'nope' does not exist"),
+        (("judge", "export", "1", "--url", "{db}"), "say what to write"),
+        (("judge", "add-judge", "ann", "--url", "{db}"), "a judge named 'ann' already exists"),
+        (("judge", "add-judge", "  ", "--url", "{db}"), "the judge name is empty"),
+        (("judge", "report", "1", "--url", "mysql://u@h/db"), "unsupported database 'mysql'"),
+        (("judge", "report", "1", "--url", "postgresql://u:secret@127.0.0.1:1/none"), "cannot connect to the judging database"),
+        (("judge", "create-session", "--baseline", "/nonexistent", "--target", "/nonexistent", "--url", "{db}"),
+         "does not exist"),
+        (("judge", "create-session", "--baseline", "qcat/demo_model", "--target", "qcat/demo_model", "--queries", "2",
+          "--url", "{db}"), "--queries must be at least 3"),
+        (("judge", "app", "--session", "42", "--url", "{db}"), "judging session '42' does not exist"),
+        (("golden", "import", "{db}", "--golden-session", "7"), "judging session '7' does not exist"),
+    ],
+)
+def test_user_errors_are_one_line_without_traceback(demo_db, tmp_path, args, message):
+    db, _ = demo_db
+    filled = [a.format(db=db, missing=tmp_path / "missing.db", tmp=tmp_path) for a in args]
+    result = qcat(*filled)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "secret" not in result.stderr  # passwords in URLs are never printed
+    store = open_store(str(db))
+    with store.sessions() as session:
+        assert session.scalar(select(func.count()).select_from(Judge)) == 3  # nothing changed
+    store.dispose()

@@ -1,0 +1,132 @@
+"""End to end: ``qcat judge app`` serves the real app on a free port over a store prepared by the
+CLI; headless Chromium (Debian's, driven by Playwright; nothing is downloaded) signs in, grades
+one query and submits; the grades are then in the database.
+
+``QCAT_UPDATE_SCREENSHOT=1`` also writes the screenshot of the graded page to docs/judging_app.png.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from judging_app.models import Assignment, Judge, Judgment
+from judging_app.store import open_store
+from judging_fixtures import ROOT, child_env, free_port, wait_for
+
+CHROMIUM = os.environ.get("QCAT_CHROMIUM", "/usr/bin/chromium")
+playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
+TIMEOUT_MS = 20_000
+
+
+@pytest.fixture
+def running_app(demo_db, tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: install the 'chromium' system package (.ci/run does)")
+    db = tmp_path / "e2e.db"
+    shutil.copy(demo_db[0], db)
+    port = free_port()
+    log = (tmp_path / "app.log").open("w")
+    process = subprocess.Popen([sys.executable, "-m", "qcat.cli", "judge", "app", "--url", str(db), "--session", "1",
+                                "--port", str(port), "--address", "127.0.0.1"],
+                               cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"the app exited: {(tmp_path / 'app.log').read_text()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    try:
+        wait_for(healthy, timeout=30, interval=0.25)
+        yield f"http://127.0.0.1:{port}", db, demo_db[1]
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)  # qcat and the streamlit server it started
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+        log.close()
+
+
+def stable_count(locator, settle: float = 0.5, timeout: float = 15) -> int:
+    """The number of matches once it stops changing (Streamlit renders a page in pieces)."""
+    last, since, deadline = -1, time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        n = locator.count()
+        if n != last:
+            last, since = n, time.monotonic()
+        elif time.monotonic() - since >= settle:
+            return n
+        time.sleep(0.1)
+    return last
+
+
+def test_sign_in_grade_one_query_and_find_the_rows(running_app, tmp_path):
+    url, db, tokens = running_app
+    started = time.perf_counter()
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1150})
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(url)
+            page.get_by_label("Your judge token").fill(tokens[0])
+            page.get_by_role("button", name="Sign in").click()
+            page.get_by_text("Group A", exact=True).wait_for()
+            page.get_by_text("Group B", exact=True).wait_for()
+            page.get_by_role("button", name="Flag & skip").wait_for()  # the form's last element: all is rendered
+            query = page.locator("h2").filter(has_text="Query:").first.inner_text().removeprefix("Query:").strip()
+            radios = page.locator('[data-testid="stRadio"]')
+            radios.first.wait_for()
+            n = stable_count(radios)
+            assert 2 <= n <= 10
+            # keyboard: the arrow keys move a radio group's choice (0 Off-topic -> 3 Excellent)
+            radios.nth(0).get_by_text("0 Off-topic", exact=True).click()
+            for _ in range(3):
+                page.keyboard.press("ArrowRight")
+            assert radios.nth(0).locator("input").nth(3).is_checked()
+            page.keyboard.press("Tab")  # Tab goes on to the next listing's grades
+            for _ in range(2):
+                page.keyboard.press("ArrowRight")
+            assert radios.nth(1).locator("input").nth(2).is_checked()  # 2 Good
+            for i in range(2, n):
+                grade = "3 Excellent" if i % 5 == 0 else "2 Good"
+                radios.nth(i).get_by_text(grade, exact=True).click()
+            page.get_by_text("Submit grades").scroll_into_view_if_needed()
+            page.mouse.wheel(0, -10_000)
+            shot = tmp_path / "judging_app.png"
+            page.screenshot(path=str(shot), full_page=True)
+            # keyboard: from the last listing's grades, Tab reaches the note field; Enter there submits
+            radios.nth(n - 1).locator("input:checked").focus()
+            page.keyboard.press("Tab")
+            page.keyboard.press("Enter")
+            page.get_by_text(f"Saved your {n} grades").wait_for()
+        finally:
+            browser.close()
+    if os.environ.get("QCAT_UPDATE_SCREENSHOT"):
+        shutil.copy(shot, ROOT / "docs" / "judging_app.png")
+    assert shot.stat().st_size > 10_000
+    store = open_store(str(db))
+    with store.sessions() as session:
+        ann = session.scalar(select(Judge.id).where(Judge.name == "ann"))
+        grades = session.scalars(select(Judgment.grade).where(Judgment.judge_id == ann)).all()
+        done = session.scalar(select(func.count()).select_from(Assignment).where(Assignment.status == "done"))
+    store.dispose()
+    assert len(grades) == n and sorted(set(grades)) == ([2, 3] if n > 1 else [3])
+    assert grades.count(3) == len(range(0, n, 5)) and done == 1
+    assert query
+    print(f"\nE2E: signed in, graded {n} listings of {query!r}, submitted in {time.perf_counter() - started:.1f} s")

@@ -1,0 +1,230 @@
+"""The judging store on SQLite and on a real PostgreSQL server: migrations, schema, constraints,
+tokens, sessions and SQL injection attempts."""
+
+from __future__ import annotations
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import func, inspect, select, text
+from sqlalchemy.exc import IntegrityError
+
+from judging_app import assignment, judgments
+from judging_app.judges import add_judge, authenticate
+from judging_app.migrate import downgrade, upgrade
+from judging_app.models import (
+    Assignment,
+    Base,
+    Judge,
+    Judgment,
+    JudgingSession,
+    ResultItem,
+    ResultList,
+    SessionQuery,
+)
+from judging_app.sessions import Listing, QuerySpec, find_session, store_session
+from judging_app.store import make_engine, open_store
+from judging_fixtures import grade_all, toy_queries
+from qcat.errors import InputError
+
+TABLES = {"judges", "judging_sessions", "session_queries", "result_lists", "result_items", "assignments", "judgments"}
+
+
+def tables(url: str) -> set[str]:
+    engine = make_engine(url)
+    try:
+        return set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def schema_differences(url: str) -> list:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            return compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    finally:
+        engine.dispose()
+
+
+def test_migrations_up_down_up_and_schema_matches_the_orm(db_url):
+    assert upgrade(db_url) == (None, "0001")
+    assert TABLES <= tables(db_url)
+    assert schema_differences(db_url) == []
+    assert downgrade(db_url) == ("0001", None)
+    assert tables(db_url) <= {"alembic_version"}
+    assert upgrade(db_url) == (None, "0001")
+    assert schema_differences(db_url) == []
+    assert downgrade(db_url, "base") == ("0001", None)
+    assert upgrade(db_url, "head") == (None, "0001")
+    assert TABLES <= tables(db_url)
+
+
+def test_a_database_that_is_not_upgraded_says_to_run_qcat_db_upgrade(db_url, tmp_path):
+    with pytest.raises(InputError, match="qcat db upgrade"):
+        open_store(db_url)
+    with pytest.raises(InputError, match=r"no judging database at .*missing\.db: run `qcat db upgrade"):
+        open_store(f"sqlite:///{tmp_path / 'missing.db'}")
+    assert not (tmp_path / "missing.db").exists()  # checking did not create it
+
+
+def test_sqlite_runs_in_wal_mode_with_a_busy_timeout_and_foreign_keys(sqlite_url):
+    upgrade(sqlite_url)
+    engine = make_engine(sqlite_url)
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("pragma journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("pragma busy_timeout").scalar() == 30000
+        assert connection.exec_driver_sql("pragma foreign_keys").scalar() == 1
+    engine.dispose()
+
+
+def test_database_enforces_one_judgment_per_judge_query_listing_side_and_grade_range(store):
+    session_id = store_session(store, "s", "A", "B", toy_queries(1))
+    judge, _ = add_judge(store, "ann")
+    with store.sessions() as session:
+        query_id = session.scalar(select(SessionQuery.id).where(SessionQuery.session_id == session_id))
+    row = dict(judge_id=judge.id, query_id=query_id, listing_id="L0-0", side="left", grade=2)
+    with store.transaction() as session:
+        session.add(Judgment(**row))
+    with pytest.raises(IntegrityError):
+        with store.transaction() as session:
+            session.add(Judgment(**row | {"grade": 3}))
+    with store.transaction() as session:  # the other side is another judgment
+        session.add(Judgment(**row | {"side": "right"}))
+    for bad in ({"grade": 4}, {"grade": -1}, {"side": "middle", "listing_id": "L0-1"}):
+        with pytest.raises(IntegrityError):
+            with store.transaction() as session:
+                session.add(Judgment(**row | {"listing_id": "L0-9"} | bad))
+    with store.sessions() as session:
+        assert session.scalar(select(func.count()).select_from(Judgment)) == 2
+
+
+def test_tokens_are_stored_hashed_and_checked(store):
+    judge, token = add_judge(store, "ann")
+    with store.sessions() as session:
+        stored = session.get(Judge, judge.id)
+        assert token not in (stored.token_hash, stored.token_salt, stored.token_id)
+        assert token.split(".", 1)[1] not in stored.token_hash
+    assert authenticate(store, token).id == judge.id
+    assert authenticate(store, f"  {token}\n").id == judge.id
+    other, other_token = add_judge(store, "bob")
+    assert other_token != token and authenticate(store, other_token).id == other.id
+    token_id, secret = token.split(".", 1)
+    for wrong in ("", "nonsense", f"{token_id}.{secret[:-1]}x", f"{other_token.split('.')[0]}.{secret}",
+                  "000000000000." + secret, "' or 1=1 --", token + "x"):
+        with pytest.raises(InputError, match="unknown token"):
+            authenticate(store, wrong)
+    with pytest.raises(InputError, match="already exists"):
+        add_judge(store, "ann")
+    with pytest.raises(InputError, match="empty"):
+        add_judge(store, "   ")
+
+
+def test_session_stores_both_lists_with_seeded_random_sides(store):
+    queries = toy_queries(60)
+    first = store_session(store, "one", "models/A", "models/B", queries, seed=7)
+    second = store_session(store, "two", "models/A", "models/B", queries, seed=7)
+    third = store_session(store, "three", "models/A", "models/B", queries, seed=8)
+    with store.sessions() as session:
+        sides = {s: session.scalars(select(SessionQuery.baseline_side).where(SessionQuery.session_id == s)
+                                    .order_by(SessionQuery.position)).all() for s in (first, second, third)}
+        assert sides[first] == sides[second] != sides[third]
+        assert 15 <= sides[first].count("left") <= 45
+        q = session.scalar(select(SessionQuery).where(SessionQuery.session_id == first, SessionQuery.position == 0))
+        lists = {rl.system: rl for rl in q.lists}
+        assert lists["baseline"].side == q.baseline_side and lists["target"].side != q.baseline_side
+        assert [i.listing_id for i in lists["baseline"].items] == [f"L0-{j}" for j in range(5)]
+        assert [i.position for i in lists["target"].items] == [1, 2, 3, 4, 5]
+        screen = assignment.screen(session, q.id)
+    shown_left = screen.left if q.baseline_side == "left" else screen.right
+    assert [s.listing_id for s in shown_left] == [f"L0-{j}" for j in range(5)]
+    assert "baseline" not in repr(screen) and "target" not in repr(screen) and "models/" not in repr(screen)
+    with pytest.raises(InputError, match="already exists"):
+        store_session(store, "one", "A", "B", queries)
+    with pytest.raises(InputError, match="duplicate"):
+        store_session(store, "dup", "A", "B", queries[:2] + queries[:1])
+    with pytest.raises(InputError, match="at least one query"):
+        store_session(store, "none", "A", "B", [])
+
+
+def test_unknown_session_and_query_are_refused(store):
+    session_id = store_session(store, "s", "A", "B", toy_queries(3))
+    judge, _ = add_judge(store, "ann")
+    with store.sessions() as session:
+        assert find_session(session, str(session_id)).name == "s"
+        assert find_session(session, "s").id == session_id
+        for key in ("999", "no such session", "1; drop table judges"):
+            with pytest.raises(InputError, match="does not exist"):
+                find_session(session, key)
+    with pytest.raises(InputError, match="does not exist"):
+        assignment.next_query(store, judge.id, 999)
+    with pytest.raises(InputError, match="query 12345 does not exist"):
+        judgments.submit(store, judge.id, 12345, {})
+    with pytest.raises(InputError, match="does not exist"):
+        assignment.skip(store, judge.id, 12345)
+    shown = assignment.next_query(store, judge.id, session_id)
+    with pytest.raises(InputError, match="out of range"):
+        judgments.submit(store, judge.id, shown.query_id, grade_all(shown, 4))
+    with pytest.raises(InputError, match="not a whole number"):
+        judgments.submit(store, judge.id, shown.query_id, grade_all(shown, 2.5))
+    with pytest.raises(InputError, match="not shown"):
+        judgments.submit(store, judge.id, shown.query_id, grade_all(shown, 1) | {("L-other", "left"): 1})
+    with pytest.raises(InputError, match="side 'middle'"):
+        judgments.submit(store, judge.id, shown.query_id, {("L0-0", "middle"): 1})
+    with pytest.raises(InputError, match="not graded yet"):
+        judgments.submit(store, judge.id, shown.query_id, dict(list(grade_all(shown, 1).items())[:3]))
+    other, _ = add_judge(store, "bob")
+    with pytest.raises(InputError, match="not assigned to this judge"):
+        judgments.submit(store, other.id, shown.query_id, grade_all(shown, 1))
+    with store.sessions() as session:
+        assert session.scalar(select(func.count()).select_from(Judgment)) == 0
+
+
+INJECTIONS = [
+    "Robert'); DROP TABLE judges;--",
+    "x' OR '1'='1",
+    "1; DELETE FROM judgments; --",
+    "\"; DROP TABLE judging_sessions; --",
+    "' UNION SELECT token_hash FROM judges --",
+    "%s %(name)s :name ? $1",
+]
+
+
+def counts(store) -> dict[str, int]:
+    with store.sessions() as session:
+        return {model.__tablename__: session.scalar(select(func.count()).select_from(model))
+                for model in (Judge, JudgingSession, SessionQuery, ResultList, ResultItem, Assignment, Judgment)}
+
+
+def test_sql_injection_strings_are_stored_verbatim_and_change_nothing_else(store):
+    queries = [QuerySpec(text, "tail", [Listing(f"x{i}", text, text)], [Listing(f"y{i}", "t", "c")])
+               for i, text in enumerate(INJECTIONS)]
+    judges = [add_judge(store, name)[0] for name in INJECTIONS]
+    sessions = [store_session(store, name, "A", "B", queries, seed=i) for i, name in enumerate(INJECTIONS)]
+    before = counts(store)
+    assert before["judges"] == len(INJECTIONS) and before["judging_sessions"] == len(INJECTIONS)
+    for judge, note in zip(judges, INJECTIONS):
+        shown = assignment.next_query(store, judge.id, sessions[0])
+        judgments.submit(store, judge.id, shown.query_id, grade_all(shown, 1), flag_note=note)
+    shown = assignment.next_query(store, judges[0].id, sessions[0])
+    assignment.skip(store, judges[0].id, shown.query_id, flag_note=INJECTIONS[0])
+    with pytest.raises(InputError, match="unknown token"):
+        authenticate(store, INJECTIONS[1])
+    with store.sessions() as session:
+        for name in INJECTIONS:
+            assert find_session(session, name).name == name
+            with pytest.raises(InputError):
+                find_session(session, name + "x")
+        assert sorted(session.scalars(select(Judge.name))) == sorted(INJECTIONS)
+        assert sorted(session.scalars(select(JudgingSession.name))) == sorted(INJECTIONS)
+        assert set(session.scalars(select(SessionQuery.text))) == set(INJECTIONS)
+        assert set(session.scalars(select(ResultItem.title).where(ResultItem.listing_id.like("x%")))) == set(INJECTIONS)
+        notes = session.scalars(select(Assignment.flag_note).where(Assignment.flagged)).all()
+        assert sorted(notes) == sorted(INJECTIONS + [INJECTIONS[0]])
+    after = counts(store)
+    expected = before | {"assignments": len(INJECTIONS) + 1, "judgments": 2 * len(INJECTIONS)}
+    assert after == expected
+    engine = store.engine
+    assert TABLES <= set(inspect(engine).get_table_names())
+    with engine.connect() as connection:
+        assert connection.execute(text("select count(*) from judges")).scalar() == len(INJECTIONS)
