@@ -187,8 +187,11 @@ class LabelTree:
         entry_starts = self.key_ptr[where]
         entry_counts = self.key_ptr[where + 1] - entry_starts
         entries = _ranges(entry_starts, entry_counts)
-        cells = np.repeat(pair_of, entry_counts) * width + self.entry_offset[entries]
-        contributions = np.repeat(values, entry_counts) * self.entry_weight[entries]
+        pair_of, values = np.repeat(pair_of, entry_counts), np.repeat(values, entry_counts)
+        offsets = self.entry_offset[entries]
+        inside = offsets < width  # a caller may ask for the first ``width`` regressors only
+        cells = pair_of[inside] * width + offsets[inside]
+        contributions = values[inside] * self.entry_weight[entries[inside]]
         out = np.bincount(cells, weights=contributions, minlength=pairs * width).reshape(pairs, width)
         size = self.group_size(groups)
         slot = np.arange(width)[None, :]

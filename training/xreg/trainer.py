@@ -95,7 +95,7 @@ def _local(features: sp.csr_matrix, points: np.ndarray):
     return sub.indptr.astype(np.int64), local.ravel().astype(np.int64), sub.data.astype(np.float64), columns
 
 
-class _TreeTrainer:
+class TreeTrainer:
     def __init__(self, features: sp.csr_matrix, relevance: sp.csr_matrix, leaves: list[np.ndarray], config: XRegConfig):
         self.X, self.Y, self.config = features, relevance, config
         self.n_points, self.n_features = features.shape
@@ -116,48 +116,45 @@ class _TreeTrainer:
         self.node_frac = np.zeros(self.n_nodes, dtype=np.float32)
         self.entries: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (key, offset, weight)
 
-    def _solve(self, group: int, points: np.ndarray, m: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        c = self.config
-        scale = c.C * self.n_points / m.sum() if c.cost_scaling == "node" else c.C
-        indptr, indices, data, columns = _local(self.X, points)
-        weights = solve_batch(indptr, indices, data, len(columns), scale * m, np.ascontiguousarray(targets),
-                              c.tol, c.max_newton, c.max_cg)
-        offset, local = np.nonzero(np.abs(weights[:, :-1]) >= c.prune)
-        self.entries.append((group * self.n_features + columns[local].astype(np.int64), offset.astype(np.int32),
-                             weights[offset, local].astype(np.float32)))
-        return weights[:, -1]
+    def problem(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The regressors of node ``g``: the points reaching it, their ``s = m_g`` and the
+        targets ``z`` of each regressor (its child edges, or its leaf's labels)."""
+        d = (g + 1).bit_length() - 1
+        points, m = self.levels[d].block(g)
+        if d < self.depth:
+            targets = np.zeros((2, len(points)))
+            for j, child in enumerate((2 * g + 1, 2 * g + 2)):
+                child_points, child_m = self.levels[d + 1].block(child)
+                where = np.searchsorted(points, child_points)
+                targets[j, where] = child_m / m[where]
+        else:
+            leaf = g - self.n_internal
+            labels = self.leaf_labels[self.leaf_indptr[leaf]:self.leaf_indptr[leaf + 1]]
+            targets = (self.Y[points][:, labels].toarray() / m[:, None]).T
+        return points, m, np.minimum(targets, 1.0)
+
+    def first_regressor(self, g: int) -> int:
+        if g < self.n_internal:
+            return 2 * g
+        return self.n_nodes - 1 + int(self.leaf_indptr[g - self.n_internal])
 
     def train(self) -> LabelTree:
-        for d in range(self.depth + 1):
-            level = self.levels[d]
-            for g in range(2 ** d - 1, 2 ** (d + 1) - 1):
-                points, m = level.block(g)
-                self.node_frac[g] = len(points) / max(self.n_points, 1)
-                if len(points) == 0:
-                    continue
-                if d < self.depth:
-                    self._train_internal(g, points, m, self.levels[d + 1])
-                else:
-                    self._train_leaf(g, points, m)
+        c = self.config
+        for g in range(self.n_nodes):
+            points, m, targets = self.problem(g)
+            self.node_frac[g] = len(points) / max(self.n_points, 1)
+            if len(points) == 0 or len(targets) == 0:
+                continue
+            scale = c.C * self.n_points / m.sum() if c.cost_scaling == "node" else c.C
+            indptr, indices, data, columns = _local(self.X, points)
+            weights = solve_batch(indptr, indices, data, len(columns), scale * m, np.ascontiguousarray(targets),
+                                  c.tol, c.max_newton, c.max_cg)
+            offset, local = np.nonzero(np.abs(weights[:, :-1]) >= c.prune)
+            self.entries.append((g * self.n_features + columns[local].astype(np.int64), offset.astype(np.int32),
+                                 weights[offset, local].astype(np.float32)))
+            first = self.first_regressor(g)
+            self.reg_bias[first:first + len(targets)] = weights[:, -1]
         return self._tree()
-
-    def _train_internal(self, g: int, points: np.ndarray, m: np.ndarray, below: _Level) -> None:
-        targets = np.zeros((2, len(points)))
-        for j, child in enumerate((2 * g + 1, 2 * g + 2)):
-            child_points, child_m = below.block(child)
-            where = np.searchsorted(points, child_points)
-            targets[j, where] = child_m / m[where]
-        self.reg_bias[2 * g:2 * g + 2] = self._solve(g, points, m, np.minimum(targets, 1.0))
-
-    def _train_leaf(self, g: int, points: np.ndarray, m: np.ndarray) -> None:
-        leaf = g - self.n_internal
-        start, end = self.leaf_indptr[leaf], self.leaf_indptr[leaf + 1]
-        if end == start:
-            return
-        labels = self.leaf_labels[start:end]
-        targets = (self.Y[points][:, labels].toarray() / m[:, None]).T
-        first = self.n_nodes - 1 + start
-        self.reg_bias[first:first + len(labels)] = self._solve(g, points, m, np.minimum(targets, 1.0))
 
     def _tree(self) -> LabelTree:
         if self.entries:
@@ -202,7 +199,7 @@ def fit_arrays(features: sp.csr_matrix, relevance: sp.csr_matrix, config: XRegCo
     for t in range(config.trees):
         leaves = build_tree(vectors, config.leaf_size, config.seed + t)
         clustered = time.perf_counter()
-        trees.append(_TreeTrainer(features, relevance, leaves, config).train())
+        trees.append(TreeTrainer(features, relevance, leaves, config).train())
         say(f"tree {t + 1}/{config.trees}: depth {trees[-1].depth}, {len(trees[-1].entry_weight):,} weights "
             f"(clustering {clustered - started:.1f} s, regressors {time.perf_counter() - clustered:.1f} s)")
         started = time.perf_counter()
