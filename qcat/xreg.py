@@ -35,7 +35,7 @@ import numpy as np
 
 from qcat.bundle import Manifest, load_arrays, load_labels, load_vocabulary, save_lines, write_bundle
 from qcat.errors import BundleError, InputError
-from qcat.model import Predictions
+from qcat.model import Predictions, top_k
 from qcat.nb import normalized_tokens, query_features
 from qcat.taxonomy import Taxonomy
 
@@ -44,6 +44,7 @@ ARRAYS_FILE = "xreg.npz"
 VOCABULARY_FILE = "vocabulary.txt"
 LABELS_FILE = "labels.txt"
 BATCH = 4096
+DENSE_CELLS = 1 << 22  # (queries x labels) cells summed densely at once
 TREE_ARRAYS = ("leaf_indptr", "leaf_labels", "reg_bias", "keys", "key_ptr", "entry_offset", "entry_weight", "node_frac")
 
 
@@ -143,6 +144,7 @@ class LabelTree:
     entry_offset: np.ndarray  # int32: regressor within its group
     entry_weight: np.ndarray  # float32
     node_frac: np.ndarray  # float32 (nodes,): share of training points reaching each node
+    _bias: np.ndarray = field(default=None, repr=False, compare=False)  # (nodes, width), -inf pads
 
     @property
     def n_internal(self) -> int:
@@ -193,11 +195,18 @@ class LabelTree:
         cells = pair_of[inside] * width + offsets[inside]
         contributions = values[inside] * self.entry_weight[entries[inside]]
         out = np.bincount(cells, weights=contributions, minlength=pairs * width).reshape(pairs, width)
-        size = self.group_size(groups)
-        slot = np.arange(width)[None, :]
-        valid = slot < size[:, None]
-        bias = self.reg_bias[np.where(valid, self.group_start(groups)[:, None] + slot, 0)]
-        return np.where(valid, out + bias, -np.inf)
+        return out + self.bias_table()[groups, :width]
+
+    def bias_table(self) -> np.ndarray:
+        """Each group's regressor biases, padded with -inf to the widest group (cached)."""
+        if self._bias is None:
+            groups = np.arange(self.n_nodes)
+            width = max(2, self.leaf_width)
+            slot = np.arange(width)[None, :]
+            valid = slot < self.group_size(groups)[:, None]
+            index = np.where(valid, self.group_start(groups)[:, None] + slot, 0)
+            object.__setattr__(self, "_bias", np.where(valid, self.reg_bias[index].astype(np.float64), -np.inf))
+        return self._bias
 
     def beam_search(self, rows: Rows, beam: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Pointwise inference: (query, label, log probability) of every label in the P
@@ -384,20 +393,45 @@ class XRegModel:
     def relevance(self, rows: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(query, label, relevance) for every label some tree's beam reached: the trees'
         estimates averaged, 0 for a tree that did not reach it."""
+        query, label, prob = self._reached(rows)
+        key, inverse = np.unique(query * len(self.labels) + label, return_inverse=True)
+        return key // len(self.labels), key % len(self.labels), np.bincount(inverse, weights=prob)
+
+    def _reached(self, rows: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         found = [tree.beam_search(rows, self.beam) for tree in self.trees]
         query = np.concatenate([f[0] for f in found])
         label = np.concatenate([f[1] for f in found])
-        prob = np.exp(np.concatenate([f[2] for f in found])) / len(self.trees)
-        key, inverse = np.unique(query * len(self.labels) + label, return_inverse=True)
-        return key // len(self.labels), key % len(self.labels), np.bincount(inverse, weights=prob)
+        return query, label, np.exp(np.concatenate([f[2] for f in found])) / len(self.trees)
+
+    def top_relevance(self, rows: Rows, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The k most relevant labels of each row (``-1`` / 0 where fewer were reached).
+
+        With few labels (at most four times what the beams can reach per query) the trees'
+        estimates are summed into a dense ``(n, L)`` block, chunk by chunk, and ranked with
+        :func:`qcat.model.top_k`; otherwise the reached (query, label) pairs are sorted."""
+        n_labels = len(self.labels)
+        reachable = sum(self.beam * max(tree.leaf_width, 1) for tree in self.trees)
+        if n_labels > 4 * reachable:
+            return _top_per_query(*self.relevance(rows), rows.n, k)
+        labels = np.full((rows.n, k), -1, dtype=np.int32)
+        scores = np.zeros((rows.n, k), dtype=np.float32)
+        chunk = max(1, DENSE_CELLS // n_labels)
+        for start in range(0, rows.n, chunk):
+            part = rows.take(np.arange(start, min(start + chunk, rows.n)))
+            query, label, prob = self._reached(part)
+            dense = np.bincount(query * n_labels + label, weights=prob, minlength=part.n * n_labels)
+            top_labels, top_scores = top_k(dense.reshape(part.n, n_labels), k)
+            width = top_labels.shape[1]
+            labels[start:start + part.n, :width] = np.where(top_scores > 0, top_labels, -1)
+            scores[start:start + part.n, :width] = top_scores
+        return labels, scores
 
     def predict_rows(self, rows: Rows, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (labels, scores) of feature rows: XReg's relevance estimates, or with
         ``rerank`` XReg-t's ``exp(s_l)`` over the top ``shortlist`` labels."""
-        query, label, relevance = self.relevance(rows)
         if not self.rerank:
-            return _top_per_query(query, label, relevance, rows.n, k)
-        top_labels, top_scores = _top_per_query(query, label, relevance, rows.n, int(self.config.get("shortlist", 100)))
+            return self.top_relevance(rows, k)
+        top_labels, top_scores = self.top_relevance(rows, int(self.config.get("shortlist", 100)))
         query, slot = np.nonzero(top_labels >= 0)
         label = top_labels[query, slot].astype(np.int64)
         alpha = float(self.config.get("alpha", 0.8))

@@ -210,7 +210,7 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     hp.add_argument("--gamma", type=float, default=30.0, help="XReg-t: tail classifier gamma (default 30)")
     hp.add_argument("--shortlist", type=int, default=100, help="XReg-t: labels re-ranked per query (default 100)")
     hp.add_argument("--rerank", action="store_true", help="serve XReg-t (tail re-ranking) by default")
-    hp.add_argument("--prune", type=float, default=0.01, help="drop regressor weights with |w| below this (default 0.01)")
+    hp.add_argument("--prune", type=float, default=0.1, help="drop regressor weights with |w| below this (default 0.1)")
     hp.add_argument("--seed", type=int, default=0)
     xreg.set_defaults(run=run_train_xreg)
 

@@ -42,11 +42,10 @@ class XRegConfig:
     shortlist: int = 100  # XReg-t: labels re-ranked per query
     rerank: bool = False  # serve XReg-t instead of XReg
     seed: int = 0
-    prune: float = 0.01  # regressor weights with |w| below this are dropped (biases kept)
+    prune: float = 0.1  # regressor weights with |w| below this are dropped (biases kept)
     tail_prune: float = 0.001  # tail classifier means below this are dropped
-    tol: float = 0.01  # Newton stops at ‖g‖ <= tol ‖g0‖
-    max_newton: int = 20
-    max_cg: int = 30
+    eps: float = 0.1  # dual coordinate descent stops when no projected gradient exceeds this
+    max_iter: int = 20  # epochs of dual coordinate descent
     cost_scaling: str = "node"  # "node" (C·N per node, the authors' code) or "point"
 
     def __post_init__(self) -> None:
@@ -148,7 +147,7 @@ class TreeTrainer:
             scale = c.C * self.n_points / m.sum() if c.cost_scaling == "node" else c.C
             indptr, indices, data, columns = _local(self.X, points)
             weights = solve_batch(indptr, indices, data, len(columns), scale * m, np.ascontiguousarray(targets),
-                                  c.tol, c.max_newton, c.max_cg)
+                                  c.eps, c.max_iter)
             offset, local = np.nonzero(np.abs(weights[:, :-1]) >= c.prune)
             self.entries.append((g * self.n_features + columns[local].astype(np.int64), offset.astype(np.int32),
                                  weights[offset, local].astype(np.float32)))
