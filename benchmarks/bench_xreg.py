@@ -266,7 +266,34 @@ def scale_one(n_points: int, n_labels: int, n_features: int, test_points: int, t
             "weights": int(sum(len(t.entry_weight) for t in trees_)), "model MB": round(model.size_bytes() / 1e6, 1)}
 
 
+def plot_scale(results: list[dict], labels: int, predict_points: int, path: str) -> None:
+    """Train time against N (at ``labels`` labels) and predict time against L (at
+    ``predict_points`` points), as an SVG."""
+    import matplotlib
+
+    matplotlib.use("svg")
+    import matplotlib.pyplot as plt
+
+    done = [r for r in results if "train s" in r]
+    by_n = sorted((r["points"], r["train s"]) for r in done if r["labels"] == labels)
+    by_l = sorted((r["labels"], r["predict ms/q"]) for r in done if r["points"] == predict_points)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
+    left.plot(*zip(*by_n), marker="o")
+    left.set(xscale="log", xlabel="training points N", ylabel="train s (3 trees, 1 thread)",
+             title=f"train time vs N (L = {labels:,})")
+    right.plot(*zip(*by_l), marker="o")
+    right.set(xscale="log", xlabel="labels L", ylabel="predict ms / query", title=f"predict time vs L (N = {predict_points:,})")
+    for axis in (left, right):
+        axis.grid(alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path)
+
+
 def scale(args: argparse.Namespace) -> None:
+    if args.from_json:
+        results = [r for f in args.from_json.split(",") for r in json.loads(Path(f).read_text())]
+        plot_scale(results, args.labels, args.predict_points, args.plot)
+        return
     runs = [(int(n), int(args.labels)) for n in args.points.split(",")]
     runs += [(int(args.predict_points), int(l)) for l in args.predict_labels.split(",") if l]
     results = []
@@ -291,6 +318,8 @@ def scale(args: argparse.Namespace) -> None:
               f"{r.get('peak GB', '')} | {r.get('predict ms/q', '')} | {r.get('weights', '')} | {r.get('model MB', '')} |")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    if args.plot:
+        plot_scale(results, args.labels, args.predict_points, args.plot)
 
 
 def main() -> None:
@@ -307,6 +336,8 @@ def main() -> None:
     parser.add_argument("--features", type=int, default=200_000, help="scale: feature dimension D")
     parser.add_argument("--trees", type=int, default=3)
     parser.add_argument("--timeout", type=int, default=1800, help="scale: seconds per run")
+    parser.add_argument("--plot", default=None, help="scale: write the two curves to this SVG")
+    parser.add_argument("--from-json", default=None, help="scale: plot these comma-separated result files, run nothing")
     parser.add_argument("--scale-one", nargs=2, type=int, metavar=("N", "L"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.scale_one:
