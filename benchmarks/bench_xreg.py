@@ -103,6 +103,8 @@ class Problem:
 
 
 def run_xreg(problem: Problem, workdir: Path) -> dict[str, dict]:
+    from dataclasses import asdict
+
     from qcat.xreg import XRegModel
     from training.xreg.features import from_csr
     from training.xreg.trainer import XRegConfig, fit_arrays
@@ -112,7 +114,7 @@ def run_xreg(problem: Problem, workdir: Path) -> dict[str, dict]:
     trees, tail = fit_arrays(problem.X_train, problem.Y_train, config, progress=print)
     train_s = time.perf_counter() - started
     taxonomy = problem.dataset.taxonomy.subset(problem.label_ids)
-    model = XRegModel(tuple(problem.label_ids), taxonomy, problem.features, trees, tail, config=vars(config) | {}, metrics={})
+    model = XRegModel(tuple(problem.label_ids), taxonomy, problem.features, trees, tail, config=asdict(config), metrics={})
     model.save(workdir / "xreg")
     size = directory_size(workdir / "xreg")
     rows = from_csr(problem.X_test)
@@ -238,7 +240,7 @@ def demo(args: argparse.Namespace) -> None:
 
 def scale_one(n_points: int, n_labels: int, n_features: int, test_points: int, trees: int) -> dict:
     """Generate, train and predict once; returns times and this process's peak memory."""
-    from qcat.xreg import TailClassifiers  # noqa: F401  (serving side, numpy only)
+    from qcat.xreg import TfidfFeatures, XRegModel
     from training.xreg.features import from_csr
     from training.xreg.synthetic import generate
     from training.xreg.trainer import XRegConfig, fit_arrays
@@ -250,9 +252,7 @@ def scale_one(n_points: int, n_labels: int, n_features: int, test_points: int, t
     started = time.perf_counter()
     trees_, tail = fit_arrays(X[:n_points], Y[:n_points], config, progress=lambda m: print("   ", m, flush=True))
     train_s = time.perf_counter() - started
-    from qcat.xreg import XRegModel, TfidfFeatures
-
-    features = TfidfFeatures(tuple(), np.ones(n_features, np.float32))
+    features = TfidfFeatures(tuple(), np.ones(n_features, np.float32))  # rows are given, never text
     model = XRegModel(labels=tuple(map(str, range(n_labels))), taxonomy=None, features=features, trees=trees_,
                       tail=tail, config={"beam": config.beam}, metrics={})
     rows = from_csr(X[n_points:])
@@ -262,7 +262,7 @@ def scale_one(n_points: int, n_labels: int, n_features: int, test_points: int, t
     predict_ms = 1000 * (time.perf_counter() - started) / rows.n
     return {"points": n_points, "labels": n_labels, "features": n_features, "trees": trees,
             "generate s": round(generated, 1), "train s": round(train_s, 1), "predict ms/q": round(predict_ms, 3),
-            "peak GB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6, 2),
+            "peak GiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2),  # Linux: KiB
             "weights": int(sum(len(t.entry_weight) for t in trees_)), "model MB": round(model.size_bytes() / 1e6, 1)}
 
 
@@ -311,11 +311,11 @@ def scale(args: argparse.Namespace) -> None:
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if lines:
             results.append(json.loads(lines[-1]))
-    print("| points N | labels L | trees | train s | peak GB | predict ms/q | weights | model MB |")
+    print("| points N | labels L | trees | train s | peak GiB | predict ms/q | weights | model MB |")
     print("|---|---|---|---|---|---|---|---|")
     for r in results:
         print(f"| {r['points']:,} | {r['labels']:,} | {r.get('trees', '')} | {r.get('train s', 'timeout')} | "
-              f"{r.get('peak GB', '')} | {r.get('predict ms/q', '')} | {r.get('weights', '')} | {r.get('model MB', '')} |")
+              f"{r.get('peak GiB', '')} | {r.get('predict ms/q', '')} | {r.get('weights', '')} | {r.get('model MB', '')} |")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     if args.plot:
