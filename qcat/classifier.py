@@ -19,6 +19,7 @@ from qcat.taxonomy import Taxonomy
 BACKENDS = {
     "nb": "qcat.nb:NaiveBayesModel",
     "xmlq": "qcat.xmlq:XMLQModel",
+    "xreg": "qcat.xreg:XRegModel",
     "hybrid": "qcat.hybrid:HybridModel",
 }
 MODEL_ENV = "QCAT_MODEL"
@@ -82,8 +83,8 @@ class Classifier:
     @classmethod
     def load(cls, directory: str | Path | None = None, backend: str | None = None,
              cutoff: int | None = None) -> "Classifier":
-        """Load a bundle; ``backend`` (nb, xmlq or hybrid) and ``cutoff`` pick how a hybrid
-        bundle answers, and must agree with any other bundle."""
+        """Load a bundle; ``backend`` (nb, xmlq, xreg or hybrid) and ``cutoff`` pick how a
+        hybrid bundle answers, and must agree with any other bundle."""
         directory = Path(directory) if directory is not None else default_model_dir()
         manifest = read_manifest(directory)
         model = model_from_manifest(manifest)

@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from qcat.errors import EmptyQueryError, QcatError
+from qcat.errors import EmptyQueryError, InputError, QcatError
 
 # command -> (module with main(command, argv), one-line help)
 DELEGATED = {
     "data": ("training.cli", "click logs: ingest, simulate, build the demo corpus"),
-    "train": ("training.cli", "train a model bundle (nb)"),
+    "train": ("training.cli", "train a model bundle (nb, xmlq, xreg, hybrid)"),
     "evaluate": ("evaluation.cli", "score models on a corpus split; write a head/torso/tail report"),
     "golden": ("evaluation.golden.cli", "golden-data search harness: generate, import, evaluate (baseline vs target)"),
     "db": ("judging_app.cli", "judging store migrations: upgrade, downgrade, current"),
@@ -29,8 +29,16 @@ DELEGATED = {
 BATCH = 2048
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors (a bad number, a missing option) are one line,
+    ``qcat: error: PROG: MESSAGE``, exit status 2, like every other user error."""
+
+    def error(self, message: str):
+        raise InputError(f"{self.prog}: {message}")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="qcat", description="Categorize e-commerce search queries into leaf categories.")
+    parser = ArgumentParser(prog="qcat", description="Categorize e-commerce search queries into leaf categories.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     classify = commands.add_parser("classify", help="classify queries (arguments, or one per line on stdin)")
@@ -39,14 +47,26 @@ def build_parser() -> argparse.ArgumentParser:
     classify.add_argument("-k", type=int, default=5, help="number of categories per query (default 5)")
     classify.add_argument("--json", action="store_true", help="one JSON object per query")
     classify.add_argument("--explain", action="store_true", help="say which model answered and why")
-    classify.add_argument("--backend", choices=("nb", "xmlq", "hybrid"), default=None,
-                          help="with a hybrid bundle: answer with one part only, or route by length (default)")
+    classify.add_argument("--backend", choices=("nb", "xmlq", "xreg", "hybrid"), default=None,
+                          help="the bundle's backend, or with a hybrid bundle: answer with one part only, "
+                               "or route by length (default)")
     classify.add_argument("--cutoff", type=int, choices=(1, 2, 3, 4), default=None,
                           help="with a hybrid bundle: queries of at most this many tokens go to NB (default: the bundle's)")
 
     info = commands.add_parser("info", help="show a model bundle's manifest summary (and verify it)")
     info.add_argument("model", type=Path, metavar="MODEL_DIR")
     info.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
+
+    labelwise = commands.add_parser("labelwise", help="the queries of a file most relevant to a category (XReg labelwise inference)")
+    labelwise.add_argument("category", metavar="CATEGORY", help="a category id or an 'A > B > C' path")
+    labelwise.add_argument("--queries", type=Path, required=True, metavar="FILE", help="candidate queries, one per line")
+    labelwise.add_argument("-n", type=int, default=10, help="number of queries to return (default 10)")
+    labelwise.add_argument("--model", type=Path, default=None,
+                           help="an xreg bundle, or a hybrid with an xreg part (default: $QCAT_MODEL or the demo model)")
+    labelwise.add_argument("--factor", type=float, default=None,
+                           help="F: each tree node keeps F x (its share of training points) of the queries "
+                                "(default: the bundle's, 4)")
+    labelwise.add_argument("--json", action="store_true", help="one JSON object with the ranked queries")
 
     for name, (_, help_text) in DELEGATED.items():
         commands.add_parser(name, help=help_text, add_help=False)
@@ -62,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command == "classify":
             return run_classify(args)
+        if args.command == "labelwise":
+            return run_labelwise(args)
         return run_info(args)
     except QcatError as exc:
         print(f"qcat: error: {exc}", file=sys.stderr)
@@ -133,6 +155,66 @@ def print_result(result, classifier, args: argparse.Namespace) -> None:
             print(f"  # {line}")
     for rank, category in enumerate(result.categories, start=1):
         print(f"  {rank:>2}. {category.score:.3f}  {category.id:<10} {category.path}")
+
+
+def read_query_file(path: Path) -> tuple[list[str], list[int]]:
+    """Queries of a file, one per line, with their line numbers; lines empty after
+    normalization are skipped and reported on stderr."""
+    from qcat.errors import InputError
+    from qcat.normalize import tokenize
+
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise InputError(f"queries file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read queries file {path}: {exc}") from None
+    queries, numbers, empty = [], [], []
+    for number, line in enumerate(lines, start=1):
+        if tokenize(line):
+            queries.append(line)
+            numbers.append(number)
+        else:
+            empty.append(number)
+    if not queries:
+        raise InputError(f"queries file {path} holds no query (every line is empty after normalization)")
+    if empty:
+        print(f"qcat: skipped {len(empty)} line(s) of {path} empty after normalization "
+              f"(line {', '.join(map(str, empty[:5]))}{', ...' if len(empty) > 5 else ''})", file=sys.stderr)
+    return queries, numbers
+
+
+def run_labelwise(args: argparse.Namespace) -> int:
+    from qcat.classifier import default_model_dir, load_model
+    from qcat.errors import InputError
+
+    if args.n < 1:
+        raise InputError(f"-n must be at least 1, got {args.n}")
+    if args.factor is not None and not args.factor > 0:
+        raise InputError(f"--factor must be positive, got {args.factor}")
+    directory = args.model or default_model_dir()
+    model = load_model(directory)
+    if model.backend == "hybrid" and model.long.backend == "xreg":
+        model = model.long
+    if model.backend != "xreg":
+        raise InputError(f"{directory} is a {model.backend} model: labelwise inference needs an xreg bundle "
+                         f"(or a hybrid with an xreg part)")
+    category = model.taxonomy.resolve(args.category)
+    if category is None or category not in model.labels:
+        raise InputError(f"category {args.category!r} is not one of the {len(model.labels):,} categories of {directory}")
+    queries, numbers = read_query_file(args.queries)
+    factor = args.factor if args.factor is not None else float(model.config.get("factor", 4.0))
+    ranked = model.labelwise(category, queries, args.n, factor)
+    path = model.taxonomy.path_of(category)
+    if args.json:
+        print(json.dumps({"category": category, "path": path, "queries": [
+            {"query": queries[i], "line": numbers[i], "score": round(score, 6)} for i, score in ranked]},
+            ensure_ascii=False))
+        return 0
+    print(f"{category}  {path}  [xreg labelwise, F={factor:g}, {len(queries):,} queries]")
+    for rank, (i, score) in enumerate(ranked, start=1):
+        print(f"  {rank:>2}. {score:.3f}  {queries[i]}")
+    return 0
 
 
 def run_info(args: argparse.Namespace) -> int:

@@ -12,7 +12,9 @@ from qcat.errors import InputError
 
 
 def main(command: str, argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog=f"qcat {command}")
+    from qcat.cli import ArgumentParser
+
+    parser = ArgumentParser(prog=f"qcat {command}")
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     if command == "data":
         _add_data_commands(sub)
@@ -196,9 +198,28 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     snm.add_argument("--snm-phi", choices=("hinge", "logistic"), default="hinge")
     xmlq.set_defaults(run=run_train_xmlq)
 
-    hybrid = sub.add_parser("hybrid", help="combine an NB and an XML-Q bundle by query length (eBay §3.1)")
+    xreg = sub.add_parser("xreg", help="train XReg (label trees of relevance-weighted regressors, WSDM 2020)")
+    _add_data_source(xreg)
+    hp = xreg.add_argument_group("XReg hyperparameters (defaults: the paper's)")
+    hp.add_argument("--trees", type=int, default=3, help="T: trees in the ensemble (default 3)")
+    hp.add_argument("--beam", type=int, default=10, help="P: beam width of pointwise inference (default 10)")
+    hp.add_argument("--leaf-size", type=int, default=100, help="M: most labels in a leaf (default 100)")
+    hp.add_argument("--C", dest="C", type=float, default=10.0, help="C: regressor cost (default 10)")
+    hp.add_argument("--factor", type=float, default=4.0, help="F: labelwise inference factor (default 4)")
+    hp.add_argument("--alpha", type=float, default=0.8, help="XReg-t: weight of the XReg score (default 0.8)")
+    hp.add_argument("--gamma", type=float, default=30.0, help="XReg-t: tail classifier gamma (default 30)")
+    hp.add_argument("--shortlist", type=int, default=100, help="XReg-t: labels re-ranked per query (default 100)")
+    hp.add_argument("--rerank", action="store_true", help="serve XReg-t (tail re-ranking) by default")
+    hp.add_argument("--prune", type=float, default=0.1, help="drop regressor weights with |w| below this (default 0.1)")
+    hp.add_argument("--seed", type=int, default=0)
+    xreg.set_defaults(run=run_train_xreg)
+
+    hybrid = sub.add_parser("hybrid", help="combine an NB bundle with an XML-Q or XReg bundle by query length (eBay §3.1)")
     hybrid.add_argument("--nb", type=Path, required=True, help="NB model bundle")
-    hybrid.add_argument("--xmlq", type=Path, required=True, help="XML-Q model bundle")
+    hybrid.add_argument("--long-backend", choices=("xmlq", "xreg"), default="xmlq",
+                        help="the model for queries longer than the cutoff (default xmlq, the paper's)")
+    hybrid.add_argument("--xmlq", type=Path, default=None, help="XML-Q model bundle (with --long-backend xmlq)")
+    hybrid.add_argument("--xreg", type=Path, default=None, help="XReg model bundle (with --long-backend xreg)")
     hybrid.add_argument("--cutoff", type=int, choices=(1, 2, 3, 4), default=1,
                         help="queries of at most this many tokens go to NB (default 1, the paper's)")
     hybrid.add_argument("--out", type=Path, required=True)
@@ -289,6 +310,38 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_train_xreg(args: argparse.Namespace) -> int:
+    from evaluation.predict import evaluate_pr
+    from training.xreg.trainer import XRegConfig, fit
+
+    started = time.perf_counter()
+    try:
+        config = XRegConfig(trees=args.trees, beam=args.beam, leaf_size=args.leaf_size, C=args.C, factor=args.factor,
+                            alpha=args.alpha, gamma=args.gamma, shortlist=args.shortlist, rerank=args.rerank,
+                            prune=args.prune, seed=args.seed)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    dataset, source = load_dataset(args)
+    print(f"dataset: {len(dataset.table.queries):,} queries, {len(dataset.table):,} pairs, "
+          f"{len(dataset.table.categories):,} categories ({time.perf_counter() - started:.1f} s)")
+    model = fit(dataset, config, progress=lambda message: print("  " + message))
+    model.config["data"] = source
+    for name, rerank in (("xreg", False), ("xreg-t", True)):
+        scored = model.with_options(rerank=rerank)
+        model.metrics[f"validation_{name}"] = evaluate_pr(scored, dataset.validation)
+        model.metrics[f"test_{name}"] = evaluate_pr(scored, dataset.test)
+    model.save(args.out)
+    size = sum(f.stat().st_size for f in args.out.iterdir() if f.is_file())
+    print(f"{len(model.labels):,} labels, {model.features.dimension:,} features, {model.metrics['weights']:,} weights "
+          f"(|w| >= {config.prune:g}), bundle {size / 1e6:.1f} MB")
+    for name in ("xreg", "xreg-t"):
+        print(f"{name:<7} validation {json.dumps(model.metrics[f'validation_{name}'])}  "
+              f"test {json.dumps(model.metrics[f'test_{name}'])}")
+    print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s"
+          f" (serving {'XReg-t' if config.rerank else 'XReg'} by default)")
+    return 0
+
+
 def multi_worker_strategy():
     """MultiWorkerMirroredStrategy from $TF_CONFIG (created before any other TensorFlow op,
     as TensorFlow requires)."""
@@ -350,18 +403,26 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     from qcat.errors import QcatError
     from qcat.hybrid import HybridModel
 
-    nb, xmlq = load_model(args.nb), load_model(args.xmlq)
-    for name, model, path in (("--nb", nb, args.nb), ("--xmlq", xmlq, args.xmlq)):
+    long_name = args.long_backend
+    long_path = getattr(args, long_name)
+    if long_path is None:
+        raise InputError(f"--long-backend {long_name} needs --{long_name} DIR")
+    other = "xreg" if long_name == "xmlq" else "xmlq"
+    if getattr(args, other) is not None:
+        raise InputError(f"--{other} is not used with --long-backend {long_name}")
+    nb, long = load_model(args.nb), load_model(long_path)
+    for name, model, path in (("--nb", nb, args.nb), (f"--{long_name}", long, long_path)):
         if model.backend != name[2:]:
             raise InputError(f"{name} {path} is a {model.backend} bundle")
     try:
-        taxonomy = nb.taxonomy.merge(xmlq.taxonomy)
+        taxonomy = nb.taxonomy.merge(long.taxonomy)
     except QcatError as exc:
-        raise InputError(f"{args.nb} and {args.xmlq} were trained on different taxonomies: {exc}") from None
-    hybrid = HybridModel(nb=nb, xmlq=xmlq, cutoff=args.cutoff, taxonomy=taxonomy,
-                         config={"nb": str(args.nb), "xmlq": str(args.xmlq)}, metrics={})
+        raise InputError(f"{args.nb} and {long_path} were trained on different taxonomies: {exc}") from None
+    hybrid = HybridModel(nb=nb, long=long, cutoff=args.cutoff, taxonomy=taxonomy,
+                         config={"nb": str(args.nb), long_name: str(long_path)}, metrics={})
     hybrid.save(args.out)
-    print(f"wrote hybrid {args.out} (cutoff {args.cutoff}: NB for queries of at most {args.cutoff} token(s))")
+    print(f"wrote hybrid {args.out} (cutoff {args.cutoff}: NB for queries of at most {args.cutoff} token(s), "
+          f"{long_name} for longer ones)")
     return 0
 
 

@@ -1,0 +1,1 @@
+"""XReg training: tf-idf features, relevance weights, label trees, node regressors."""

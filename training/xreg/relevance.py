@@ -1,0 +1,39 @@
+"""Relevance weights of (query, category) pairs for XReg (§4.2).
+
+The relevance of a pair is its click-through rate, clicks / impressions (where the log has
+no impressions: clicks / the query's demand, i.e. its click share). XReg normalizes
+relevance weights to [0, 1] by dividing by their maximum value, one global maximum: §4.2
+says "all the relevance weights are normalized ... by dividing by its maximum value" and
+notes that click-through rates are already probabilities, so for CTRs this only rescales
+when no pair reaches 1 (on the demo corpus the maximum is 1, so it changes nothing). We do
+not normalize per query: that would turn a query whose best category draws 5% of its
+searches into one whose best category is certainly relevant.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from training.clicktable import ClickTable
+
+
+def pair_relevance(table: ClickTable) -> np.ndarray:
+    """CTR of every pair, divided by the largest CTR of the table."""
+    demand = np.where(table.impressions > 0, table.impressions, table.query_impressions[table.pair_query])
+    ctr = np.minimum(table.clicks / demand, 1.0)
+    top = ctr.max() if len(ctr) else 1.0
+    return ctr / top if top > 0 else ctr
+
+
+def relevance_matrix(table: ClickTable, columns: np.ndarray | None = None) -> sp.csr_matrix:
+    """``(queries, labels)`` relevance; ``columns`` maps each category index of the table to
+    a label column (-1: dropped), default the identity."""
+    values = pair_relevance(table)
+    cols = table.pair_category.astype(np.int64) if columns is None else columns[table.pair_category]
+    keep = cols >= 0
+    width = len(table.categories) if columns is None else int(columns.max()) + 1
+    matrix = sp.csr_matrix((values[keep], (table.pair_query[keep], cols[keep])), shape=(len(table.queries), width))
+    matrix.sum_duplicates()
+    matrix.sort_indices()
+    return matrix
