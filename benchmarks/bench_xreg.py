@@ -101,6 +101,19 @@ class Problem:
 
 # -- the models --------------------------------------------------------------------------
 
+PREDICT_RUNS = 3
+
+
+def best_of(predict, n_rows: int):
+    """``predict()``'s result and its best time in ms per row over PREDICT_RUNS runs: the
+    first run pays one-off costs (page faults, caches) that a serving process pays once."""
+    best = float("inf")
+    for _ in range(PREDICT_RUNS):
+        started = time.perf_counter()
+        result = predict()
+        best = min(best, time.perf_counter() - started)
+    return result, 1000 * best / n_rows
+
 
 def run_xreg(problem: Problem, workdir: Path) -> dict[str, dict]:
     from dataclasses import asdict
@@ -121,9 +134,7 @@ def run_xreg(problem: Problem, workdir: Path) -> dict[str, dict]:
     results = {}
     for name, rerank in (("XReg", False), ("XReg-t", True)):
         scored = model.with_options(rerank=rerank)
-        started = time.perf_counter()
-        labels, scores = scored.predict_rows(rows, K)
-        predict_ms = 1000 * (time.perf_counter() - started) / rows.n
+        (labels, scores), predict_ms = best_of(lambda: scored.predict_rows(rows, K), rows.n)
         results[name] = problem.score(labels, scores) | {"train s": train_s, "predict ms/q": predict_ms, "size MB": size}
         print(name, json.dumps(results[name]))
     return results
@@ -154,11 +165,10 @@ def run_omikuji(problem: Problem, workdir: Path) -> dict:
     scores = np.zeros((X.shape[0], K))
     pairs = [list(zip(X.indices[X.indptr[i]:X.indptr[i + 1]].tolist(), X.data[X.indptr[i]:X.indptr[i + 1]].tolist()))
              for i in range(X.shape[0])]
-    started = time.perf_counter()
-    for i, features in enumerate(pairs):
-        for j, (label, score) in enumerate(model.predict(features, beam_size=10, top_k=K)):
+    predicted, predict_ms = best_of(lambda: [model.predict(f, beam_size=10, top_k=K) for f in pairs], X.shape[0])
+    for i, row in enumerate(predicted):
+        for j, (label, score) in enumerate(row):
             labels[i, j], scores[i, j] = label, score
-    predict_ms = 1000 * (time.perf_counter() - started) / X.shape[0]
     return problem.score(labels, scores) | {"train s": train_s, "predict ms/q": predict_ms,
                                             "size MB": directory_size(workdir / "omikuji")}
 
@@ -172,9 +182,7 @@ def run_napkinxc(problem: Problem, workdir: Path) -> dict:
     started = time.perf_counter()
     model.fit(problem.X_train, Y)
     train_s = time.perf_counter() - started
-    started = time.perf_counter()
-    predicted = model.predict_proba(problem.X_test, top_k=K)
-    predict_ms = 1000 * (time.perf_counter() - started) / problem.X_test.shape[0]
+    predicted, predict_ms = best_of(lambda: model.predict_proba(problem.X_test, top_k=K), problem.X_test.shape[0])
     labels = np.full((len(predicted), K), -1, dtype=np.int64)
     scores = np.zeros((len(predicted), K))
     for i, row in enumerate(predicted):

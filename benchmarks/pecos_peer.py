@@ -30,9 +30,12 @@ def main(workdir: Path) -> None:
     model = XLinearModel.train(X, Y, C=cluster_chain, threads=1)
     train_s = time.perf_counter() - started
     model.save(str(workdir / "pecos"))
-    started = time.perf_counter()
-    predicted = model.predict(X_test, beam_size=10, only_topk=K, threads=1).tocsr()
-    predict_ms = 1000 * (time.perf_counter() - started) / X_test.shape[0]
+    best = float("inf")
+    for _ in range(3):  # best of 3, as bench_xreg.py times every model
+        started = time.perf_counter()
+        predicted = model.predict(X_test, beam_size=10, only_topk=K, threads=1).tocsr()
+        best = min(best, time.perf_counter() - started)
+    predict_ms = 1000 * best / X_test.shape[0]
     labels = np.full((X_test.shape[0], K), -1, dtype=np.int64)
     scores = np.zeros((X_test.shape[0], K))
     for i in range(X_test.shape[0]):
