@@ -24,6 +24,7 @@ from qcat.bundle import Manifest, load_arrays, load_labels, load_lines, load_voc
 from qcat.errors import BundleError, EmptyQueryError
 from qcat.model import Predictions, top_k
 from qcat.normalize import tokenize
+from qcat.sparse_rows import ranges
 from qcat.taxonomy import Taxonomy
 
 BACKEND = "nb"
@@ -122,9 +123,7 @@ class NaiveBayesModel:
             query_of_feature = np.repeat(np.arange(len(ids_per_query)), counts)
             starts = self.feature_indptr[feature_ids]
             lengths = self.feature_indptr[feature_ids + 1] - starts
-            # Flat positions of every (feature, label) entry the batch touches.
-            offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-            entries = np.repeat(starts, lengths) + offsets
+            entries = ranges(starts, lengths)  # every (feature, label) entry the batch touches
             cells = np.repeat(query_of_feature, lengths) * n_labels + self.feature_labels[entries]
             out = out + np.bincount(cells, weights=self.feature_delta[entries], minlength=out.size).reshape(out.shape)
         return out

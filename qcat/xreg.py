@@ -37,6 +37,7 @@ from qcat.bundle import Manifest, load_arrays, load_labels, load_vocabulary, sav
 from qcat.errors import BundleError, InputError
 from qcat.model import Predictions, top_k
 from qcat.nb import normalized_tokens, query_features
+from qcat.sparse_rows import Rows, ranges
 from qcat.taxonomy import Taxonomy
 
 BACKEND = "xreg"
@@ -49,35 +50,6 @@ TREE_ARRAYS = ("leaf_indptr", "leaf_labels", "reg_bias", "keys", "key_ptr", "ent
 
 
 # -- features --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Rows:
-    """A batch of sparse feature rows in CSR form."""
-
-    indptr: np.ndarray  # int64 (n + 1,)
-    indices: np.ndarray  # int64
-    data: np.ndarray  # float64
-
-    @property
-    def n(self) -> int:
-        return len(self.indptr) - 1
-
-    def take(self, rows: np.ndarray) -> "Rows":
-        starts, ends = self.indptr[rows], self.indptr[rows + 1]
-        positions = _ranges(starts, ends - starts)
-        return Rows(np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int64),
-                    self.indices[positions], self.data[positions])
-
-
-def _ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """``concatenate([arange(s, s + n) for s, n in zip(starts, lengths)])``, vectorized."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return np.repeat(np.asarray(starts, dtype=np.int64), lengths) + offsets
 
 
 @dataclass(frozen=True)
@@ -177,18 +149,10 @@ class LabelTree:
         """``w·x + b`` of every regressor of ``groups[p]`` for query ``queries[p]``:
         ``(pairs, width)``, ``-inf`` past a group's size."""
         pairs = len(queries)
-        starts, ends = rows.indptr[queries], rows.indptr[queries + 1]
-        lengths = ends - starts
-        positions = _ranges(starts, lengths)
-        pair_of = np.repeat(np.arange(pairs, dtype=np.int64), lengths)
-        wanted = np.repeat(groups.astype(np.int64), lengths) * self.n_features + rows.indices[positions]
-        where = np.searchsorted(self.keys, wanted)
-        found = where < len(self.keys)
-        found[found] = self.keys[where[found]] == wanted[found]
-        where, pair_of, values = where[found], pair_of[found], rows.data[positions[found]]
+        pair_of, values, where = rows.keyed_lookup(queries, groups, self.n_features, self.keys)
         entry_starts = self.key_ptr[where]
         entry_counts = self.key_ptr[where + 1] - entry_starts
-        entries = _ranges(entry_starts, entry_counts)
+        entries = ranges(entry_starts, entry_counts)
         pair_of, values = np.repeat(pair_of, entry_counts), np.repeat(values, entry_counts)
         offsets = self.entry_offset[entries]
         inside = offsets < width  # a caller may ask for the first ``width`` regressors only
@@ -313,15 +277,8 @@ class TailClassifiers:
 
     def log_prob(self, rows: Rows, queries: np.ndarray, labels: np.ndarray, gamma: float) -> np.ndarray:
         """``log P_tail(l | x) = -log(1 + exp(γ/2 ‖x - μ_l‖²))`` for each (query, label) pair."""
-        starts, ends = rows.indptr[queries], rows.indptr[queries + 1]
-        lengths = ends - starts
-        positions = _ranges(starts, lengths)
-        pair_of = np.repeat(np.arange(len(queries), dtype=np.int64), lengths)
-        wanted = np.repeat(labels.astype(np.int64), lengths) * self.n_features + rows.indices[positions]
-        where = np.minimum(np.searchsorted(self.keys, wanted), max(len(self.keys) - 1, 0))
-        hit = self.keys[where] == wanted if len(self.keys) else np.zeros(len(wanted), bool)
-        dots = np.bincount(pair_of[hit], weights=rows.data[positions[hit]] * self.values[where[hit]],
-                           minlength=len(queries))
+        pair_of, values, where = rows.keyed_lookup(queries, labels, self.n_features, self.keys)
+        dots = np.bincount(pair_of, weights=values * self.values[where], minlength=len(queries))
         x_sq = np.bincount(np.repeat(np.arange(rows.n), np.diff(rows.indptr)), weights=rows.data ** 2, minlength=rows.n)
         distance = np.maximum(x_sq[queries] + self.sq_norm[labels] - 2.0 * dots, 0.0)
         return -np.logaddexp(0.0, 0.5 * gamma * distance)

@@ -11,7 +11,8 @@ import pytest
 import scipy.sparse as sp
 
 from qcat.errors import BundleError
-from qcat.xreg import LabelTree, Rows, XRegModel
+from qcat.sparse_rows import Rows
+from qcat.xreg import LabelTree, XRegModel
 from training.xreg.features import from_csr
 from training.xreg.solver import solve_batch
 from training.xreg.synthetic import generate

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from evaluation.report_files import clean_json
+from qcat.errors import InputError
 
 DEFAULT_OUT = Path("qcat-golden-report")
 
@@ -31,7 +32,6 @@ def load_golden_source(source: str, args: argparse.Namespace):
     """Golden data from a file, or (``--golden-session``) from a judging store."""
     if args.golden_session is not None or args.format == "sql":
         from judging_app.export import golden_from_store
-        from qcat.errors import InputError
 
         if args.golden_session is None:
             raise InputError("--format sql reads a judging store: give --golden-session SESSION")
@@ -119,8 +119,6 @@ def run_generate(args: argparse.Namespace, say) -> int:
 
 
 def _positive(value: int, flag: str) -> int:
-    from qcat.errors import InputError
-
     if value < 1:
         raise InputError(f"{flag} must be positive, got {value}")
     return value
@@ -147,17 +145,17 @@ def run_evaluate(args: argparse.Namespace, say) -> int:
     )
     corpus = Corpus.open(args.corpus)
     if args.golden_session is not None and args.golden is None:
-        from qcat.errors import InputError
-
         raise InputError("--golden-session needs --golden: the judging store's URL or SQLite file")
     golden = load_golden_source(args.golden, args) if args.golden else None
+    catalog, taxonomy = corpus.catalog(), corpus.taxonomy()
     demand = None if args.no_demand and golden is not None else log_demand(corpus, args.period)
     if golden is None:
         say("no --golden given: simulating golden judgments for the demo corpus's queries")
-        golden = generate_demo_golden(corpus, demand, DemoGoldenConfig(per_segment=args.per_segment, seed=args.seed))
+        golden = generate_demo_golden(corpus, demand, DemoGoldenConfig(per_segment=args.per_segment, seed=args.seed),
+                                      catalog, taxonomy)
         demand = None if args.no_demand else demand
     say(golden.report.format())
-    report = golden_evaluate(golden, args.baseline, args.target, corpus.catalog(), corpus.taxonomy(), demand, config,
+    report = golden_evaluate(golden, args.baseline, args.target, catalog, taxonomy, demand, config,
                              names, progress=say)
     report["seconds"]["end_to_end"] = round(time.perf_counter() - started, 2)
     written = write_report_files(report, args.out, draw_all(report), render_markdown, render_html)

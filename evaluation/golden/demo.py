@@ -30,6 +30,8 @@ from evaluation.golden.search import MiniSearch, SearchConfig
 from evaluation.segments import SEGMENTS
 from qcat.errors import InputError
 from qcat.normalize import normalize, tokenize
+from qcat.taxonomy import Taxonomy
+from training.catalog import Catalog
 from training.corpus import Corpus
 
 SIMULATED_JUDGE = "simulator"
@@ -61,11 +63,14 @@ def load_intents(corpus: Corpus) -> dict[str, tuple[str, str]]:
     return intents
 
 
-def generate_demo_golden(corpus: Corpus, demand: Demand, config: DemoGoldenConfig = DemoGoldenConfig()) -> GoldenSet:
+def generate_demo_golden(corpus: Corpus, demand: Demand, config: DemoGoldenConfig = DemoGoldenConfig(),
+                         catalog: Catalog | None = None, taxonomy: Taxonomy | None = None) -> GoldenSet:
+    """Simulated judgments; pass the corpus's ``catalog`` and ``taxonomy`` if already loaded."""
     intents = load_intents(corpus)
     sets = sample_query_sets(np.array(list(intents), dtype=object), demand, config.per_segment, config.seed)
     queries = [q for segment in SEGMENTS for q in sets.queries[segment].tolist()]  # the latest log's queries
-    catalog, taxonomy = corpus.catalog(), corpus.taxonomy()
+    catalog = catalog if catalog is not None else corpus.catalog()
+    taxonomy = taxonomy if taxonomy is not None else corpus.taxonomy()
     everything = build_inventory(catalog, taxonomy, catalog.listing_id, sample_fraction=0.0)
     search = MiniSearch(everything, SearchConfig(top_n=config.pool_depth, candidates=config.candidates))
     token_lists = [tokenize(q) for q in queries]

@@ -10,7 +10,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from qcat.nb import query_features
-from qcat.xreg import Rows, TfidfFeatures
+from qcat.sparse_rows import Rows
+from qcat.xreg import TfidfFeatures
 
 
 def fit_tfidf(queries: Sequence[str]) -> TfidfFeatures:
