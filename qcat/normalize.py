@@ -1,6 +1,7 @@
-"""The one query normalizer used by every trainer and by serving.
+"""The one query normalizer used by the simulator, every trainer and serving.
 
-NFKC, lower case, drop characters that are not letters, digits (or combining marks,
+Drop the marks that shoppers never type (``™ ® © ℠``: NFKC would turn "Rocketfish™" into
+``rocketfishtm``), NFKC, lower case, drop characters that are not letters, digits (or combining marks,
 which belong to the letter before them) or the in-word characters ``' & - .``,
 collapse white space and split on it. An in-word character survives only between
 two letters/digits: ``at&t`` and ``9-10yrs`` stay whole, ``rock & roll`` loses its
@@ -14,6 +15,8 @@ import unicodedata
 
 IN_WORD = "'&-."
 _ASCII_DROP = re.compile(r"[^a-z0-9'&.\-]+")
+# Trade marks and copyright signs: part of real titles, never of what shoppers type.
+_UNTYPED_MARKS = re.compile("[\u2122\u00ae\u00a9\u2120]")
 _STRAY_IN_WORD = re.compile(r"(?<![^\W_])['&.\-]|['&.\-](?![^\W_])")
 
 
@@ -23,7 +26,7 @@ def _keep(ch: str) -> bool:
 
 def tokenize(query: str) -> list[str]:
     """Normalize ``query`` and return its tokens (possibly none)."""
-    text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", query).lower())
+    text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", _UNTYPED_MARKS.sub(" ", query)).lower())
     if text.isascii():
         text = _ASCII_DROP.sub(" ", text)
     else:

@@ -16,7 +16,8 @@ from qcat.normalize import IN_WORD, normalize, tokenize
         ("9-10yrs 1.5' cable", "9-10yrs 1.5 cable"),
         ("King's  poster-bed.", "king's poster-bed"),
         ("ＦＵＬＬ　ＷＩＤＴＨ", "full width"),  # NFKC folds full-width forms
-        ("Rocketfish™ - USB", "rocketfishtm usb"),  # ™ is NFKC 'TM'
+        ("Rocketfish™ - USB", "rocketfish usb"),  # trade marks are dropped, not NFKC's 'TM'
+        ("Apple®iPhone® 4 ©2011", "apple iphone 4 2011"),
         ("--", ""),
         ("a--b", "a b"),
         ("under_score", "under score"),

@@ -14,6 +14,7 @@ from qcat.errors import InputError
 from qcat.taxonomy import Taxonomy, from_paths
 
 REQUIRED_COLUMNS = ("listing_id", "title", "category_path")
+OTHER_LEAF = "Other"
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,21 @@ class Catalog:
     def taxonomy(self) -> Taxonomy:
         """The tree of every category path the listings carry (each prefix is a node)."""
         return from_paths(sorted(set(self.category_path.tolist())))
+
+    def subset(self, keep: np.ndarray) -> "Catalog":
+        """The listings where ``keep`` is true, in catalog order."""
+        return Catalog(**{name: getattr(self, name)[keep] for name in self.__dataclass_fields__})
+
+
+def leaf_category_paths(paths: np.ndarray) -> np.ndarray:
+    """Every listing on a leaf: a path that is also the prefix of another listing's path
+    (an internal node of the tree) becomes its ``Other`` child, ``A > B`` -> ``A > B > Other``.
+
+    Source catalogs are not perfectly leaf-only; a classifier must still answer leaves only.
+    """
+    distinct = set(paths.tolist())
+    internal = {" > ".join(p.split(" > ")[:d]) for p in distinct for d in range(1, p.count(" > ") + 1)} & distinct
+    return np.array([f"{p} > {OTHER_LEAF}" if p in internal else p for p in paths.tolist()], dtype=object)
 
 
 def _number(text: str, path: Path, row: int, column: str) -> float:
@@ -76,6 +92,7 @@ def load_catalog(path: str | Path) -> Catalog:
         columns["price"].append(_number(row.get("price") or "", path, row_number, "price"))
     if not columns["listing_id"]:
         raise InputError(f"catalog {path} holds no listings")
+    columns["category_path"] = leaf_category_paths(np.array(columns["category_path"], dtype=object))
     return Catalog(
         **{k: np.array(v, dtype=object) for k, v in columns.items() if k not in ("popularity", "price")},
         popularity=np.array(columns["popularity"], dtype=np.float64),

@@ -10,6 +10,9 @@ from pathlib import Path
 
 from qcat.errors import InputError
 
+HOLDOUT_FRACTION = 0.1  # share of the demo catalog's listings kept from the simulator (real-title sets)
+REAL_QUERIES_FILE = "real_queries.csv"
+
 
 def main(command: str, argv: list[str]) -> int:
     from qcat.cli import ArgumentParser
@@ -101,6 +104,7 @@ def run_build_demo(args: argparse.Namespace) -> int:
     from training.catalog import load_catalog
     from training.corpus import DEMO_DIR, META_FILE, Corpus
     from training.logstats import format_stats, table1_stats
+    from training.real_text import holdout_split
     from training.simulate import SimulationConfig, catalog_brand_queries, simulate_clicklog, write_intents, write_log
 
     started = time.perf_counter()
@@ -111,10 +115,15 @@ def run_build_demo(args: argparse.Namespace) -> int:
     corpus_dir.mkdir(parents=True, exist_ok=True)
     if source.resolve() != (corpus_dir / "catalog.csv.gz").resolve():
         shutil.copyfile(source, corpus_dir / "catalog.csv.gz")
-    taxonomy = catalog.taxonomy()
+    taxonomy = catalog.taxonomy()  # every listing's category, held out or not
     taxonomy.save_tsv(corpus_dir / "taxonomy.tsv")
+    if (DEMO_DIR / REAL_QUERIES_FILE).resolve() != (corpus_dir / REAL_QUERIES_FILE).resolve():
+        shutil.copyfile(DEMO_DIR / REAL_QUERIES_FILE, corpus_dir / REAL_QUERIES_FILE)
+    holdout = {"fraction": HOLDOUT_FRACTION, "seed": args.seed}
+    simulated = holdout_split(catalog, holdout["fraction"], holdout["seed"]) == 0
+    print(f"holding {int((~simulated).sum()):,} of {len(catalog):,} listings out of the simulator (real-text sets)")
     config = SimulationConfig(seed=args.seed)
-    log = simulate_clicklog(catalog, taxonomy, config)
+    log = simulate_clicklog(catalog.subset(simulated), taxonomy, config)
     write_log(log, corpus_dir / "clicklog.parquet")
     write_intents(log.intent, corpus_dir / "intents.parquet")
     print(f"simulated {len(log):,} log rows ({time.perf_counter() - started:.1f} s)")
@@ -126,6 +135,8 @@ def run_build_demo(args: argparse.Namespace) -> int:
         "taxonomy": "taxonomy.tsv",
         "log": "clicklog.parquet",
         "intents": "intents.parquet",
+        "real_queries": REAL_QUERIES_FILE,
+        "holdout": holdout,
         "periods": {"candidate": [start.isoformat(), middle.isoformat()], "base": [middle.isoformat(), end.isoformat()]},
         "min_clicks": 3,
         "split_seed": args.seed,

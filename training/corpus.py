@@ -3,7 +3,10 @@
 The demo corpus ships in ``training/demo``. ``corpus.json`` names the files and the two
 periods of the log: the *base* set (the latest half-year, what models train on) and the
 *candidate* set (the half-year before, which augmentation draws from), plus the split
-seed and the click threshold.
+seed and the click threshold. Optionally, the real-text query sets
+(:mod:`training.real_text`): ``holdout`` (``{"fraction", "seed"}``: the listings kept from the
+simulator, whose titles make ``real-title`` and ``real-2tok``) and ``real_queries`` (a CSV of
+real queries with their categories).
 """
 
 from __future__ import annotations
@@ -12,10 +15,13 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from qcat.errors import InputError
 from qcat.taxonomy import Taxonomy, load_taxonomy
 from training.catalog import Catalog, load_catalog
 from training.clicklog import IngestResult, ingest
+from training.clicktable import ClickTable
 from training.dataset import Dataset
 
 DEMO_DIR = Path(__file__).resolve().parent / "demo"
@@ -63,6 +69,38 @@ class Corpus:
             date_from=date_from,
             date_to=date_to,
         )
+
+    def holdout_split(self, catalog: Catalog | None = None) -> np.ndarray:
+        """Per catalog listing: 0 = given to the simulator, 1/2 = held out for validation/test."""
+        from training.real_text import holdout_split
+
+        catalog = catalog or self.catalog()
+        holdout = self.meta.get("holdout")
+        if not holdout:
+            return np.zeros(len(catalog), dtype=np.int8)
+        return holdout_split(catalog, float(holdout["fraction"]), int(holdout.get("seed", 0)))
+
+    def real_sets(self) -> tuple[str, ...]:
+        """The real-text query sets this corpus has (none for a corpus without them)."""
+        from training.real_text import REAL_SETS, TITLE_SETS
+
+        return (TITLE_SETS if self.meta.get("holdout") else ()) + (REAL_SETS[2:] if self.meta.get("real_queries") else ())
+
+    def query_set(self, name: str, split: str, taxonomy: Taxonomy | None = None) -> ClickTable:
+        """A real-text query set: ``real-title`` / ``real-2tok`` of the held-out listings of
+        ``split`` (validation or test), or all of ``real-queries`` (too small to split)."""
+        from training.real_text import HOLDOUT_SPLITS, load_real_queries, title_set
+
+        if name not in self.real_sets():
+            raise InputError(f"corpus {self.directory} has no query set {name!r}; it has "
+                             f"{', '.join(self.real_sets()) or 'none'}")
+        taxonomy = taxonomy or self.taxonomy()
+        if name == "real-queries":
+            return load_real_queries(self.path("real_queries"), taxonomy)
+        if split not in HOLDOUT_SPLITS:
+            raise InputError(f"the {name} set has splits {' and '.join(HOLDOUT_SPLITS)}, not {split!r}")
+        catalog = self.catalog()
+        return title_set(catalog, taxonomy, self.holdout_split(catalog), name, split)
 
     def dataset(self, period: str = "base") -> Dataset:
         taxonomy = self.taxonomy()

@@ -54,8 +54,6 @@ STOPWORDS = frozenset(
 )
 # Brand fields that name no brand.
 NOT_BRANDS = frozenset(["unknown", "generic", "na", "n a", "none", "other", "no brand", "unbranded", "various"])
-# Symbols that shoppers never type (NFKC would turn "™" into "tm") and control characters.
-_UNTYPED = re.compile("[\u2122\u00ae\u00a9\u2120\x00-\x1f\x7f-\x9f]")
 # Where a title's main segment ends: spaced dashes/bars/slashes, commas, brackets, "for"/"with".
 _SEGMENT_END = re.compile(r"\s[-\u2013\u2014|/]\s|[,(\[{;]|\s(?:for|with|by|featuring|includes|inc)\s", re.IGNORECASE)
 # Seasonal demand by calendar month (e-commerce peaks before Christmas).
@@ -232,7 +230,7 @@ class _SearchEngine:
 
     @classmethod
     def build(cls, catalog: Catalog, config: SimulationConfig) -> "_SearchEngine":
-        shopper_titles = [_shopper_text(t) for t in catalog.title.tolist()]
+        shopper_titles = catalog.title.tolist()  # qcat.normalize drops what shoppers never type (™, ®)
         title_tokens = [tokenize(t) for t in shopper_titles]
         weight = _listing_weights(catalog, config, _rng(config, "listings"))
         index = build_index(title_tokens, _popularity_percentile(weight) * config.search_popularity_weight)
@@ -245,12 +243,8 @@ class _SearchEngine:
 # --------------------------------------------------------------------------- listings
 
 
-def _shopper_text(text: str) -> str:
-    return _UNTYPED.sub("", text)
-
-
 def _brand_query(brand: str) -> str:
-    query = normalize(_shopper_text(brand))
+    query = normalize(brand)
     if not query or query in NOT_BRANDS or query.count(" ") >= 3:
         return ""
     return query
