@@ -26,6 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--corpus", type=Path, default=None, help="corpus directory (default: the demo corpus)")
     parser.add_argument("--period", choices=("base", "candidate", "all"), default="base")
     parser.add_argument("--split", choices=("train", "validation", "test"), default="test")
+    parser.add_argument("--query-set", dest="query_sets", action="append", default=None, metavar="SET",
+                        choices=("simulated", "real-title", "real-2tok", "real-queries"),
+                        help="query set to report (repeat; default: every set the corpus has): simulated "
+                             "(the click log's split by head/torso/tail), real-title, real-2tok, real-queries")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"report directory (default: ./{DEFAULT_OUT})")
     parser.add_argument("--json", action="store_true", help="also print the report JSON on stdout")
     parser.add_argument("--threshold", type=float, default=0.5,
@@ -59,6 +63,7 @@ def main(command: str, argv: list[str]) -> int:
     report = evaluate(
         args.model, args.name, args.corpus, args.period, args.split,
         ScoringOptions(threshold=args.threshold, k=args.k), fit=args.fit_propensity, propensity=propensity,
+        query_sets=args.query_sets,
         progress=lambda message: print(message, file=sys.stderr),
     )
     written = write_report(report, args.out)

@@ -21,8 +21,10 @@ import scipy.sparse as sp
 
 from evaluation.predict import predict_matched
 from evaluation.propensity import PropensityModel, fit_propensity, label_counts
-from evaluation.scoring import ScoringOptions, score_model
+from evaluation.metrics import reliability
+from evaluation.scoring import ScoringOptions, pr_curve, score_model, summarize
 from evaluation.segments import DEFAULT_SHARES, LENGTH_BINS, SEGMENTS, segment_by_impressions, segment_by_length
+from qcat.calibration import calibrated_sources
 from qcat.classifier import load_model
 from qcat.errors import InputError
 from qcat.model import Model
@@ -32,6 +34,7 @@ from training.corpus import Corpus
 from training.dataset import Dataset, subset_queries
 
 PREDICTION_K = 10
+SIMULATED = "simulated"  # the click log's split, reported by head/torso/tail
 
 
 @dataclass(frozen=True)
@@ -108,11 +111,35 @@ def check_labels(model: Model, taxonomy: Taxonomy, directory: Path) -> None:
                          f"e.g. {wrong[:3]}: was it trained on another taxonomy?")
 
 
+def real_set_truth(corpus: Corpus, name: str, split: str, labels: np.ndarray, taxonomy: Taxonomy) -> tuple[np.ndarray, sp.csr_matrix]:
+    """A real-text set's queries and truth over the evaluation's label space."""
+    table = corpus.query_set(name, split, taxonomy)
+    return table.queries, _columns(table, {label: i for i, label in enumerate(labels)})
+
+
+def choose_query_sets(corpus: Corpus, split: str, requested: list[str] | None) -> tuple[list[str], list[str]]:
+    """The query sets to report (the simulated split first) and notes on sets left out."""
+    available = [SIMULATED] + list(corpus.real_sets())
+    unknown = [name for name in requested or [] if name not in available]
+    if unknown:
+        raise InputError(f"--query-set {unknown[0]}: corpus {corpus.directory} has {', '.join(available)}")
+    chosen = [name for name in available if name in (requested or available)]
+    notes = []
+    if split not in ("validation", "test"):
+        left_out = [name for name in chosen if name in ("real-title", "real-2tok")]
+        if requested and left_out:
+            raise InputError(f"the {' and '.join(left_out)} set(s) have validation and test splits, not {split!r}")
+        chosen = [name for name in chosen if name not in left_out]
+        notes += [f"{name} has no {split} split: left out" for name in left_out]
+    return chosen, notes
+
+
 def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir: Path | None = None,
              period: str = "base", split: str = "test", options: ScoringOptions = ScoringOptions(),
-             fit: bool = False, propensity: PropensityModel | None = None,
+             fit: bool = False, propensity: PropensityModel | None = None, query_sets: list[str] | None = None,
              progress: Callable[[str], None] = lambda message: None) -> dict:
-    """Score every model on the split and return the report as a JSON-ready dict."""
+    """Score every model on the split's head/torso/tail and on the corpus's real-text query
+    sets, and return the report as a JSON-ready dict."""
     if not model_dirs:
         raise InputError("give at least one --model")
     names = list(names or [])
@@ -123,10 +150,14 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
         raise InputError(f"model names must differ, got {names}: name them with --name")
     started = time.perf_counter()
     corpus = Corpus.open(corpus_dir)
+    chosen, notes = choose_query_sets(corpus, split, query_sets)
     dataset = corpus.dataset(period)
     evaluation = evaluation_set(dataset, split, {"corpus": str(corpus.directory), "period": period})
-    progress(f"{evaluation.source['queries']:,} {split} queries, {len(evaluation.label_ids):,} labels "
-             f"({time.perf_counter() - started:.1f} s)")
+    real = {name: real_set_truth(corpus, name, split, evaluation.label_ids, dataset.taxonomy)
+            for name in chosen if name != SIMULATED}
+    progress(f"{evaluation.source['queries']:,} {split} queries, {len(evaluation.label_ids):,} labels; "
+             + ", ".join(f"{name} {len(queries):,} queries" for name, (queries, _) in real.items())
+             + f" ({time.perf_counter() - started:.1f} s)")
     if fit:
         propensity = fit_from_corpus(corpus, period, dataset, evaluation)
         progress(f"fitted propensity A={propensity.a:.3f} B={propensity.b:.3f}")
@@ -136,22 +167,44 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
     for name, directory in zip(names, model_dirs):
         model = load_model(directory)
         check_labels(model, dataset.taxonomy, Path(directory))
-        tick = time.perf_counter()
-        matched = predict_matched(model, evaluation.queries, evaluation.label_ids, evaluation.truth, PREDICTION_K)
-        predict_seconds = time.perf_counter() - tick
-        # Labels outside the evaluation space are never true: weight them like unseen ones.
-        weights = np.concatenate([inverse, np.full(matched.truth.shape[1] - len(inverse), inverse.max())])
-        scores = score_model(matched, evaluation.segment, evaluation.length_bin, weights, options)
-        progress(f"{name}: PR@1 {scores.segments['all']['PR@1']:.4f} (predicted in {predict_seconds:.1f} s)")
-        models.append({"name": name, "directory": str(directory), "backend": model.backend,
-                       "predict_seconds": predict_seconds} | scores.to_json())
+        entry = {"name": name, "directory": str(directory), "backend": model.backend,
+                 "calibrated": calibrated_sources(model)}
+        if SIMULATED in chosen:
+            tick = time.perf_counter()
+            matched = predict_matched(model, evaluation.queries, evaluation.label_ids, evaluation.truth, PREDICTION_K)
+            entry["predict_seconds"] = time.perf_counter() - tick
+            scores = score_model(matched, evaluation.segment, evaluation.length_bin, _weights(inverse, matched), options)
+            raw = predict_matched(model.uncalibrated(), evaluation.queries, evaluation.label_ids, evaluation.truth, PREDICTION_K)
+            scores.segments["all"]["ECE raw"] = reliability(raw, options.reliability_bins).expected_calibration_error
+            entry |= scores.to_json()
+            progress(f"{name}: PR@1 {scores.segments['all']['PR@1']:.4f} (predicted in {entry['predict_seconds']:.1f} s)")
+        entry["query_sets"] = {}
+        for set_name, (queries, truth) in real.items():
+            matched = predict_matched(model, queries, evaluation.label_ids, truth, PREDICTION_K)
+            summary = summarize(matched, _weights(inverse, matched), options)
+            raw = predict_matched(model.uncalibrated(), queries, evaluation.label_ids, truth, PREDICTION_K)
+            summary["ECE raw"] = reliability(raw, options.reliability_bins).expected_calibration_error
+            summary["PR@1 curve"] = pr_curve(matched)
+            entry["query_sets"][set_name] = summary
+            progress(f"{name}: {set_name} PR@1 {summary['PR@1']:.4f}, ECE {summary['ECE raw']:.3f} raw -> "
+                     f"{summary['ECE']:.3f} calibrated")
+        models.append(entry)
     return {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "source": evaluation.source,
+        "query_sets": chosen,
+        "notes": notes,
         "segments": {name: int((evaluation.segment == s).sum()) for s, name in enumerate(SEGMENTS)},
+        "real_sets": {name: {"queries": len(queries), "split": "all" if name == "real-queries" else split}
+                      for name, (queries, _) in real.items()},
         "length_bins": list(LENGTH_BINS),
         "options": {"threshold": options.threshold, "k": options.k, "prediction_k": PREDICTION_K},
         "propensity": {"A": propensity.a, "B": propensity.b, "fitted": propensity.fitted,
                        "N": evaluation.n_train},
         "models": models,
     }
+
+
+def _weights(inverse: np.ndarray, matched) -> np.ndarray:
+    """Labels outside the evaluation space are never true: weight them like unseen ones."""
+    return np.concatenate([inverse, np.full(matched.truth.shape[1] - len(inverse), inverse.max())])

@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 import numpy as np  # noqa: E402
 
-from evaluation.report import SEGMENT_ORDER  # noqa: E402
+from evaluation.report import SEGMENT_ORDER, has_simulated, real_sets  # noqa: E402
 from evaluation.scoring import CURVE_KS  # noqa: E402
 
 matplotlib.rcParams["svg.hashsalt"] = "qcat"  # stable element ids: the same report gives the same SVG
@@ -29,11 +29,13 @@ def figure_svg(figure) -> str:
 
 
 def pr_at_k_by_segment(report: dict) -> str:
-    figure, axes = plt.subplots(1, len(SEGMENT_ORDER), figsize=(12, 3.2), sharey=True)
-    for ax, segment in zip(axes, SEGMENT_ORDER):
+    panels = (list(SEGMENT_ORDER) if has_simulated(report) else []) + real_sets(report)
+    figure, axes = plt.subplots(1, len(panels), figsize=(3 * len(panels), 3.2), sharey=True, squeeze=False)
+    axes = axes[0]
+    for ax, segment in zip(axes, panels):
         for model in report["models"]:
-            ax.plot(CURVE_KS, [100 * v for v in model["pr_curves"][segment]], marker="o", markersize=3,
-                    label=legend_label(model["name"]))
+            curve = model["pr_curves"][segment] if segment in SEGMENT_ORDER else model["query_sets"][segment]["PR@1 curve"]
+            ax.plot(CURVE_KS, [100 * v for v in curve], marker="o", markersize=3, label=legend_label(model["name"]))
         ax.set_title(segment)
         ax.set_xlabel("k")
         ax.set_xticks(CURVE_KS)
@@ -88,5 +90,6 @@ PLOTS = {
 
 
 def draw_all(report: dict) -> dict[str, tuple[str, str]]:
-    """Plot title -> (file name, SVG text)."""
-    return {title: (file_name, draw(report)) for title, (file_name, draw) in PLOTS.items()}
+    """Plot title -> (file name, SVG text); without the simulated split, only the PR@k curves."""
+    plots = PLOTS if has_simulated(report) else dict(list(PLOTS.items())[:1])
+    return {title: (file_name, draw(report)) for title, (file_name, draw) in plots.items()}

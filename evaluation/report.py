@@ -12,6 +12,25 @@ from dataclasses import dataclass
 
 SEGMENT_ORDER = ("all", "head", "torso", "tail")
 DELTA_SEGMENTS = ("head", "torso", "tail", "all")  # eBay Table 4 lists head, torso, tail
+SIMULATED = "simulated"
+REAL_COLUMNS = ("PR@1", "PR@3", "PR@10", "F1", "ECE", "ECE raw")
+
+
+def has_simulated(report: dict) -> bool:
+    return SIMULATED in report.get("query_sets", [SIMULATED])
+
+
+def real_sets(report: dict) -> list[str]:
+    return list(report.get("real_sets", {}))
+
+
+def set_scores(model: dict, qset: str) -> dict:
+    """A model's scores on a head/torso/tail segment (or all) or on a real-text set."""
+    return model["query_sets"][qset] if qset in model.get("query_sets", {}) else model["segments"][qset]
+
+
+def delta_sets(report: dict) -> list[str]:
+    return (list(DELTA_SEGMENTS) if has_simulated(report) else []) + real_sets(report)
 
 
 def main_columns(k: int) -> tuple[str, ...]:
@@ -49,34 +68,55 @@ def tables(report: dict) -> list[Table]:
     models = report["models"]
     columns = main_columns(k)
     out = []
-    for segment in SEGMENT_ORDER:
+    for segment in SEGMENT_ORDER if has_simulated(report) else ():
         n = report["segments"].get(segment) if segment != "all" else report["source"]["queries"]
         out.append(Table(
             f"{segment} queries ({n:,})",
             ("model",) + tuple(f"{c} (%)" for c in columns),
             [(m["name"],) + tuple(percent(m["segments"][segment][c]) for c in columns) for m in models],
         ))
+    if real_sets(report):
+        rows = []
+        for qset in real_sets(report):
+            info = report["real_sets"][qset]
+            for i, m in enumerate(models):
+                scores = set_scores(m, qset)
+                rows.append((f"{qset} ({info['split']}, {info['queries']:,})" if i == 0 else "", m["name"])
+                            + tuple(percent(scores[c]) if not c.startswith("ECE") else number(scores[c])
+                                    for c in REAL_COLUMNS))
+        out.append(Table(
+            "Real-text query sets (text the click simulator never produced)",
+            ("query set", "model") + tuple(c if c.startswith("ECE") else f"{c} (%)" for c in REAL_COLUMNS),
+            rows,
+            note=("real-title: whole titles of catalog listings held out of the simulator, labelled with the "
+                  "listing's category; real-2tok: their first two tokens; real-queries: real logged queries "
+                  "mapped to the corpus taxonomy. ECE: expected calibration error of the top-1 score as "
+                  "served (calibrated where the bundle has a calibration); ECE raw: of the uncalibrated scores."),
+        ))
     if len(models) > 1:
         base = models[0]
         rows = []
         for m in models[1:]:
-            for i, segment in enumerate(DELTA_SEGMENTS):
-                deltas = tuple(signed(m["segments"][segment][c] - base["segments"][segment][c]) for c in columns)
-                rows.append((f"{m['name']} − {base['name']}" if i == 0 else "", segment) + deltas)
+            for i, qset in enumerate(delta_sets(report)):
+                deltas = tuple(signed(set_scores(m, qset)[c] - set_scores(base, qset)[c]) for c in columns)
+                rows.append((f"{m['name']} − {base['name']}" if i == 0 else "", qset) + deltas)
         out.append(Table(
             f"Differences against {base['name']} (percentage points, laid out like eBay's Table 4)",
             ("models", "QSet") + tuple(f"δ {c}" for c in columns),
             rows,
         ))
+    if not has_simulated(report):
+        return out
     extras = extra_columns(k)
     out.append(Table(
         "All queries: ranking, propensity-scored and regression metrics",
-        ("model",) + extras,
-        [(m["name"],) + tuple(number(m["segments"]["all"][c]) for c in extras) for m in models],
+        ("model",) + extras + ("ECE raw",),
+        [(m["name"],) + tuple(number(m["segments"]["all"][c]) for c in extras + ("ECE raw",)) for m in models],
         note=(f"PSP@{k} and PSnDCG@{k} are normalized by the best attainable value (as papers report them); "
               "the 'raw' columns are Jain et al.'s unbiased estimators, which can exceed 1. "
               "WP, WP-regret, Tau, XMAD, XRMSE and MAD compare scores with each query's click shares; "
-              "ECE is the expected calibration error of the top-1 score."),
+              "ECE is the expected calibration error of the top-1 score as served, ECE raw of the "
+              "uncalibrated scores."),
         detail=True,
     ))
     bins = report["length_bins"]
@@ -93,10 +133,16 @@ def header_lines(report: dict) -> list[str]:
     source = report["source"]
     p = report["propensity"]
     options = report["options"]
-    return [
-        f"Corpus {source['corpus']}, period {source['period']}, split {source['split']}: "
-        f"{source['queries']:,} queries (head {report['segments']['head']:,}, torso {report['segments']['torso']:,}, "
-        f"tail {report['segments']['tail']:,} by 30/30/40% of impressions).",
+    sets = []
+    if has_simulated(report):
+        sets.append(f"Corpus {source['corpus']}, period {source['period']}, split {source['split']}: "
+                    f"{source['queries']:,} simulated queries (head {report['segments']['head']:,}, torso "
+                    f"{report['segments']['torso']:,}, tail {report['segments']['tail']:,} by 30/30/40% of impressions).")
+    if real_sets(report):
+        sets.append("Real-text query sets: " + ", ".join(
+            f"{name} ({info['split']}, {info['queries']:,} queries)" for name, info in report["real_sets"].items()) + ".")
+    sets += [f"Note: {note}." for note in report.get("notes", [])]
+    return sets + [
         f"Each model's top {options['prediction_k']} per query; P/R/F1 use the categories scoring at least "
         f"{options['threshold']:g} (at least the top one).",
         f"Propensities: A = {p['A']:.3f}, B = {p['B']:.3f} ({'fitted' if p['fitted'] else 'Jain et al. defaults'}), "

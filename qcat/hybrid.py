@@ -1,7 +1,12 @@
 """The hybrid model (eBay §3.1): Naive Bayes for short queries, a long-query model for longer ones.
 
 A query of at most ``cutoff`` tokens goes to NB, any longer one to the long part: XML-Q (the
-paper's) or XReg (``qcat train hybrid --long-backend xreg``). The bundle holds the two part
+paper's) or XReg (``qcat train hybrid --long-backend xreg``). With ``blend`` w > 0 (our
+addition, chosen on the real-text validation objective) a longer query's score of a category
+is ``w · P_nb + (1 − w) · P_long`` over the parts' calibrated probabilities (each part's top
+``BLEND_DEPTH``, or top k if larger); w = 0 is the paper's routing. The hybrid's own
+calibration (``calibration.json``, fitted on the queries as routed) maps the result, per
+source, to the probability that the category is right. The bundle holds the two part
 bundles in ``nb/`` and ``xmlq/`` (or ``xreg/``); its manifest records the sha256 of each
 part's manifest, and each part verifies its own files, so a change anywhere is caught on load.
 """
@@ -15,6 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from qcat.bundle import MANIFEST, Manifest, read_manifest, sha256_file, write_bundle
+from qcat.calibration import Calibration, calibrated, describe, load_calibration, save_calibration
 from qcat.errors import BundleError, QcatError
 from qcat.model import Model, Predictions
 from qcat.nb import NaiveBayesModel
@@ -24,6 +30,8 @@ from qcat.taxonomy import Taxonomy
 BACKEND = "hybrid"
 LONG_BACKENDS = ("xmlq", "xreg")
 CUTOFFS = (1, 2, 3, 4)
+BLEND_DEPTH = 20  # categories of each part a blended score is summed over (or k, if larger)
+BLEND = "blend"  # the source of a blended answer
 
 
 @dataclass(frozen=True)
@@ -35,11 +43,15 @@ class HybridModel:
     config: dict
     metrics: dict
     route_to: str = "hybrid"  # or a part's name ("nb", "xmlq"/"xreg"): answer every query with that part
+    blend: float = 0.0  # NB's weight in the score of a query longer than the cutoff
+    calibration: Calibration | None = None
     backend: str = BACKEND
 
     def __post_init__(self) -> None:
         if self.cutoff not in CUTOFFS:
             raise QcatError(f"the hybrid cutoff must be one of {CUTOFFS}, got {self.cutoff}")
+        if not 0 <= self.blend < 1:
+            raise QcatError(f"the hybrid's blend weight must lie in [0, 1), got {self.blend}")
         if self.long.backend not in LONG_BACKENDS:
             raise QcatError(f"the hybrid's long part must be one of {', '.join(LONG_BACKENDS)}, not {self.long.backend}")
         if self.route_to not in ("hybrid",) + self.parts:
@@ -62,6 +74,10 @@ class HybridModel:
     def with_options(self, cutoff: int | None = None, route_to: str | None = None) -> "HybridModel":
         return replace(self, cutoff=cutoff or self.cutoff, route_to=route_to or self.route_to)
 
+    def uncalibrated(self) -> "HybridModel":
+        """The same hybrid answering with its parts' raw scores."""
+        return replace(self, nb=self.nb.uncalibrated(), long=self.long.uncalibrated(), calibration=None)
+
     def part_for(self, tokens: Sequence[str]) -> str:
         if self.route_to != "hybrid":
             return self.route_to
@@ -76,12 +92,42 @@ class HybridModel:
             rows = np.nonzero(parts == name)[0]
             if len(rows) == 0:
                 continue
-            part = self.part(name).predict([queries[r] for r in rows], k)
-            labels[rows] = np.where(part.labels >= 0, self._from_part[name][np.maximum(part.labels, 0)], -1)
-            scores[rows] = part.scores
-            for r, source in zip(rows, part.sources):
+            batch = [queries[r] for r in rows]
+            if name == self.long.backend and self.blend > 0 and self.route_to == "hybrid":
+                labels[rows], scores[rows] = self._blended(batch, k)
+                part_sources = (BLEND,) * len(rows)
+            else:
+                part = self.part(name).predict(batch, k)
+                labels[rows] = np.where(part.labels >= 0, self._from_part[name][np.maximum(part.labels, 0)], -1)
+                scores[rows] = part.scores
+                part_sources = part.sources
+            for r, source in zip(rows, part_sources):
                 sources[r] = source
-        return Predictions(labels, scores, tuple(sources))
+        return calibrated(self.calibration, Predictions(labels, scores, tuple(sources)), queries)
+
+    def _blended(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k of ``blend · P_nb + (1 − blend) · P_long`` over each part's top ``BLEND_DEPTH``."""
+        depth = max(k, BLEND_DEPTH)
+        row_parts, label_parts, score_parts = [], [], []
+        for name, weight in (("nb", self.blend), (self.long.backend, 1.0 - self.blend)):
+            part = self.part(name).predict(queries, depth)
+            row, slot = np.nonzero(part.labels >= 0)
+            row_parts.append(row)
+            label_parts.append(self._from_part[name][part.labels[row, slot]])
+            score_parts.append(weight * part.scores[row, slot].astype(np.float64))
+        key = np.concatenate(row_parts).astype(np.int64) * len(self.labels) + np.concatenate(label_parts)
+        key, inverse = np.unique(key, return_inverse=True)
+        total = np.bincount(inverse, weights=np.concatenate(score_parts))
+        row, label = np.divmod(key, len(self.labels))
+        order = np.lexsort((label, -total, row))  # per query: score descending, then label
+        row, label, total = row[order], label[order], total[order]
+        rank = np.arange(len(row)) - np.searchsorted(row, row)
+        keep = rank < k
+        labels = np.full((len(queries), k), -1, dtype=np.int32)
+        scores = np.zeros((len(queries), k), dtype=np.float32)
+        labels[row[keep], rank[keep]] = label[keep]
+        scores[row[keep], rank[keep]] = total[keep]
+        return labels, scores
 
     def explain(self, query: str, k: int) -> list[str]:
         tokens = tokenize(query)
@@ -91,6 +137,11 @@ class HybridModel:
         else:
             relation = "<=" if part == "nb" else ">"
             why = f"hybrid: {len(tokens)} token(s) {relation} cutoff {self.cutoff}, so {part} answers"
+            if part != "nb" and self.blend > 0:
+                why = (f"hybrid: {len(tokens)} token(s) > cutoff {self.cutoff}: scores blend "
+                       f"{self.blend:g} x NB + {1 - self.blend:g} x {part} (calibrated probabilities)")
+                lines = [why] + self.nb.explain(query, k) + self.long.explain(query, k)
+                return lines + [describe(self.calibration, BLEND)]
         return [why] + self.part(part).explain(query, k)
 
     def save(self, directory: str | Path) -> Manifest:
@@ -99,8 +150,9 @@ class HybridModel:
         for name in self.parts:
             self.part(name).save(directory / name)
         parts = {name: sha256_file(directory / name / MANIFEST) for name in self.parts}
+        save_calibration(self.calibration, directory)
         return write_bundle(directory, BACKEND, self.taxonomy, None,
-                            self.config | {"cutoff": self.cutoff, "long_backend": self.long.backend},
+                            self.config | {"cutoff": self.cutoff, "long_backend": self.long.backend, "blend": self.blend},
                             self.metrics, extra={"parts": parts})
 
     @classmethod
@@ -127,5 +179,10 @@ class HybridModel:
             if wrong:
                 raise BundleError(f"model bundle {manifest.directory}: part {name}/ names categories "
                                   f"the hybrid's taxonomy lacks or names differently, e.g. {wrong[:3]}")
+        try:
+            blend = float(manifest.config.get("blend", 0.0))
+        except (TypeError, ValueError):
+            raise BundleError(f"model bundle {manifest.directory}: blend {manifest.config.get('blend')!r} is not a number") from None
         return cls(nb=loaded["nb"], long=loaded[long_names[0]], cutoff=int(manifest.config.get("cutoff", 1)),
-                   taxonomy=taxonomy, config=manifest.config, metrics=manifest.metrics)
+                   taxonomy=taxonomy, config=manifest.config, metrics=manifest.metrics, blend=blend,
+                   calibration=load_calibration(manifest))

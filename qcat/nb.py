@@ -9,18 +9,22 @@ Two parts, tried in order:
    ``P(t | c) = (n_tc + alpha) / (N_c + alpha * |V|)``. Features not in the vocabulary
    are ignored; a query with no known feature gets the prior.
 
-Scores are normalized to probabilities over the returned categories.
+Raw scores are probabilities over every category: a lookup hit's click shares of all its
+clicks, NB's posterior over all categories; so a category's score does not depend on how many
+are returned. A bundle fitted with a calibration (:mod:`qcat.calibration`) maps them to the
+probability that the category is right, per part (``lookup``, ``nb``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from qcat.bundle import Manifest, load_arrays, load_labels, load_lines, load_vocabulary, save_lines, write_bundle
+from qcat.calibration import Calibration, calibrated, describe, load_calibration, save_calibration
 from qcat.errors import BundleError, EmptyQueryError
 from qcat.model import Predictions, top_k
 from qcat.normalize import tokenize
@@ -47,13 +51,11 @@ def normalized_tokens(query: str) -> list[str]:
     return tokens
 
 
-def softmax_rows(log_scores: np.ndarray) -> np.ndarray:
-    """Row-wise softmax ignoring -inf entries (used for padding)."""
+def log_normalizer(log_scores: np.ndarray) -> np.ndarray:
+    """Row-wise log-sum-exp, ``(n, 1)``: subtracting it turns log scores into log probabilities."""
     top = np.max(log_scores, axis=1, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)
-    weights = np.exp(log_scores - top)
-    total = weights.sum(axis=1, keepdims=True)
-    return np.divide(weights, total, out=np.zeros_like(weights), where=total > 0)
+    return top + np.log(np.exp(log_scores - top).sum(axis=1, keepdims=True))
 
 
 @dataclass
@@ -74,6 +76,7 @@ class NaiveBayesModel:
     lookup_clicks: np.ndarray  # float32
     config: dict
     metrics: dict
+    calibration: Calibration | None = None
     backend: str = BACKEND
 
     def __post_init__(self) -> None:
@@ -99,15 +102,18 @@ class NaiveBayesModel:
             n = min(k, end - start)  # rows are stored by clicks, descending
             clicks = self.lookup_clicks[start:end]
             labels[row, :n] = self.lookup_labels[start : start + n]
-            scores[row, :n] = clicks[:n] / clicks[:n].sum()
+            scores[row, :n] = clicks[:n] / clicks.sum()
         for begin in range(0, len(nb_rows), BATCH):
             rows = nb_rows[begin : begin + BATCH]
-            log_scores = self.log_scores([token_lists[r] for r in rows])
+            log_scores = self.log_scores([token_lists[r] for r in rows]).astype(np.float64)
             top_labels, top_log = top_k(log_scores, k)
             n = top_labels.shape[1]
             labels[rows, :n] = top_labels
-            scores[rows, :n] = softmax_rows(top_log.astype(np.float64))
-        return Predictions(labels, scores, tuple(sources))
+            scores[rows, :n] = np.exp(top_log - log_normalizer(log_scores))
+        return calibrated(self.calibration, Predictions(labels, scores, tuple(sources)), queries)
+
+    def uncalibrated(self) -> "NaiveBayesModel":
+        return replace(self, calibration=None)
 
     def feature_ids(self, tokens: Sequence[str]) -> list[int]:
         return [i for i in (self._feature_index.get(f) for f in query_features(tokens)) if i is not None]
@@ -134,7 +140,8 @@ class NaiveBayesModel:
         if normalized in self._lookup_index:
             i = self._lookup_index[normalized]
             total = float(self.lookup_clicks[self.lookup_indptr[i] : self.lookup_indptr[i + 1]].sum())
-            return [f"nb: {normalized!r} is in the full-query lookup table ({total:g} clicks); scores are click shares"]
+            return [f"nb: {normalized!r} is in the full-query lookup table ({total:g} clicks); raw scores are click shares",
+                    describe(self.calibration, "lookup")]
         features = query_features(tokens)
         known = [f for f in features if f in self._feature_index]
         unknown = [f for f in features if f not in self._feature_index]
@@ -145,7 +152,7 @@ class NaiveBayesModel:
             lines.append(f"  known features: {', '.join(repr(f) for f in known)}")
         if unknown:
             lines.append(f"  ignored (not in the vocabulary): {', '.join(repr(f) for f in unknown)}")
-        return lines
+        return lines + [describe(self.calibration, "nb")]
 
     # -- persistence ---------------------------------------------------------------
 
@@ -155,6 +162,7 @@ class NaiveBayesModel:
         vocabulary_hash = save_lines(directory / VOCABULARY_FILE, list(self.vocabulary))
         save_lines(directory / LOOKUP_FILE, list(self.lookup_queries))
         save_lines(directory / LABELS_FILE, list(self.labels))
+        save_calibration(self.calibration, directory)
         np.savez_compressed(
             directory / ARRAYS_FILE,
             feature_indptr=self.feature_indptr,
@@ -181,6 +189,7 @@ class NaiveBayesModel:
                 lookup_queries=tuple(load_lines(manifest, LOOKUP_FILE)),
                 config=manifest.config,
                 metrics=manifest.metrics,
+                calibration=load_calibration(manifest),
                 **{name: arrays[name] for name in (
                     "feature_indptr", "feature_labels", "feature_delta", "label_log_prior",
                     "label_unseen", "lookup_indptr", "lookup_labels", "lookup_clicks")},

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from qcat.bundle import Manifest, load_labels, load_vocabulary, save_lines, write_bundle
+from qcat.calibration import Calibration, calibrated, describe, load_calibration, save_calibration
 from qcat.errors import BundleError
 from qcat.model import Predictions, top_k
 from qcat.normalize import tokenize
@@ -32,6 +33,7 @@ class XMLQModel:
     network: bytes  # the ONNX model
     config: dict
     metrics: dict
+    calibration: Calibration | None = None
     backend: str = BACKEND
     _session: object = field(default=None, repr=False)
 
@@ -61,7 +63,10 @@ class XMLQModel:
             n = top_labels.shape[1]
             labels[start:start + len(probabilities), :n] = top_labels
             scores[start:start + len(probabilities), :n] = top_scores
-        return Predictions(labels, scores, ("xmlq",) * len(queries))
+        return calibrated(self.calibration, Predictions(labels, scores, ("xmlq",) * len(queries)), queries)
+
+    def uncalibrated(self) -> "XMLQModel":
+        return replace(self, calibration=None)
 
     def explain(self, query: str, k: int) -> list[str]:
         tokens = tokenize(query)
@@ -75,7 +80,7 @@ class XMLQModel:
             lines.append(f"  not in the vocabulary (read as unknown): {', '.join(repr(t) for t in unknown)}")
         if all(i <= UNKNOWN for i in ids):
             lines.append("  no known token: the answer reflects only what the network learned for unknown input")
-        return lines
+        return lines + [describe(self.calibration, "xmlq")]
 
     def save(self, directory: str | Path) -> Manifest:
         directory = Path(directory)
@@ -83,6 +88,7 @@ class XMLQModel:
         vocabulary_hash = save_lines(directory / VOCABULARY_FILE, list(self.vocabulary))
         save_lines(directory / LABELS_FILE, list(self.labels))
         (directory / NETWORK_FILE).write_bytes(self.network)
+        save_calibration(self.calibration, directory)
         return write_bundle(directory, BACKEND, self.taxonomy, vocabulary_hash, self.config, self.metrics)
 
     @classmethod
@@ -90,4 +96,5 @@ class XMLQModel:
         vocabulary = load_vocabulary(manifest, VOCABULARY_FILE)
         labels = load_labels(manifest, LABELS_FILE, taxonomy)
         return cls(labels=labels, taxonomy=taxonomy, vocabulary=tuple(vocabulary),
-                   network=manifest.file(NETWORK_FILE).read_bytes(), config=manifest.config, metrics=manifest.metrics)
+                   network=manifest.file(NETWORK_FILE).read_bytes(), config=manifest.config, metrics=manifest.metrics,
+                   calibration=load_calibration(manifest))

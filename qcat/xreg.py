@@ -34,6 +34,7 @@ from typing import Sequence
 import numpy as np
 
 from qcat.bundle import Manifest, load_arrays, load_labels, load_vocabulary, save_lines, write_bundle
+from qcat.calibration import Calibration, calibrated, describe, load_calibration, save_calibration
 from qcat.errors import BundleError, InputError
 from qcat.model import Predictions, top_k
 from qcat.nb import normalized_tokens, query_features
@@ -230,14 +231,26 @@ class LabelTree:
         return points, z * np.exp(log_sigmoid(s))
 
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        arrays = {f"{prefix}{name}": getattr(self, name) for name in TREE_ARRAYS}
+        """Arrays to store, compactly: keys as gaps (sorted, so small), the offset within a
+        group in the narrowest unsigned type, weights in float16 (|w| >= the pruning
+        threshold; a relative error of 5e-4 is far below the regressors' own)."""
+        arrays = {f"{prefix}{name}": getattr(self, name) for name in TREE_ARRAYS if name != "keys"}
+        gaps = np.diff(self.keys, prepend=0)
+        arrays[f"{prefix}key_gaps"] = gaps.astype(np.min_scalar_type(int(gaps.max(initial=0))))
+        arrays[f"{prefix}entry_offset"] = self.entry_offset.astype(np.min_scalar_type(int(self.entry_offset.max(initial=0))))
+        arrays[f"{prefix}entry_weight"] = self.entry_weight.astype(np.float16)
         arrays[f"{prefix}shape"] = np.array([self.depth, self.n_features], dtype=np.int64)
         return arrays
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> "LabelTree":
         depth, n_features = (int(v) for v in arrays[f"{prefix}shape"])
-        return cls(depth=depth, n_features=n_features, **{name: arrays[f"{prefix}{name}"] for name in TREE_ARRAYS})
+        tree = {name: arrays[f"{prefix}{name}"] for name in TREE_ARRAYS if name != "keys"}
+        gaps = arrays.get(f"{prefix}key_gaps")  # bundles before calibration stored the keys themselves
+        tree["keys"] = arrays[f"{prefix}keys"] if gaps is None else np.cumsum(gaps, dtype=np.int64)
+        tree["entry_offset"] = tree["entry_offset"].astype(np.int32)
+        tree["entry_weight"] = tree["entry_weight"].astype(np.float32)
+        return cls(depth=depth, n_features=n_features, **tree)
 
     def problems(self, n_labels: int) -> list[str]:
         """What is inconsistent in the arrays (empty when they fit together)."""
@@ -313,6 +326,7 @@ class XRegModel:
     tail: TailClassifiers
     config: dict
     metrics: dict
+    calibration: Calibration | None = None
     backend: str = BACKEND
 
     # -- options -------------------------------------------------------------------
@@ -345,7 +359,10 @@ class XRegModel:
             labels[start:start + len(part_labels)] = part_labels
             scores[start:start + len(part_labels)] = part_scores
         source = "xreg-t" if self.rerank else "xreg"
-        return Predictions(labels, scores, (source,) * len(queries))
+        return calibrated(self.calibration, Predictions(labels, scores, (source,) * len(queries)), queries)
+
+    def uncalibrated(self) -> "XRegModel":
+        return replace(self, calibration=None)
 
     def relevance(self, rows: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(query, label, relevance) for every label some tree's beam reached: the trees'
@@ -427,7 +444,7 @@ class XRegModel:
             lines.append("  no feature of the query is in the vocabulary: scores come from the regressors' biases")
         if unknown:
             lines.append(f"  ignored (not in the vocabulary): {', '.join(repr(f) for f in unknown)}")
-        return lines
+        return lines + [describe(self.calibration, "xreg-t" if self.rerank else "xreg")]
 
     # -- persistence -------------------------------------------------------------------
 
@@ -446,6 +463,7 @@ class XRegModel:
         for t, tree in enumerate(self.trees):
             arrays |= tree.to_arrays(f"tree{t}_")
         np.savez_compressed(directory / ARRAYS_FILE, **arrays)
+        save_calibration(self.calibration, directory)
         return write_bundle(directory, BACKEND, self.taxonomy, vocabulary_hash, self.config, self.metrics)
 
     @classmethod
@@ -460,7 +478,7 @@ class XRegModel:
         except KeyError as exc:
             raise BundleError(f"model bundle {manifest.directory}: {ARRAYS_FILE} lacks array {exc}") from None
         model = cls(labels=labels, taxonomy=taxonomy, features=features, trees=trees, tail=tail,
-                    config=manifest.config, metrics=manifest.metrics)
+                    config=manifest.config, metrics=manifest.metrics, calibration=load_calibration(manifest))
         model.check_shapes(manifest.directory)
         return model
 

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from qcat.errors import InputError
@@ -225,23 +226,30 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     hp.add_argument("--seed", type=int, default=0)
     xreg.set_defaults(run=run_train_xreg)
 
-    hybrid = sub.add_parser("hybrid", help="combine an NB bundle with an XML-Q or XReg bundle by query length (eBay §3.1)")
+    hybrid = sub.add_parser("hybrid", help="combine an NB bundle with an XML-Q or XReg bundle by query length (eBay §3.1), "
+                                           "choosing the long-query backend and cutoff on the validation objective")
     hybrid.add_argument("--nb", type=Path, required=True, help="NB model bundle")
-    hybrid.add_argument("--long-backend", choices=("xmlq", "xreg"), default="xmlq",
-                        help="the model for queries longer than the cutoff (default xmlq, the paper's)")
-    hybrid.add_argument("--xmlq", type=Path, default=None, help="XML-Q model bundle (with --long-backend xmlq)")
-    hybrid.add_argument("--xreg", type=Path, default=None, help="XReg model bundle (with --long-backend xreg)")
-    hybrid.add_argument("--cutoff", type=int, choices=(1, 2, 3, 4), default=1,
-                        help="queries of at most this many tokens go to NB (default 1, the paper's)")
-    hybrid.add_argument("--out", type=Path, required=True)
+    hybrid.add_argument("--xmlq", type=Path, default=None, help="XML-Q model bundle (a long-query candidate)")
+    hybrid.add_argument("--xreg", type=Path, default=None, help="XReg model bundle (a long-query candidate)")
+    hybrid.add_argument("--long-backend", choices=("xmlq", "xreg"), default=None,
+                        help="use this long-query backend instead of choosing among those given")
+    hybrid.add_argument("--cutoff", type=int, choices=(1, 2, 3, 4), default=None,
+                        help="queries of at most this many tokens go to NB (default: chosen from 1-4)")
+    hybrid.add_argument("--blend", type=float, default=None,
+                        help="NB's weight in a longer query's score, 0 = the paper's routing (default: chosen "
+                             "from 0, 0.2, 0.3, 0.5)")
+    _add_data_source(hybrid)
     hybrid.set_defaults(run=run_train_hybrid)
 
 
 def load_dataset(args: argparse.Namespace):
+    """The training data and the validation sets model choices are made on
+    (:func:`training.selection.validation_sets`: a corpus's real-text sets count too)."""
     from qcat.taxonomy import load_taxonomy
     from training.clicklog import ingest
     from training.corpus import Corpus
     from training.dataset import Dataset
+    from training.selection import validation_sets
 
     if args.log is not None:
         if args.taxonomy is None:
@@ -249,27 +257,41 @@ def load_dataset(args: argparse.Namespace):
         taxonomy = load_taxonomy(args.taxonomy)
         result = ingest(args.log, taxonomy, min_clicks=args.min_clicks)
         print(result.report.format())
-        return Dataset.from_table(result.table, taxonomy, seed=args.split_seed), {"log": str(args.log)}
+        dataset = Dataset.from_table(result.table, taxonomy, seed=args.split_seed)
+        return dataset, {"log": str(args.log)}, validation_sets(dataset)
     corpus = Corpus.open(args.corpus)
-    return corpus.dataset(args.period), {"corpus": str(corpus.directory), "period": args.period}
+    dataset = corpus.dataset(args.period)
+    return dataset, {"corpus": str(corpus.directory), "period": args.period}, validation_sets(dataset, corpus)
+
+
+def print_sets(sets) -> None:
+    print("validation objective: " + ", ".join(f"{weight:.2f} x PR@1 {name} ({len(table.queries):,} queries)"
+                                               for name, (table, weight) in sets.items()))
 
 
 def run_train_nb(args: argparse.Namespace) -> int:
     from evaluation.predict import evaluate_pr
+    from qcat.calibration import calibrated_sources
     from training import nb_trainer
 
     started = time.perf_counter()
-    dataset, source = load_dataset(args)
+    dataset, source, sets = load_dataset(args)
     print(f"dataset: {len(dataset.table.queries):,} queries, {len(dataset.table):,} pairs, "
           f"{len(dataset.table.categories):,} categories ({time.perf_counter() - started:.1f} s)")
+    print_sets(sets)
     model = nb_trainer.fit(
         dataset,
-        progress=lambda t, a, s: print(f"  threshold {t:g} alpha {a:g}: validation PR@1 {s:.4f}"),
+        progress=lambda t, a, s, per_set: print(
+            f"  threshold {t:g} alpha {a:g}: objective {s:.4f} ("
+            + ", ".join(f"{name} {value:.4f}" for name, value in per_set.items()) + ")"),
+        sets=sets,
     )
     model.config["data"] = source
     model.metrics["test"] = evaluate_pr(model, dataset.test)
     model.save(args.out)
-    print(f"chose threshold {model.config['threshold']:g}, alpha {model.config['alpha']:g}")
+    print(f"chose threshold {model.config['threshold']:g}, alpha {model.config['alpha']:g} "
+          f"(validation objective {model.metrics['validation_objective']:.4f}); "
+          f"calibrated sources: {', '.join(calibrated_sources(model)) or 'none (too few validation queries)'}")
     print("validation " + json.dumps(model.metrics["validation"]))
     print("test       " + json.dumps(model.metrics["test"]))
     print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s")
@@ -281,6 +303,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # C++ info and warnings; Python errors still surface
     from evaluation.predict import evaluate_pr
+    from training.calibrate import fit_calibration
 
     try:
         from training.xmlq.export import bundle_model
@@ -298,7 +321,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    dataset, source = load_dataset(args)
+    dataset, source, sets = load_dataset(args)
     train_table, weights = None, None
     if args.augment:
         dataset, train_table, weights, report = augmented_dataset(args, dataset)
@@ -313,6 +336,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     summary["data"] = source
     model = bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy,
                          config=summary.pop("config") | {"data": source}, metrics=summary)
+    model.calibration = fit_calibration(model, sets)
     model.metrics["test"] = evaluate_pr(model, dataset.test)
     model.save(args.out)
     print(f"best epoch {summary['best_epoch']}: validation {json.dumps(summary['validation'])}")
@@ -323,6 +347,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
 
 def run_train_xreg(args: argparse.Namespace) -> int:
     from evaluation.predict import evaluate_pr
+    from training.calibrate import fit_calibration
     from training.xreg.trainer import XRegConfig, fit
 
     started = time.perf_counter()
@@ -332,10 +357,11 @@ def run_train_xreg(args: argparse.Namespace) -> int:
                             prune=args.prune, seed=args.seed)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    dataset, source = load_dataset(args)
+    dataset, source, sets = load_dataset(args)
     print(f"dataset: {len(dataset.table.queries):,} queries, {len(dataset.table):,} pairs, "
           f"{len(dataset.table.categories):,} categories ({time.perf_counter() - started:.1f} s)")
     model = fit(dataset, config, progress=lambda message: print("  " + message))
+    model.calibration = fit_calibration(model, sets)
     model.config["data"] = source
     for name, rerank in (("xreg", False), ("xreg-t", True)):
         scored = model.with_options(rerank=rerank)
@@ -410,30 +436,53 @@ def augmented_dataset(args: argparse.Namespace, dataset):
 
 
 def run_train_hybrid(args: argparse.Namespace) -> int:
+    from evaluation.predict import evaluate_pr
+    from qcat.calibration import calibrated_sources
     from qcat.classifier import load_model
     from qcat.errors import QcatError
-    from qcat.hybrid import HybridModel
+    from qcat.hybrid import CUTOFFS
+    from training.selection import BLENDS, calibrate_hybrid, choose_hybrid
 
-    long_name = args.long_backend
-    long_path = getattr(args, long_name)
-    if long_path is None:
-        raise InputError(f"--long-backend {long_name} needs --{long_name} DIR")
-    other = "xreg" if long_name == "xmlq" else "xmlq"
-    if getattr(args, other) is not None:
-        raise InputError(f"--{other} is not used with --long-backend {long_name}")
-    nb, long = load_model(args.nb), load_model(long_path)
-    for name, model, path in (("--nb", nb, args.nb), (f"--{long_name}", long, long_path)):
-        if model.backend != name[2:]:
-            raise InputError(f"{name} {path} is a {model.backend} bundle")
-    try:
-        taxonomy = nb.taxonomy.merge(long.taxonomy)
-    except QcatError as exc:
-        raise InputError(f"{args.nb} and {long_path} were trained on different taxonomies: {exc}") from None
-    hybrid = HybridModel(nb=nb, long=long, cutoff=args.cutoff, taxonomy=taxonomy,
-                         config={"nb": str(args.nb), long_name: str(long_path)}, metrics={})
+    candidates = {name: getattr(args, name) for name in ("xmlq", "xreg") if getattr(args, name) is not None}
+    if args.long_backend is not None:
+        if args.long_backend not in candidates:
+            raise InputError(f"--long-backend {args.long_backend} needs --{args.long_backend} DIR")
+        candidates = {args.long_backend: candidates[args.long_backend]}
+    if not candidates:
+        raise InputError("give the long-query model: --xmlq DIR and/or --xreg DIR")
+    nb = load_model(args.nb)
+    longs = {name: load_model(path) for name, path in candidates.items()}
+    for flag, model, path in [("--nb", nb, args.nb)] + [(f"--{n}", m, candidates[n]) for n, m in longs.items()]:
+        if model.backend != flag[2:]:
+            raise InputError(f"{flag} {path} is a {model.backend} bundle")
+    taxonomy = nb.taxonomy
+    for name, long in longs.items():
+        try:
+            taxonomy = taxonomy.merge(long.taxonomy)
+        except QcatError as exc:
+            raise InputError(f"{args.nb} and {candidates[name]} were trained on different taxonomies: {exc}") from None
+    dataset, source, sets = load_dataset(args)
+    print_sets(sets)
+    cutoffs = (args.cutoff,) if args.cutoff else CUTOFFS
+    blends = (args.blend,) if args.blend is not None else BLENDS
+    print("long backend  cutoff  blend  objective  " + "  ".join(f"PR@1 {name}" for name in sets))
+    best, table = choose_hybrid(nb, longs, cutoffs, sets, taxonomy, blends, progress=lambda row: print(
+        f"{row['long_backend']:<12}  {row['cutoff']:>6}  {row['blend']:>5.2f}  {row['objective']:>9.4f}  "
+        + "  ".join(f"{row[f'pr@1 {name}']:>{len(name) + 5}.4f}" for name in sets)))
+    hybrid = calibrate_hybrid(best, sets)
+    chosen = {"long_backend": hybrid.long.backend, "cutoff": hybrid.cutoff, "blend": hybrid.blend}
+    hybrid = replace(hybrid, config={"nb": str(args.nb)} | {n: str(p) for n, p in candidates.items()} | {"data": source},
+                     metrics={"selection": {"chosen": chosen, "objective_weights": {n: round(w, 4) for n, (_, w) in sets.items()},
+                                            "table": table}})
+    hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)
     hybrid.save(args.out)
-    print(f"wrote hybrid {args.out} (cutoff {args.cutoff}: NB for queries of at most {args.cutoff} token(s), "
-          f"{long_name} for longer ones)")
+    print(f"chose {chosen['long_backend']} with cutoff {chosen['cutoff']} and blend {chosen['blend']:g}: NB answers "
+          f"queries of at most {chosen['cutoff']} token(s), longer ones get "
+          + (f"{chosen['blend']:g} x NB + {1 - chosen['blend']:g} x {chosen['long_backend']}" if chosen["blend"]
+             else chosen["long_backend"])
+          + f"; calibrated sources: {', '.join(calibrated_sources(hybrid))}")
+    print("test " + json.dumps(hybrid.metrics["test"]))
+    print(f"wrote hybrid {args.out}")
     return 0
 
 

@@ -10,19 +10,22 @@ import numpy as np
 import scipy.sparse as sp
 
 from evaluation.predict import evaluate_pr
+from qcat.errors import InputError
 from qcat.nb import NaiveBayesModel, query_features
+from training.calibrate import fit_calibration
 from training.clicktable import ClickTable
 from training.dataset import Dataset
+from training.selection import ValidationSets, objective, validation_sets
 
 
 @dataclass(frozen=True)
 class NBConfig:
     """Grid of the noise threshold (minimum clicks of a feature-category row) and the
-    smoothing alpha; the pair with the best validation PR@1 is kept."""
+    smoothing alpha; the pair with the best validation objective (:mod:`training.selection`)
+    is kept."""
 
     thresholds: tuple[float, ...] = (1, 2, 3, 5, 10, 20)
-    alphas: tuple[float, ...] = (0.01, 0.03, 0.1, 0.3, 1.0)
-    tune_k: int = 1
+    alphas: tuple[float, ...] = (0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
 
 
 @dataclass(frozen=True)
@@ -94,23 +97,32 @@ def _lookup_table(table: ClickTable, labels_used: np.ndarray) -> dict:
     }
 
 
-def fit(dataset: Dataset, config: NBConfig = NBConfig(), progress=None) -> NaiveBayesModel:
-    """Train on ``dataset.train`` and tune threshold and alpha on ``dataset.validation``."""
+def fit(dataset: Dataset, config: NBConfig = NBConfig(), progress=None,
+        sets: ValidationSets | None = None) -> NaiveBayesModel:
+    """Train on ``dataset.train``, tune threshold and alpha on the validation objective over
+    ``sets`` (default: the dataset's validation split alone), then calibrate the scores on them."""
     started = time.perf_counter()
-    train, validation = dataset.train, dataset.validation
+    train = dataset.train
+    sets = sets or validation_sets(dataset)
+    if len(train) == 0 or len(sets["simulated"][0]) == 0:
+        raise InputError(f"cannot train NB: {len(train):,} training and {len(sets['simulated'][0]):,} validation "
+                         f"(query, category) pairs; the log needs more queries (or a lower --min-clicks)")
     fc = count_features(train)
     best, best_score, grid = None, -1.0, []
     for threshold, alpha in itertools.product(config.thresholds, config.alphas):
         model = build_model(fc, train, dataset, threshold, alpha, asdict(config))
-        score = evaluate_pr(model, validation, (config.tune_k,))[f"pr@{config.tune_k}"]
-        grid.append({"threshold": threshold, "alpha": alpha, f"validation_pr@{config.tune_k}": round(score, 5)})
+        score, per_set = objective(model, sets)
+        grid.append({"threshold": threshold, "alpha": alpha, "objective": round(score, 5)}
+                    | {f"pr@1 {name}": round(value, 5) for name, value in per_set.items()})
         if progress:
-            progress(threshold, alpha, score)
+            progress(threshold, alpha, score, per_set)
         if score > best_score:
             best, best_score = model, score
-    assert best is not None
+    best.calibration = fit_calibration(best, sets)
     best.metrics.update({
-        "validation": evaluate_pr(best, validation),
+        "validation": evaluate_pr(best, sets["simulated"][0]),
+        "validation_objective": round(best_score, 5),
+        "objective_weights": {name: round(weight, 4) for name, (_, weight) in sets.items()},
         "tuning_grid": grid,
         "train_queries": int(len(train.queries)),
         "train_pairs": int(len(train)),
