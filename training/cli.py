@@ -6,13 +6,13 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from qcat.errors import InputError
 
 HOLDOUT_FRACTION = 0.1  # share of the demo catalog's listings kept from the simulator (real-title sets)
 REAL_QUERIES_FILE = "real_queries.csv"
+DEMO_XREG_PRUNE = 1.0  # the demo's XReg drops |w| < 1: a 5 MB bundle, as accurate on real text (docs/benchmarks.md)
 
 
 def main(command: str, argv: list[str]) -> int:
@@ -96,12 +96,11 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 
 def run_build_demo(args: argparse.Namespace) -> int:
-    """Catalog -> taxonomy -> simulated log -> corpus.json -> NB demo model, reproducibly."""
+    """Catalog -> taxonomy -> simulated log (10% of the listings held out) -> corpus.json -> the
+    demo model (NB + XReg hybrid chosen on the validation objective), reproducibly."""
     import shutil
     from datetime import date
 
-    from evaluation.predict import evaluate_pr
-    from training import nb_trainer
     from training.catalog import load_catalog
     from training.corpus import DEMO_DIR, META_FILE, Corpus
     from training.logstats import format_stats, table1_stats
@@ -149,16 +148,44 @@ def run_build_demo(args: argparse.Namespace) -> int:
     whole_year = corpus.ingest("all", taxonomy).table
     print("whole-year log statistics (eBay Table 1):")
     print(format_stats(table1_stats(whole_year, brands=catalog_brand_queries(catalog))))
-    dataset = corpus.dataset("base")
-    model = nb_trainer.fit(dataset)
-    model.config["data"] = {"corpus": "demo", "period": "base"}
-    model.metrics["test"] = evaluate_pr(model, dataset.test)
+    model = build_demo_model(corpus)
     if model_dir.exists():
         shutil.rmtree(model_dir)
     model.save(model_dir)
-    print(f"demo model: test {json.dumps(model.metrics['test'])} -> {model_dir}")
+    print(f"demo model: {json.dumps(model.metrics['selection']['chosen'])}, test {json.dumps(model.metrics['test'])} "
+          f"-> {model_dir}")
     print(f"done in {time.perf_counter() - started:.1f} s")
     return 0
+
+
+def build_demo_model(corpus):
+    """The shipped model: NB and XReg trained on the base period, and the hybrid of the two
+    that wins the validation objective (:mod:`training.selection`), every part calibrated."""
+    from evaluation.predict import evaluate_pr
+    from qcat.hybrid import CUTOFFS
+    from training import nb_trainer
+    from training.calibrate import fit_calibration
+    from training.selection import select_hybrid, validation_sets
+    from training.xreg.trainer import XRegConfig
+    from training.xreg.trainer import fit as fit_xreg
+
+    dataset = corpus.dataset("base")
+    sets = validation_sets(dataset, corpus)
+    data = {"corpus": "demo", "period": "base"}
+    print_objective(sets)
+    nb = nb_trainer.fit(dataset, sets=sets)
+    nb.config["data"] = data
+    print(f"NB: threshold {nb.config['threshold']:g}, alpha {nb.config['alpha']:g}")
+    xreg = fit_xreg(dataset, XRegConfig(prune=DEMO_XREG_PRUNE), progress=lambda message: print("  XReg " + message))
+    xreg.config["data"] = data
+    xreg.calibration = fit_calibration(xreg, sets)
+    print("long backend  cutoff  blend  objective  " + "  ".join(f"PR@1 {name}" for name in sets))
+    hybrid = select_hybrid(nb, {"xreg": xreg}, sets, nb.taxonomy.merge(xreg.taxonomy), CUTOFFS,
+                           config={"data": data}, progress=print_selection_row(sets))
+    for part in (hybrid.nb, hybrid.long):
+        part.metrics["test"] = evaluate_pr(part, dataset.test)
+    hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)
+    return hybrid
 
 
 # -- qcat train ------------------------------------------------------------------------
@@ -264,11 +291,6 @@ def load_dataset(args: argparse.Namespace):
     return dataset, {"corpus": str(corpus.directory), "period": args.period}, validation_sets(dataset, corpus)
 
 
-def print_sets(sets) -> None:
-    print("validation objective: " + ", ".join(f"{weight:.2f} x PR@1 {name} ({len(table.queries):,} queries)"
-                                               for name, (table, weight) in sets.items()))
-
-
 def run_train_nb(args: argparse.Namespace) -> int:
     from evaluation.predict import evaluate_pr
     from qcat.calibration import calibrated_sources
@@ -278,7 +300,7 @@ def run_train_nb(args: argparse.Namespace) -> int:
     dataset, source, sets = load_dataset(args)
     print(f"dataset: {len(dataset.table.queries):,} queries, {len(dataset.table):,} pairs, "
           f"{len(dataset.table.categories):,} categories ({time.perf_counter() - started:.1f} s)")
-    print_sets(sets)
+    print_objective(sets)
     model = nb_trainer.fit(
         dataset,
         progress=lambda t, a, s, per_set: print(
@@ -435,13 +457,24 @@ def augmented_dataset(args: argparse.Namespace, dataset):
     return augmented, augmented.train, query_weight[in_train], result.report
 
 
+def print_objective(sets) -> None:
+    print("validation objective: " + ", ".join(f"{weight:.2f} x PR@1 {name} ({len(table.queries):,} queries)"
+                                               for name, (table, weight) in sets.items()))
+
+
+def print_selection_row(sets):
+    return lambda row: print(
+        f"{row['long_backend']:<12}  {row['cutoff']:>6}  {row['blend']:>5.2f}  {row['objective']:>9.4f}  "
+        + "  ".join(f"{row[f'pr@1 {name}']:>{len(name) + 5}.4f}" for name in sets))
+
+
 def run_train_hybrid(args: argparse.Namespace) -> int:
     from evaluation.predict import evaluate_pr
     from qcat.calibration import calibrated_sources
     from qcat.classifier import load_model
     from qcat.errors import QcatError
     from qcat.hybrid import CUTOFFS
-    from training.selection import BLENDS, calibrate_hybrid, choose_hybrid
+    from training.selection import BLENDS, select_hybrid
 
     candidates = {name: getattr(args, name) for name in ("xmlq", "xreg") if getattr(args, name) is not None}
     if args.long_backend is not None:
@@ -462,18 +495,14 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
         except QcatError as exc:
             raise InputError(f"{args.nb} and {candidates[name]} were trained on different taxonomies: {exc}") from None
     dataset, source, sets = load_dataset(args)
-    print_sets(sets)
+    print_objective(sets)
     cutoffs = (args.cutoff,) if args.cutoff else CUTOFFS
     blends = (args.blend,) if args.blend is not None else BLENDS
     print("long backend  cutoff  blend  objective  " + "  ".join(f"PR@1 {name}" for name in sets))
-    best, table = choose_hybrid(nb, longs, cutoffs, sets, taxonomy, blends, progress=lambda row: print(
-        f"{row['long_backend']:<12}  {row['cutoff']:>6}  {row['blend']:>5.2f}  {row['objective']:>9.4f}  "
-        + "  ".join(f"{row[f'pr@1 {name}']:>{len(name) + 5}.4f}" for name in sets)))
-    hybrid = calibrate_hybrid(best, sets)
-    chosen = {"long_backend": hybrid.long.backend, "cutoff": hybrid.cutoff, "blend": hybrid.blend}
-    hybrid = replace(hybrid, config={"nb": str(args.nb)} | {n: str(p) for n, p in candidates.items()} | {"data": source},
-                     metrics={"selection": {"chosen": chosen, "objective_weights": {n: round(w, 4) for n, (_, w) in sets.items()},
-                                            "table": table}})
+    hybrid = select_hybrid(nb, longs, sets, taxonomy, cutoffs, blends,
+                           config={"nb": str(args.nb)} | {n: str(p) for n, p in candidates.items()} | {"data": source},
+                           progress=print_selection_row(sets))
+    chosen = hybrid.metrics["selection"]["chosen"]
     hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)
     hybrid.save(args.out)
     print(f"chose {chosen['long_backend']} with cutoff {chosen['cutoff']} and blend {chosen['blend']:g}: NB answers "
