@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from qcat.bundle import MANIFEST, Manifest, read_manifest, sha256_file, write_bundle
-from qcat.calibration import Calibration, calibrated, describe, load_calibration, save_calibration
+from qcat.calibration import Calibration, calibrated, load_calibration, save_calibration
 from qcat.errors import BundleError, QcatError
 from qcat.model import Model, Predictions
 from qcat.nb import NaiveBayesModel
@@ -141,7 +141,9 @@ class HybridModel:
                 why = (f"hybrid: {len(tokens)} token(s) > cutoff {self.cutoff}: scores blend "
                        f"{self.blend:g} x NB + {1 - self.blend:g} x {part} (calibrated probabilities)")
                 lines = [why] + self.nb.explain(query, k) + self.long.explain(query, k)
-                return lines + [describe(self.calibration, BLEND)]
+                return lines + ["  the blended scores are calibrated again by the hybrid's own map"
+                                if self.calibration is not None and BLEND in self.calibration.sources
+                                else "  the blended scores are not calibrated again"]
         return [why] + self.part(part).explain(query, k)
 
     def save(self, directory: str | Path) -> Manifest:

@@ -84,7 +84,8 @@ def test_delta_table_is_laid_out_like_table_4(report_dir) -> None:
     section = markdown.split("### Differences against NB")[1].split("###")[0]
     rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
     assert rows[0].startswith("| models | QSet | δ P | δ R | δ F1 | δ PR@1 | δ PR@3 | δ PR@10")
-    assert [r.split("|")[2].strip() for r in rows[1:]] == ["head", "torso", "tail", "all"]
+    assert [r.split("|")[2].strip() for r in rows[1:]] == ["head", "torso", "tail", "all",
+                                                          "real-title", "real-2tok", "real-queries"]
     assert rows[1].split("|")[1].strip() == "nb-coarse − NB"
     for row, segment in zip(rows[1:], ["head", "torso", "tail", "all"]):
         delta_pr1 = float(row.split("|")[6])

@@ -77,7 +77,9 @@ def test_full_query_lookup_returns_click_shares(model):
 def test_unknown_tokens_give_the_prior_and_k_is_respected(model):
     predictions = model.predict(["dior gaudron"], k=1)
     assert model.labels[predictions.labels[0, 0]] == TRAINS  # larger prior
-    assert predictions.scores[0, 0] == pytest.approx(1.0)  # normalized over the one returned
+    # The posterior over every category (here the prior), whatever k is.
+    assert predictions.scores[0, 0] == pytest.approx(float(np.exp(model.label_log_prior).max()), rel=1e-5)
+    assert model.predict(["dior gaudron"], k=2).scores[0, 0] == predictions.scores[0, 0]
     assert "prior" in " ".join(model.explain("dior gaudron", 1))
 
 

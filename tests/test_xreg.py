@@ -265,8 +265,9 @@ def test_bundle_round_trip(small, bundle):
     queries = ["f1 f7 f30", "f2", "f40 f41 f59 f3", "nothing known"]
     before, after = model.predict(queries, 5), loaded.predict(queries, 5)
     np.testing.assert_array_equal(before.labels, after.labels)
-    np.testing.assert_allclose(before.scores, after.scores)
-    assert loaded.labelwise(model.labels[3], queries, 2) == model.labelwise(model.labels[3], queries, 2)
+    np.testing.assert_allclose(before.scores, after.scores, rtol=2e-3)  # weights are stored as float16
+    a, b = loaded.labelwise(model.labels[3], queries, 2), model.labelwise(model.labels[3], queries, 2)
+    assert [i for i, _ in a] == [i for i, _ in b] and np.allclose([s for _, s in a], [s for _, s in b], rtol=2e-3)
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["backend"] == "xreg" and set(manifest["files"]) >= {"xreg.npz", "vocabulary.txt", "labels.txt"}
     with np.load(bundle / "xreg.npz", allow_pickle=False) as npz:

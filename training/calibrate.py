@@ -44,7 +44,7 @@ def isotonic(x: np.ndarray, y: np.ndarray, weight: np.ndarray) -> tuple[np.ndarr
             weights[-2:] = [w]
     knots_x = np.array(centres) / np.array(weights)
     knots_y = np.clip(np.array(means), 0.0, 1.0)
-    if knots_x[0] > 0:
+    if knots_x[0] > 0 and knots_y[0] > 0:
         knots_x, knots_y = np.concatenate([[0.0], knots_x]), np.concatenate([[0.0], knots_y])
     return knots_x, knots_y
 
