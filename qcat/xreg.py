@@ -19,9 +19,9 @@ logistic regressors, served with numpy only.
   ``P_tail = 1 / (1 + exp(γ/2 ‖x − μ_l‖²))``, μ_l the mean of the label's training points;
   the reported score is ``exp(s_l)``.
 
-Weights are stored per *group* of regressors (a node's two child edges, or a leaf's
-labels), keyed by ``group · D + feature`` in one sorted int64 array, so scoring a batch of
-(query, group) pairs is a ``searchsorted`` plus a ``bincount``.
+Weights are kept per *group* of regressors (a node's two child edges, or a leaf's labels),
+keyed by ``group · D + feature`` in one sorted int64 array: scoring a batch of (query, group)
+pairs is a ``searchsorted`` plus a ``bincount``.
 """
 
 from __future__ import annotations
@@ -231,9 +231,8 @@ class LabelTree:
         return points, z * np.exp(log_sigmoid(s))
 
     def to_arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        """Arrays to store, compactly: keys as gaps (sorted, so small), the offset within a
-        group in the narrowest unsigned type, weights in float16 (|w| >= the pruning
-        threshold; a relative error of 5e-4 is far below the regressors' own)."""
+        """Arrays to store, compactly: keys as gaps, offsets in the narrowest unsigned type,
+        weights in float16 (a relative error of 5e-4, far below the regressors' own)."""
         arrays = {f"{prefix}{name}": getattr(self, name) for name in TREE_ARRAYS if name != "keys"}
         gaps = np.diff(self.keys, prepend=0)
         arrays[f"{prefix}key_gaps"] = gaps.astype(np.min_scalar_type(int(gaps.max(initial=0))))
@@ -246,10 +245,9 @@ class LabelTree:
     def from_arrays(cls, arrays: dict[str, np.ndarray], prefix: str) -> "LabelTree":
         depth, n_features = (int(v) for v in arrays[f"{prefix}shape"])
         tree = {name: arrays[f"{prefix}{name}"] for name in TREE_ARRAYS if name != "keys"}
-        gaps = arrays.get(f"{prefix}key_gaps")  # bundles before calibration stored the keys themselves
+        gaps = arrays.get(f"{prefix}key_gaps")  # older bundles stored the keys themselves
         tree["keys"] = arrays[f"{prefix}keys"] if gaps is None else np.cumsum(gaps, dtype=np.int64)
-        tree["entry_offset"] = tree["entry_offset"].astype(np.int32)
-        tree["entry_weight"] = tree["entry_weight"].astype(np.float32)
+        tree["entry_offset"], tree["entry_weight"] = tree["entry_offset"].astype(np.int32), tree["entry_weight"].astype(np.float32)
         return cls(depth=depth, n_features=n_features, **tree)
 
     def problems(self, n_labels: int) -> list[str]:
