@@ -31,15 +31,37 @@ def check_length(length: int) -> int:
     return length
 
 
-def encode_tokens(tokens: Sequence[str], index: dict[str, int], length: int = SEQUENCE_LENGTH) -> list[int]:
-    ids = [index.get(token, UNKNOWN) for token in tokens[: length - 1]] + [END]
+def fallback_ids(token: str, index: dict[str, int]) -> list[int]:
+    """Ids of a token, and for one not in the vocabulary (``oov_fallback``) what it may be
+    read as: without a possessive ``'s``, its hyphen-separated parts when one of them is
+    known (unknown parts stay unknown), without a plural ``s``; else ``[UNKNOWN]``."""
+    if token in index:
+        return [index[token]]
+    if token.endswith("'s") and token[:-2] in index:
+        return [index[token[:-2]]]
+    parts = [part for part in token.split("-") if part]
+    if len(parts) > 1 and any(part in index for part in parts):
+        return [index.get(part, UNKNOWN) for part in parts]
+    if token.endswith("s") and token[:-1] in index:
+        return [index[token[:-1]]]
+    return [UNKNOWN]
+
+
+def encode_tokens(tokens: Sequence[str], index: dict[str, int], length: int = SEQUENCE_LENGTH,
+                  oov_fallback: bool = False) -> list[int]:
+    if oov_fallback:
+        ids = [i for token in tokens for i in fallback_ids(token, index)][: length - 1] + [END]
+    else:
+        ids = [index.get(token, UNKNOWN) for token in tokens[: length - 1]] + [END]
     return [PAD] * (length - len(ids)) + ids
 
 
-def encode(queries: Sequence[str], index: dict[str, int], length: int = SEQUENCE_LENGTH) -> np.ndarray:
+def encode(queries: Sequence[str], index: dict[str, int], length: int = SEQUENCE_LENGTH,
+           oov_fallback: bool = False) -> np.ndarray:
     """``(n, length)`` int32 ids of raw queries (normalized here); ``length`` counts the end
-    marker, so a query keeps its first ``length - 1`` tokens."""
+    marker, so a query keeps its first ``length - 1`` tokens (after ``oov_fallback``, see
+    :func:`fallback_ids`)."""
     out = np.zeros((len(queries), check_length(length)), dtype=np.int32)
     for row, query in enumerate(queries):
-        out[row] = encode_tokens(tokenize(query), index, length)
+        out[row] = encode_tokens(tokenize(query), index, length, oov_fallback)
     return out

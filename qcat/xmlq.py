@@ -49,6 +49,7 @@ class XMLQModel:
             self.sequence_length = check_length(self.config.get("sequence_length", SEQUENCE_LENGTH))
         except ValueError as exc:
             raise BundleError(str(exc)) from None
+        self.oov_fallback = bool(self.config.get("oov_fallback", False))
         length = inputs[0].shape[-1]
         if isinstance(length, int) and length != self.sequence_length:
             raise BundleError(f"the XML-Q network reads {length} token ids but the bundle's config says "
@@ -64,7 +65,8 @@ class XMLQModel:
         labels = np.full((len(queries), k), -1, dtype=np.int32)
         scores = np.zeros((len(queries), k), dtype=np.float32)
         for start in range(0, len(queries), BATCH):
-            probabilities = self.probabilities(encode(queries[start:start + BATCH], self._index, self.sequence_length))
+            probabilities = self.probabilities(encode(queries[start:start + BATCH], self._index, self.sequence_length,
+                                                        self.oov_fallback))
             top_labels, top_scores = top_k(probabilities, k)
             n = top_labels.shape[1]
             labels[start:start + len(probabilities), :n] = top_labels
@@ -74,7 +76,7 @@ class XMLQModel:
     def explain(self, query: str, k: int) -> list[str]:
         tokens = tokenize(query)
         most = self.sequence_length - 1
-        ids = encode_tokens(tokens, self._index, self.sequence_length)
+        ids = encode_tokens(tokens, self._index, self.sequence_length, self.oov_fallback)
         unknown = [t for t in tokens[:most] if self._index.get(t, UNKNOWN) == UNKNOWN]
         lines = [f"xmlq: CNN-RNN over {min(len(tokens), most)} token(s) + end marker; scores are independent "
                  f"sigmoid probabilities per category"]

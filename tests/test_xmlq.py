@@ -43,6 +43,13 @@ def test_encoding_to_another_length_keeps_that_many_tokens() -> None:
         encode(["lego"], index, length=1)
 
 
+def test_oov_fallback_reads_unknown_tokens_as_known_parts() -> None:
+    index = token_index(["water", "tree", "lego"])  # ids 3, 4, 5
+    assert encode(["water-based trees lego's zzz"], index, length=8, oov_fallback=True).tolist() == [
+        [PAD, PAD, 3, UNKNOWN, 4, 5, UNKNOWN, END]]
+    assert encode(["water-based trees"], index, length=4).tolist() == [[PAD, UNKNOWN, UNKNOWN, END]]
+
+
 def test_paper_preset_matches_figure_1() -> None:
     model = build_xmlq(vocabulary_size=1000, n_labels=20_000, preset=PRESETS["paper"])
     assert model.input.shape[1:] == (10,)

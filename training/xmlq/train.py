@@ -44,6 +44,7 @@ class XMLQConfig:
     min_token_count: int = 2
     max_vocabulary: int = 100_000
     sequence_length: int = SEQUENCE_LENGTH  # token ids per query, the end marker included
+    oov_fallback: bool = False  # read unknown tokens as their known parts (qcat.query_encoding.fallback_ids)
     seed: int = 0
     snm: dict = field(default_factory=lambda: {"sampled": 64, "top_k": 8, "kind": "powl", "phi": "hinge"})
 
@@ -123,9 +124,9 @@ def prepare(dataset: Dataset, config: XMLQConfig, train: ClickTable | None = Non
     return Prepared(
         vocabulary=vocabulary,
         labels=labels,
-        train_tokens=encode(train.queries, index, config.sequence_length),
+        train_tokens=encode(train.queries, index, config.sequence_length, config.oov_fallback),
         train_labels=label_lists(train, label_of_category),
-        validation_tokens=encode(dataset.validation.queries, index, config.sequence_length),
+        validation_tokens=encode(dataset.validation.queries, index, config.sequence_length, config.oov_fallback),
         validation=dataset.validation,
         train_weights=train_weights,
     )
