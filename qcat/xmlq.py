@@ -12,7 +12,7 @@ from qcat.bundle import Manifest, load_labels, load_vocabulary, save_lines, writ
 from qcat.errors import BundleError
 from qcat.model import Predictions, top_k
 from qcat.normalize import tokenize
-from qcat.query_encoding import SEQUENCE_LENGTH, UNKNOWN, check_length, encode, encode_tokens, token_index
+from qcat.query_encoding import UNKNOWN, encode, encode_tokens, token_index
 from qcat.taxonomy import Taxonomy
 
 BACKEND = "xmlq"
@@ -45,15 +45,6 @@ class XMLQModel:
         width = outputs[0].shape[-1]
         if len(inputs) != 1 or (isinstance(width, int) and width != len(self.labels)):
             raise BundleError(f"the XML-Q network's output ({width}) does not match its {len(self.labels)} labels")
-        try:
-            self.sequence_length = check_length(self.config.get("sequence_length", SEQUENCE_LENGTH))
-        except ValueError as exc:
-            raise BundleError(str(exc)) from None
-        self.oov_fallback = bool(self.config.get("oov_fallback", False))
-        length = inputs[0].shape[-1]
-        if isinstance(length, int) and length != self.sequence_length:
-            raise BundleError(f"the XML-Q network reads {length} token ids but the bundle's config says "
-                              f"{self.sequence_length}")
         self._input = inputs[0].name
         self._index = token_index(self.vocabulary)
 
@@ -65,8 +56,7 @@ class XMLQModel:
         labels = np.full((len(queries), k), -1, dtype=np.int32)
         scores = np.zeros((len(queries), k), dtype=np.float32)
         for start in range(0, len(queries), BATCH):
-            probabilities = self.probabilities(encode(queries[start:start + BATCH], self._index, self.sequence_length,
-                                                        self.oov_fallback))
+            probabilities = self.probabilities(encode(queries[start:start + BATCH], self._index))
             top_labels, top_scores = top_k(probabilities, k)
             n = top_labels.shape[1]
             labels[start:start + len(probabilities), :n] = top_labels
@@ -75,13 +65,12 @@ class XMLQModel:
 
     def explain(self, query: str, k: int) -> list[str]:
         tokens = tokenize(query)
-        most = self.sequence_length - 1
-        ids = encode_tokens(tokens, self._index, self.sequence_length, self.oov_fallback)
-        unknown = [t for t in tokens[:most] if self._index.get(t, UNKNOWN) == UNKNOWN]
-        lines = [f"xmlq: CNN-RNN over {min(len(tokens), most)} token(s) + end marker; scores are independent "
+        ids = encode_tokens(tokens, self._index)
+        unknown = [t for t in tokens[:9] if self._index.get(t, UNKNOWN) == UNKNOWN]
+        lines = [f"xmlq: CNN-RNN over {min(len(tokens), 9)} token(s) + end marker; scores are independent "
                  f"sigmoid probabilities per category"]
-        if len(tokens) > most:
-            lines.append(f"  truncated to the first {most} tokens (dropped: {' '.join(tokens[most:])})")
+        if len(tokens) > 9:
+            lines.append(f"  truncated to the first 9 tokens (dropped: {' '.join(tokens[9:])})")
         if unknown:
             lines.append(f"  not in the vocabulary (read as unknown): {', '.join(repr(t) for t in unknown)}")
         if all(i <= UNKNOWN for i in ids):

@@ -34,22 +34,6 @@ def test_encoding_pads_in_front_and_ends_with_the_marker() -> None:
     assert long.tolist() == [3] * 9 + [END]  # truncated to 9 tokens + the end marker
 
 
-def test_encoding_to_another_length_keeps_that_many_tokens() -> None:
-    index = token_index(["lego"])
-    long = encode([" ".join(["lego"] * 25)], index, length=20)[0]
-    assert long.tolist() == [3] * 19 + [END]
-    assert encode(["lego"], index, length=4).tolist() == [[PAD, PAD, 3, END]]
-    with pytest.raises(ValueError):
-        encode(["lego"], index, length=1)
-
-
-def test_oov_fallback_reads_unknown_tokens_as_known_parts() -> None:
-    index = token_index(["water", "tree", "lego"])  # ids 3, 4, 5
-    assert encode(["water-based trees lego's zzz"], index, length=8, oov_fallback=True).tolist() == [
-        [PAD, PAD, 3, UNKNOWN, 4, 5, UNKNOWN, END]]
-    assert encode(["water-based trees"], index, length=4).tolist() == [[PAD, UNKNOWN, UNKNOWN, END]]
-
-
 def test_paper_preset_matches_figure_1() -> None:
     model = build_xmlq(vocabulary_size=1000, n_labels=20_000, preset=PRESETS["paper"])
     assert model.input.shape[1:] == (10,)
@@ -285,34 +269,3 @@ def test_distributed_needs_tf_config(tmp_path, data_dir) -> None:
                   "--taxonomy", data_dir / "bestbuy_categories_2016.json.gz", "--out", tmp_path / "x",
                   env={"TF_CONFIG": ""})
     assert result.returncode == 2 and "needs $TF_CONFIG" in result.stderr
-
-
-def test_a_bundle_of_another_length_round_trips_and_serves(tmp_path, data_dir) -> None:
-    """`qcat train xmlq --max-length 14`: the length is in the bundle's config, the network
-    reads 14 ids, serving encodes to 14 (tokens 10 to 13 count), and a bundle whose config
-    contradicts its network does not load."""
-    from qcat.classifier import load_model
-
-    out = tmp_path / "xmlq14"
-    result = qcat("train", "xmlq", "--log", data_dir / "bestbuy_clicks_sample.csv",
-                  "--taxonomy", data_dir / "bestbuy_categories_2016.json.gz", "--min-clicks", "1",
-                  "--min-token-count", "1", "--epochs", "1", "--batch-size", "64", "--max-length", "14", "--out", out)
-    assert result.returncode == 0, result.stderr[-3000:]
-    model = load_model(out)
-    assert model.config["sequence_length"] == 14 and model.sequence_length == 14
-    index = token_index(model.vocabulary)
-    word = model.vocabulary[0]
-    short, long = " ".join(["usb"] * 9), " ".join(["usb"] * 9 + [word] * 4)
-    tokens = encode([short, long], index, length=14)
-    assert tokens.shape == (2, 14)
-    probabilities = model.probabilities(tokens)
-    predictions = model.predict([short, long], 3)
-    assert predictions.labels.shape == (2, 3) and set(predictions.sources) == {"xmlq"}
-    np.testing.assert_array_equal(predictions.labels[:, 0], probabilities.argmax(axis=1))
-    assert not np.allclose(probabilities[0], probabilities[1])  # the 10th to 13th tokens are read
-    assert "truncated to the first 13 tokens" in "\n".join(model.explain(" ".join(["usb"] * 15), 3))
-    manifest = json.loads((out / "manifest.json").read_text())
-    manifest["config"]["sequence_length"] = 10
-    (out / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(BundleError, match="reads 14 token ids"):
-        load_model(out)

@@ -192,12 +192,6 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     net.add_argument("--patience", type=int, default=2, help="epochs without a better validation F1 before stopping")
     net.add_argument("--min-token-count", type=int, default=2,
                      help="tokens in fewer training queries are read as unknown (default 2)")
-    net.add_argument("--max-length", type=int, default=10, metavar="N",
-                     help="token ids per query, the end marker included: queries keep their first N - 1 tokens "
-                          "(default 10, the paper's)")
-    net.add_argument("--oov-fallback", action="store_true",
-                     help="read a token outside the vocabulary as its known parts: without a possessive 's, "
-                          "split at hyphens, without a plural s (in training and serving)")
     net.add_argument("--seed", type=int, default=0)
     net.add_argument("--distributed", action="store_true",
                      help="train with MultiWorkerMirroredStrategy across the workers named in $TF_CONFIG "
@@ -300,7 +294,6 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
         config = XMLQConfig(
             preset=args.preset, loss=args.loss, rnn=args.rnn, cosine=args.cosine, epochs=args.epochs,
             batch_size=args.batch_size, patience=args.patience, seed=args.seed, min_token_count=args.min_token_count,
-            sequence_length=args.max_length, oov_fallback=args.oov_fallback,
             snm={"sampled": args.snm_sampled, "top_k": args.snm_k, "kind": args.snm_kind, "phi": args.snm_phi},
         )
     except ValueError as exc:

@@ -39,13 +39,11 @@ PRESETS = {
 }
 
 
-def build_xmlq(vocabulary_size: int, n_labels: int, preset: Preset, rnn: bool = True, seed: int = 0,
-               sequence_length: int = SEQUENCE_LENGTH) -> keras.Model:
+def build_xmlq(vocabulary_size: int, n_labels: int, preset: Preset, rnn: bool = True, seed: int = 0) -> keras.Model:
     """The network, outputting sigmoid probabilities (``probabilities``); the layer before
-    the sigmoid is named ``logits`` for losses that need scores. It reads ``sequence_length``
-    token ids (``qcat.query_encoding``; 10, the paper's, by default)."""
+    the sigmoid is named ``logits`` for losses that need scores."""
     init = keras.initializers.GlorotUniform
-    tokens = keras.Input((sequence_length,), dtype="int32", name="tokens")
+    tokens = keras.Input((SEQUENCE_LENGTH,), dtype="int32", name="tokens")
     embedded = layers.Embedding(vocabulary_size, preset.embedding, name="embedding",
                                 embeddings_initializer=keras.initializers.RandomUniform(-0.05, 0.05, seed=seed))(tokens)
     groups = []

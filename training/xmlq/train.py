@@ -22,7 +22,7 @@ import tensorflow as tf
 from evaluation.metrics import gs_scores, pr_at_k
 from evaluation.predict import match_to_truth
 from qcat.model import top_k
-from qcat.query_encoding import RESERVED, SEQUENCE_LENGTH, check_length, encode, token_index
+from qcat.query_encoding import RESERVED, encode, token_index
 from training.clicktable import ClickTable
 from training.dataset import Dataset, truth_matrix
 from training.xmlq.losses import StochasticNegativeMining, binary_crossentropy, soft_f1
@@ -43,8 +43,6 @@ class XMLQConfig:
     patience: int = 2
     min_token_count: int = 2
     max_vocabulary: int = 100_000
-    sequence_length: int = SEQUENCE_LENGTH  # token ids per query, the end marker included
-    oov_fallback: bool = False  # read unknown tokens as their known parts (qcat.query_encoding.fallback_ids)
     seed: int = 0
     snm: dict = field(default_factory=lambda: {"sampled": 64, "top_k": 8, "kind": "powl", "phi": "hinge"})
 
@@ -55,7 +53,6 @@ class XMLQConfig:
             raise ValueError(f"unknown loss {self.loss!r}; expected one of {', '.join(LOSSES)}")
         if self.epochs < 1 or self.batch_size < 1:
             raise ValueError("epochs and batch size must be positive")
-        check_length(self.sequence_length)
 
 
 def build_vocabulary(queries, min_count: int, max_size: int) -> list[str]:
@@ -124,9 +121,9 @@ def prepare(dataset: Dataset, config: XMLQConfig, train: ClickTable | None = Non
     return Prepared(
         vocabulary=vocabulary,
         labels=labels,
-        train_tokens=encode(train.queries, index, config.sequence_length, config.oov_fallback),
+        train_tokens=encode(train.queries, index),
         train_labels=label_lists(train, label_of_category),
-        validation_tokens=encode(dataset.validation.queries, index, config.sequence_length, config.oov_fallback),
+        validation_tokens=encode(dataset.validation.queries, index),
         validation=dataset.validation,
         train_weights=train_weights,
     )
@@ -251,7 +248,7 @@ def train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None = None
     strategy = strategy or tf.distribute.get_strategy()  # the default: this process alone
     with strategy.scope():
         network = build_xmlq(RESERVED + len(prepared.vocabulary), len(prepared.labels), PRESETS[config.preset],
-                             rnn=config.rnn, seed=config.seed, sequence_length=config.sequence_length)
+                             rnn=config.rnn, seed=config.seed)
         trainable = compile_for(config, network, len(prepared.train_tokens))
     data = input_pipeline(prepared.train_tokens, prepared.train_labels, len(prepared.labels), config.batch_size,
                           config.seed, prepared.train_weights)
