@@ -1,0 +1,274 @@
+"""qcat bundles against fastText and Omikuji on simulated and real text, in one run.
+
+Both peers train on exactly the demo corpus's base-period train split (``dataset.train``);
+every model, peer or qcat bundle (``--model NAME=DIR``, repeatable), is then scored on:
+
+- the simulated test split: PR@1 over all queries and over head / torso / tail
+  (``evaluation.segments.segment_by_impressions``);
+- real text: ``real-title`` and ``real-2tok`` test (whole titles of held-out catalog
+  listings and their first two tokens) and the 18 ``real-queries``: PR@1 and PR@3;
+- training time (peers: measured here, writing their input files included; bundles:
+  ``train_seconds`` from the manifest's metrics or top level, else the sum over its parts'
+  manifests, e.g. a hybrid's NB and XReg, else "–");
+- prediction time in ms per query: best of 3 runs over the simulated test queries, top 10,
+  from the query text (normalizing and featurizing included), one batch call per run
+  (Omikuji's Python API predicts one query at a time, so its run is a loop).
+
+The peers:
+
+- fastText (fasttext-wheel) supervised on word unigrams + bigrams (``wordNgrams 2``, no
+  character n-grams, as the tf-idf models), 100-d, full softmax, 10 epochs, lr 0.5, chosen
+  on the validation splits (simulated validation PR@1 / real-title / real-2tok validation
+  PR@1: hierarchical softmax 25 epochs .825/.647/.369 in 36 s, 50 epochs .830/.645/.372;
+  softmax 5 epochs .856/.669/.383 in 169 s, 10 epochs .867/.672/.388 in 311 s). One line
+  per (train query, category) pair, repeated ``ceil(log2(1 + clicks))`` times: the click
+  share shapes the softmax targets without letting a head query with 10,000 clicks drown
+  everything else (raw clicks would repeat a line up to 12,913 times; the log gives 2 to 14
+  repeats, 594k lines). One thread and a fixed seed, so a rerun trains the same model.
+  Its Python ``predict`` breaks on numpy 2, so ``model.f.predict`` is called directly.
+- Omikuji (Parabel trees, default hyperparameters, one thread) on the tf-idf unigram +
+  bigram rows that qcat's XReg uses (``training.xreg.features``), one row per train query
+  with all its categories as (binary) labels, written as in ``bench_xreg.py``. Omikuji
+  takes no seed, so its figures move a little between runs (two runs: simulated PR@1
+  .901/.903, real-title PR@1 .727/.733).
+
+    python benchmarks/bench_real_text.py --model NB=qcat/demo_model \\
+        --model XReg=/tmp/xreg --model "NB+XReg=/tmp/hybrid" --out real_text.json
+
+``--skip-peers`` scores the bundles only; ``--real-split validation`` scores real-title and
+real-2tok on their validation split (for choosing between variants; report test).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_xreg import best_of, xc_format  # noqa: E402
+from evaluation.metrics import pr_at_k  # noqa: E402
+from evaluation.predict import match_to_truth  # noqa: E402
+from evaluation.segments import SEGMENTS, segment_by_impressions  # noqa: E402
+from qcat.model import Predictions  # noqa: E402
+from qcat.normalize import tokenize  # noqa: E402
+from training.dataset import truth_matrix  # noqa: E402
+
+K = 10
+SEED = 0
+REAL_SETS = ("real-title", "real-2tok", "real-queries")
+FASTTEXT = {"loss": "softmax", "wordNgrams": 2, "dim": 100, "epoch": 10, "lr": 0.5, "minCount": 1,
+            "bucket": 1_000_000, "thread": 1, "seed": SEED, "verbose": 0}
+
+
+# -- the peers: qcat's predict protocol (labels, predict(queries, k) -> Predictions) -----------
+
+
+def normalized(queries: Sequence[str]) -> list[str]:
+    return [" ".join(tokenize(q)) for q in queries]
+
+
+def click_repeats(clicks: np.ndarray) -> np.ndarray:
+    """Lines per (query, category) pair in fastText's training file: ceil(log2(1 + clicks))."""
+    return np.ceil(np.log2(1.0 + clicks)).astype(np.int64)
+
+
+@dataclass
+class FastTextPeer:
+    model: object  # fasttext's _FastText
+    labels: tuple[str, ...]  # taxonomy ids in the model's label order
+
+    @classmethod
+    def train(cls, table, workdir: Path) -> "FastTextPeer":
+        import fasttext
+
+        path = workdir / "fasttext_train.txt"
+        with open(path, "w") as out:
+            for q, c, n in zip(table.pair_query, table.pair_category, click_repeats(table.clicks)):
+                out.write(f"__label__{table.categories[c]} {table.queries[q]}\n" * int(n))
+        model = fasttext.train_supervised(input=str(path), **FASTTEXT)
+        return cls(model, tuple(name.removeprefix("__label__") for name in model.labels))
+
+    def predict(self, queries: Sequence[str], k: int) -> Predictions:
+        position = {f"__label__{label}": i for i, label in enumerate(self.labels)}
+        labels = np.full((len(queries), k), -1, dtype=np.int32)
+        scores = np.zeros((len(queries), k), dtype=np.float32)
+        for row, text in enumerate(normalized(queries)):
+            for j, (probability, name) in enumerate(self.model.f.predict(text + "\n", k, 0.0, "strict")):
+                labels[row, j], scores[row, j] = position[name], probability
+        return Predictions(labels, scores, ("fasttext",) * len(queries))
+
+
+@dataclass
+class OmikujiPeer:
+    model: object  # omikuji.Model
+    features: object  # qcat.xreg.TfidfFeatures
+    labels: tuple[str, ...]
+
+    @classmethod
+    def train(cls, table, workdir: Path) -> "OmikujiPeer":
+        import omikuji
+
+        from training.xreg.features import featurize, fit_tfidf
+        from training.xreg.relevance import relevance_matrix
+
+        used = np.unique(table.pair_category)
+        columns = np.full(len(table.categories), -1, dtype=np.int64)
+        columns[used] = np.arange(len(used))
+        features = fit_tfidf(table.queries)
+        path = workdir / "omikuji_train.txt"
+        xc_format(path, featurize(features, table.queries), relevance_matrix(table, columns))
+        model = omikuji.Model.train_on_data(str(path), omikuji.Model.default_hyper_param(), n_threads=1)
+        return cls(model, features, tuple(table.categories[used]))
+
+    def predict(self, queries: Sequence[str], k: int) -> Predictions:
+        rows = self.features.transform([tokenize(q) for q in queries])
+        labels = np.full((len(queries), k), -1, dtype=np.int32)
+        scores = np.zeros((len(queries), k), dtype=np.float32)
+        for i in range(rows.n):
+            lo, hi = rows.indptr[i], rows.indptr[i + 1]
+            pairs = list(zip(rows.indices[lo:hi].tolist(), rows.data[lo:hi].tolist()))
+            for j, (label, score) in enumerate(self.model.predict(pairs, beam_size=10, top_k=k) if pairs else []):
+                labels[i, j], scores[i, j] = label, score
+        return Predictions(labels, scores, ("omikuji",) * len(queries))
+
+
+PEERS = {"fastText": FastTextPeer, "Omikuji (Parabel)": OmikujiPeer}
+
+
+# -- bundles ---------------------------------------------------------------------------------
+
+
+def bundle_train_seconds(directory: Path) -> float | None:
+    """``train_seconds`` of a bundle's manifest (in its metrics or at its top level), else the
+    sum over the manifests of its parts (subdirectories), else None."""
+    manifest = json.loads((directory / "manifest.json").read_text())
+    for found in (manifest.get("metrics", {}).get("train_seconds"), manifest.get("train_seconds")):
+        if found is not None:
+            return float(found)
+    parts = [bundle_train_seconds(p) for p in sorted(directory.iterdir()) if (p / "manifest.json").is_file()]
+    return sum(parts) if parts and None not in parts else None
+
+
+# -- scoring ---------------------------------------------------------------------------------
+
+
+def query_sets(corpus, dataset, real_split: str = "test") -> dict:
+    """The evaluation tables: the simulated test split and the real-text sets of ``real_split``
+    (real-queries has no split)."""
+    sets = {"sim-test": dataset.test}
+    sets |= {name: corpus.query_set(name, real_split) for name in REAL_SETS}
+    return sets
+
+
+def matched_on(model, table, predictions: Predictions | None = None):
+    predictions = predictions or model.predict(list(table.queries), K)
+    return match_to_truth(predictions.labels, predictions.scores, model.labels, table.categories, truth_matrix(table))
+
+
+def score(model, sets: dict, simulated_predictions: Predictions) -> dict[str, float]:
+    """PR@1 on the simulated test split and its segments, PR@1/3 on the real sets."""
+    test = sets["sim-test"]
+    matched = matched_on(model, test, simulated_predictions)
+    segment = segment_by_impressions(np.nan_to_num(test.query_impressions))
+    row = {"sim PR@1": pr_at_k(matched, 1)}
+    row |= {f"sim {name} PR@1": pr_at_k(matched.subset(segment == s), 1) for s, name in enumerate(SEGMENTS)}
+    for name in REAL_SETS:
+        real = matched_on(model, sets[name])
+        row |= {f"{name} PR@1": pr_at_k(real, 1), f"{name} PR@3": pr_at_k(real, 3)}
+    return row
+
+
+def timed_predictions(model, queries: list[str]) -> tuple[Predictions, float]:
+    """The top K of ``queries`` and the best of 3 batch runs in ms per query."""
+    return best_of(lambda: model.predict(queries, K), len(queries))
+
+
+def evaluate(name: str, model, sets: dict, train_seconds: float | None) -> dict:
+    predictions, predict_ms = timed_predictions(model, list(sets["sim-test"].queries))
+    row = score(model, sets, predictions) | {"train s": train_seconds, "predict ms/q": predict_ms}
+    print(name, json.dumps(row), flush=True)
+    return row
+
+
+# -- output ----------------------------------------------------------------------------------
+
+COLUMNS = ("sim PR@1", "sim head PR@1", "sim torso PR@1", "sim tail PR@1",
+           "real-title PR@1", "real-title PR@3", "real-2tok PR@1", "real-2tok PR@3",
+           "real-queries PR@1", "real-queries PR@3", "train s", "predict ms/q")
+
+
+def cell(column: str, value) -> str:
+    if value is None:
+        return "–"
+    if column == "train s":
+        return f"{value:.1f}"
+    return f"{value:.3f}"
+
+
+def markdown_table(results: dict[str, dict]) -> str:
+    lines = ["| model | " + " | ".join(COLUMNS) + " |", "|" + "---|" * (len(COLUMNS) + 1)]
+    lines += [f"| {name} | " + " | ".join(cell(c, row.get(c)) for c in COLUMNS) + " |" for name, row in results.items()]
+    return "\n".join(lines)
+
+
+def parse_models(specs: list[str]) -> dict[str, Path]:
+    models = {}
+    for spec in specs:
+        name, sep, directory = spec.partition("=")
+        if not sep or not name or not directory:
+            raise SystemExit(f"--model wants NAME=DIR, got {spec!r}")
+        models[name] = Path(directory)
+    return models
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", action="append", default=[], metavar="NAME=DIR", help="a qcat bundle (repeatable)")
+    parser.add_argument("--skip-peers", action="store_true", help="score the bundles only")
+    parser.add_argument("--real-split", choices=("test", "validation"), default="test",
+                        help="split of real-title and real-2tok (default test; validation for model selection)")
+    parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
+    args = parser.parse_args()
+    bundles = parse_models(args.model)
+
+    from qcat.classifier import load_model
+    from training.corpus import Corpus
+
+    corpus = Corpus.open()
+    dataset = corpus.dataset("base")
+    sets = query_sets(corpus, dataset, args.real_split)
+    print("sets: " + ", ".join(f"{name} {len(table.queries):,}" for name, table in sets.items()), flush=True)
+    results: dict[str, dict] = {}
+    workdir = Path(tempfile.mkdtemp(prefix="bench_real_text_"))
+    try:
+        for name, peer in ({} if args.skip_peers else PEERS).items():
+            started = time.perf_counter()
+            model = peer.train(dataset.train, workdir)
+            results[name] = evaluate(name, model, sets, time.perf_counter() - started)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    for name, directory in bundles.items():
+        results[name] = evaluate(name, load_model(directory), sets, bundle_train_seconds(directory))
+    print(markdown_table(results))
+    if args.out:
+        saved = {"results": results, "fasttext": FASTTEXT, "k": K, "real_split": args.real_split,
+                 "sets": {name: len(table.queries) for name, table in sets.items()}}
+        Path(args.out).write_text(json.dumps(saved, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    main()
