@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from evaluation.predict import predict_matched
 from evaluation.propensity import PropensityModel, fit_propensity, label_counts
 from evaluation.metrics import reliability
+from evaluation.report import SIMULATED
 from evaluation.scoring import ScoringOptions, pr_curve, score_model, summarize
 from evaluation.segments import DEFAULT_SHARES, LENGTH_BINS, SEGMENTS, segment_by_impressions, segment_by_length
 from qcat.calibration import calibrated_sources
@@ -34,7 +35,6 @@ from training.corpus import Corpus
 from training.dataset import Dataset, subset_queries
 
 PREDICTION_K = 10
-SIMULATED = "simulated"  # the click log's split, reported by head/torso/tail
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 SEGMENT_ORDER = ("all", "head", "torso", "tail")
 DELTA_SEGMENTS = ("head", "torso", "tail", "all")  # eBay Table 4 lists head, torso, tail
-SIMULATED = "simulated"
+SIMULATED = "simulated"  # the click log's split, reported by head/torso/tail
 REAL_COLUMNS = ("PR@1", "PR@3", "PR@10", "F1", "ECE", "ECE raw")
 
 
