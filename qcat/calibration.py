@@ -53,10 +53,6 @@ class Calibration:
     def sources(self) -> list[str]:
         return sorted({key.split(":")[0] for key in self.maps})
 
-    def only(self, sources: set[str]) -> "Calibration":
-        """The maps of some sources (a hybrid's part keeps those of its own sources)."""
-        return Calibration({key: m for key, m in self.maps.items() if key.split(":")[0] in sources}, self.fitted_on)
-
     def calibrate(self, key: str, scores: np.ndarray) -> np.ndarray:
         x, y = self.maps[key]
         return ((1.0 - RAW_SHARE) * np.interp(scores, x, y) + RAW_SHARE * scores).astype(scores.dtype)

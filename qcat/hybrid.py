@@ -22,7 +22,7 @@ import numpy as np
 from qcat.bundle import MANIFEST, Manifest, read_manifest, sha256_file, write_bundle
 from qcat.calibration import Calibration, calibrated, load_calibration, save_calibration
 from qcat.errors import BundleError, QcatError
-from qcat.model import Model, Predictions
+from qcat.model import Model, Predictions, top_k_sparse
 from qcat.nb import NaiveBayesModel
 from qcat.normalize import tokenize
 from qcat.taxonomy import Taxonomy
@@ -117,17 +117,8 @@ class HybridModel:
             score_parts.append(weight * part.scores[row, slot].astype(np.float64))
         key = np.concatenate(row_parts).astype(np.int64) * len(self.labels) + np.concatenate(label_parts)
         key, inverse = np.unique(key, return_inverse=True)
-        total = np.bincount(inverse, weights=np.concatenate(score_parts))
         row, label = np.divmod(key, len(self.labels))
-        order = np.lexsort((label, -total, row))  # per query: score descending, then label
-        row, label, total = row[order], label[order], total[order]
-        rank = np.arange(len(row)) - np.searchsorted(row, row)
-        keep = rank < k
-        labels = np.full((len(queries), k), -1, dtype=np.int32)
-        scores = np.zeros((len(queries), k), dtype=np.float32)
-        labels[row[keep], rank[keep]] = label[keep]
-        scores[row[keep], rank[keep]] = total[keep]
-        return labels, scores
+        return top_k_sparse(row, label, np.bincount(inverse, weights=np.concatenate(score_parts)), len(queries), k)
 
     def explain(self, query: str, k: int) -> list[str]:
         tokens = tokenize(query)

@@ -68,3 +68,18 @@ def top_k(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     if len(tied):
         order[tied] = np.argsort(-scores[tied], axis=1, kind="stable")[:, :k]
     return order.astype(np.int32), np.take_along_axis(scores, order, axis=1)
+
+
+def top_k_sparse(query: np.ndarray, label: np.ndarray, score: np.ndarray, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Sparse (query, label, score) triples (labels unique per query) to (n, k) top-k arrays,
+    ties to the lower label; ``-1`` / 0 pad."""
+    order = np.lexsort((label, -score, query))
+    query, label, score = query[order], label[order], score[order]
+    counts = np.bincount(query, minlength=n)
+    rank = np.arange(len(query)) - np.repeat(np.cumsum(counts) - counts, counts)
+    keep = rank < k
+    labels = np.full((n, k), -1, dtype=np.int32)
+    scores = np.zeros((n, k), dtype=np.float32)
+    labels[query[keep], rank[keep]] = label[keep]
+    scores[query[keep], rank[keep]] = score[keep]
+    return labels, scores

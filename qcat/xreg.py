@@ -36,7 +36,7 @@ import numpy as np
 from qcat.bundle import Manifest, load_arrays, load_labels, load_vocabulary, save_lines, write_bundle
 from qcat.calibration import Calibration, calibrated, describe, load_calibration, save_calibration
 from qcat.errors import BundleError, InputError
-from qcat.model import Predictions, top_k
+from qcat.model import Predictions, top_k, top_k_sparse
 from qcat.nb import normalized_tokens, query_features
 from qcat.sparse_rows import Rows, ranges
 from qcat.taxonomy import Taxonomy
@@ -298,21 +298,6 @@ class TailClassifiers:
 # -- the model -------------------------------------------------------------------------
 
 
-def _top_per_query(query: np.ndarray, label: np.ndarray, score: np.ndarray, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Sparse (query, label, score) triples (labels unique per query) to (n, k) top-k arrays,
-    ties to the lower label; ``-1`` / 0 pad."""
-    order = np.lexsort((label, -score, query))
-    query, label, score = query[order], label[order], score[order]
-    counts = np.bincount(query, minlength=n)
-    rank = np.arange(len(query)) - np.repeat(np.cumsum(counts) - counts, counts)
-    keep = rank < k
-    labels = np.full((n, k), -1, dtype=np.int32)
-    scores = np.zeros((n, k), dtype=np.float32)
-    labels[query[keep], rank[keep]] = label[keep]
-    scores[query[keep], rank[keep]] = score[keep]
-    return labels, scores
-
-
 @dataclass
 class XRegModel:
     """An XReg ensemble over tf-idf features, with PfastreXML tail classifiers for XReg-t."""
@@ -384,7 +369,7 @@ class XRegModel:
         n_labels = len(self.labels)
         reachable = sum(self.beam * max(tree.leaf_width, 1) for tree in self.trees)
         if n_labels > 4 * reachable:
-            return _top_per_query(*self.relevance(rows), rows.n, k)
+            return top_k_sparse(*self.relevance(rows), rows.n, k)
         labels = np.full((rows.n, k), -1, dtype=np.int32)
         scores = np.zeros((rows.n, k), dtype=np.float32)
         chunk = max(1, DENSE_CELLS // n_labels)
@@ -409,7 +394,7 @@ class XRegModel:
         alpha = float(self.config.get("alpha", 0.8))
         tail = self.tail.log_prob(rows, query, label, float(self.config.get("gamma", 30.0)))
         combined = alpha * np.log(top_scores[query, slot].astype(np.float64)) + (1.0 - alpha) * tail
-        return _top_per_query(query, label, np.exp(combined), rows.n, k)
+        return top_k_sparse(query, label, np.exp(combined), rows.n, k)
 
     # -- labelwise inference -----------------------------------------------------------
 
