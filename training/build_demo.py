@@ -99,7 +99,6 @@ def build_demo_model(corpus):
     xreg = fit_xreg(dataset, XRegConfig(prune=DEMO_XREG_PRUNE), progress=lambda message: print("  XReg " + message))
     xreg.config["data"] = data
     xreg.calibration = fit_calibration(xreg, sets)
-    print("long backend  cutoff  blend  objective  " + "  ".join(f"PR@1 {name}" for name in sets))
     hybrid = select_hybrid(nb, {"xreg": xreg}, sets, nb.taxonomy.merge(xreg.taxonomy), CUTOFFS,
                            config={"data": data}, progress=print_selection_row(sets))
     for part in (hybrid.nb, hybrid.long):

@@ -53,11 +53,11 @@ def top1_outcomes(model: Model, table: ClickTable) -> tuple[np.ndarray, np.ndarr
     """Per query of ``table``: the model's top-1 score, whether that category is true, and
     which part answered."""
     predictions = model.predict(list(table.queries), 1)
-    truth = truth_matrix(table).tocsr()
     index = {label: i for i, label in enumerate(table.categories)}
     column = np.array([index.get(label, -1) for label in model.labels] + [-1], dtype=np.int64)
     top = column[predictions.labels[:, 0]]  # -1 (no answer) reads the padding entry
-    correct = np.array([c >= 0 and truth[q, c] > 0 for q, c in enumerate(top.tolist())], dtype=np.float64)
+    hit = np.asarray(truth_matrix(table).tocsr()[np.arange(len(top)), np.maximum(top, 0)]).ravel() > 0
+    correct = (hit & (top >= 0)).astype(np.float64)
     return predictions.scores[:, 0].astype(np.float64), correct, np.asarray(predictions.sources, dtype=object)
 
 

@@ -373,6 +373,8 @@ def print_objective(sets) -> None:
 
 
 def print_selection_row(sets):
+    """Prints the selection table's header; returns the printer of its rows."""
+    print("long backend  cutoff  blend  objective  " + "  ".join(f"PR@1 {name}" for name in sets))
     return lambda row: print(
         f"{row['long_backend']:<12}  {row['cutoff']:>6}  {row['blend']:>5.2f}  {row['objective']:>9.4f}  "
         + "  ".join(f"{row[f'pr@1 {name}']:>{len(name) + 5}.4f}" for name in sets))
@@ -408,7 +410,6 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     print_objective(sets)
     cutoffs = (args.cutoff,) if args.cutoff else CUTOFFS
     blends = (args.blend,) if args.blend is not None else BLENDS
-    print("long backend  cutoff  blend  objective  " + "  ".join(f"PR@1 {name}" for name in sets))
     hybrid = select_hybrid(nb, longs, sets, taxonomy, cutoffs, blends,
                            config={"nb": str(args.nb)} | {n: str(p) for n, p in candidates.items()} | {"data": source},
                            progress=print_selection_row(sets))

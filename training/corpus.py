@@ -12,7 +12,7 @@ real queries with their categories).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +33,7 @@ PERIODS = ("base", "candidate", "all")
 class Corpus:
     directory: Path
     meta: dict
+    _loaded: dict = field(default_factory=dict, compare=False, repr=False)  # catalog, read once
 
     @classmethod
     def open(cls, directory: str | Path | None = None) -> "Corpus":
@@ -55,7 +56,10 @@ class Corpus:
         return load_taxonomy(self.path("taxonomy"))
 
     def catalog(self) -> Catalog:
-        return load_catalog(self.path("catalog"))
+        """The corpus's catalog, read on first use (every real-text set is built from it)."""
+        if "catalog" not in self._loaded:
+            self._loaded["catalog"] = load_catalog(self.path("catalog"))
+        return self._loaded["catalog"]
 
     def ingest(self, period: str = "base", taxonomy: Taxonomy | None = None, min_clicks: float | None = None) -> IngestResult:
         """The log of one period, aggregated; ``min_clicks`` overrides the corpus threshold."""
