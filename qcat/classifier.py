@@ -12,7 +12,7 @@ from typing import Sequence
 from qcat.bundle import Manifest, load_bundle_taxonomy, read_manifest
 from qcat.errors import BundleError, QcatError
 from qcat.model import Model
-from qcat.normalize import normalize
+from qcat.normalize import normalize, tokenize
 from qcat.taxonomy import Taxonomy
 
 # backend name in manifest.json -> "module:class" with a from_manifest(manifest, taxonomy)
@@ -71,13 +71,39 @@ class Classification:
         }
 
 
+@dataclass(frozen=True)
+class Failure:
+    """A query of a batch that could not be classified, and why (the rest of its batch is)."""
+
+    query: str
+    error: str
+
+    def to_json(self) -> dict:
+        return {"query": self.query, "error": self.error}
+
+
+def query_problem(query: str, max_length: int | None = None) -> str | None:
+    """Why ``query`` cannot be classified, or None: it is too long, holds a lone surrogate
+    (not Unicode text), or is empty after normalization."""
+    if max_length is not None and len(query) > max_length:
+        return f"query of {len(query):,} characters is longer than the limit of {max_length:,}"
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"query {query!r} is not valid Unicode text (it holds a lone surrogate)"
+    if not tokenize(query):
+        return f"query {query!r} is empty after normalization"
+    return None
+
+
 class Classifier:
     """A loaded model plus its taxonomy: raw queries in, ranked categories out."""
 
-    def __init__(self, model: Model, taxonomy: Taxonomy, directory: Path) -> None:
+    def __init__(self, model: Model, taxonomy: Taxonomy, directory: Path, manifest: Manifest) -> None:
         self.model = model
         self.taxonomy = taxonomy
         self.directory = directory
+        self.manifest = manifest
         self._label_paths = [taxonomy.path_of(label) for label in model.labels]
 
     @classmethod
@@ -95,7 +121,7 @@ class Classifier:
                 raise QcatError(f"{directory} is a {model.backend} model: --backend {backend} needs a hybrid bundle")
             if cutoff is not None:
                 raise QcatError(f"{directory} is a {model.backend} model: --cutoff needs a hybrid bundle")
-        return cls(model, model.taxonomy, directory)
+        return cls(model, model.taxonomy, directory, manifest)
 
     def classify(self, queries: Sequence[str], k: int = 5) -> list[Classification]:
         predictions = self.model.predict(queries, k)
@@ -108,6 +134,14 @@ class Classifier:
             )
             results.append(Classification(query, normalize(query), self.model.backend, source, categories))
         return results
+
+    def classify_each(self, queries: Sequence[str], k: int = 5,
+                      max_length: int | None = None) -> list["Classification | Failure"]:
+        """Like ``classify``, but a query that cannot be classified (see ``query_problem``) gets
+        a ``Failure`` in its place instead of failing the batch."""
+        problems = [query_problem(query, max_length) for query in queries]
+        answers = iter(self.classify([q for q, problem in zip(queries, problems) if problem is None], k))
+        return [Failure(query, problem) if problem else next(answers) for query, problem in zip(queries, problems)]
 
     def explain(self, query: str, k: int = 5) -> list[str]:
         return self.model.explain(query, k)

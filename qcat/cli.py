@@ -68,6 +68,27 @@ def build_parser() -> argparse.ArgumentParser:
                                 "(default: the bundle's, 4)")
     labelwise.add_argument("--json", action="store_true", help="one JSON object with the ranked queries")
 
+    serve = commands.add_parser("serve", help="serve the classifier over HTTP (JSON API, metrics, safe reload)")
+    serve.add_argument("--model", type=Path, default=None, help="model bundle directory (default: $QCAT_MODEL or the demo model)")
+    serve.add_argument("--backend", choices=("nb", "xmlq", "xreg", "hybrid"), default=None,
+                       help="as for classify: with a hybrid bundle, answer with one part only")
+    serve.add_argument("--cutoff", type=int, choices=(1, 2, 3, 4), default=None, help="as for classify (hybrid bundles)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
+    serve.add_argument("--workers", type=int, default=1, help="worker processes sharing the port (default 1)")
+    serve.add_argument("--max-batch", type=int, default=1000, help="most queries in one request (default 1000)")
+    serve.add_argument("--max-query-length", type=int, default=1000, help="most characters in one query (default 1000)")
+    serve.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB)")
+    serve.add_argument("--max-k", type=int, default=100, help="largest k a request may ask for (default 100)")
+    serve.add_argument("--default-k", type=int, default=5, help="k of a request that gives none (default 5)")
+    serve.add_argument("--timeout", type=float, default=5.0,
+                       help="seconds a request may take to arrive and to wait for the model (default 5)")
+    serve.add_argument("--drain", type=float, default=10.0,
+                       help="on SIGTERM, seconds in-flight requests may take to finish (default 10)")
+    serve.add_argument("--no-micro-batch", action="store_true",
+                       help="classify each request on its own instead of batching concurrent ones")
+    serve.add_argument("--no-access-log", action="store_true", help="no JSON access-log line per request")
+
     for name, (_, help_text) in DELEGATED.items():
         commands.add_parser(name, help=help_text, add_help=False)
     return parser
@@ -84,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_classify(args)
         if args.command == "labelwise":
             return run_labelwise(args)
+        if args.command == "serve":
+            return run_serve(args)
         return run_info(args)
     except QcatError as exc:
         print(f"qcat: error: {exc}", file=sys.stderr)
@@ -113,7 +136,7 @@ def _batches(items: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple
 
 
 def run_classify(args: argparse.Namespace) -> int:
-    from qcat.classifier import Classifier
+    from qcat.classifier import Classifier, Failure
     from qcat.normalize import tokenize
 
     if args.k < 1:
@@ -128,17 +151,16 @@ def run_classify(args: argparse.Namespace) -> int:
     classifier = Classifier.load(args.model, backend=args.backend, cutoff=args.cutoff)
     failures = 0
     for batch in _batches(sources, BATCH):
-        is_valid = [bool(tokenize(query)) for _, query in batch]
-        results = iter(classifier.classify([q for (_, q), ok in zip(batch, is_valid) if ok], args.k))
-        for (where, query), ok in zip(batch, is_valid):
-            if not ok:
+        answers = classifier.classify_each([query for _, query in batch], args.k)
+        for (where, _), answer in zip(batch, answers):
+            if isinstance(answer, Failure):
                 failures += 1
-                message = f"{where}: query {query!r} is empty after normalization"
+                message = f"{where}: {answer.error}"
                 print(f"qcat: error: {message}", file=sys.stderr)
                 if args.json:
-                    print(json.dumps({"query": query, "error": message}, ensure_ascii=False))
+                    print(json.dumps({"query": answer.query, "error": message}, ensure_ascii=False))
                 continue
-            print_result(next(results), classifier, args)
+            print_result(answer, classifier, args)
     return 2 if failures else 0
 
 
@@ -215,6 +237,17 @@ def run_labelwise(args: argparse.Namespace) -> int:
     for rank, (i, score) in enumerate(ranked, start=1):
         print(f"  {rank:>2}. {score:.3f}  {queries[i]}")
     return 0
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from qcat.serve.config import ServeConfig
+    from qcat.serve.runner import serve
+
+    return serve(ServeConfig(
+        model=args.model, backend=args.backend, cutoff=args.cutoff, host=args.host, port=args.port,
+        workers=args.workers, max_batch=args.max_batch, max_query_length=args.max_query_length,
+        max_body_bytes=args.max_body_bytes, timeout_s=args.timeout, max_k=args.max_k, default_k=args.default_k,
+        micro_batch=not args.no_micro_batch, access_log=not args.no_access_log, drain_s=args.drain))
 
 
 def run_info(args: argparse.Namespace) -> int:

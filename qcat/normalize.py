@@ -10,6 +10,7 @@ two letters/digits: ``at&t`` and ``9-10yrs`` stay whole, ``rock & roll`` loses i
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -26,6 +27,13 @@ def _keep(ch: str) -> bool:
 
 def tokenize(query: str) -> list[str]:
     """Normalize ``query`` and return its tokens (possibly none)."""
+    return list(_tokens(query))
+
+
+# Serving tokenizes a query several times (validation, routing, each model part, calibration):
+# remember the recent ones.
+@functools.lru_cache(maxsize=1 << 15)
+def _tokens(query: str) -> tuple[str, ...]:
     text = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", _UNTYPED_MARKS.sub(" ", query)).lower())
     if text.isascii():
         text = _ASCII_DROP.sub(" ", text)
@@ -37,7 +45,7 @@ def tokenize(query: str) -> list[str]:
     for token in text.split():
         token = _strip_stray(token)
         tokens.extend(token.split())
-    return tokens
+    return tuple(tokens)
 
 
 def _strip_stray(token: str) -> str:

@@ -1,0 +1,183 @@
+"""`qcat serve` under load: latency and throughput against the model's own in-process cost,
+and a soak run with reloads under load.
+
+Each configuration starts `qcat serve` (a separate process, 127.0.0.1, a free port) and drives
+it from this process with the keep-alive load generator of benchmarks/serve_load.py. Every level
+is bounded in requests and seconds. For each configuration it prints:
+- the in-process cost, measured in the same run: `Classifier.classify_each` of one query (p50),
+  and per query in batches of 100 — the limit the service is measured against;
+- single-query GET requests at 1, 8 and 64 concurrent clients: p50/p95/p99 latency, requests/s;
+- 100-query POST batches from 4 clients: queries/s;
+- the HTTP overhead: p50 at 1 client minus the in-process p50 of one query.
+
+Run: python benchmarks/bench_serve.py [--seconds 6] [--requests 20000]
+     python benchmarks/bench_serve.py --soak 60     (reloads every 3 s under 8 clients)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from serve_load import REPO, ServerProcess, drive, get_request, post_request, run
+
+DEMO = REPO / "qcat" / "demo_model"
+SINGLE_LEVELS = (1, 8, 64)
+BATCH_SIZE = 100
+BATCH_CLIENTS = 4
+CONFIGS = [  # (name, model, qcat serve flags, levels)
+    ("demo model (hybrid: NB + XReg blend), 1 worker", DEMO, [], ("single", "batch")),
+    ("demo model, 1 worker, micro-batching off", DEMO, ["--no-micro-batch"], ("single", "batch")),
+    ("demo model, 2 workers", DEMO, ["--workers", "2"], ("single", "batch")),
+    ("NB alone (the demo's nb/ part), 1 worker", DEMO / "nb", [], ("single", "batch")),
+]
+
+
+def sample_queries(n: int = 5000) -> list[str]:
+    """Distinct queries of the demo corpus's test split (head, torso and tail), shuffled."""
+    from training.corpus import Corpus
+
+    queries = list(dict.fromkeys(Corpus.open().dataset("base").test.queries))
+    order = np.random.default_rng(0).permutation(len(queries))[:n]
+    return [queries[i] for i in order]
+
+
+def in_process_cost(model: Path, queries: list[str]) -> tuple[float, float]:
+    """(p50 ms of one query, µs per query in batches of 100) of the model in this process."""
+    from qcat.classifier import Classifier
+
+    classifier = Classifier.load(model)
+    classifier.classify_each(queries[:200], 5)
+    single = []
+    for query in queries[:2000]:
+        started = time.perf_counter()
+        classifier.classify_each([query], 5)
+        single.append(time.perf_counter() - started)
+    started = time.perf_counter()
+    for i in range(0, 2000, BATCH_SIZE):
+        classifier.classify_each(queries[i:i + BATCH_SIZE], 5)
+    return 1000 * statistics.median(single), 1e6 * (time.perf_counter() - started) / 2000
+
+
+def level(port: int, requests: list[bytes], clients: int, max_requests: int, seconds: float):
+    run(drive(port, requests, clients, min(200, max_requests), 2.0))  # warm up
+    return run(drive(port, requests, clients, max_requests, seconds))
+
+
+def bench(name: str, model: Path, flags: list[str], levels, queries: list[str], args) -> None:
+    single_ms, batched_us = in_process_cost(model, queries)
+    print(f"\n### {name}\n`qcat serve --model {model.relative_to(REPO)} {' '.join(flags)}`\n")
+    print(f"in-process: one query p50 {single_ms:.3f} ms; batches of {BATCH_SIZE}: {batched_us:.0f} µs/query "
+          f"= {1e6 / batched_us:,.0f} queries/s\n")
+    server = ServerProcess(["--model", str(model), *flags])
+    try:
+        if "single" in levels:
+            singles = [get_request(q) for q in queries]
+            print("| clients | requests | failed | p50 ms | p95 ms | p99 ms | requests/s |")
+            print("|---:|---:|---:|---:|---:|---:|---:|")
+            for clients in SINGLE_LEVELS:
+                r = level(server.port, singles, clients, args.requests, args.seconds)
+                print(f"| {clients} | {r.requests:,} | {r.failures} | {r.percentile(50):.2f} | {r.percentile(95):.2f} | "
+                      f"{r.percentile(99):.2f} | {r.per_second:,.0f} |")
+                if clients == 1:
+                    overhead = r.percentile(50) - single_ms
+            print(f"\nHTTP overhead at 1 client: {overhead:.3f} ms per request above the in-process p50")
+        if "batch" in levels:
+            batches = [post_request("/v1/classify", {"queries": queries[i:i + BATCH_SIZE], "k": 5})
+                       for i in range(0, len(queries) - BATCH_SIZE + 1, BATCH_SIZE)]
+            r = level(server.port, batches, BATCH_CLIENTS, max(1, args.requests // 25), args.seconds)
+            print(f"batches of {BATCH_SIZE} from {BATCH_CLIENTS} clients: {r.requests:,} requests, {r.failures} failed, "
+                  f"p50 {r.percentile(50):.1f} ms, **{r.per_second * BATCH_SIZE:,.0f} queries/s**")
+        print(f"server RSS {server.rss_mib():.0f} MiB")
+    finally:
+        server.stop()
+
+
+def tampered_copy(source: Path, target: Path) -> Path:
+    """A copy of ``source`` with one byte of one listed file changed (verification must refuse it)."""
+    shutil.copytree(source, target)
+    victim = next(p for p in sorted(target.iterdir()) if p.suffix == ".npz")
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    return target
+
+
+def soak(seconds: float, reload_every: float = 3.0, clients: int = 8, queries: list[str] | None = None) -> dict:
+    """``clients`` single-query clients for ``seconds`` while the model directory (a symlink) is
+    repointed every ``reload_every`` s in the cycle NB part, tampered copy, demo, and reloaded
+    over HTTP. Returns the counts, the reload outcomes and the server's memory samples."""
+    queries = queries or ["king poster bed", "dior gaudron", "usb c cable", "lego", "nintendo switch controller"]
+    token = "soak-token"
+    with tempfile.TemporaryDirectory(prefix="qcat-soak-") as tmp:
+        tmp = Path(tmp)
+        targets = [DEMO / "nb", tampered_copy(DEMO / "nb", tmp / "tampered"), DEMO]
+        link = tmp / "current"
+        link.symlink_to(DEMO)
+        server = ServerProcess(["--model", str(link), "--no-access-log"], env={"QCAT_RELOAD_TOKEN": token})
+        reload_request = post_request("/v1/reload", {}, {"Authorization": f"Bearer {token}"})
+        outcomes, memory = [], []
+
+        async def reloader(load: asyncio.Task) -> None:
+            step = 0
+            while not load.done():
+                await asyncio.sleep(reload_every)
+                if load.done():
+                    break
+                staged = tmp / "staged"
+                staged.symlink_to(targets[step % len(targets)])
+                os.replace(staged, link)  # an atomic repoint, as a deploy would do it
+                result = await drive(server.port, [reload_request], 1, 1, 30.0)
+                outcomes.append(next(iter(result.statuses)))
+                memory.append(server.rss_mib())
+                step += 1
+
+        async def main():
+            load = asyncio.create_task(drive(server.port, [get_request(q) for q in queries], clients, 10**9, seconds,
+                                             record_bundles=True))
+            await reloader(load)
+            return await load
+
+        try:
+            result = run(main())
+        finally:
+            code = server.stop()
+    baseline = memory[len(targets) - 1] if len(memory) >= len(targets) else memory[0]
+    return {"requests": result.requests, "statuses": result.statuses, "failures": result.failures,
+            "bundles_seen": len(result.bundles), "reloads": outcomes, "memory_mib": memory,
+            "memory_growth": max(memory[len(targets) - 1:]) / baseline - 1, "p99_ms": result.percentile(99),
+            "exit_code": code}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=6.0, help="longest time per load level (default 6)")
+    parser.add_argument("--requests", type=int, default=20000, help="most requests per load level (default 20000)")
+    parser.add_argument("--soak", type=float, default=None, metavar="SECONDS",
+                        help="instead: the soak run, reloading every 3 s under 8 clients")
+    args = parser.parse_args()
+    print(f"bench_serve: {os.cpu_count()} CPUs, shared by the server and the load generator")
+    if args.soak:
+        started = time.perf_counter()
+        report = soak(args.soak)
+        print(f"soak {args.soak:g} s ({time.perf_counter() - started:.0f} s wall): {report['requests']:,} requests, "
+              f"statuses {report['statuses']}, {report['failures']} failed, p99 {report['p99_ms']:.1f} ms")
+        print(f"reloads (status per attempt): {report['reloads']}; bundles seen in answers: {report['bundles_seen']}")
+        print(f"server RSS per reload (MiB): {[round(m) for m in report['memory_mib']]}; "
+              f"growth after warm-up {100 * report['memory_growth']:+.1f}%; exit code {report['exit_code']}")
+        return
+    queries = sample_queries()
+    for name, model, flags, levels in CONFIGS:
+        bench(name, model, flags, levels, queries, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""The HTTP API: routes, JSON errors, the access log and request metrics.
+
+Routes: ``GET|POST /v1/classify``, ``GET /v1/model``, ``POST /v1/reload``, ``GET /healthz``,
+``GET /readyz``, ``GET /metrics``, ``GET /openapi.json``. Every error is JSON,
+``{"error": "..."}``, with a 4xx/5xx status; nothing a client sends reaches it as a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import os
+import signal
+import time
+from contextlib import asynccontextmanager
+from datetime import datetime, timezone
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from qcat.errors import QcatError
+from qcat.serve import loading
+from qcat.serve.batching import DeadlineExceeded, DirectRunner, MicroBatcher
+from qcat.serve.config import RELOAD_TOKEN_ENV, ServeConfig
+from qcat.serve.loading import LoadedModel
+from qcat.serve.metrics import CONTENT_TYPE, ServiceMetrics
+from qcat.serve.openapi import openapi_document
+from qcat.serve.requests import HTTPProblem, parse_classify_body, parse_classify_query_string
+
+access_log = logging.getLogger("qcat.serve.access")
+log = logging.getLogger("qcat.serve")
+JSON = "application/json"
+
+
+def json_response(data, status: int = 200, headers: dict | None = None) -> Response:
+    # A lone surrogate (a query sent as "\ud800") is written back as its JSON escape.
+    body = json.dumps(data, ensure_ascii=False).encode("utf-8", "backslashreplace")
+    return Response(body, status, headers, media_type=JSON)
+
+
+def error_response(status: int, message: str, headers: dict | None = None) -> Response:
+    return json_response({"error": message}, status, headers)
+
+
+class ModelSlot:
+    """The model being served. ``reload`` loads a new bundle next to the running one (off the
+    event loop) and swaps the reference: requests already running keep the model they took."""
+
+    def __init__(self, config: ServeConfig, loaded: LoadedModel, metrics: ServiceMetrics) -> None:
+        self.config = config
+        self.current = loaded
+        self.metrics = metrics
+        self.lock = asyncio.Lock()
+        metrics.serving(loaded.identity)
+
+    async def reload(self) -> tuple[LoadedModel, LoadedModel]:
+        """(old, new); raises QcatError (the old model keeps serving) if the bundle is refused."""
+        async with self.lock:
+            try:
+                new = await asyncio.get_running_loop().run_in_executor(None, loading.load, self.config)
+            except QcatError as exc:
+                self.metrics.reloads.labels("refused").inc()
+                log.warning("reload refused, still serving %s: %s", self.current.bundle_hash[:12], exc)
+                raise
+            old, self.current = self.current, new
+            self.metrics.reloads.labels("ok").inc()
+            self.metrics.serving(new.identity, old.identity)
+            log.warning("reloaded: now serving %s (was %s), loaded in %.2f s",
+                        new.bundle_hash[:12], old.bundle_hash[:12], new.load_seconds)
+            return old, new
+
+
+ROUTES = ("/v1/classify", "/v1/model", "/v1/reload", "/healthz", "/readyz", "/metrics", "/openapi.json")
+
+
+class ObservedApp:
+    """ASGI wrapper: request metrics and one JSON access-log line per request."""
+
+    def __init__(self, app, metrics: ServiceMetrics, access_log_on: bool) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.access_log_on = access_log_on
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started = time.perf_counter()
+        status = [500]
+
+        async def observed_send(message):
+            if message["type"] == "http.response.start":
+                status[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, observed_send)
+        finally:
+            elapsed = time.perf_counter() - started
+            route = scope["path"] if scope["path"] in ROUTES else "other"
+            self.metrics.requests.labels(route, scope["method"], str(status[0])).inc()
+            self.metrics.latency.labels(route).observe(elapsed)
+            if self.access_log_on:
+                client = scope.get("client")
+                access_log.info(json.dumps({
+                    "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+                    "pid": os.getpid(), "method": scope["method"], "path": scope["path"],
+                    "status": status[0], "ms": round(elapsed * 1000, 3),
+                    "queries": scope.get("state", {}).get("queries"),
+                    "client": f"{client[0]}:{client[1]}" if client else None,
+                }, ensure_ascii=False))
+
+
+def create_app(config: ServeConfig, loaded: LoadedModel, on_reloaded=None) -> ObservedApp:
+    """The ASGI application serving ``loaded``. ``on_reloaded()`` is called after a reload
+    requested over HTTP succeeds (the pre-fork runner uses it to reload the other workers)."""
+    metrics = ServiceMetrics()
+    slot = ModelSlot(config, loaded, metrics)
+    runner = (MicroBatcher(metrics, config.max_query_length, config.max_batch) if config.micro_batch
+              else DirectRunner(metrics, config.max_query_length))
+
+    async def read_body(request: Request) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > config.max_body_bytes:
+            raise HTTPProblem(413, f"request body of {int(declared):,} bytes is larger than the limit of "
+                                   f"{config.max_body_bytes:,}")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > config.max_body_bytes:
+                raise HTTPProblem(413, f"request body is larger than the limit of {config.max_body_bytes:,} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def classify(request: Request) -> Response:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + config.timeout_s
+        try:
+            if request.method == "GET":
+                parsed = parse_classify_query_string(request.scope["query_string"], config)
+            else:
+                try:
+                    body = await asyncio.wait_for(read_body(request), config.timeout_s)
+                except asyncio.TimeoutError:
+                    raise HTTPProblem(408, f"the request body did not arrive within {config.timeout_s:g} s") from None
+                parsed = parse_classify_body(body, config)
+        except HTTPProblem as problem:
+            return error_response(problem.status, problem.message)
+        request.state.queries = len(parsed.queries)
+        loaded = slot.current  # this request's model, whatever a reload does meanwhile
+        try:
+            answers = await runner.classify(loaded, parsed.queries, parsed.k, deadline)
+        except DeadlineExceeded:
+            return error_response(503, f"the service is overloaded: the request waited more than "
+                                       f"{config.timeout_s:g} s for the model", {"Retry-After": "1"})
+        results = [answer.to_json() for answer in answers]
+        failed = sum("error" in result for result in results)
+        metrics.queries.inc(len(results) - failed)
+        if failed:
+            metrics.query_errors.inc(failed)
+        if request.method == "GET" and failed:
+            return error_response(400, results[0]["error"])
+        return json_response({"model": loaded.identity, "results": results})
+
+    async def model(request: Request) -> Response:
+        return json_response(slot.current.summary())
+
+    async def reload(request: Request) -> Response:
+        expected = os.environ.get(RELOAD_TOKEN_ENV, "")
+        if not expected:
+            return error_response(403, f"reloading over HTTP is off: start the service with {RELOAD_TOKEN_ENV} "
+                                       f"set to a secret (or send the process SIGHUP)")
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode("utf-8"), f"Bearer {expected}".encode("utf-8")):
+            return error_response(401, "reload needs the header 'Authorization: Bearer <token>' with the "
+                                       f"token in {RELOAD_TOKEN_ENV}", {"WWW-Authenticate": "Bearer"})
+        try:
+            old, new = await slot.reload()
+        except QcatError as exc:
+            return error_response(422, f"bundle refused, still serving {slot.current.bundle_hash}: {exc}")
+        if on_reloaded is not None:
+            on_reloaded()
+        return json_response({"reloaded": True, "previous_bundle_hash": old.bundle_hash, "model": new.summary()})
+
+    async def healthz(request: Request) -> Response:
+        return json_response({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        return json_response({"status": "ready", **slot.current.identity})
+
+    async def prometheus(request: Request) -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    async def openapi(request: Request) -> Response:
+        return json_response(openapi_document(config))
+
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        message = {404: f"no route {request.url.path}; see /openapi.json",
+                   405: f"{request.method} is not allowed on {request.url.path}"}.get(exc.status_code, exc.detail)
+        return error_response(exc.status_code, message, getattr(exc, "headers", None))
+
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        return error_response(500, f"internal error: {type(exc).__name__} (details are in the service's log)")
+
+    def reload_on_sighup() -> None:
+        async def run():
+            try:
+                await slot.reload()
+            except QcatError:
+                pass  # logged by ModelSlot.reload; the old model keeps serving
+        asyncio.get_running_loop().create_task(run())
+
+    @asynccontextmanager
+    async def lifespan(app):
+        await runner.start()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGHUP, reload_on_sighup)
+        try:
+            yield
+        finally:
+            loop.remove_signal_handler(signal.SIGHUP)
+            await runner.stop()
+
+    app = Starlette(
+        routes=[
+            Route("/v1/classify", classify, methods=["GET", "POST"]),
+            Route("/v1/model", model, methods=["GET"]),
+            Route("/v1/reload", reload, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/metrics", prometheus, methods=["GET"]),
+            Route("/openapi.json", openapi, methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: http_error, Exception: internal_error},
+        lifespan=lifespan,
+    )
+    app.state.slot = slot
+    return ObservedApp(app, metrics, config.access_log)

@@ -1,0 +1,97 @@
+"""The OpenAPI 3.1 description of the API, served at ``/openapi.json`` (a test checks that it
+validates and lists exactly the app's routes)."""
+
+from __future__ import annotations
+
+from qcat import __version__
+from qcat.serve.config import RELOAD_TOKEN_ENV, ServeConfig
+
+
+def _json(schema_ref: str, description: str) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema_ref}"}}}}
+
+
+def openapi_document(config: ServeConfig) -> dict:
+    error = _json("Error", "the problem, in one line")
+    classified = _json("ClassifyResponse", "one result per query, in order")
+    k = {"type": "integer", "minimum": 1, "maximum": config.max_k, "default": config.default_k,
+         "description": "categories per query"}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "qcat query categorization", "version": __version__,
+                 "description": "Categorize e-commerce search queries into the leaf categories of a taxonomy. "
+                                "Results are the objects of `qcat classify --json`."},
+        "paths": {
+            "/v1/classify": {
+                "get": {
+                    "summary": "Classify one query",
+                    "parameters": [
+                        {"name": "q", "in": "query", "required": True, "schema": {"type": "string"}},
+                        {"name": "k", "in": "query", "required": False, "schema": k},
+                    ],
+                    "responses": {"200": classified, "400": error, "503": error},
+                },
+                "post": {
+                    "summary": "Classify a batch of queries",
+                    "description": "A query that cannot be classified (empty after normalization, longer than "
+                                   f"{config.max_query_length} characters) gets an error object in its place; "
+                                   "the rest of the batch is answered.",
+                    "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                        "$ref": "#/components/schemas/ClassifyRequest"}}}},
+                    "responses": {"200": classified, "400": error, "408": error, "413": error, "503": error},
+                },
+            },
+            "/v1/model": {"get": {"summary": "The bundle being served",
+                                  "responses": {"200": _json("ModelSummary", "manifest summary")}}},
+            "/v1/reload": {"post": {
+                "summary": "Load the model directory again, verify it and swap it in",
+                "description": f"Needs `Authorization: Bearer <token>` with the token the service was started "
+                               f"with in {RELOAD_TOKEN_ENV}. A bundle that fails verification is refused and "
+                               "the old one keeps serving.",
+                "security": [{"reloadToken": []}],
+                "responses": {"200": {"description": "reloaded", "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["reloaded", "previous_bundle_hash", "model"],
+                    "properties": {"reloaded": {"const": True}, "previous_bundle_hash": {"type": "string"},
+                                   "model": {"$ref": "#/components/schemas/ModelSummary"}}}}}},
+                              "401": error, "403": error, "422": error},
+            }},
+            "/healthz": {"get": {"summary": "Liveness", "responses": {"200": _json("Status", "alive")}}},
+            "/readyz": {"get": {"summary": "Readiness: a verified model is loaded",
+                                "responses": {"200": _json("Status", "ready")}}},
+            "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {
+                "description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+            "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {
+                "description": "OpenAPI 3.1", "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+        },
+        "components": {
+            "securitySchemes": {"reloadToken": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "ClassifyRequest": {
+                    "type": "object", "required": ["queries"], "additionalProperties": False,
+                    "properties": {"queries": {"type": "array", "minItems": 1, "maxItems": config.max_batch,
+                                               "items": {"type": "string"}}, "k": k}},
+                "Category": {"type": "object", "required": ["id", "path", "score"], "properties": {
+                    "id": {"type": "string"}, "path": {"type": "string", "description": "A > B > C"},
+                    "score": {"type": "number", "description": "calibrated probability that the category is right"}}},
+                "Result": {"oneOf": [
+                    {"type": "object", "required": ["query", "normalized", "backend", "categories"], "properties": {
+                        "query": {"type": "string"}, "normalized": {"type": "string"}, "backend": {"type": "string"},
+                        "categories": {"type": "array", "items": {"$ref": "#/components/schemas/Category"}}}},
+                    {"type": "object", "required": ["query", "error"], "properties": {
+                        "query": {"type": "string"}, "error": {"type": "string"}}},
+                ]},
+                "ModelIdentity": {"type": "object", "required": ["backend", "bundle_hash"], "properties": {
+                    "backend": {"type": "string"}, "bundle_hash": {"type": "string", "description": "sha256 of manifest.json"}}},
+                "ClassifyResponse": {"type": "object", "required": ["model", "results"], "properties": {
+                    "model": {"$ref": "#/components/schemas/ModelIdentity"},
+                    "results": {"type": "array", "items": {"$ref": "#/components/schemas/Result"}}}},
+                "ModelSummary": {"type": "object", "required": ["backend", "bundle_hash", "taxonomy_hash", "loaded_at"],
+                                 "properties": {"backend": {"type": "string"}, "bundle_hash": {"type": "string"},
+                                                "taxonomy_hash": {"type": "string"}, "loaded_at": {"type": "string"},
+                                                "load_seconds": {"type": "number"}, "labels": {"type": "integer"},
+                                                "directory": {"type": "string"}}},
+                "Status": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}},
+                "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+            },
+        },
+    }

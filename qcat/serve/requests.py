@@ -1,0 +1,106 @@
+"""Reading and checking what a client sent. Every problem is an ``HTTPProblem`` whose message
+names the field, index or byte at fault; per-query problems (empty, too long) are not errors
+here: they become per-item errors in the response, like ``qcat classify``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+from qcat.serve.config import ServeConfig
+
+CLASSIFY_FIELDS = ("queries", "k")
+
+
+class HTTPProblem(Exception):
+    """A request the service refuses: an HTTP status and a one-line message."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ClassifyRequest:
+    queries: list[str]
+    k: int
+
+
+def _json_type(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}[type(value)]
+
+
+def check_k(value, config: ServeConfig, field: str = "k") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise HTTPProblem(400, f"{field} must be an integer, got {_json_type(value)}")
+    if not 1 <= value <= config.max_k:
+        raise HTTPProblem(400, f"{field} must lie in 1..{config.max_k}, got {value}")
+    return value
+
+
+def parse_classify_body(body: bytes, config: ServeConfig) -> ClassifyRequest:
+    """``{"queries": [...], "k": 5}`` from a POST body."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise HTTPProblem(400, f"request body is not valid UTF-8 (byte {exc.start}: {body[exc.start:exc.start + 1]!r})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HTTPProblem(400, f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(data, dict):
+        raise HTTPProblem(400, f'request body must be a JSON object like {{"queries": ["..."], "k": 5}}, got {_json_type(data)}')
+    unknown = sorted(set(data) - set(CLASSIFY_FIELDS))
+    if unknown:
+        raise HTTPProblem(400, f"unknown field {unknown[0]!r}; the fields are {', '.join(CLASSIFY_FIELDS)}")
+    if "queries" not in data:
+        raise HTTPProblem(400, 'field "queries" is missing: give a list of query strings')
+    queries = data["queries"]
+    if not isinstance(queries, list):
+        raise HTTPProblem(400, f"queries must be an array of strings, got {_json_type(queries)}")
+    if not queries:
+        raise HTTPProblem(400, "queries is empty: give at least one query")
+    if len(queries) > config.max_batch:
+        raise HTTPProblem(413, f"queries holds {len(queries):,} queries; the limit is {config.max_batch:,} per request")
+    for i, query in enumerate(queries):
+        if not isinstance(query, str):
+            raise HTTPProblem(400, f"queries[{i}] must be a string, got {_json_type(query)}")
+    k = check_k(data.get("k", config.default_k), config)
+    return ClassifyRequest(queries, k)
+
+
+def parse_classify_query_string(raw: bytes, config: ServeConfig) -> ClassifyRequest:
+    """``?q=...&k=...`` of a GET: one query. The raw bytes are decoded strictly, so invalid
+    UTF-8 is an error rather than replacement characters."""
+    try:
+        pairs = parse_qsl(raw.decode("latin-1"), keep_blank_values=True, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError as exc:
+        raise HTTPProblem(400, f"the query string is not valid UTF-8 once percent-decoded ({exc.reason})") from None
+    fields: dict[str, list[str]] = {}
+    for name, value in pairs:
+        fields.setdefault(name, []).append(value)
+    unknown = sorted(set(fields) - {"q", "k"})
+    if unknown:
+        raise HTTPProblem(400, f"unknown parameter {unknown[0]!r}; the parameters are q and k")
+    for name, values in fields.items():
+        if len(values) > 1:
+            raise HTTPProblem(400, f"parameter {name} is given {len(values)} times; GET classifies one query "
+                                   f"(POST a JSON batch for more)")
+    if "q" not in fields:
+        raise HTTPProblem(400, "parameter q is missing: GET /v1/classify?q=QUERY[&k=5]")
+    k = config.default_k
+    if "k" in fields:
+        try:
+            k = int(fields["k"][0])
+        except ValueError:
+            raise HTTPProblem(400, f"k must be an integer, got {fields['k'][0]!r}") from None
+        k = check_k(k, config)
+    return ClassifyRequest(fields["q"], k)
