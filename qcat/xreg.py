@@ -26,6 +26,7 @@ pairs is a ``searchsorted`` plus a ``bincount``.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -173,15 +174,19 @@ class LabelTree:
             object.__setattr__(self, "_bias", np.where(valid, self.reg_bias[index].astype(np.float64), -np.inf))
         return self._bias
 
-    def beam_search(self, rows: Rows, beam: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def beam_search(self, rows: Rows, beam: int,
+                    tree_of_row: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Pointwise inference: (query, label, log probability) of every label in the P
-        leaves each query's beam ends in."""
+        leaves each query's beam ends in. On a ``stacked`` ensemble, row ``i`` is searched in
+        tree ``tree_of_row[i]``."""
         n = rows.n
+        trees = np.zeros(n, dtype=np.int64) if tree_of_row is None else np.asarray(tree_of_row, dtype=np.int64)
+        group_base, leaf_base = trees * self.n_nodes, trees * self.n_leaves
         nodes = np.zeros((n, 1), dtype=np.int64)
         logp = np.zeros((n, 1))
         for _ in range(self.depth):
             q, b = np.nonzero(np.isfinite(logp))
-            child_logp = logp[q, b][:, None] + log_sigmoid(self.scores(rows, q, nodes[q, b], 2))
+            child_logp = logp[q, b][:, None] + log_sigmoid(self.scores(rows, q, group_base[q] + nodes[q, b], 2))
             width = 2 * nodes.shape[1]
             candidates = np.full((n, width), -np.inf)
             candidate_nodes = np.zeros((n, width), dtype=np.int64)
@@ -194,10 +199,34 @@ class LabelTree:
         q, b = np.nonzero(np.isfinite(logp))
         leaves = nodes[q, b]
         width = self.leaf_width
-        label_logp = logp[q, b][:, None] + log_sigmoid(self.scores(rows, q, leaves, width))
-        slot_start = self.leaf_indptr[leaves - self.n_internal]
+        label_logp = logp[q, b][:, None] + log_sigmoid(self.scores(rows, q, group_base[q] + leaves, width))
+        slot_start = self.leaf_indptr[leaf_base[q] + leaves - self.n_internal]
         pair, slot = np.nonzero(np.isfinite(label_logp))
         return q[pair], self.leaf_labels[slot_start[pair] + slot].astype(np.int64), label_logp[pair, slot]
+
+    @classmethod
+    def stacked(cls, trees: Sequence["LabelTree"]) -> "LabelTree":
+        """An ensemble of trees of one depth as one tree-shaped array set: tree t's group g
+        becomes ``t · n_nodes + g`` and its leaf l ``t · n_leaves + l``, so that one beam
+        search (with ``tree_of_row``) serves every tree, with the numpy calls of one."""
+        first = trees[0]
+        entries = np.cumsum([0] + [len(t.entry_weight) for t in trees])
+        slots = np.cumsum([0] + [len(t.leaf_labels) for t in trees])
+        bias = np.full((len(trees) * first.n_nodes, max(max(2, t.leaf_width) for t in trees)), -np.inf)
+        for i, tree in enumerate(trees):
+            table = tree.bias_table()
+            bias[i * first.n_nodes:(i + 1) * first.n_nodes, :table.shape[1]] = table
+        return cls(
+            depth=first.depth, n_features=first.n_features,
+            leaf_indptr=np.concatenate([[0]] + [t.leaf_indptr[1:] + slots[i] for i, t in enumerate(trees)]).astype(np.int64),
+            leaf_labels=np.concatenate([t.leaf_labels for t in trees]),
+            reg_bias=np.concatenate([t.reg_bias for t in trees]),
+            keys=np.concatenate([t.keys + i * first.n_nodes * first.n_features for i, t in enumerate(trees)]),
+            key_ptr=np.concatenate([[0]] + [t.key_ptr[1:] + entries[i] for i, t in enumerate(trees)]).astype(np.int64),
+            entry_offset=np.concatenate([t.entry_offset for t in trees]),
+            entry_weight=np.concatenate([t.entry_weight for t in trees]),
+            node_frac=np.concatenate([t.node_frac for t in trees]),
+            _bias=bias)
 
     def label_path(self, label: int) -> tuple[np.ndarray, int, int]:
         """Nodes from the root to the leaf holding ``label``, its leaf and slot there."""
@@ -355,10 +384,23 @@ class XRegModel:
         return key // len(self.labels), key % len(self.labels), np.bincount(inverse, weights=prob)
 
     def _reached(self, rows: Rows) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(query, label, probability / T) of every label some tree's beam reached, tree by tree."""
+        n_trees = len(self.trees)
+        if self._stacked is not None:  # every tree in one beam search over the rows repeated T times
+            tiled = rows.take(np.tile(np.arange(rows.n), n_trees))
+            query, label, logp = self._stacked.beam_search(tiled, self.beam, np.repeat(np.arange(n_trees), rows.n))
+            return query % rows.n, label, np.exp(logp) / n_trees
         found = [tree.beam_search(rows, self.beam) for tree in self.trees]
         query = np.concatenate([f[0] for f in found])
         label = np.concatenate([f[1] for f in found])
-        return query, label, np.exp(np.concatenate([f[2] for f in found])) / len(self.trees)
+        return query, label, np.exp(np.concatenate([f[2] for f in found])) / n_trees
+
+    @functools.cached_property
+    def _stacked(self) -> LabelTree | None:
+        """The trees as one (see ``LabelTree.stacked``) when there are several of one shape."""
+        if len(self.trees) < 2 or len({(t.depth, t.n_features) for t in self.trees}) > 1:
+            return None
+        return LabelTree.stacked(self.trees)
 
     def top_relevance(self, rows: Rows, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The k most relevant labels of each row (``-1`` / 0 where fewer were reached).

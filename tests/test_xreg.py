@@ -165,6 +165,21 @@ def test_beam_search_equals_exhaustive_scoring_when_the_beam_is_large(small):
         assert r == pytest.approx(sum(per_tree[t][q, l] for t in reached) / len(trees))
 
 
+def test_stacked_trees_search_exactly_like_each_tree(small):
+    """One beam search over the stacked ensemble gives, bit for bit, the per-tree results."""
+    X, Y, trees, tail = small
+    rows = from_csr(X[:80])
+    stacked = LabelTree.stacked(trees)
+    tiled = rows.take(np.tile(np.arange(rows.n), len(trees)))
+    for beam in (1, 2, 3):
+        query, label, logp = stacked.beam_search(tiled, beam, np.repeat(np.arange(len(trees)), rows.n))
+        per_tree = [tree.beam_search(rows, beam) for tree in trees]
+        np.testing.assert_array_equal(query % rows.n, np.concatenate([f[0] for f in per_tree]))
+        np.testing.assert_array_equal(label, np.concatenate([f[1] for f in per_tree]))
+        np.testing.assert_array_equal(logp, np.concatenate([f[2] for f in per_tree]))
+    assert model_of(trees, tail, Y.shape[1], X.shape[1])._stacked is not None
+
+
 def _in_greedy_leaf(tree, rows, q, label):
     node = 0
     for _ in range(tree.depth):
