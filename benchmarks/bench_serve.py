@@ -150,11 +150,14 @@ def soak(seconds: float, reload_every: float = 3.0, clients: int = 8, queries: l
             result = run(main())
         finally:
             code = server.stop()
-    baseline = memory[len(targets) - 1] if len(memory) >= len(targets) else memory[0]
+    # Memory differs with the model being served, so compare like with like: the peak of the
+    # second half of the run against the peak of the first half, after one warm-up cycle.
+    warm = memory[len(targets):]
+    half = len(warm) // 2
+    growth = max(warm[half:]) / max(warm[:half]) - 1 if half else float("nan")
     return {"requests": result.requests, "statuses": result.statuses, "failures": result.failures,
             "bundles_seen": len(result.bundles), "reloads": outcomes, "memory_mib": memory,
-            "memory_growth": max(memory[len(targets) - 1:]) / baseline - 1, "p99_ms": result.percentile(99),
-            "exit_code": code}
+            "memory_growth": growth, "p99_ms": result.percentile(99), "exit_code": code}
 
 
 def main() -> None:
@@ -172,7 +175,8 @@ def main() -> None:
               f"statuses {report['statuses']}, {report['failures']} failed, p99 {report['p99_ms']:.1f} ms")
         print(f"reloads (status per attempt): {report['reloads']}; bundles seen in answers: {report['bundles_seen']}")
         print(f"server RSS per reload (MiB): {[round(m) for m in report['memory_mib']]}; "
-              f"growth after warm-up {100 * report['memory_growth']:+.1f}%; exit code {report['exit_code']}")
+              f"peak, second half vs first half after a warm-up cycle: {100 * report['memory_growth']:+.1f}%; "
+              f"exit code {report['exit_code']}")
         return
     queries = sample_queries()
     for name, model, flags, levels in CONFIGS:

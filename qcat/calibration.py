@@ -60,15 +60,19 @@ class Calibration:
     def apply(self, predictions: Predictions, queries: Sequence[str]) -> Predictions:
         """The same predictions of ``queries`` with every returned category's score calibrated."""
         scores = predictions.scores.copy()
-        sources = np.asarray(predictions.sources, dtype=object)
+        if len(queries) == 0:
+            return predictions
+        names, source_of_row = np.unique(np.asarray(predictions.sources, dtype=object), return_inverse=True)
         bins = length_bins(np.fromiter((len(tokenize(q)) for q in queries), dtype=np.int64, count=len(queries)))
-        for source in self.sources:
-            for length_bin in range(len(LENGTH_EDGES) + 1):
-                key = map_key(source, length_bin) if map_key(source, length_bin) in self.maps else map_key(source)
-                rows = np.flatnonzero((sources == source) & (bins == length_bin))
-                if len(rows) and key in self.maps:
-                    present = predictions.labels[rows] >= 0
-                    scores[rows] = np.where(present, self.calibrate(key, scores[rows]), 0.0)
+        n_bins = len(LENGTH_EDGES) + 1
+        group_of_row = source_of_row * n_bins + bins
+        for group in np.unique(group_of_row):  # only the (source, length bin) pairs of this batch
+            source, length_bin = names[group // n_bins], int(group % n_bins)
+            key = map_key(source, length_bin) if map_key(source, length_bin) in self.maps else map_key(source)
+            if key in self.maps:
+                rows = np.flatnonzero(group_of_row == group)
+                present = predictions.labels[rows] >= 0
+                scores[rows] = np.where(present, self.calibrate(key, scores[rows]), 0.0)
         return replace(predictions, scores=scores)
 
     def to_json(self) -> dict:
