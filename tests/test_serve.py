@@ -162,6 +162,40 @@ def test_access_log_is_one_json_line_per_request(server):
     assert last["queries"] == 1 and last["ms"] > 0 and last["client"].startswith("127.0.0.1:")
 
 
+def test_a_body_that_does_not_arrive_in_time_is_408_and_a_backlog_is_shed_with_503():
+    import socket
+
+    server = ServerProcess(["--model", str(DEMO), "--timeout", "0.5", "--max-batch", "2000",
+                            "--max-body-bytes", str(1 << 22)])
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as slow:
+            slow.sendall(b"POST /v1/classify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 100\r\n\r\n{\"queries\": [")
+            response = slow.recv(65536).decode()
+        assert response.startswith("HTTP/1.1 408") and "did not arrive within 0.5 s" in response
+
+        # Six requests of 2,000 queries at once: each model call takes one (well over 0.1 s), so
+        # the later ones wait past the 0.5 s deadline in the queue and are shed, not computed.
+        answers = []
+        queries = [f"king poster bed {i}" for i in range(2000)]
+
+        def request():
+            answers.append(call(server.port, "POST", "/v1/classify", {"queries": queries}))
+
+        threads = [threading.Thread(target=request) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        statuses = sorted(status for status, _, _ in answers)
+        assert statuses[0] == 200 and statuses[-1] == 503, statuses
+        shed = next((headers, body) for status, headers, body in answers if status == 503)
+        assert shed[0]["retry-after"] == "1" and "waited more than 0.5 s for the model" in shed[1]["error"]
+        assert call(server.port, "GET", "/v1/classify?q=lego")[0] == 200
+    finally:
+        server.stop()
+
+
 # -- reload --------------------------------------------------------------------------
 
 

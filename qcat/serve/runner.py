@@ -141,7 +141,7 @@ def _supervise(config: ServeConfig, loaded: LoadedModel) -> int:
     while children:
         info = signal.sigwaitinfo(SUPERVISED)
         if info.si_signo == signal.SIGHUP:
-            for pid in children - {info.si_pid}:  # the worker that reloaded over HTTP has already
+            for pid in children - {info.si_pid}:  # a worker that reloaded over HTTP has done so already
                 os.kill(pid, signal.SIGHUP)
         elif info.si_signo in (signal.SIGTERM, signal.SIGINT):
             stopping = True
