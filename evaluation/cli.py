@@ -9,13 +9,15 @@ import time
 from pathlib import Path
 
 from evaluation.report_files import clean_json
+from qcat.cli import ArgumentParser, float_at_least, int_at_least
+from qcat.bundle import read_manifest
 from qcat.errors import InputError
 
 DEFAULT_OUT = Path("qcat-report")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="qcat evaluate",
         description="Score model bundles on a corpus split; write report.md, report.html and report.json.",
     )
@@ -23,7 +25,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="model bundle (repeat to compare; deltas are against the first)")
     parser.add_argument("--name", action="append", default=None, metavar="NAME",
                         help="display name of each --model, in order (default: the directory name)")
-    parser.add_argument("--corpus", type=Path, default=None, help="corpus directory (default: the demo corpus)")
+    data = parser.add_argument_group("data (default: the demo corpus)")
+    data.add_argument("--corpus", type=Path, default=None, help="corpus directory with corpus.json")
+    data.add_argument("--log", type=Path, default=None,
+                      help="your click log instead of a corpus (with --taxonomy): evaluated on the test queries "
+                           "of the same seeded split that `qcat train --log` trains on")
+    data.add_argument("--taxonomy", type=Path, default=None, help="the taxonomy of --log")
+    data.add_argument("--min-clicks", type=float_at_least(0), default=3,
+                      help="as for `qcat train --log` (default 3; use the value the model was trained with)")
+    data.add_argument("--split-seed", type=int, default=0, help="as for `qcat train --log` (default 0)")
     parser.add_argument("--period", choices=("base", "candidate", "all"), default="base")
     parser.add_argument("--split", choices=("train", "validation", "test"), default="test")
     parser.add_argument("--query-set", dest="query_sets", action="append", default=None, metavar="SET",
@@ -34,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", action="store_true", help="also print the report JSON on stdout")
     parser.add_argument("--threshold", type=float, default=0.5,
                         help="score a category needs to count as predicted for P, R and F1 (default 0.5)")
-    parser.add_argument("-k", type=int, default=5, help="k of nDCG, PSP, PSnDCG, coverage and XReg metrics (default 5)")
+    parser.add_argument("-k", type=int_at_least(1), default=5, help="k of nDCG, PSP, PSnDCG, coverage and XReg metrics (default 5)")
     propensity = parser.add_mutually_exclusive_group()
     propensity.add_argument("--fit-propensity", action="store_true",
                             help="fit the propensity model's A and B on the corpus instead of A=0.55, B=1.5")
@@ -53,6 +63,21 @@ def main(command: str, argv: list[str]) -> int:
         raise InputError(f"--threshold must lie in [0, 1], got {args.threshold}")
     if not 1 <= args.k <= 10:
         raise InputError(f"-k must lie in 1..10 (models are asked for their top 10), got {args.k}")
+    if args.log is not None and args.corpus is not None:
+        raise InputError("give --corpus or --log, not both")
+    if (args.log is None) != (args.taxonomy is None):
+        raise InputError("--log and --taxonomy go together: a click log and the taxonomy its categories come from")
+    if args.out.exists() and not args.out.is_dir():
+        raise InputError(f"--out {args.out} is a file; give a directory for the report")
+    for directory in args.model:
+        read_manifest(directory, verify=False)  # a missing or mistyped bundle fails before any data is read
+    data = args.corpus
+    if args.log is not None:
+        from training.corpus import LogCorpus
+
+        if not args.log.is_file():
+            raise InputError(f"--log {args.log}: no such file")
+        data = LogCorpus(args.log, args.taxonomy, args.min_clicks, args.split_seed)
     propensity = None
     if args.propensity:
         a, b = args.propensity
@@ -61,7 +86,7 @@ def main(command: str, argv: list[str]) -> int:
         propensity = PropensityModel(a, b)
     started = time.perf_counter()
     report = evaluate(
-        args.model, args.name, args.corpus, args.period, args.split,
+        args.model, args.name, data, args.period, args.split,
         ScoringOptions(threshold=args.threshold, k=args.k), fit=args.fit_propensity, propensity=propensity,
         query_sets=args.query_sets,
         progress=lambda message: print(message, file=sys.stderr),

@@ -31,7 +31,7 @@ from qcat.errors import InputError
 from qcat.model import Model
 from qcat.taxonomy import Taxonomy
 from training.clicktable import ClickTable
-from training.corpus import Corpus
+from training.corpus import Corpus, LogCorpus
 from training.dataset import Dataset, subset_queries
 
 PREDICTION_K = 10
@@ -134,7 +134,7 @@ def choose_query_sets(corpus: Corpus, split: str, requested: list[str] | None) -
     return chosen, notes
 
 
-def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir: Path | None = None,
+def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir: "Path | Corpus | LogCorpus | None" = None,
              period: str = "base", split: str = "test", options: ScoringOptions = ScoringOptions(),
              fit: bool = False, propensity: PropensityModel | None = None, query_sets: list[str] | None = None,
              progress: Callable[[str], None] = lambda message: None) -> dict:
@@ -149,14 +149,15 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
     if len(set(names)) != len(names):
         raise InputError(f"model names must differ, got {names}: name them with --name")
     started = time.perf_counter()
-    corpus = Corpus.open(corpus_dir)
+    loaded = [load_model(directory) for directory in model_dirs]  # verified before any data is read
+    corpus = corpus_dir if isinstance(corpus_dir, (Corpus, LogCorpus)) else Corpus.open(corpus_dir)
     chosen, notes = choose_query_sets(corpus, split, query_sets)
     dataset = corpus.dataset(period)
-    evaluation = evaluation_set(dataset, split, {"corpus": str(corpus.directory), "period": period})
+    evaluation = evaluation_set(dataset, split, corpus.source(period))
     real = {name: real_set_truth(corpus, name, split, evaluation.label_ids, dataset.taxonomy)
             for name in chosen if name != SIMULATED}
-    progress(f"{evaluation.source['queries']:,} {split} queries, {len(evaluation.label_ids):,} labels; "
-             + ", ".join(f"{name} {len(queries):,} queries" for name, (queries, _) in real.items())
+    progress(f"{evaluation.source['queries']:,} {split} queries, {len(evaluation.label_ids):,} labels"
+             + "".join(f"; {name} {len(queries):,} queries" for name, (queries, _) in real.items())
              + f" ({time.perf_counter() - started:.1f} s)")
     if fit:
         propensity = fit_from_corpus(corpus, period, dataset, evaluation)
@@ -164,8 +165,7 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
     propensity = propensity or PropensityModel()
     inverse = propensity.inverse(evaluation.train_label_counts, max(evaluation.n_train, 1))
     models = []
-    for name, directory in zip(names, model_dirs):
-        model = load_model(directory)
+    for name, directory, model in zip(names, model_dirs, loaded):
         check_labels(model, dataset.taxonomy, Path(directory))
         entry = {"name": name, "directory": str(directory), "backend": model.backend,
                  "calibrated": calibrated_sources(model)}

@@ -136,7 +136,7 @@ def header_lines(report: dict) -> list[str]:
     sets = []
     if has_simulated(report):
         sets.append(f"Corpus {source['corpus']}, period {source['period']}, split {source['split']}: "
-                    f"{source['queries']:,} simulated queries (head {report['segments']['head']:,}, torso "
+                    f"{source['queries']:,} {'click-log' if 'log' in source else 'simulated'} queries (head {report['segments']['head']:,}, torso "
                     f"{report['segments']['torso']:,}, tail {report['segments']['tail']:,} by 30/30/40% of impressions).")
     if real_sets(report):
         sets.append("Real-text query sets: " + ", ".join(

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from qcat.cli import ArgumentParser, int_at_least
+
 from judging_app.store import URL_ENV, resolve_url
 
 DEFAULT_REPORT = Path("qcat-judging-report")
@@ -23,7 +25,7 @@ def _url(parser: argparse.ArgumentParser) -> None:
 
 
 def db_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="qcat db", description="Migrate the judging store (Alembic).")
+    parser = ArgumentParser(prog="qcat db", description="Migrate the judging store (Alembic).")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     up = actions.add_parser("upgrade", help="create or migrate the judging tables (to the newest revision)")
     _url(up)
@@ -37,21 +39,21 @@ def db_parser() -> argparse.ArgumentParser:
 
 
 def judge_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="qcat judge", description="Blind side-by-side judging of two classifiers (eBay §4.2.3).")
+    parser = ArgumentParser(prog="qcat judge", description="Blind side-by-side judging of two classifiers (eBay §4.2.3).")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     create = actions.add_parser("create-session", help="sample head/torso/tail queries and store both result lists")
     create.add_argument("--baseline", type=Path, required=True, metavar="MODEL", help="baseline model bundle")
     create.add_argument("--target", type=Path, required=True, metavar="MODEL", help="target model bundle")
-    create.add_argument("--queries", type=int, default=4500, help="queries, one third per segment (default 4500)")
+    create.add_argument("--queries", type=int_at_least(1), default=4500, help="queries, one third per segment (default 4500)")
     create.add_argument("--name", default=None, help="session name (default: 'BASELINE vs TARGET, time')")
-    create.add_argument("--judges-per-query", type=int, default=3, help="distinct judges per query (default 3)")
+    create.add_argument("--judges-per-query", type=int_at_least(1), default=3, help="distinct judges per query (default 3)")
     create.add_argument("--corpus", type=Path, default=None, help="corpus directory (default: the demo corpus)")
     create.add_argument("--period", choices=("base", "candidate", "all"), default="base",
                         help="log period whose demand makes the segments (default base, the latest)")
     create.add_argument("--mode", choices=("boost", "filter"), default="boost", help="how categories act in search")
     create.add_argument("--boost-weight", type=float, default=1.0)
-    create.add_argument("--categories", type=int, default=3, help="categories a filtered search keeps (default 3)")
+    create.add_argument("--categories", type=int_at_least(1), default=3, help="categories a filtered search keeps (default 3)")
     create.add_argument("--seed", type=int, default=0, help="seeds the query sample and the left/right placement")
     _url(create)
 
@@ -65,14 +67,14 @@ def judge_parser() -> argparse.ArgumentParser:
     app = actions.add_parser("app", help="start the judging app (Streamlit)")
     _url(app)
     app.add_argument("--session", default=None, help="session id or name (default: judges choose)")
-    app.add_argument("--port", type=int, default=8501)
+    app.add_argument("--port", type=int_at_least(1, 65535), default=8501)
     app.add_argument("--address", default="localhost", help="address to listen on (default localhost)")
 
     report = actions.add_parser("report", help="NDCG*, win/tie/loss and agreement of a session (eBay Table 5)")
     report.add_argument("session", metavar="SESSION", help="session id or name")
     _url(report)
     report.add_argument("--out", type=Path, default=DEFAULT_REPORT, help=f"report directory (default ./{DEFAULT_REPORT})")
-    report.add_argument("--bootstrap", type=int, default=1000, help="bootstrap draws for the intervals (default 1000)")
+    report.add_argument("--bootstrap", type=int_at_least(0), default=1000, help="bootstrap draws for the intervals (default 1000)")
     report.add_argument("--seed", type=int, default=0)
     report.add_argument("--min-judges", type=int, default=None,
                         help="count queries graded by at least this many judges (default: all of the session's)")
@@ -122,7 +124,7 @@ def display_url(url: str) -> str:
 
 
 def run_create(args: argparse.Namespace) -> int:
-    from judging_app.sessions import SEGMENTS, build_queries, default_name, store_session
+    from judging_app.sessions import SEGMENTS, build_queries, check_session_name_free, default_name, store_session
     from judging_app.store import open_store
     from qcat.errors import InputError
 
@@ -132,8 +134,12 @@ def run_create(args: argparse.Namespace) -> int:
         raise InputError(f"--judges-per-query must be at least 1, got {args.judges_per_query}")
     store = open_store(args.url)  # fail early when the database is not ready
     from evaluation.golden.search import SearchConfig
+    from qcat.bundle import read_manifest
 
+    for model in (args.baseline, args.target):
+        read_manifest(model)  # a missing or tampered bundle fails before the queries are searched
     name = args.name if args.name is not None else default_name(str(args.baseline), str(args.target))
+    check_session_name_free(store, name)
     config = SearchConfig(top_n=5, mode=args.mode, boost_weight=args.boost_weight, categories=args.categories)
     built = build_queries(args.baseline, args.target, args.queries, args.corpus, args.period, args.seed, config, say)
     session_id = store_session(store, name, str(args.baseline), str(args.target), built.queries,
@@ -162,7 +168,11 @@ def run_sessions(args: argparse.Namespace) -> int:
     from judging_app.store import open_store
 
     store = open_store(args.url)
-    for row in session_overview(store):
+    rows = session_overview(store)
+    if not rows:
+        say(f"{display_url(resolve_url(args.url))} has no judging sessions yet: create one with "
+            f"`qcat judge create-session`")
+    for row in rows:
         print(f"{row['id']:>4}  {row['name']}  ({row['queries']:,} queries, {row['complete']:,} with all "
               f"{row['judges_per_query']} judges)  baseline {row['baseline']}  target {row['target']}")
     store.dispose()

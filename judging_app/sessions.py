@@ -143,6 +143,19 @@ def default_name(baseline: str, target: str) -> str:
     return f"{Path(baseline).name} vs {Path(target).name}, {stamp}"
 
 
+def check_session_name_free(store: Store, name: str) -> str:
+    """The checked name, or an error if a session already has it (run before the slow work)."""
+    name = check_name(name, "session name")
+    with store.transaction() as session:
+        _check_name_free(session, name)
+    return name
+
+
+def _check_name_free(session, name: str) -> None:
+    if session.scalar(select(JudgingSession.id).where(JudgingSession.name == name)) is not None:
+        raise InputError(f"a judging session named {name!r} already exists: choose another --name")
+
+
 def store_session(store: Store, name: str, baseline_model: str, target_model: str, queries: list[QuerySpec],
                   judges_per_query: int = 3, seed: int = 0, corpus: str = "", settings: dict | None = None) -> int:
     """Write a session with its queries and both result lists per query; returns its id.
@@ -166,8 +179,7 @@ def store_session(store: Store, name: str, baseline_model: str, target_model: st
                 raise InputError(f"query {q.text!r}: a result list holds at most {TOP_N} distinct listings")
     baseline_left = np.random.default_rng(seed).random(len(queries)) < 0.5
     with store.transaction() as session:
-        if session.scalar(select(JudgingSession.id).where(JudgingSession.name == name)) is not None:
-            raise InputError(f"a judging session named {name!r} already exists: choose another --name")
+        _check_name_free(session, name)
         record = JudgingSession(name=name, baseline_model=str(baseline_model), target_model=str(target_model),
                                 corpus=corpus, judges_per_query=judges_per_query, seed=seed,
                                 settings=json.dumps(settings or {}))

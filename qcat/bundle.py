@@ -101,6 +101,9 @@ def write_bundle(
 def read_manifest(directory: str | Path, verify: bool = True) -> Manifest:
     """Read ``manifest.json`` and (by default) verify the hash of every listed file."""
     directory = Path(directory)
+    if directory.is_file():
+        hint = f" (give its directory, {directory.parent})" if directory.name == MANIFEST else ""
+        raise BundleError(f"{directory} is a file; a model is a bundle directory{hint}")
     if not directory.is_dir():
         raise BundleError(f"model directory {directory} does not exist")
     path = directory / MANIFEST
@@ -110,8 +113,9 @@ def read_manifest(directory: str | Path, verify: bool = True) -> Manifest:
         raise BundleError(f"{directory} is not a model bundle: no {MANIFEST}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BundleError(f"cannot read {path}: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("files"), dict) or "backend" not in data:
-        raise BundleError(f"{path} is not a qcat manifest")
+    if not isinstance(data, dict) or not isinstance(data.get("files"), dict) or not isinstance(data.get("backend"), str) \
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in data["files"].items()):
+        raise BundleError(f"{path} is not a qcat manifest (it needs a backend name and a files object of hashes)")
     if data.get("format_version") != FORMAT_VERSION:
         raise BundleError(f"{path}: bundle format {data.get('format_version')!r} is not supported (expected {FORMAT_VERSION})")
     manifest = Manifest(directory, data)
@@ -144,7 +148,12 @@ def load_arrays(manifest: Manifest, name: str) -> dict[str, np.ndarray]:
 
 
 def load_lines(manifest: Manifest, name: str) -> list[str]:
-    text = manifest.file(name).read_text(encoding="utf-8")
+    try:
+        text = manifest.file(name).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"model bundle {manifest.directory}: {name} is not valid UTF-8 (byte {exc.start})") from None
+    except OSError as exc:
+        raise BundleError(f"model bundle {manifest.directory}: cannot read {name}: {exc.strerror}") from None
     return text.split("\n") if text else []
 
 

@@ -37,6 +37,33 @@ class ArgumentParser(argparse.ArgumentParser):
         raise InputError(f"{self.prog}: {message}")
 
 
+def int_at_least(low: int, high: int | None = None):
+    """An argparse ``type``: an integer in [low, high], the flag named in the error."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bound = f"at least {low}" if high is None else f"in {low}..{high}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {value}")
+        return value
+    return parse
+
+
+def float_at_least(low: float):
+    """An argparse ``type``: a finite number of at least ``low``."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+        if not low <= value < float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a number of at least {low:g}, got {text}")
+        return value
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="qcat", description="Categorize e-commerce search queries into leaf categories.")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -147,21 +174,50 @@ def run_classify(args: argparse.Namespace) -> int:
             if not tokenize(query):
                 raise EmptyQueryError(f"{where}: query {query!r} is empty after normalization")
     else:
-        sources = ((f"stdin line {i}", line.rstrip("\r\n")) for i, line in enumerate(sys.stdin, start=1))
+        sources = stdin_queries(sys.stdin.buffer)
     classifier = Classifier.load(args.model, backend=args.backend, cutoff=args.cutoff)
-    failures = 0
+    failures = classified = 0
     for batch in _batches(sources, BATCH):
-        answers = classifier.classify_each([query for _, query in batch], args.k)
-        for (where, _), answer in zip(batch, answers):
+        readable = [query for _, query in batch if not isinstance(query, Failure)]
+        answers = iter(classifier.classify_each(readable, args.k))
+        for where, query in batch:
+            answer = query if isinstance(query, Failure) else next(answers)
             if isinstance(answer, Failure):
                 failures += 1
                 message = f"{where}: {answer.error}"
                 print(f"qcat: error: {message}", file=sys.stderr)
                 if args.json:
-                    print(json.dumps({"query": answer.query, "error": message}, ensure_ascii=False))
+                    print(json_line({"query": answer.query, "error": message}))
                 continue
+            classified += 1
             print_result(answer, classifier, args)
+    if not args.queries and classified + failures == 0:
+        raise InputError("no queries to classify: stdin was empty (give queries as arguments or one per line on stdin)")
     return 2 if failures else 0
+
+
+def stdin_queries(stream) -> Iterator[tuple[str, "str | Failure"]]:
+    """(where, query) for each line of a binary stream. A line that is not UTF-8 comes as a
+    ``Failure`` (its query shown with replacement characters) so that the rest is still read."""
+    from qcat.classifier import Failure
+
+    for number, raw in enumerate(stream, start=1):
+        raw = raw.rstrip(b"\r\n")
+        try:
+            yield f"stdin line {number}", raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield f"stdin line {number}", Failure(raw.decode("utf-8", "replace"),
+                                                  f"not valid UTF-8 (byte {exc.start + 1}: {raw[exc.start:exc.start + 1]!r})")
+
+
+# Line and paragraph separators are valid in JSON strings, but a reader that splits its input
+# with str.splitlines() would see a record broken in two: write them as escapes.
+_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"})
+
+
+def json_line(record) -> str:
+    """One JSON record on one line, whatever the text inside (UTF-8, line breaks escaped)."""
+    return json.dumps(record, ensure_ascii=False).translate(_LINE_BREAKS)
 
 
 def print_result(result, classifier, args: argparse.Namespace) -> None:
@@ -169,7 +225,7 @@ def print_result(result, classifier, args: argparse.Namespace) -> None:
         record = result.to_json()
         if args.explain:
             record["explanation"] = [f"answered by {result.source}"] + classifier.explain(result.query, args.k)
-        print(json.dumps(record, ensure_ascii=False))
+        print(json_line(record))
         return
     print(f"{result.query}  [{result.backend}: {result.source}]")
     if args.explain:
@@ -229,9 +285,8 @@ def run_labelwise(args: argparse.Namespace) -> int:
     ranked = model.labelwise(category, queries, args.n, factor)
     path = model.taxonomy.path_of(category)
     if args.json:
-        print(json.dumps({"category": category, "path": path, "queries": [
-            {"query": queries[i], "line": numbers[i], "score": round(score, 6)} for i, score in ranked]},
-            ensure_ascii=False))
+        print(json_line({"category": category, "path": path, "queries": [
+            {"query": queries[i], "line": numbers[i], "score": round(score, 6)} for i, score in ranked]}))
         return 0
     print(f"{category}  {path}  [xreg labelwise, F={factor:g}, {len(queries):,} queries]")
     for rank, (i, score) in enumerate(ranked, start=1):

@@ -121,7 +121,7 @@ class Taxonomy:
         """Map a category given as an id or as a path to its id; None if unknown."""
         if category in self._index:
             return category
-        return self.id_of_path(category) if ">" in category else None
+        return self.id_of_path(category)  # "A > B" or a one-level path such as "Automotive"
 
     def parent(self, node_id: str) -> str | None:
         parent = self.parents[self.index(node_id)]

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from qcat.cli import float_at_least
 from qcat.errors import InputError
 
 
@@ -22,7 +23,22 @@ def main(command: str, argv: list[str]) -> int:
     else:
         _add_train_commands(sub)
     args = parser.parse_args(argv)
+    if command == "train":
+        check_bundle_out(args.out)
     return args.run(args)
+
+
+def check_bundle_out(path: Path) -> None:
+    """Refuse, before any work, an ``--out`` the bundle cannot be written to. It must be new or
+    an empty directory: a manifest lists every file of its directory, so stray files would be
+    listed (and hashed) as part of the model."""
+    if path.is_file():
+        raise InputError(f"--out {path} is a file; give a directory for the model bundle")
+    if path.is_dir() and any(path.iterdir()):
+        raise InputError(f"--out {path} is a directory that is not empty; write the bundle to a new or empty "
+                         f"directory (its manifest lists every file in it)")
+    if not path.exists() and path.parent.exists() and not path.parent.is_dir():
+        raise InputError(f"--out {path}: {path.parent} is not a directory")
 
 
 # -- qcat data -------------------------------------------------------------------------
@@ -34,7 +50,7 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     ingest.add_argument("--taxonomy", type=Path, required=True, help="taxonomy file (tsv/csv, Google txt, Best Buy json)")
     ingest.add_argument("--taxonomy-format", choices=("tsv", "csv", "google", "bestbuy"), default=None)
     ingest.add_argument("--format", choices=("csv", "tsv", "parquet", "jsonl"), default=None, help="default: from the file name")
-    ingest.add_argument("--min-clicks", type=float, default=3, help="drop (query, category) pairs with fewer clicks (default 3)")
+    ingest.add_argument("--min-clicks", type=float_at_least(0), default=3, help="drop (query, category) pairs with fewer clicks (default 3)")
     ingest.add_argument("--date-from", default=None, help="keep rows dated on or after (YYYY-MM-DD)")
     ingest.add_argument("--date-to", default=None, help="keep rows dated before (YYYY-MM-DD)")
     ingest.add_argument("--strict", action="store_true", help="stop at the first unusable row, naming it")
@@ -61,14 +77,19 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
 def run_ingest(args: argparse.Namespace) -> int:
     from qcat.taxonomy import load_taxonomy
     from training.clicklog import ingest
-    from training.clicktable import write_table
+    from training.clicktable import table_output, write_table
 
+    if args.out:
+        table_output(args.out)
     taxonomy = load_taxonomy(args.taxonomy, args.taxonomy_format)
     result = ingest(
         args.log, taxonomy, min_clicks=args.min_clicks, strict=args.strict,
         date_from=args.date_from, date_to=args.date_to, fmt=args.format,
     )
     print(result.report.format())
+    problem = result.report.nothing_kept()
+    if problem:
+        raise InputError(f"{args.log}: {problem}" + (f"; {args.out} not written" if args.out else ""))
     if args.out:
         write_table(result.table, args.out)
         print(f"wrote {len(result.table):,} pairs to {args.out}")
@@ -107,7 +128,8 @@ def _add_data_source(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--period", choices=("base", "candidate", "all"), default="base")
     source.add_argument("--log", type=Path, default=None, help="a click log instead of a corpus (needs --taxonomy)")
     source.add_argument("--taxonomy", type=Path, default=None)
-    source.add_argument("--min-clicks", type=float, default=3)
+    source.add_argument("--min-clicks", type=float_at_least(0), default=3,
+                        help="drop (query, category) pairs with fewer clicks (default 3; 1 for logs of single clicks)")
     source.add_argument("--split-seed", dest="split_seed", type=int, default=0,
                         help="split seed for --log (train/validation/test by query)")
     parser.add_argument("--out", type=Path, required=True, help="model bundle directory to write")
@@ -182,23 +204,47 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
 def load_dataset(args: argparse.Namespace):
     """The training data and the validation sets model choices are made on
     (:func:`training.selection.validation_sets`: a corpus's real-text sets count too)."""
-    from qcat.taxonomy import load_taxonomy
-    from training.clicklog import ingest
-    from training.corpus import Corpus
-    from training.dataset import Dataset
+    from training.corpus import Corpus, LogCorpus
     from training.selection import validation_sets
 
     if args.log is not None:
         if args.taxonomy is None:
             raise InputError("--log needs --taxonomy")
-        taxonomy = load_taxonomy(args.taxonomy)
-        result = ingest(args.log, taxonomy, min_clicks=args.min_clicks)
-        print(result.report.format())
-        dataset = Dataset.from_table(result.table, taxonomy, seed=args.split_seed)
-        return dataset, {"log": str(args.log)}, validation_sets(dataset)
+        if args.corpus is not None:
+            raise InputError("give --corpus or --log, not both")
+        if not args.log.is_file():
+            raise InputError(f"--log {args.log}: no such file")
+        log = LogCorpus(args.log, args.taxonomy, args.min_clicks, args.split_seed)
+        report = log.ingest().report
+        print(report.format())
+        if report.nothing_kept():
+            raise InputError(f"{args.log}: {report.nothing_kept()}; nothing to train on")
+        dataset = log.dataset()
+        warn_if_small(dataset, report)
+        return dataset, {"log": str(args.log), "min_clicks": args.min_clicks, "split_seed": args.split_seed}, \
+            validation_sets(dataset, log)
     corpus = Corpus.open(args.corpus)
     dataset = corpus.dataset(args.period)
     return dataset, {"corpus": str(corpus.directory), "period": args.period}, validation_sets(dataset, corpus)
+
+
+MIN_SPLIT_QUERIES = 50  # fewer validation or test queries than this cannot choose or measure a model
+
+
+def warn_if_small(dataset, report) -> None:
+    """Say, with the count at each step, when a log leaves too little to train or evaluate on."""
+    sizes = {name: len(dataset.part(name).queries) for name in ("train", "validation", "test")}
+    if min(sizes["validation"], sizes["test"]) >= MIN_SPLIT_QUERIES:
+        return
+    print(f"warning: too little data to train or evaluate reliably: {report.rows_used:,} usable rows -> "
+          f"{report.pairs_aggregated:,} (query, category) pairs -> {report.pairs_kept:,} pairs of "
+          f"{report.queries_kept:,} queries with at least {report.min_clicks:g} clicks -> "
+          f"{sizes['train']:,} train / {sizes['validation']:,} validation / {sizes['test']:,} test queries "
+          f"(under {MIN_SPLIT_QUERIES} in a split)", file=sys.stderr)
+    if report.pairs_below_min_clicks > report.pairs_kept:
+        print(f"warning: --min-clicks {report.min_clicks:g} dropped {report.pairs_below_min_clicks:,} of "
+              f"{report.pairs_aggregated:,} pairs; for a click log of single clicks without aggregated counts "
+              f"(one row per click), try --min-clicks 1", file=sys.stderr)
 
 
 def run_train_nb(args: argparse.Namespace) -> int:

@@ -78,6 +78,18 @@ class IngestReport:
         )
         return "\n".join(lines)
 
+    def nothing_kept(self) -> str | None:
+        """Why no pair was kept, or None when some were."""
+        if self.pairs_kept:
+            return None
+        if self.rows_read == 0:
+            return "the log holds no data rows"
+        if self.rows_used == 0:
+            why = "outside the date range or skipped" if self.rows_outside_dates else "skipped (reasons above)"
+            return f"no usable rows: all {self.rows_read:,} rows were {why}"
+        return (f"no (query, category) pair has {self.min_clicks:g} or more clicks; for a log of single "
+                f"clicks without counts, use --min-clicks 1")
+
 
 @dataclass(frozen=True)
 class IngestResult:
@@ -129,7 +141,7 @@ def _read_delimited(raw: bytes, delimiter: str) -> _RawRows:
     def text_lines():
         for number, text in lines:
             numbered.append(number)
-            yield text
+            yield text + "\n"  # with its end, so a quoted field may hold a newline
 
     reader = csv.reader(text_lines(), delimiter=delimiter)
     header = next(reader, None)
@@ -137,8 +149,12 @@ def _read_delimited(raw: bytes, delimiter: str) -> _RawRows:
         return rows
     header = [h.strip().lower() for h in header]
     _check_header(header)
-    for record in reader:
-        number = numbered[reader.line_num - 1]
+    while True:
+        first_line = reader.line_num  # lines read before this record: it starts on the next
+        record = next(reader, None)
+        if record is None:
+            break
+        number = numbered[first_line]
         if not record or (len(record) == 1 and not record[0].strip()):
             continue
         if len(record) != len(header):
@@ -234,8 +250,12 @@ def _ingest(path, taxonomy, fmt, min_clicks, strict, date_from, date_to) -> Inge
             raise InputError(f"{path}: cannot read ({exc.strerror})") from None
         if path.suffix == ".gz":
             import gzip
+            import zlib
 
-            raw = gzip.decompress(raw)
+            try:
+                raw = gzip.decompress(raw)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise InputError(f"{path}: its name ends in .gz but it is not a valid gzip file ({exc})") from None
         rows = _read_jsonl(raw) if fmt == "jsonl" else _read_delimited(raw, "\t" if fmt == "tsv" else ",")
         bad = rows.bad
         arrays = {"row": np.asarray(rows.row, dtype=np.int64)}

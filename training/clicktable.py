@@ -42,22 +42,54 @@ class ClickTable:
         return np.bincount(self.pair_query, minlength=len(self.queries))
 
 
-def write_table(table: ClickTable, path) -> None:
-    """Write the table as Parquet (zstd) or CSV, one row per pair."""
-    import duckdb
+TABLE_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".csv.gz": "csv", ".tsv": "tsv", ".tsv.gz": "tsv"}
+
+
+def table_output(path) -> "Path":
+    """Check, before any work is done, that the aggregated table can be written to ``path``:
+    a known suffix, an existing parent directory, not a directory itself."""
     from pathlib import Path
 
+    from qcat.errors import InputError
+
     path = Path(path)
+    if _table_suffix(path) is None:
+        raise InputError(f"--out {path}: cannot tell the table format from the name; use one of "
+                         f"{', '.join(TABLE_SUFFIXES)}")
+    if path.is_dir():
+        raise InputError(f"--out {path} is a directory; give a file name such as {path / 'table.parquet'}")
+    if not path.parent.is_dir():
+        raise InputError(f"--out {path}: directory {path.parent} does not exist")
+    return path
+
+
+def _table_suffix(path) -> str | None:
+    name = path.name.lower()
+    return next((suffix for suffix in sorted(TABLE_SUFFIXES, key=len, reverse=True) if name.endswith(suffix)), None)
+
+
+def write_table(table: ClickTable, path) -> None:
+    """Write the table, one row per pair, in the format its suffix names (Parquet with zstd,
+    CSV or TSV, optionally gzipped). The columns are those of a click log (``query``,
+    ``category``, ``clicks``, ``impressions``) plus ``ctr`` and ``query_impressions``, so the
+    table can be ingested again; unknown impressions are empty (null), not NaN."""
+    import duckdb
+
+    path = table_output(path)
     pairs = {
         "query": table.queries[table.pair_query],
-        "category_id": table.categories[table.pair_category],
+        "category": table.categories[table.pair_category],
         "clicks": table.clicks,
         "impressions": table.impressions,
         "ctr": table.ctr,
         "query_impressions": table.query_impressions[table.pair_query],
     }
-    relation = duckdb.connect().sql("select * from pairs")
-    if path.suffix == ".csv":
-        relation.write_csv(str(path))
-    else:
+    relation = duckdb.connect().sql(
+        "select query, category, clicks, nullif(impressions, 'NaN'::double) as impressions, "
+        "nullif(ctr, 'NaN'::double) as ctr, query_impressions from pairs")
+    suffix = _table_suffix(path)
+    if TABLE_SUFFIXES[suffix] == "parquet":
         relation.write_parquet(str(path), compression="zstd")
+    else:
+        relation.write_csv(str(path), sep="\t" if TABLE_SUFFIXES[suffix] == "tsv" else ",",
+                           compression="gzip" if suffix.endswith(".gz") else "none")

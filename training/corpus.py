@@ -44,10 +44,24 @@ class Corpus:
             raise InputError(f"{directory} is not a corpus: no {META_FILE}") from None
         except (OSError, json.JSONDecodeError) as exc:
             raise InputError(f"cannot read {directory / META_FILE}: {exc}") from None
-        for key in ("catalog", "taxonomy", "log", "periods"):
+        where = directory / META_FILE
+        if not isinstance(meta, dict):
+            raise InputError(f"{where} is not a JSON object")
+        for key in ("taxonomy", "log", "periods"):
             if key not in meta:
-                raise InputError(f"{directory / META_FILE} lacks {key!r}")
+                raise InputError(f"{where} lacks {key!r} (to evaluate a click log without a corpus, use "
+                                 f"--log FILE --taxonomy FILE)")
+        periods = meta["periods"]
+        for period in PERIODS[:2]:
+            span = periods.get(period) if isinstance(periods, dict) else None
+            if not (isinstance(span, list) and len(span) == 2 and all(isinstance(d, str) for d in span)):
+                raise InputError(f"{where}: periods needs {period!r} as [\"YYYY-MM-DD\", \"YYYY-MM-DD\"] "
+                                 f"(from, to), got {span!r}")
         return cls(directory, meta)
+
+    def source(self, period: str) -> dict:
+        """What a report says the data was."""
+        return {"corpus": str(self.directory), "period": period}
 
     def path(self, key: str) -> Path:
         return self.directory / self.meta[key]
@@ -110,3 +124,49 @@ class Corpus:
         taxonomy = self.taxonomy()
         table = self.ingest(period, taxonomy).table
         return Dataset.from_table(table, taxonomy, seed=self.meta.get("split_seed", 0))
+
+
+@dataclass(frozen=True)
+class LogCorpus:
+    """A user's click log and taxonomy read like a corpus (``--log FILE --taxonomy FILE``): one
+    period (the whole log), the seeded train/validation/test split by query, and no real-text
+    query sets. ``qcat train --log`` and ``qcat evaluate --log`` both read data through it, so a
+    model trained on a log is evaluated on the test queries of its own split."""
+
+    log: Path
+    taxonomy_path: Path
+    min_clicks: float = 3
+    split_seed: int = 0
+    _loaded: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def directory(self) -> Path:
+        return self.log
+
+    def source(self, period: str) -> dict:
+        return {"corpus": f"{self.log} (click log)", "period": "whole log", "log": str(self.log),
+                "taxonomy": str(self.taxonomy_path), "min_clicks": self.min_clicks, "split_seed": self.split_seed}
+
+    def taxonomy(self) -> Taxonomy:
+        if "taxonomy" not in self._loaded:
+            self._loaded["taxonomy"] = load_taxonomy(self.taxonomy_path)
+        return self._loaded["taxonomy"]
+
+    def ingest(self, period: str = "all", taxonomy: Taxonomy | None = None, min_clicks: float | None = None) -> IngestResult:
+        """The whole log, aggregated (read once for the log's own threshold)."""
+        threshold = self.min_clicks if min_clicks is None else min_clicks
+        key = ("ingest", threshold)
+        if key not in self._loaded:
+            self._loaded[key] = ingest(self.log, taxonomy or self.taxonomy(), min_clicks=threshold)
+        return self._loaded[key]
+
+    def real_sets(self) -> tuple[str, ...]:
+        return ()
+
+    def query_set(self, name: str, split: str, taxonomy: Taxonomy | None = None) -> ClickTable:
+        raise InputError(f"a click log has no real-text query set {name!r}; its own test split is reported "
+                         f"by head/torso/tail")
+
+    def dataset(self, period: str = "all") -> Dataset:
+        taxonomy = self.taxonomy()
+        return Dataset.from_table(self.ingest().table, taxonomy, seed=self.split_seed)

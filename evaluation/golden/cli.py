@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from evaluation.report_files import clean_json
+from qcat.cli import ArgumentParser, int_at_least
 from qcat.errors import InputError
 
 DEFAULT_OUT = Path("qcat-golden-report")
@@ -42,14 +43,14 @@ def load_golden_source(source: str, args: argparse.Namespace):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="qcat golden", description="Golden-data search harness (eBay §4.2.2).")
+    parser = ArgumentParser(prog="qcat golden", description="Golden-data search harness (eBay §4.2.2).")
     commands = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     generate = commands.add_parser("generate", help="simulate golden judgments for the demo corpus")
     generate.add_argument("--corpus", type=Path, default=None, help="corpus directory (default: the demo corpus)")
     generate.add_argument("--period", choices=("base", "candidate", "all"), default="base",
                           help="log period whose demand picks the queries (default: base, the latest)")
-    generate.add_argument("--per-segment", type=int, default=10_000, help="golden queries per segment (default 10000)")
+    generate.add_argument("--per-segment", type=int_at_least(1), default=10_000, help="golden queries per segment (default 10000)")
     generate.add_argument("--seed", type=int, default=0)
     generate.add_argument("--out", type=Path, required=True, help="golden CSV to write (.csv or .csv.gz)")
 
@@ -73,13 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--no-demand", action="store_true", help="ignore the log: one query set of golden queries")
     evaluate.add_argument("--mode", choices=("boost", "filter"), default="boost", help="how categories act (default boost)")
     evaluate.add_argument("--boost-weight", type=float, default=1.0, help="weight of the category score (default 1)")
-    evaluate.add_argument("--categories", type=int, default=3, help="categories a filtered search keeps (default 3)")
-    evaluate.add_argument("-n", "--top-n", type=int, default=5, help="listings returned per query (default 5)")
-    evaluate.add_argument("--candidates", type=int, default=200, help="BM25 candidates re-ranked (default 200)")
+    evaluate.add_argument("--categories", type=int_at_least(1), default=3, help="categories a filtered search keeps (default 3)")
+    evaluate.add_argument("-n", "--top-n", type=int_at_least(1), default=5, help="listings returned per query (default 5)")
+    evaluate.add_argument("--candidates", type=int_at_least(1), default=200, help="BM25 candidates re-ranked (default 200)")
     evaluate.add_argument("--sample-fraction", type=float, default=0.1,
                           help="share of the catalog added to the inventory (default 0.1)")
-    evaluate.add_argument("--per-segment", type=int, default=10_000, help="queries per segment (default 10000)")
-    evaluate.add_argument("--bootstrap", type=int, default=1000, help="bootstrap draws for the intervals (default 1000)")
+    evaluate.add_argument("--per-segment", type=int_at_least(1), default=10_000, help="queries per segment (default 10000)")
+    evaluate.add_argument("--bootstrap", type=int_at_least(0), default=1000, help="bootstrap draws for the intervals (default 1000)")
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"report directory (default ./{DEFAULT_OUT})")
     evaluate.add_argument("--json", action="store_true", help="also print the report JSON on stdout")
