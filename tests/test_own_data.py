@@ -249,3 +249,14 @@ def test_nothing_to_do_is_said(tmp_path):
     (tmp_path / "log.csv").write_text("query,category\nlego,NOPE\n")
     result = qcat("data", "ingest", tmp_path / "log.csv", "--taxonomy", BESTBUY)
     assert "no usable rows: all 1 rows were skipped" in last_error(result)
+
+
+def test_a_bare_carriage_return_is_a_malformed_row(tmp_path):
+    """Found by the property test: Python's csv writer leaves a lone CR unquoted."""
+    from qcat.taxonomy import load_taxonomy
+    from training.clicklog import ingest
+
+    (tmp_path / "log.csv").write_bytes(f"query,category\nok,{TV}\n\r,{TV}\nfine tv,{TV}\n".encode())
+    report = ingest(tmp_path / "log.csv", load_taxonomy(BESTBUY), min_clicks=1).report
+    assert report.rows_read == 3 and report.rows_used == 2
+    assert report.examples["malformed_row"] == [(3, f"\r,{TV}")]

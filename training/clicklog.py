@@ -32,7 +32,7 @@ FORMATS = ("csv", "tsv", "parquet", "jsonl")
 # Why a row cannot be used, in the order the checks run.
 REASONS = {
     "bad_encoding": "not valid UTF-8",
-    "malformed_row": "malformed row (wrong number of fields or invalid JSON)",
+    "malformed_row": "malformed row (wrong number of fields, a stray carriage return, or invalid JSON)",
     "empty_query": "query is empty after normalization",
     "unknown_category": "category is not in the taxonomy",
     "ambiguous_category": "category path belongs to several taxonomy ids",
@@ -136,11 +136,12 @@ def _decoded_lines(raw: bytes, rows: _RawRows, first_data_line: int):
 def _read_delimited(raw: bytes, delimiter: str) -> _RawRows:
     rows = _RawRows()
     lines = _decoded_lines(raw.removeprefix(b"\xef\xbb\xbf"), rows, first_data_line=2)
-    numbered = []
+    numbered, texts = [], []
 
     def text_lines():
         for number, text in lines:
             numbered.append(number)
+            texts.append(text)
             yield text + "\n"  # with its end, so a quoted field may hold a newline
 
     reader = csv.reader(text_lines(), delimiter=delimiter)
@@ -151,7 +152,11 @@ def _read_delimited(raw: bytes, delimiter: str) -> _RawRows:
     _check_header(header)
     while True:
         first_line = reader.line_num  # lines read before this record: it starts on the next
-        record = next(reader, None)
+        try:
+            record = next(reader, None)
+        except csv.Error as exc:  # e.g. a bare carriage return inside an unquoted field
+            rows.bad.append((numbered[first_line], "malformed_row", texts[first_line][:80]))
+            continue
         if record is None:
             break
         number = numbered[first_line]
