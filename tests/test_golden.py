@@ -323,7 +323,7 @@ def test_golden_evaluate_esci_reports_unsearchable_listings(tmp_path, data_dir):
 
 @pytest.mark.parametrize("args, message", [
     (["--golden", "/nonexistent/golden.csv"], "cannot read golden data /nonexistent/golden.csv"),
-    (["--top-n", "0"], "top N must lie in"),
+    (["--top-n", "0"], "argument -n/--top-n: must be at least 1, got 0"),
     (["--names", "no classifier", "x"], "distinct names"),
     (["--sample-fraction", "2"], "sample fraction"),
 ])
