@@ -24,9 +24,9 @@ from pathlib import Path
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from evaluation.evaluate import evaluate  # noqa: E402
-from evaluation.predict import evaluate_pr  # noqa: E402
 from qcat.classifier import default_model_dir, load_model  # noqa: E402
 from qcat.hybrid import HybridModel  # noqa: E402
+from training.table_metrics import evaluate_pr  # noqa: E402
 
 VARIANTS = {  # name -> (XMLQConfig options, augmentation steps)
     "XML-CNN": ({"loss": "bce", "rnn": False, "cosine": False}, ""),

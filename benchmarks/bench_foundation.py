@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import time
 
-from evaluation.predict import evaluate_pr
 from qcat.classifier import Classifier
 from training import nb_trainer
 from training.corpus import Corpus
+from training.table_metrics import evaluate_pr
 
 
 def main() -> None:

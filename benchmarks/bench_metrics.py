@@ -16,10 +16,10 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from evaluation.metrics import Matched
 from evaluation.propensity import PropensityModel, label_counts
 from evaluation.scoring import summarize
-from evaluation.segments import SEGMENTS, segment_by_impressions
+from measure.metrics import Matched
+from measure.segments import SEGMENTS, segment_by_impressions
 
 
 def synthetic(n: int, n_labels: int, k: int, seed: int = 0):

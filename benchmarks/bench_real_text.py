@@ -4,7 +4,7 @@ Both peers train on exactly the demo corpus's base-period train split (``dataset
 every model, peer or qcat bundle (``--model NAME=DIR``, repeatable), is then scored on:
 
 - the simulated test split: PR@1 over all queries and over head / torso / tail
-  (``evaluation.segments.segment_by_impressions``);
+  (``measure.segments.segment_by_impressions``);
 - real text: ``real-title`` and ``real-2tok`` test (whole titles of held-out catalog
   listings and their first two tokens) and the 18 ``real-queries``: PR@1 and PR@3;
 - training time (peers: measured here, writing their input files included; bundles:
@@ -59,9 +59,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_xreg import best_of, xc_format  # noqa: E402
-from evaluation.metrics import pr_at_k  # noqa: E402
-from evaluation.predict import match_to_truth  # noqa: E402
-from evaluation.segments import SEGMENTS, segment_by_impressions  # noqa: E402
+from measure.metrics import pr_at_k  # noqa: E402
+from measure.predict import match_to_truth  # noqa: E402
+from measure.segments import SEGMENTS, segment_by_impressions  # noqa: E402
 from qcat.model import Predictions  # noqa: E402
 from qcat.normalize import tokenize  # noqa: E402
 from training.dataset import truth_matrix  # noqa: E402

@@ -41,9 +41,9 @@ sys.path.insert(0, str(ROOT))
 
 from evaluation import metrics as M  # noqa: E402
 from evaluation import regression as R  # noqa: E402
-from evaluation.predict import match_to_truth  # noqa: E402
 from evaluation.propensity import PropensityModel, label_counts  # noqa: E402
-from evaluation.ranking import row_normalized  # noqa: E402
+from measure.predict import match_to_truth  # noqa: E402
+from measure.ranking import row_normalized  # noqa: E402
 
 K = 10
 COLUMNS = ("P@1", "P@3", "P@5", "PSP@5", "nDCG@5", "XMAD@5 (CTR)", "XMAD@5 (shares)", "train s", "predict ms/q", "size MB")

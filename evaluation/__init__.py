@@ -1,1 +1,1 @@
-"""qcat evaluation: metrics, segmentation, golden-data harness and reports."""
+"""qcat evaluation: metrics, golden-data harness and reports (the measures training shares are in measure)."""

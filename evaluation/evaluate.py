@@ -19,12 +19,12 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from evaluation.predict import predict_matched
-from evaluation.propensity import PropensityModel, fit_propensity, label_counts
 from evaluation.metrics import reliability
+from evaluation.propensity import PropensityModel, fit_propensity, label_counts
 from evaluation.report import SIMULATED
 from evaluation.scoring import ScoringOptions, pr_curve, score_model, summarize
-from evaluation.segments import DEFAULT_SHARES, LENGTH_BINS, SEGMENTS, segment_by_impressions, segment_by_length
+from measure.predict import predict_matched
+from measure.segments import DEFAULT_SHARES, LENGTH_BINS, SEGMENTS, segment_by_impressions, segment_by_length
 from qcat.calibration import calibrated_sources
 from qcat.classifier import load_model
 from qcat.errors import InputError

@@ -14,9 +14,9 @@ import numpy as np
 
 from evaluation import metrics as M
 from evaluation import regression as R
-from evaluation.metrics import Matched
-from evaluation.ranking import row_normalized, truth_at
-from evaluation.segments import LENGTH_BINS, SEGMENTS
+from measure.metrics import Matched, gs_scores, pr_at_k
+from measure.ranking import row_normalized, truth_at
+from measure.segments import LENGTH_BINS, SEGMENTS
 
 CURVE_KS = tuple(range(1, 11))
 
@@ -40,10 +40,10 @@ def summarize(matched: Matched, inverse_propensity: np.ndarray, options: Scoring
     shares = with_shares(matched)
     share_errors = R.errors(shares, k)
     scores: dict[str, float] = {"queries": len(matched) - matched.n_skipped, "skipped": matched.n_skipped}
-    gs = M.gs_scores(matched, options.threshold)
+    gs = gs_scores(matched, options.threshold)
     scores.update({"P": gs["precision"], "R": gs["recall"], "F1": gs["f1"]})
     for kk in (1, 3, 5, 10):
-        scores[f"PR@{kk}"] = M.pr_at_k(matched, kk)
+        scores[f"PR@{kk}"] = pr_at_k(matched, kk)
     for kk in (1, 3, 5):
         scores[f"P@{kk}"] = M.precision_at_k(matched, kk)
     scores.update({
@@ -65,7 +65,7 @@ def summarize(matched: Matched, inverse_propensity: np.ndarray, options: Scoring
 
 
 def pr_curve(matched: Matched) -> list[float]:
-    return [M.pr_at_k(matched, k) for k in CURVE_KS]
+    return [pr_at_k(matched, k) for k in CURVE_KS]
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def score_model(matched: Matched, segment: np.ndarray, length_bin: np.ndarray, i
     by_length = {}
     for b, name in enumerate(LENGTH_BINS):
         rows = matched.subset(length_bin == b)
-        by_length[name] = {"queries": len(rows) - rows.n_skipped, "PR@1": M.pr_at_k(rows, 1), "PR@3": M.pr_at_k(rows, 3)}
+        by_length[name] = {"queries": len(rows) - rows.n_skipped, "PR@1": pr_at_k(rows, 1), "PR@3": pr_at_k(rows, 3)}
     return ModelScores(
         segments={name: summarize(part, inverse_propensity, options) for name, part in parts.items()},
         pr_curves={name: pr_curve(part) for name, part in parts.items()},

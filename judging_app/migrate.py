@@ -1,38 +1,16 @@
-"""Alembic, configured in code: ``qcat db upgrade|downgrade`` need no ``alembic.ini``.
+"""Migrating the judging store: ``qcat db upgrade|downgrade`` run Alembic on a database.
 
-The migrations ship as the ``migrations`` package (``migrations/env.py`` and
-``migrations/versions/``), so an installed qcat finds them next to its own code.
+Alembic's configuration and the migration scripts are found by
+:mod:`judging_app.migration_scripts`.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
 from sqlalchemy.exc import DBAPIError
 
+from judging_app.migration_scripts import alembic_config
 from judging_app.store import connection_error, current_revision, make_engine
-
-
-def migrations_dir() -> Path:
-    import migrations
-
-    return Path(migrations.__file__).resolve().parent
-
-
-def alembic_config(url: str | None = None) -> Config:
-    config = Config()
-    config.set_main_option("script_location", str(migrations_dir()))
-    if url is not None:
-        # env.py builds its own engine from this URL (with the store's SQLite settings).
-        config.attributes["qcat_url"] = url
-    return config
-
-
-def script_directory() -> ScriptDirectory:
-    return ScriptDirectory.from_config(alembic_config())
 
 
 def _run(action, url: str | None, revision: str) -> tuple[str | None, str | None]:

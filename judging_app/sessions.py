@@ -70,7 +70,7 @@ def build_queries(baseline_dir: Path, target_dir: Path, n_queries: int = DEFAULT
     from evaluation.golden.inventory import build_inventory
     from evaluation.golden.query_sets import log_demand
     from evaluation.golden.search import MiniSearch, SearchConfig
-    from evaluation.segments import segment_by_impressions
+    from measure.segments import segment_by_impressions
     from qcat.classifier import load_model
     from qcat.normalize import tokenize
     from training.corpus import Corpus

@@ -101,12 +101,6 @@ def connection_error(engine: Engine, exc: Exception) -> InputError:
     return InputError(f"cannot connect to the judging database {shown(engine.url)}: {detail}")
 
 
-def head_revision() -> str:
-    from judging_app.migrate import script_directory
-
-    return script_directory().get_current_head()
-
-
 def current_revision(engine: Engine) -> str | None:
     try:
         with engine.connect() as connection:
@@ -119,6 +113,9 @@ def current_revision(engine: Engine) -> str | None:
 
 def check_schema(engine: Engine) -> None:
     """Raise :class:`InputError` unless the database exists and is migrated to the head."""
+    # Imported here so that only the commands that check a schema import Alembic.
+    from judging_app.migration_scripts import head_revision
+
     upgrade = f"run `qcat db upgrade --url {shown(engine.url)}` first"
     path = sqlite_file(engine)
     if path is not None and not path.exists():

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from evaluation.segments import segment_by_impressions
+from measure.segments import segment_by_impressions
 from qcat.classifier import default_model_dir, load_model
 from qcat.cli import main as qcat_main
 from test_cli import qcat

@@ -11,9 +11,9 @@ import scipy.stats
 
 from evaluation import metrics as M
 from evaluation import regression as R
-from evaluation.metrics import Matched
 from evaluation.propensity import PropensityModel, label_counts
-from evaluation.ranking import binary, rank_predictions, row_normalized
+from measure.metrics import Matched, gs_scores, pr_at_k
+from measure.ranking import binary, rank_predictions, row_normalized
 
 LOG3 = math.log2(3)
 
@@ -49,15 +49,15 @@ def test_unweighted_metrics_hand_computed(small: Matched) -> None:
     assert small.n_skipped == 1
     assert M.precision_at_k(small, 1) == pytest.approx(0.5)
     assert M.precision_at_k(small, 3) == pytest.approx((2 / 3 + 1 / 3) / 2)
-    assert M.pr_at_k(small, 1) == pytest.approx(0.5)
-    assert M.pr_at_k(small, 3) == pytest.approx(1.0)  # row 0: 2/min(3,2); row 1: 1/min(3,1)
-    gs = M.gs_scores(small, threshold=0.5)
+    assert pr_at_k(small, 1) == pytest.approx(0.5)
+    assert pr_at_k(small, 3) == pytest.approx(1.0)  # row 0: 2/min(3,2); row 1: 1/min(3,1)
+    gs = gs_scores(small, threshold=0.5)
     # Row 0: Z={2}, Y={0,2}: P 1, R 1/2, F1 2/3. Row 1: Z={3} (0.5 >= 0.5), Y={1}: all 0.
     assert gs == pytest.approx({"precision": 0.5, "recall": 0.25, "f1": 1 / 3})
     # Threshold 0.35 keeps 2 only in row 0 and 3 only in row 1; at_least_one off and a
     # threshold above every score leave Z empty: precision 0, F1 0.
-    assert M.gs_scores(small, threshold=0.95, at_least_one=False) == pytest.approx({"precision": 0, "recall": 0, "f1": 0})
-    assert M.gs_scores(small, threshold=0.25) == pytest.approx(
+    assert gs_scores(small, threshold=0.95, at_least_one=False) == pytest.approx({"precision": 0, "recall": 0, "f1": 0})
+    assert gs_scores(small, threshold=0.25) == pytest.approx(
         {"precision": (1 + 0.5) / 2, "recall": (1 + 1) / 2, "f1": (1 + 2 * 1 / (1 + 2)) / 2})
     assert M.coverage_at_k(small, 1) == pytest.approx(1 / 3)  # true labels {0,1,2}; label 2 found at rank 1
     assert M.coverage_at_k(small, 2) == pytest.approx(1.0)

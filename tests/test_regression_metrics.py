@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evaluation import regression as R
-from evaluation.metrics import Matched
 from evaluation.propensity import PropensityModel, fit_propensity
+from measure.metrics import Matched
 
 relevance = st.one_of(st.just(0.0), st.floats(0.0, 1.0, allow_nan=False))
 

@@ -81,11 +81,11 @@ def build_demo(args: argparse.Namespace) -> int:
 def build_demo_model(corpus):
     """The shipped model: NB and XReg trained on the base period, and the hybrid of the two
     that wins the validation objective (:mod:`training.selection`), every part calibrated."""
-    from evaluation.predict import evaluate_pr
     from qcat.hybrid import CUTOFFS
     from training import nb_trainer
     from training.calibrate import fit_calibration
     from training.selection import select_hybrid, validation_sets
+    from training.table_metrics import evaluate_pr
     from training.xreg.trainer import XRegConfig
     from training.xreg.trainer import fit as fit_xreg
 

@@ -248,9 +248,9 @@ def warn_if_small(dataset, report) -> None:
 
 
 def run_train_nb(args: argparse.Namespace) -> int:
-    from evaluation.predict import evaluate_pr
     from qcat.calibration import calibrated_sources
     from training import nb_trainer
+    from training.table_metrics import evaluate_pr
 
     started = time.perf_counter()
     dataset, source, sets = load_dataset(args)
@@ -280,8 +280,8 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # C++ info and warnings; Python errors still surface
-    from evaluation.predict import evaluate_pr
     from training.calibrate import fit_calibration
+    from training.table_metrics import evaluate_pr
 
     try:
         from training.xmlq.export import bundle_model
@@ -324,8 +324,8 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
 
 
 def run_train_xreg(args: argparse.Namespace) -> int:
-    from evaluation.predict import evaluate_pr
     from training.calibrate import fit_calibration
+    from training.table_metrics import evaluate_pr
     from training.xreg.trainer import XRegConfig, fit
 
     started = time.perf_counter()
@@ -427,12 +427,12 @@ def print_selection_row(sets):
 
 
 def run_train_hybrid(args: argparse.Namespace) -> int:
-    from evaluation.predict import evaluate_pr
     from qcat.calibration import calibrated_sources
     from qcat.classifier import load_model
     from qcat.errors import QcatError
     from qcat.hybrid import CUTOFFS
     from training.selection import BLENDS, select_hybrid
+    from training.table_metrics import evaluate_pr
 
     candidates = {name: getattr(args, name) for name in ("xmlq", "xreg") if getattr(args, name) is not None}
     if args.long_backend is not None:

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from evaluation.segments import SEGMENTS, segment_by_impressions
+from measure.segments import SEGMENTS, segment_by_impressions
 from qcat.normalize import normalize
 from training.clicktable import ClickTable
 

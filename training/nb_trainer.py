@@ -9,13 +9,13 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from evaluation.predict import evaluate_pr
 from qcat.errors import InputError
 from qcat.nb import NaiveBayesModel, query_features
 from training.calibrate import fit_calibration
 from training.clicktable import ClickTable
 from training.dataset import Dataset
 from training.selection import ValidationSets, objective, validation_sets
+from training.table_metrics import evaluate_pr
 
 
 @dataclass(frozen=True)

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from evaluation.predict import evaluate_pr
 from qcat.hybrid import HybridModel
 from qcat.model import Model
 from qcat.nb import NaiveBayesModel
 from qcat.taxonomy import Taxonomy
 from training.clicktable import ClickTable
 from training.dataset import Dataset
+from training.table_metrics import evaluate_pr
 
 WEIGHTS = {"simulated": 0.2, "real-title": 0.4, "real-2tok": 0.4}
 

@@ -27,7 +27,7 @@ from evaluation.golden.golden_set import RELEVANT_GRADE, GoldenSet, ImportReport
 from evaluation.golden.inventory import build_inventory
 from evaluation.golden.query_sets import Demand, sample_query_sets
 from evaluation.golden.search import MiniSearch, SearchConfig
-from evaluation.segments import SEGMENTS
+from measure.segments import SEGMENTS
 from qcat.errors import InputError
 from qcat.normalize import normalize, tokenize
 from qcat.taxonomy import Taxonomy

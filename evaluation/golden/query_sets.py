@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from evaluation.segments import SEGMENTS, segment_by_impressions
+from measure.segments import SEGMENTS, segment_by_impressions
 from training.corpus import Corpus
 
 NO_DEMAND = "no demand"

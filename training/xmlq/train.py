@@ -19,8 +19,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from evaluation.metrics import gs_scores, pr_at_k
-from evaluation.predict import match_to_truth
+from measure.metrics import gs_scores, pr_at_k
+from measure.predict import match_to_truth
 from qcat.model import top_k
 from qcat.query_encoding import RESERVED, encode, token_index
 from training.clicktable import ClickTable

@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from evaluation.metrics import Matched, pr_at_k
+from measure.metrics import Matched
 from qcat.model import Model
 
 
@@ -36,11 +36,3 @@ def predict_matched(model: Model, queries: Sequence[str], label_ids: Sequence[st
         labels.append(predictions.labels)
         scores.append(predictions.scores)
     return match_to_truth(np.vstack(labels), np.vstack(scores), model.labels, label_ids, truth)
-
-
-def evaluate_pr(model: Model, table, ks: tuple[int, ...] = (1, 3, 10)) -> dict[str, float]:
-    """PR@k of ``model`` on a click table (``training.clicktable.ClickTable``)."""
-    from training.dataset import truth_matrix
-
-    matched = predict_matched(model, table.queries, table.categories, truth_matrix(table), max(ks))
-    return {f"pr@{k}": pr_at_k(matched, k) for k in ks}
