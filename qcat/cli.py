@@ -196,9 +196,10 @@ def run_classify(args: argparse.Namespace) -> int:
     return 2 if failures else 0
 
 
-def stdin_queries(stream) -> Iterator[tuple[str, "str | Failure"]]:
-    """(where, query) for each line of a binary stream. A line that is not UTF-8 comes as a
-    ``Failure`` (its query shown with replacement characters) so that the rest is still read."""
+def stdin_queries(stream) -> Iterator[tuple[str, object]]:
+    """(where, query) for each line of a binary stream: the query as text, or for a line that
+    is not UTF-8 a ``Failure`` (its query shown with replacement characters), so that the rest
+    is still read."""
     from qcat.classifier import Failure
 
     for number, raw in enumerate(stream, start=1):

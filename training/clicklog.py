@@ -154,7 +154,7 @@ def _read_delimited(raw: bytes, delimiter: str) -> _RawRows:
         first_line = reader.line_num  # lines read before this record: it starts on the next
         try:
             record = next(reader, None)
-        except csv.Error as exc:  # e.g. a bare carriage return inside an unquoted field
+        except csv.Error:  # e.g. a bare carriage return inside an unquoted field
             rows.bad.append((numbered[first_line], "malformed_row", texts[first_line][:80]))
             continue
         if record is None:

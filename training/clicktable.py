@@ -45,9 +45,9 @@ class ClickTable:
 TABLE_SUFFIXES = {".parquet": "parquet", ".csv": "csv", ".csv.gz": "csv", ".tsv": "tsv", ".tsv.gz": "tsv"}
 
 
-def table_output(path) -> "Path":
-    """Check, before any work is done, that the aggregated table can be written to ``path``:
-    a known suffix, an existing parent directory, not a directory itself."""
+def table_output(path):
+    """``path`` as a Path, checked before any work is done: a known suffix, an existing parent
+    directory, not a directory itself."""
     from pathlib import Path
 
     from qcat.errors import InputError
