@@ -33,6 +33,8 @@ def db_parser() -> argparse.ArgumentParser:
     down = actions.add_parser("downgrade", help="undo migrations (default: one step; 'base' drops every table)")
     _url(down)
     down.add_argument("--revision", default="-1", help="target revision (default -1)")
+    down.add_argument("--yes", action="store_true",
+                      help="drop tables even when they hold rows (refused otherwise, saying how many would go)")
     current = actions.add_parser("current", help="print the database's revision")
     _url(current)
     return parser
@@ -90,11 +92,16 @@ def judge_parser() -> argparse.ArgumentParser:
 
 
 def main(command: str, argv: list[str]) -> int:
-    if command == "db":
-        return run_db(db_parser().parse_args(argv))
-    args = judge_parser().parse_args(argv)
-    return {"create-session": run_create, "add-judge": run_add_judge, "sessions": run_sessions, "app": run_app,
-            "report": run_report, "export": run_export}[args.action](args)
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from judging_app.store import database_error
+
+    args = (db_parser() if command == "db" else judge_parser()).parse_args(argv)
+    run = run_db if command == "db" else JUDGE_ACTIONS[args.action]
+    try:
+        return run(args)
+    except SQLAlchemyError as exc:  # one line naming the store: no SQL, no parameters, no traceback
+        raise database_error(args.url, exc) from None
 
 
 def say(message: str) -> None:
@@ -111,8 +118,10 @@ def run_db(args: argparse.Namespace) -> int:
         print(current_revision(engine) or "(empty: run `qcat db upgrade`)")
         engine.dispose()
         return 0
-    action = migrate.upgrade if args.action == "upgrade" else migrate.downgrade
-    before, after = action(url, args.revision)
+    if args.action == "upgrade":
+        before, after = migrate.upgrade(url, args.revision)
+    else:
+        before, after = migrate.downgrade(url, args.revision, drop_data=args.yes)
     say(f"{display_url(url)}: revision {before or 'empty'} -> {after or 'empty'}")
     return 0
 
@@ -250,3 +259,7 @@ def run_export(args: argparse.Namespace) -> int:
             say(f"wrote {rows:,} rows to {path}")
     store.dispose()
     return 0
+
+
+JUDGE_ACTIONS = {"create-session": run_create, "add-judge": run_add_judge, "sessions": run_sessions, "app": run_app,
+                 "report": run_report, "export": run_export}

@@ -105,3 +105,41 @@ def test_user_errors_are_one_line_without_traceback(demo_db, tmp_path, args, mes
     with store.sessions() as session:
         assert session.scalar(select(func.count()).select_from(Judge)) == 3  # nothing changed
     store.dispose()
+
+
+def test_db_downgrade_with_data_asks_for_yes_and_revision_errors_are_one_line(demo_db, tmp_path):
+    db = tmp_path / "j.db"
+    shutil.copy(demo_db[0], db)
+    refused = qcat("db", "downgrade", "--url", db, "--revision", "base")
+    assert refused.returncode == 2, refused.stderr
+    assert "would drop 5 tables" in refused.stderr and "judges 3" in refused.stderr and "--yes" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert qcat("judge", "sessions", "--url", db).returncode == 0  # nothing was dropped
+    for revision, message in (("nope", "cannot migrate"), ("0001x", "Can't locate revision")):
+        result = qcat("db", "downgrade", "--url", db, "--revision", revision)
+        assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    dropped = qcat("db", "downgrade", "--url", db, "--revision", "base", "--yes")
+    assert dropped.returncode == 0 and "-> empty" in dropped.stderr
+    again = qcat("db", "downgrade", "--url", db)
+    assert again.returncode == 2 and again.stderr.startswith("qcat: error: ") and "already at base" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+
+
+def test_database_errors_are_one_line_without_sql_or_secrets(demo_db, tmp_path, monkeypatch, capsys):
+    from judging_app import tokens
+    from qcat.cli import main
+
+    db = tmp_path / "ro.db"
+    shutil.copy(demo_db[0], db)
+    read_only = f"sqlite:///file:{db}?mode=ro&uri=true"  # read-only even for root, unlike chmod
+    fixed = tokens.NewToken("abcdef123456.secretsecretsecretsecret", "abcdef123456", "5a17" * 8, "4a54" * 16)
+    monkeypatch.setattr(tokens, "new_token", lambda: fixed)
+    assert main(["judge", "add-judge", "dora", "--url", read_only]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("qcat: error: sqlite:///") and "attempt to write a readonly database" in err
+    assert len(err.strip().splitlines()) == 1
+    for secret in (fixed.salt, fixed.digest, fixed.token, "[SQL", "parameters", "INSERT"):
+        assert secret not in err
+    result = qcat("judge", "add-judge", "dora", "--url", read_only)  # a real process: exit 2, one line
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "[SQL" not in result.stderr and "Traceback" not in result.stderr and "readonly" in result.stderr

@@ -228,3 +228,26 @@ def test_sql_injection_strings_are_stored_verbatim_and_change_nothing_else(store
     assert TABLES <= set(inspect(engine).get_table_names())
     with engine.connect() as connection:
         assert connection.execute(text("select count(*) from judges")).scalar() == len(INJECTIONS)
+
+
+def test_downgrade_refuses_to_drop_tables_holding_rows_unless_confirmed(db_url):
+    from judging_app.migrate import DataLossRefused
+
+    upgrade(db_url)
+    store = open_store(db_url)
+    store_session(store, "s", "A", "B", toy_queries(2))
+    add_judge(store, "ann")
+    store.dispose()
+    with pytest.raises(DataLossRefused, match=r"would drop 5 tables holding 28 rows \(result_items 20, result_lists 4, "
+                                              r"session_queries 2, judges 1, judging_sessions 1\).*pass --yes"):
+        downgrade(db_url, "base")
+    assert TABLES <= tables(db_url)  # rolled back: nothing dropped
+    store = open_store(db_url)
+    assert counts(store)["result_items"] == 20
+    store.dispose()
+    assert downgrade(db_url, "base", drop_data=True)[1] is None
+    assert tables(db_url) <= {"alembic_version"}
+    with pytest.raises(InputError, match="already at base .*nothing to downgrade"):
+        downgrade(db_url)
+    with pytest.raises(InputError, match="cannot migrate .* to revision 'nope': Can't locate revision"):
+        upgrade(db_url, "nope")
