@@ -71,6 +71,16 @@ def judge_parser() -> argparse.ArgumentParser:
     app.add_argument("--session", default=None, help="session id or name (default: judges choose)")
     app.add_argument("--port", type=int_at_least(1, 65535), default=8501)
     app.add_argument("--address", default="localhost", help="address to listen on (default localhost)")
+    app.add_argument("--claim-timeout", type=int_at_least(1), default=30, metavar="MINUTES",
+                     help="release a judge's claim on a query after this many idle minutes, so that another judge "
+                          "gets the query (default 30)")
+
+    release = actions.add_parser("release", help="release open claims of a judge or of a query (for other judges)")
+    _url(release)
+    whose = release.add_mutually_exclusive_group(required=True)
+    whose.add_argument("--judge", metavar="NAME", help="release every open claim of this judge")
+    whose.add_argument("--query", metavar="TEXT_OR_ID", help="release every open claim of this query (id or text)")
+    release.add_argument("--session", default=None, help="only in this session (id or name)")
 
     report = actions.add_parser("report", help="NDCG*, win/tie/loss and agreement of a session (eBay Table 5)")
     report.add_argument("session", metavar="SESSION", help="session id or name")
@@ -188,12 +198,14 @@ def run_sessions(args: argparse.Namespace) -> int:
     return 0
 
 
-def app_command(url: str, session: str | None, port: int, address: str) -> tuple[list[str], dict]:
+def app_command(url: str, session: str | None, port: int, address: str,
+                claim_timeout: int = 30) -> tuple[list[str], dict]:
     """The ``streamlit run`` command line and environment of the judging app."""
     import judging_app
+    from judging_app.assignment import CLAIM_TIMEOUT_ENV
 
     package_root = Path(judging_app.__file__).resolve().parent.parent
-    env = {**os.environ, URL_ENV: url, "PYTHONPATH": os.pathsep.join(
+    env = {**os.environ, URL_ENV: url, CLAIM_TIMEOUT_ENV: str(claim_timeout), "PYTHONPATH": os.pathsep.join(
         p for p in (str(package_root), os.environ.get("PYTHONPATH", "")) if p)}
     if session is not None:
         env["QCAT_JUDGE_SESSION"] = str(session)
@@ -214,9 +226,32 @@ def run_app(args: argparse.Namespace) -> int:
     if args.session is not None:
         _existing_session(store, args.session)
     store.dispose()
-    command, env = app_command(url, args.session, args.port, args.address)
-    say(f"judging app on http://{args.address}:{args.port} ({display_url(url)}); Ctrl-C stops it")
+    command, env = app_command(url, args.session, args.port, args.address, args.claim_timeout)
+    say(f"judging app on http://{args.address}:{args.port} ({display_url(url)}; claims released after "
+        f"{args.claim_timeout} idle minutes); Ctrl-C stops it")
     return subprocess.call(command, env=env)
+
+
+def run_release(args: argparse.Namespace) -> int:
+    from judging_app.assignment import release
+    from judging_app.judges import find_judge
+    from judging_app.sessions import find_query, find_session
+    from judging_app.store import open_store
+
+    store = open_store(args.url)
+    with store.sessions() as session:
+        session_id = find_session(session, args.session).id if args.session is not None else None
+        judge_id = find_judge(session, args.judge).id if args.judge is not None else None
+        query_id = find_query(session, args.query, session_id).id if args.query is not None else None
+    released = release(store, judge_id=judge_id, query_id=query_id, session_id=session_id)
+    store.dispose()
+    whose = f"judge {args.judge!r}" if args.judge is not None else f"query {args.query!r}"
+    for claim in released:
+        print(f"released query {claim.query_id} {claim.query!r} of session {claim.session!r} held by judge "
+              f"{claim.judge!r} (last active {claim.active_at:%Y-%m-%d %H:%M})")
+    say(f"released {len(released)} open claim{'s' * (len(released) != 1)} of {whose}" if released else
+        f"nothing to release: {whose} holds no open claim{' in that session' if session_id is not None else ''}")
+    return 0
 
 
 def _existing_session(store, key: str) -> None:
@@ -262,4 +297,4 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 JUDGE_ACTIONS = {"create-session": run_create, "add-judge": run_add_judge, "sessions": run_sessions, "app": run_app,
-                 "report": run_report, "export": run_export}
+                 "report": run_report, "export": run_export, "release": run_release}

@@ -65,9 +65,9 @@ def test_listing_report_export_and_golden_import_of_a_judged_session(demo_db, tm
 def test_db_downgrade_then_commands_say_to_upgrade(tmp_path):
     db = tmp_path / "j.db"
     assert qcat("db", "upgrade", "--url", db).returncode == 0
-    assert qcat("db", "current", "--url", db).stdout.strip() == "0001"
+    assert qcat("db", "current", "--url", db).stdout.strip() == "0002"
     down = qcat("db", "downgrade", "--url", db)
-    assert down.returncode == 0 and "0001 -> empty" in down.stderr
+    assert down.returncode == 0 and "0002 -> 0001" in down.stderr
     result = qcat("judge", "add-judge", "ann", "--url", db)
     assert result.returncode == 2 and "run `qcat db upgrade" in result.stderr
 
@@ -143,3 +143,30 @@ def test_database_errors_are_one_line_without_sql_or_secrets(demo_db, tmp_path, 
     result = qcat("judge", "add-judge", "dora", "--url", read_only)  # a real process: exit 2, one line
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "[SQL" not in result.stderr and "Traceback" not in result.stderr and "readonly" in result.stderr
+
+
+def test_release_frees_a_judges_claims_and_says_which(demo_db, tmp_path):
+    path, tokens = demo_db
+    db = tmp_path / "release.db"
+    shutil.copy(path, db)
+    store = open_store(str(db))
+    ann = authenticate(store, tokens[0])
+    held = assignment.next_query(store, ann.id, 1)
+    store.dispose()
+    result = qcat("judge", "release", "--url", db, "--judge", "ann", "--session", "demo")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"released query {held.query_id} {held.text!r} of session 'demo' held by judge 'ann'")
+    assert "released 1 open claim of judge 'ann'" in result.stderr
+    again = qcat("judge", "release", "--url", db, "--query", held.text)
+    assert again.returncode == 0 and again.stdout == "" and "nothing to release: query" in again.stderr
+    store = open_store(str(db))
+    with store.sessions() as session:
+        assert session.get(SessionQuery, held.query_id).claims == 0
+    store.dispose()
+    for args, message in ((("--judge", "nobody"), "no judge named 'nobody'"),
+                          (("--query", "no such query"), "no query 'no such query'"),
+                          (("--judge", "ann", "--session", "x"), "judging session 'x' does not exist")):
+        failed = qcat("judge", "release", "--url", db, *args)
+        assert failed.returncode == 2 and message in failed.stderr and len(failed.stderr.strip().splitlines()) == 1
+    both = qcat("judge", "release", "--url", db, "--judge", "ann", "--query", "1")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
