@@ -92,6 +92,11 @@ def judge_parser() -> argparse.ArgumentParser:
                         help="count queries graded by at least this many judges (default: all of the session's)")
     report.add_argument("--json", action="store_true", help="also print the report JSON on stdout")
 
+    backup = actions.add_parser("backup", help="copy a SQLite store safely while the app runs (PostgreSQL: pg_dump)")
+    _url(backup)
+    backup.add_argument("--out", type=Path, required=True, metavar="FILE", help="the backup file (a SQLite database)")
+    backup.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+
     export = actions.add_parser("export", help="write a session's judgments as CSV and/or TREC qrels")
     export.add_argument("session", metavar="SESSION", help="session id or name")
     _url(export)
@@ -254,6 +259,26 @@ def run_release(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_backup(args: argparse.Namespace) -> int:
+    from judging_app.backup import backup_sqlite, pg_dump_command
+    from judging_app.store import open_store, parse_url
+    from qcat.errors import InputError
+
+    url = resolve_url(args.url)
+    parsed = parse_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        raise InputError(f"{display_url(url)} is a PostgreSQL store: back it up with "
+                         f"`{pg_dump_command(parsed, args.out)}` (restore with pg_restore)")
+    store = open_store(url)
+    try:
+        counts = backup_sqlite(store, args.out, force=args.force)
+    finally:
+        store.dispose()
+    say(f"backed up {display_url(url)} to {args.out}: " + ", ".join(f"{n:,} {table}" for table, n in counts.items())
+        + f"; use it with --url {args.out}")
+    return 0
+
+
 def _existing_session(store, key: str) -> None:
     from judging_app.sessions import find_session
 
@@ -297,4 +322,5 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 JUDGE_ACTIONS = {"create-session": run_create, "add-judge": run_add_judge, "sessions": run_sessions, "app": run_app,
-                 "report": run_report, "export": run_export, "release": run_release}
+                 "report": run_report, "export": run_export, "release": run_release,
+                 "backup": run_backup}

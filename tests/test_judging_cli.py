@@ -170,3 +170,56 @@ def test_release_frees_a_judges_claims_and_says_which(demo_db, tmp_path):
         assert failed.returncode == 2 and message in failed.stderr and len(failed.stderr.strip().splitlines()) == 1
     both = qcat("judge", "release", "--url", db, "--judge", "ann", "--query", "1")
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+def test_backup_of_a_sqlite_store_in_use_has_every_committed_judgment_and_restores(tmp_path):
+    import sqlite3
+
+    from judging_app.judges import add_judge
+    from judging_app.migrate import upgrade
+    from judging_app.sessions import store_session
+    from judging_fixtures import grade_all, toy_queries
+
+    live = tmp_path / "live.db"
+    upgrade(f"sqlite:///{live}")
+    store = open_store(str(live))  # stays open (WAL mode) through the backup, like the app
+    session_id = store_session(store, "live", "A", "B", toy_queries(32), judges_per_query=1)
+    judge, _ = add_judge(store, "ann")
+    while (shown := assignment.next_query(store, judge.id, session_id)) is not None:
+        judgments.submit(store, judge.id, shown.query_id, grade_all(shown, 2))
+    writer = sqlite3.connect(live, isolation_level=None)  # another writer, open through the backup
+    writer.execute("pragma wal_autocheckpoint=0")  # what it commits stays in live.db-wal
+    writer.execute("insert into judges (name, token_id, token_salt, token_hash, created_at) "
+                   "values ('bob', 'x', 'x', 'x', '2026-01-01')")
+    copied = tmp_path / "copied.db"
+    shutil.copy(live, copied)  # the issue: a plain copy misses what sits in live.db-wal
+    with sqlite3.connect(copied) as plain:
+        assert plain.execute("select count(*) from sqlite_master where name = 'judgments'").fetchone()[0] == 0 or \
+            plain.execute("select count(*) from judgments").fetchone()[0] < 320
+    out = tmp_path / "backups" / "judging.db"
+    result = qcat("judge", "backup", "--url", live, "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert "320 judgments" in result.stderr and "2 judges" in result.stderr
+    writer.close()
+    store.dispose()
+    assert not out.with_name("judging.db-wal").exists()  # standalone: one file
+    with sqlite3.connect(out) as backup:
+        assert backup.execute("select count(*) from judgments").fetchone()[0] == 320
+        assert backup.execute("select name from judges order by name").fetchall() == [("ann",), ("bob",)]
+    report = qcat("judge", "report", "live", "--url", out, "--out", tmp_path / "report", "--bootstrap", 10, "--json")
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)["coverage"]["judgments"] == 320
+    again = qcat("judge", "backup", "--url", live, "--out", out)
+    assert again.returncode == 2 and "already exists" in again.stderr and "--force" in again.stderr
+    assert qcat("judge", "backup", "--url", live, "--out", out, "--force").returncode == 0
+    itself = qcat("judge", "backup", "--url", live, "--out", live, "--force")
+    assert itself.returncode == 2 and "is the store itself" in itself.stderr
+
+
+def test_backup_of_a_postgresql_store_gives_the_pg_dump_command(tmp_path):
+    result = qcat("judge", "backup", "--url", "postgresql://qcat:s3cret@db.example:5433/judging", "--out",
+                  tmp_path / "judging.dump")
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert (f"`pg_dump --host=db.example --port=5433 --username=qcat --format=custom --file={tmp_path / 'judging.dump'} "
+            "judging`") in result.stderr
+    assert "s3cret" not in result.stderr and not (tmp_path / "judging.dump").exists()
