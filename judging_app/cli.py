@@ -103,6 +103,9 @@ def judge_parser() -> argparse.ArgumentParser:
     export.add_argument("--csv", type=Path, default=None, help="every judgment, one row each")
     export.add_argument("--qrels", type=Path, default=None, help="TREC qrels: qid 0 docno grade (mean of the judges, rounded)")
     export.add_argument("--golden", type=Path, default=None, help="qcat golden CSV (for qcat golden evaluate --golden)")
+    export.add_argument("--min-judges", type=int_at_least(1), default=None,
+                        help="export queries graded by at least this many judges (default: all of the session's, "
+                             "the queries the report counts; 1: every judgment)")
     return parser
 
 
@@ -311,13 +314,17 @@ def run_export(args: argparse.Namespace) -> int:
         raise InputError("say what to write: --csv FILE, --qrels FILE and/or --golden FILE")
     store = open_store(args.url)
     _existing_session(store, args.session)
-    from judging_app.export import write_csv, write_golden_csv, write_qrels
+    from judging_app.export import selected, write_csv, write_golden_csv, write_qrels
 
+    selection = selected(store, args.session, args.min_judges)
     for path, writer in ((args.csv, write_csv), (args.qrels, write_qrels), (args.golden, write_golden_csv)):
         if path is not None:
-            rows = writer(store, args.session, path)
+            rows = writer(store, args.session, path, args.min_judges)
             say(f"wrote {rows:,} rows to {path}")
     store.dispose()
+    say(f"{len(selection.results.queries):,} queries graded by at least {selection.needed} judges exported; "
+        f"{selection.left_out:,} queries graded by fewer left out" +
+        (" (--min-judges 1 exports every judgment)" if selection.left_out else ""))
     return 0
 
 

@@ -223,3 +223,32 @@ def test_backup_of_a_postgresql_store_gives_the_pg_dump_command(tmp_path):
     assert (f"`pg_dump --host=db.example --port=5433 --username=qcat --format=custom --file={tmp_path / 'judging.dump'} "
             "judging`") in result.stderr
     assert "s3cret" not in result.stderr and not (tmp_path / "judging.dump").exists()
+
+
+def test_export_counts_the_queries_the_report_counts_unless_min_judges_says_otherwise(demo_db, tmp_path):
+    path, tokens = demo_db
+    db = tmp_path / "partial.db"
+    shutil.copy(path, db)
+    store = open_store(str(db))
+    for k, token in enumerate(tokens):  # ann and bob grade every query, cy only two
+        judge = authenticate(store, token)
+        for _ in range(2 if k == 2 else QUERIES):
+            shown = assignment.next_query(store, judge.id, 1)
+            judgments.submit(store, judge.id, shown.query_id, {(i.listing_id, side): 2 for side, group in
+                                                               (("left", shown.left), ("right", shown.right))
+                                                               for i in group})
+    store.dispose()
+    report = qcat("judge", "report", "demo", "--url", db, "--out", tmp_path / "report", "--bootstrap", 10, "--json")
+    complete = {q["query_id"] for q in json.loads(report.stdout)["per_query"]}
+    assert len(complete) == 2
+    exported = qcat("judge", "export", "demo", "--url", db, "--qrels", tmp_path / "q.txt", "--csv", tmp_path / "j.csv")
+    assert exported.returncode == 0, exported.stderr
+    assert {int(line.split()[0]) for line in (tmp_path / "q.txt").read_text().splitlines()} == complete
+    assert "2 queries graded by at least 3 judges exported; 4 queries graded by fewer left out" in exported.stderr
+    csv_queries = {int(line.split(",")[1]) for line in (tmp_path / "j.csv").read_text().splitlines()[1:]}
+    assert csv_queries == complete
+    everything = qcat("judge", "export", "demo", "--url", db, "--qrels", tmp_path / "all.txt", "--min-judges", 1)
+    assert everything.returncode == 0 and "6 queries graded by at least 1 judges exported; 0 queries" in everything.stderr
+    assert len({line.split()[0] for line in (tmp_path / "all.txt").read_text().splitlines()}) == QUERIES
+    too_many = qcat("judge", "export", "demo", "--url", db, "--qrels", tmp_path / "x.txt", "--min-judges", 4)
+    assert too_many.returncode == 2 and "--min-judges must lie in 1..3, got 4" in too_many.stderr
