@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from html import escape
 
 SEGMENT_ORDER = ("all", "head", "torso", "tail")
 DELTA_SEGMENTS = ("head", "torso", "tail", "all")  # eBay Table 4 lists head, torso, tail
@@ -152,12 +153,24 @@ def header_lines(report: dict) -> list[str]:
     ]
 
 
+def markdown_text(text: str) -> str:
+    """Text (names, notes: anything a user typed) as inert Markdown, as the HTML report escapes it:
+    ``<>&`` HTML-escaped (no raw tag survives a renderer), backslashes, brackets and pipes
+    backslash-escaped (no link, image or extra table cell), line breaks as spaces (a table row or
+    a bullet stays one line)."""
+    one_line = " ".join(str(text).splitlines())
+    escaped = escape(one_line, quote=False).replace("\\", "\\\\")
+    for special in "[]|":
+        escaped = escaped.replace(special, "\\" + special)
+    return escaped
+
+
 def markdown_table(table: Table) -> str:
-    lines = [f"### {table.title}", "", "| " + " | ".join(table.header) + " |",
+    lines = [f"### {markdown_text(table.title)}", "", "| " + " | ".join(map(markdown_text, table.header)) + " |",
              "|" + "|".join("---" if i == 0 else "---:" for i in range(len(table.header))) + "|"]
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in table.rows]
+    lines += ["| " + " | ".join(markdown_text(cell) for cell in row) + " |" for row in table.rows]
     if table.note:
-        lines += ["", table.note]
+        lines += ["", markdown_text(table.note)]
     return "\n".join(lines)
 
 
@@ -168,7 +181,7 @@ def render_markdown(report: dict, plot_files: dict[str, str]) -> str:
 
 def markdown_document(title: str, header: list[str], sections: list[Table], plot_files: dict[str, str]) -> str:
     """Header bullets, the main tables, the plots, then the detail tables."""
-    parts = [f"# {title}", "", *[f"- {line}" for line in header], ""]
+    parts = [f"# {markdown_text(title)}", "", *[f"- {markdown_text(line)}" for line in header], ""]
     parts += [markdown_table(t) + "\n" for t in sections if not t.detail]
     parts += ["## Plots", ""] + [f"![{name}]({path})\n" for name, path in plot_files.items()]
     parts += [markdown_table(t) + "\n" for t in sections if t.detail]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+from datetime import timedelta
 
 import streamlit as st
 
@@ -108,7 +109,7 @@ def sidebar(store, judge_id: int, session_id: int) -> None:
     with st.sidebar:
         st.markdown(f"Signed in as **{escape(st.session_state['judge_name'])}**")
         if st.button("Sign out", key="sign_out"):
-            for key in ("judge_id", "judge_name", "flash"):
+            for key in ("judge_id", "judge_name", "flash", "showing"):
                 st.session_state.pop(key, None)
             st.rerun()
         st.subheader("Progress")
@@ -126,11 +127,23 @@ def listing_card(item) -> str:
             f":gray[{escape(item.category)} · {escape(item.listing_id)}]")
 
 
+def claim_timeout() -> timedelta:
+    minutes = os.environ.get(assignment.CLAIM_TIMEOUT_ENV, "")
+    try:
+        return timedelta(minutes=float(minutes)) if float(minutes) > 0 else assignment.CLAIM_TIMEOUT
+    except ValueError:
+        return assignment.CLAIM_TIMEOUT
+
+
 def grading(store, judge_id: int, session_id: int) -> None:
-    screen = assignment.next_query(store, judge_id, session_id)
+    # The query on screen stays this judge's even when its claim was released meanwhile, so that
+    # grades submitted after a long pause reach judgments.submit (which keeps them while needed).
+    screen = assignment.next_query(store, judge_id, session_id, claim_timeout(), showing=st.session_state.get("showing"))
     if screen is None:
+        st.session_state.pop("showing", None)
         st.success("All done: no query in this session needs your judgment any more. Thank you!")
         return
+    st.session_state["showing"] = screen.query_id
     st.markdown(f"## Query: {escape(screen.text)}")
     with st.expander("Grading guideline", expanded=False):
         st.markdown(GUIDELINE)

@@ -13,23 +13,34 @@ by one judge:
 - candidates are the queries with the most claims first (finish queries before starting new
   ones), then in session order;
 - skipping a query releases the claim (another judge can take it) but keeps the skipped
-  assignment, so the same judge never gets it again.
+  assignment, so the same judge never gets it again;
+- claims expire: an open assignment whose judge has not had the query shown or acted on it for
+  ``claim_timeout`` (default :data:`CLAIM_TIMEOUT`, 30 minutes; ``qcat judge app
+  --claim-timeout``) is *released* by the next :func:`next_query` of the session: it no longer
+  counts in ``claims``, so the query is offered to another judge. :func:`release` does the same
+  on demand (``qcat judge release``). Each release is a conditional ``UPDATE ... WHERE status =
+  'open'``, so a claim is released, and its count lowered, once. A judge whose claim was
+  released gets the query back while it still needs a judge (or while it is on their screen:
+  ``showing``), and may still submit grades for it (:func:`judging_app.judgments.submit`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from sqlalchemy import exists, func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from judging_app.models import Assignment, JudgingSession, ResultItem, ResultList, SessionQuery, utcnow
+from judging_app.models import Assignment, Judge, JudgingSession, ResultItem, ResultList, SessionQuery, utcnow
 from judging_app.store import Store
 from qcat.errors import InputError
 
 CANDIDATES = 16
 MAX_NOTE = 2000
 RETRIES = 50
+CLAIM_TIMEOUT = timedelta(minutes=30)
+CLAIM_TIMEOUT_ENV = "QCAT_CLAIM_TIMEOUT"  # minutes, for the app (`qcat judge app --claim-timeout`)
 
 
 @dataclass(frozen=True)
@@ -82,31 +93,70 @@ def open_assignment(session, judge_id: int, session_id: int) -> Assignment | Non
                                                    Assignment.status == "open").order_by(Assignment.id).limit(1))
 
 
-def next_query(store: Store, judge_id: int, session_id: int) -> QueryScreen | None:
-    """The query this judge should judge now (their open one, else a newly claimed one), or
-    None when no query of the session still needs this judge."""
+def _on_screen(session, judge_id: int, session_id: int, query_id: int) -> Assignment | None:
+    """The judge's assignment of the query they have on screen, unless it is done or skipped."""
+    return session.scalar(select(Assignment).where(Assignment.judge_id == judge_id, Assignment.session_id == session_id,
+                                                   Assignment.query_id == query_id,
+                                                   Assignment.status.in_(("open", "released"))))
+
+
+def _released_needing_a_judge(session, judge_id: int, record: JudgingSession) -> list[Assignment]:
+    return list(session.scalars(
+        select(Assignment).join(SessionQuery, SessionQuery.id == Assignment.query_id)
+        .where(Assignment.judge_id == judge_id, Assignment.session_id == record.id, Assignment.status == "released",
+               SessionQuery.claims < record.judges_per_query).order_by(Assignment.id)))
+
+
+def _claim(session, query_id: int, limit: int) -> bool:
+    """Raise the query's claim count unless it already has ``limit`` claims (one conditional update)."""
+    return session.execute(
+        update(SessionQuery).where(SessionQuery.id == query_id, SessionQuery.claims < limit)
+        .values(claims=SessionQuery.claims + 1).execution_options(synchronize_session=False)).rowcount == 1
+
+
+def _reclaim(session, held: Assignment, limit: int, now: datetime) -> bool:
+    """Keep the judge's claim alive: an open one is touched, a released one is claimed again if
+    the query still has room. False when a released claim could not be taken back."""
+    if held.status == "released":
+        if not _claim(session, held.query_id, limit):
+            return False
+        held.status = "open"
+    held.active_at = now
+    return True
+
+
+def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: timedelta = CLAIM_TIMEOUT,
+               showing: int | None = None) -> QueryScreen | None:
+    """The query this judge should judge now, or None when no query of the session still needs
+    this judge. Claims of the session idle longer than ``claim_timeout`` are released first. In
+    order: the query on the judge's screen (``showing``, while not done or skipped, even when its
+    claim was released and could not be taken back: their grades may still count), their open
+    query, a query of theirs whose claim was released and that still needs a judge, a new claim."""
     for _ in range(RETRIES):
         try:
             with store.transaction() as session:
                 record = _check_session(session, session_id)
-                held = open_assignment(session, judge_id, session_id)
+                now, limit = utcnow(), record.judges_per_query
+                _release_where(session, Assignment.session_id == session_id, Assignment.active_at < now - claim_timeout)
+                held = _on_screen(session, judge_id, session_id, showing) if showing is not None else None
+                held = held or open_assignment(session, judge_id, session_id)
                 if held is not None:
+                    _reclaim(session, held, limit, now)
                     return screen(session, held.query_id)
+                for released in _released_needing_a_judge(session, judge_id, record):
+                    if _reclaim(session, released, limit, now):
+                        return screen(session, released.query_id)
                 mine = exists().where(Assignment.query_id == SessionQuery.id, Assignment.judge_id == judge_id)
                 candidates = session.scalars(
                     select(SessionQuery.id)
-                    .where(SessionQuery.session_id == session_id, SessionQuery.claims < record.judges_per_query, ~mine)
+                    .where(SessionQuery.session_id == session_id, SessionQuery.claims < limit, ~mine)
                     .order_by(SessionQuery.claims.desc(), SessionQuery.position).limit(CANDIDATES)).all()
                 if not candidates:
                     return None
                 for query_id in candidates:
-                    claimed = session.execute(
-                        update(SessionQuery)
-                        .where(SessionQuery.id == query_id, SessionQuery.claims < record.judges_per_query)
-                        .values(claims=SessionQuery.claims + 1)
-                        .execution_options(synchronize_session=False)).rowcount
-                    if claimed == 1:
-                        session.add(Assignment(judge_id=judge_id, query_id=query_id, session_id=session_id))
+                    if _claim(session, query_id, limit):
+                        session.add(Assignment(judge_id=judge_id, query_id=query_id, session_id=session_id,
+                                               created_at=now, active_at=now))
                         session.flush()
                         return screen(session, query_id)
         except IntegrityError:
@@ -116,6 +166,56 @@ def next_query(store: Store, judge_id: int, session_id: int) -> QueryScreen | No
                 raise
             continue  # a serialization failure or deadlock: start over
     raise InputError("could not claim a query after many attempts: the database is too busy, try again")
+
+
+def _release_where(session, *conditions) -> list[int]:
+    """Release the open claims matching ``conditions`` (on assignment columns); returns the ids of
+    the released assignments. Each is one conditional update, so a claim is released (and its
+    query's count lowered) once even when two judges' requests release it at the same time."""
+    rows = session.execute(select(Assignment.id, Assignment.query_id)
+                           .where(Assignment.status == "open", *conditions).order_by(Assignment.id)).all()
+    released = []
+    for assignment_id, query_id in rows:
+        hit = session.execute(update(Assignment).where(Assignment.id == assignment_id, Assignment.status == "open",
+                                                       *conditions)
+                              .values(status="released").execution_options(synchronize_session=False)).rowcount
+        if hit == 1:
+            session.execute(update(SessionQuery).where(SessionQuery.id == query_id, SessionQuery.claims > 0)
+                            .values(claims=SessionQuery.claims - 1).execution_options(synchronize_session=False))
+            released.append(assignment_id)
+    return released
+
+
+@dataclass(frozen=True)
+class Released:
+    """A claim given up by :func:`release`."""
+
+    session: str
+    query_id: int
+    query: str
+    judge: str
+    active_at: datetime
+
+
+def release(store: Store, judge_id: int | None = None, query_id: int | None = None,
+            session_id: int | None = None) -> list[Released]:
+    """Release the open claims of a judge and/or of a query (optionally only in one session), so
+    that the queries go to other judges; the judges may still submit their grades."""
+    if judge_id is None and query_id is None:
+        raise InputError("say whose claims to release: a judge or a query")
+    conditions = [column == value for column, value in ((Assignment.judge_id, judge_id), (Assignment.query_id, query_id),
+                                                         (Assignment.session_id, session_id)) if value is not None]
+    with store.transaction() as session:
+        released = _release_where(session, *conditions)
+        if not released:
+            return []
+        rows = session.execute(
+            select(JudgingSession.name, SessionQuery.id, SessionQuery.text, Judge.name, Assignment.active_at)
+            .join(SessionQuery, SessionQuery.id == Assignment.query_id)
+            .join(JudgingSession, JudgingSession.id == Assignment.session_id)
+            .join(Judge, Judge.id == Assignment.judge_id)
+            .where(Assignment.id.in_(released)).order_by(Assignment.id)).all()
+    return [Released(*row) for row in rows]
 
 
 def _is_conflict(exc: OperationalError) -> bool:

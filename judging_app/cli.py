@@ -33,6 +33,8 @@ def db_parser() -> argparse.ArgumentParser:
     down = actions.add_parser("downgrade", help="undo migrations (default: one step; 'base' drops every table)")
     _url(down)
     down.add_argument("--revision", default="-1", help="target revision (default -1)")
+    down.add_argument("--yes", action="store_true",
+                      help="drop tables even when they hold rows (refused otherwise, saying how many would go)")
     current = actions.add_parser("current", help="print the database's revision")
     _url(current)
     return parser
@@ -69,6 +71,16 @@ def judge_parser() -> argparse.ArgumentParser:
     app.add_argument("--session", default=None, help="session id or name (default: judges choose)")
     app.add_argument("--port", type=int_at_least(1, 65535), default=8501)
     app.add_argument("--address", default="localhost", help="address to listen on (default localhost)")
+    app.add_argument("--claim-timeout", type=int_at_least(1), default=30, metavar="MINUTES",
+                     help="release a judge's claim on a query after this many idle minutes, so that another judge "
+                          "gets the query (default 30)")
+
+    release = actions.add_parser("release", help="release open claims of a judge or of a query (for other judges)")
+    _url(release)
+    whose = release.add_mutually_exclusive_group(required=True)
+    whose.add_argument("--judge", metavar="NAME", help="release every open claim of this judge")
+    whose.add_argument("--query", metavar="TEXT_OR_ID", help="release every open claim of this query (id or text)")
+    release.add_argument("--session", default=None, help="only in this session (id or name)")
 
     report = actions.add_parser("report", help="NDCG*, win/tie/loss and agreement of a session (eBay Table 5)")
     report.add_argument("session", metavar="SESSION", help="session id or name")
@@ -80,21 +92,34 @@ def judge_parser() -> argparse.ArgumentParser:
                         help="count queries graded by at least this many judges (default: all of the session's)")
     report.add_argument("--json", action="store_true", help="also print the report JSON on stdout")
 
+    backup = actions.add_parser("backup", help="copy a SQLite store safely while the app runs (PostgreSQL: pg_dump)")
+    _url(backup)
+    backup.add_argument("--out", type=Path, required=True, metavar="FILE", help="the backup file (a SQLite database)")
+    backup.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+
     export = actions.add_parser("export", help="write a session's judgments as CSV and/or TREC qrels")
     export.add_argument("session", metavar="SESSION", help="session id or name")
     _url(export)
     export.add_argument("--csv", type=Path, default=None, help="every judgment, one row each")
     export.add_argument("--qrels", type=Path, default=None, help="TREC qrels: qid 0 docno grade (mean of the judges, rounded)")
     export.add_argument("--golden", type=Path, default=None, help="qcat golden CSV (for qcat golden evaluate --golden)")
+    export.add_argument("--min-judges", type=int_at_least(1), default=None,
+                        help="export queries graded by at least this many judges (default: all of the session's, "
+                             "the queries the report counts; 1: every judgment)")
     return parser
 
 
 def main(command: str, argv: list[str]) -> int:
-    if command == "db":
-        return run_db(db_parser().parse_args(argv))
-    args = judge_parser().parse_args(argv)
-    return {"create-session": run_create, "add-judge": run_add_judge, "sessions": run_sessions, "app": run_app,
-            "report": run_report, "export": run_export}[args.action](args)
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from judging_app.store import database_error
+
+    args = (db_parser() if command == "db" else judge_parser()).parse_args(argv)
+    run = run_db if command == "db" else JUDGE_ACTIONS[args.action]
+    try:
+        return run(args)
+    except SQLAlchemyError as exc:  # one line naming the store: no SQL, no parameters, no traceback
+        raise database_error(args.url, exc) from None
 
 
 def say(message: str) -> None:
@@ -111,8 +136,10 @@ def run_db(args: argparse.Namespace) -> int:
         print(current_revision(engine) or "(empty: run `qcat db upgrade`)")
         engine.dispose()
         return 0
-    action = migrate.upgrade if args.action == "upgrade" else migrate.downgrade
-    before, after = action(url, args.revision)
+    if args.action == "upgrade":
+        before, after = migrate.upgrade(url, args.revision)
+    else:
+        before, after = migrate.downgrade(url, args.revision, drop_data=args.yes)
     say(f"{display_url(url)}: revision {before or 'empty'} -> {after or 'empty'}")
     return 0
 
@@ -179,12 +206,14 @@ def run_sessions(args: argparse.Namespace) -> int:
     return 0
 
 
-def app_command(url: str, session: str | None, port: int, address: str) -> tuple[list[str], dict]:
+def app_command(url: str, session: str | None, port: int, address: str,
+                claim_timeout: int = 30) -> tuple[list[str], dict]:
     """The ``streamlit run`` command line and environment of the judging app."""
     import judging_app
+    from judging_app.assignment import CLAIM_TIMEOUT_ENV
 
     package_root = Path(judging_app.__file__).resolve().parent.parent
-    env = {**os.environ, URL_ENV: url, "PYTHONPATH": os.pathsep.join(
+    env = {**os.environ, URL_ENV: url, CLAIM_TIMEOUT_ENV: str(claim_timeout), "PYTHONPATH": os.pathsep.join(
         p for p in (str(package_root), os.environ.get("PYTHONPATH", "")) if p)}
     if session is not None:
         env["QCAT_JUDGE_SESSION"] = str(session)
@@ -205,9 +234,52 @@ def run_app(args: argparse.Namespace) -> int:
     if args.session is not None:
         _existing_session(store, args.session)
     store.dispose()
-    command, env = app_command(url, args.session, args.port, args.address)
-    say(f"judging app on http://{args.address}:{args.port} ({display_url(url)}); Ctrl-C stops it")
+    command, env = app_command(url, args.session, args.port, args.address, args.claim_timeout)
+    say(f"judging app on http://{args.address}:{args.port} ({display_url(url)}; claims released after "
+        f"{args.claim_timeout} idle minutes); Ctrl-C stops it")
     return subprocess.call(command, env=env)
+
+
+def run_release(args: argparse.Namespace) -> int:
+    from judging_app.assignment import release
+    from judging_app.judges import find_judge
+    from judging_app.sessions import find_query, find_session
+    from judging_app.store import open_store
+
+    store = open_store(args.url)
+    with store.sessions() as session:
+        session_id = find_session(session, args.session).id if args.session is not None else None
+        judge_id = find_judge(session, args.judge).id if args.judge is not None else None
+        query_id = find_query(session, args.query, session_id).id if args.query is not None else None
+    released = release(store, judge_id=judge_id, query_id=query_id, session_id=session_id)
+    store.dispose()
+    whose = f"judge {args.judge!r}" if args.judge is not None else f"query {args.query!r}"
+    for claim in released:
+        print(f"released query {claim.query_id} {claim.query!r} of session {claim.session!r} held by judge "
+              f"{claim.judge!r} (last active {claim.active_at:%Y-%m-%d %H:%M})")
+    say(f"released {len(released)} open claim{'s' * (len(released) != 1)} of {whose}" if released else
+        f"nothing to release: {whose} holds no open claim{' in that session' if session_id is not None else ''}")
+    return 0
+
+
+def run_backup(args: argparse.Namespace) -> int:
+    from judging_app.backup import backup_sqlite, pg_dump_command
+    from judging_app.store import open_store, parse_url
+    from qcat.errors import InputError
+
+    url = resolve_url(args.url)
+    parsed = parse_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        raise InputError(f"{display_url(url)} is a PostgreSQL store: back it up with "
+                         f"`{pg_dump_command(parsed, args.out)}` (restore with pg_restore)")
+    store = open_store(url)
+    try:
+        counts = backup_sqlite(store, args.out, force=args.force)
+    finally:
+        store.dispose()
+    say(f"backed up {display_url(url)} to {args.out}: " + ", ".join(f"{n:,} {table}" for table, n in counts.items())
+        + f"; use it with --url {args.out}")
+    return 0
 
 
 def _existing_session(store, key: str) -> None:
@@ -242,11 +314,20 @@ def run_export(args: argparse.Namespace) -> int:
         raise InputError("say what to write: --csv FILE, --qrels FILE and/or --golden FILE")
     store = open_store(args.url)
     _existing_session(store, args.session)
-    from judging_app.export import write_csv, write_golden_csv, write_qrels
+    from judging_app.export import selected, write_csv, write_golden_csv, write_qrels
 
+    selection = selected(store, args.session, args.min_judges)
     for path, writer in ((args.csv, write_csv), (args.qrels, write_qrels), (args.golden, write_golden_csv)):
         if path is not None:
-            rows = writer(store, args.session, path)
+            rows = writer(store, args.session, path, args.min_judges)
             say(f"wrote {rows:,} rows to {path}")
     store.dispose()
+    say(f"{len(selection.results.queries):,} queries graded by at least {selection.needed} judges exported; "
+        f"{selection.left_out:,} queries graded by fewer left out" +
+        (" (--min-judges 1 exports every judgment)" if selection.left_out else ""))
     return 0
+
+
+JUDGE_ACTIONS = {"create-session": run_create, "add-judge": run_add_judge, "sessions": run_sessions, "app": run_app,
+                 "report": run_report, "export": run_export, "release": run_release,
+                 "backup": run_backup}

@@ -1,5 +1,10 @@
 """A session's judgments out of the store: CSV, TREC qrels, and golden data for the harness.
 
+Each export covers the queries graded by at least ``min_judges`` judges (``qcat judge export
+--min-judges``; default: all of the session's judges, the queries the report counts); the golden
+data read directly by ``qcat golden evaluate|import`` (:func:`golden_from_store`) takes every
+finished judgment.
+
 - CSV: one row per judgment, with the query, its segment, the judge, the screen side, the
   system behind that side, the listing's position and the grade;
 - TREC qrels: ``qid 0 docno grade`` per (query, listing), the grade being the mean of every
@@ -19,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from evaluation.golden.golden_set import GRADE_NAMES, RELEVANT_GRADE, GoldenSet, ImportReport, from_rows
-from judging_app.results import load_results
+from judging_app.results import judged_by_enough, load_results
 from judging_app.store import Store, open_store, shown
 from qcat.errors import InputError
 
@@ -39,8 +44,14 @@ def _open(path: Path):
         raise InputError(f"cannot write {path}: {exc}") from None
 
 
-def write_csv(store: Store, key: str | int, path: Path) -> int:
-    results = load_results(store, key)
+def selected(store: Store, key: str | int, min_judges: int | None = None):
+    """The session's queries graded by at least ``min_judges`` judges (default: all the session's,
+    as the report counts them) with their judgments: a :class:`judging_app.results.Selection`."""
+    return judged_by_enough(load_results(store, key), min_judges)
+
+
+def write_csv(store: Store, key: str | int, path: Path, min_judges: int | None = None) -> int:
+    results = selected(store, key, min_judges).results
     query = {q.id: q for q in results.queries}
     with _open(Path(path)) as handle:
         writer = csv.writer(handle)
@@ -52,16 +63,16 @@ def write_csv(store: Store, key: str | int, path: Path) -> int:
     return len(results.judgments)
 
 
-def qrels(store: Store, key: str | int) -> list[tuple[int, str, int]]:
-    results = load_results(store, key)
+def qrels(store: Store, key: str | int, min_judges: int | None = None) -> list[tuple[int, str, int]]:
+    results = selected(store, key, min_judges).results
     grades: dict[tuple[int, str], list[int]] = defaultdict(list)
     for j in results.judgments:
         grades[(j.query_id, j.listing_id)].append(j.grade)
     return [(query_id, listing, round_half_up(sum(g) / len(g))) for (query_id, listing), g in sorted(grades.items())]
 
 
-def write_qrels(store: Store, key: str | int, path: Path) -> int:
-    rows = qrels(store, key)
+def write_qrels(store: Store, key: str | int, path: Path, min_judges: int | None = None) -> int:
+    rows = qrels(store, key, min_judges)
     for _, listing, _ in rows:
         if not listing or any(c.isspace() for c in listing):
             raise InputError(f"listing id {listing!r} contains white space: it cannot be written as TREC qrels")
@@ -71,8 +82,9 @@ def write_qrels(store: Store, key: str | int, path: Path) -> int:
     return len(rows)
 
 
-def golden_rows(store: Store, key: str | int) -> tuple[list[tuple[str, str, int, int, str, bool]], str, int]:
-    results = load_results(store, key)
+def golden_rows(store: Store, key: str | int,
+                min_judges: int | None = None) -> tuple[list[tuple[str, str, int, int, str, bool]], str, int]:
+    results = selected(store, key, min_judges).results
     text = {q.id: q.text for q in results.queries}
     grades: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     for j in results.judgments:
@@ -88,7 +100,7 @@ def golden_from_store(url: str, key: str | int) -> GoldenSet:
     """The session's judgments as golden data (the store at ``url``, the session by id or name)."""
     store = open_store(url)
     try:
-        rows, name, judgments = golden_rows(store, key)
+        rows, name, judgments = golden_rows(store, key, min_judges=1)  # every finished judgment
         report = ImportReport(f"{shown(store.engine.url)} session {name!r} ({judgments:,} judgments, one row per "
                               "query, listing and judge)", rows_read=len(rows))
     finally:
@@ -98,8 +110,8 @@ def golden_from_store(url: str, key: str | int) -> GoldenSet:
     return from_rows(rows, report)
 
 
-def write_golden_csv(store: Store, key: str | int, path: Path) -> int:
-    rows, name, judgments = golden_rows(store, key)
+def write_golden_csv(store: Store, key: str | int, path: Path, min_judges: int | None = None) -> int:
+    rows, name, judgments = golden_rows(store, key, min_judges)
     if not rows:
         raise InputError(f"judging session {name!r} has no finished judgments yet")
     golden = from_rows(rows, ImportReport(f"session {name!r}", rows_read=len(rows)))

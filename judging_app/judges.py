@@ -39,6 +39,14 @@ def add_judge(store: Store, name: str) -> tuple[Judge, str]:
     return judge, token.token
 
 
+def find_judge(session, name: str) -> Judge:
+    """A judge by name; :class:`InputError` when none has it."""
+    judge = session.scalar(select(Judge).where(Judge.name == name.strip()))
+    if judge is None:
+        raise InputError(f"no judge named {name!r} (`qcat judge add-judge NAME` adds one)")
+    return judge
+
+
 def authenticate(store: Store, token: str) -> Judge:
     """The judge whose token this is; :class:`InputError` for an unknown or malformed token."""
     parts = tokens.split_token(token)

@@ -5,6 +5,12 @@ constraint; a submission inserts the missing rows and updates only the grades th
 (``INSERT ... ON CONFLICT DO UPDATE ... WHERE grade <> excluded.grade`` on both SQLite and
 PostgreSQL), so resubmitting the same grades changes nothing. A submission covers every listing
 of both groups of the query; the judge's assignment is then done.
+
+Grades for a claim that was released (the judge idle past the claim timeout, or ``qcat judge
+release``) are kept, and the claim taken back, while the query has fewer submitted judgments
+than its judges per query; once it has them all, they are refused (nothing is stored). So a
+query can end with one judgment more than its quota per late submission that arrived while
+another judge held the released place; never with two judgments of one judge.
 """
 
 from __future__ import annotations
@@ -12,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from sqlalchemy import select
+from sqlalchemy import func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from judging_app.assignment import _assignment, check_note, screen
-from judging_app.models import GRADE_NAMES, SIDES, Judgment, utcnow
+from judging_app.models import GRADE_NAMES, SIDES, Assignment, JudgingSession, Judgment, SessionQuery, utcnow
 from judging_app.store import Store
 from qcat.errors import InputError
 
@@ -78,6 +84,8 @@ def submit(store: Store, judge_id: int, query_id: int,
         assignment = _assignment(session, judge_id, query_id)
         if assignment.status == "skipped":
             raise InputError(f"query {query_id!r} was skipped by this judge: it cannot be graded any more")
+        if assignment.status == "released":
+            _take_back_claim(session, assignment)
         expected = screen(session, query_id).expected()
         unknown = sorted(set(graded) - expected)
         if unknown:
@@ -101,6 +109,21 @@ def submit(store: Store, judge_id: int, query_id: int,
     inserted = sum(1 for key in graded if key not in before)
     updated = sum(1 for key, grade in graded.items() if key in before and before[key] != grade)
     return SubmitResult(inserted, updated, len(graded) - inserted - updated)
+
+
+def _take_back_claim(session, assignment: Assignment) -> None:
+    """Late grades for a released claim count while the query has fewer submitted judgments than
+    its quota (the claim is taken back, even past the quota when another judge has taken the
+    place meanwhile: a judgment is never thrown away while the query still needs one); refused
+    once the query has all its judgments."""
+    session.execute(update(SessionQuery).where(SessionQuery.id == assignment.query_id)  # locks the query's row
+                    .values(claims=SessionQuery.claims + 1).execution_options(synchronize_session=False))
+    quota = session.scalar(select(JudgingSession.judges_per_query).where(JudgingSession.id == assignment.session_id))
+    submitted = session.scalar(select(func.count()).select_from(Assignment)
+                               .where(Assignment.query_id == assignment.query_id, Assignment.status == "done"))
+    if submitted >= quota:
+        raise InputError(f"your claim on query {assignment.query_id} was released (idle too long, or by an organizer) "
+                         f"and the query has meanwhile been judged by its {quota} judges: these grades are not needed")
 
 
 def my_grades(store: Store, judge_id: int, query_id: int) -> dict[tuple[str, str], int]:

@@ -10,7 +10,10 @@
 - ``result_lists`` / ``result_items``: the two groups shown per query: which system, on which
   side, and the top listings with their positions (title and category are copied in, so the app
   needs no catalog).
-- ``assignments``: a query given to a judge (open, done or skipped; flagged with a note).
+- ``assignments``: a query given to a judge (open, done or skipped; flagged with a note), or
+  ``released``: an open claim given up because the judge was idle longer than the claim timeout
+  or by ``qcat judge release`` (it no longer counts in ``claims``; the judge may still submit).
+  ``active_at`` is when the judge last had the query shown or acted on it.
   Unique per (judge, query): a judge never gets a query twice.
 - ``judgments``: a grade 0–3 of one listing on one side of one query by one judge. Unique per
   (judge, query, listing, side), enforced by the database.
@@ -39,7 +42,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 GRADE_NAMES = ("Off-topic", "Acceptable", "Good", "Excellent")
 SIDES = ("left", "right")
 SYSTEMS = ("baseline", "target")
-ASSIGNMENT_STATES = ("open", "done", "skipped")
+ASSIGNMENT_STATES = ("open", "done", "skipped", "released")
 
 # Deterministic constraint names, so Alembic migrations and the ORM agree on every database.
 NAMING = {
@@ -161,11 +164,12 @@ class Assignment(Base):
     flagged: Mapped[bool] = mapped_column(Boolean, default=False)
     flag_note: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    active_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)  # last shown or acted on
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
     __table_args__ = (
         UniqueConstraint("judge_id", "query_id", name="uq_assignments_judge_query"),
-        CheckConstraint("status in ('open', 'done', 'skipped')", name="status"),
+        CheckConstraint("status in ('open', 'done', 'skipped', 'released')", name="status"),
     )
 
 

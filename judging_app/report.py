@@ -22,7 +22,7 @@ from evaluation.html import html_document
 from evaluation.plots import figure_svg, plt
 from evaluation.report import Table, markdown_document, percent
 from judging_app.agreement import agreement
-from judging_app.results import SessionResults, load_results
+from judging_app.results import SessionResults, judges_needed, load_results
 from judging_app.sessions import SEGMENTS
 from judging_app.store import Store
 from qcat.errors import InputError
@@ -63,9 +63,7 @@ def build_report(store: Store, key: str | int, bootstrap: int = 1000, seed: int 
     if bootstrap < 0:
         raise InputError(f"bootstrap draws must be non-negative, got {bootstrap}")
     results = load_results(store, key)
-    needed = results.judges_per_query if min_judges is None else min_judges
-    if not 1 <= needed <= results.judges_per_query:
-        raise InputError(f"--min-judges must lie in 1..{results.judges_per_query}, got {needed}")
+    needed = judges_needed(results, min_judges)
     complete = [q for q in results.queries if q.judges >= needed]
     ids = [q.id for q in complete]
     ndcg = per_query_ndcg(results, ids)

@@ -1,12 +1,14 @@
 """Reading a session's judgments back, for the report and the exports.
 
 Only judgments of finished (``done``) assignments count: a judge's grades of a query are
-submitted all at once, and a skipped query has none.
+submitted all at once, and a skipped query has none. The report and the exports count a query
+once ``--min-judges`` judges (default: all of the session's) have graded it
+(:func:`judged_by_enough`), so by default they cover the same queries.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from sqlalchemy import and_, select
@@ -14,6 +16,7 @@ from sqlalchemy import and_, select
 from judging_app.models import Assignment, Judge, Judgment, JudgingSession, ResultItem, ResultList, SessionQuery
 from judging_app.sessions import find_session
 from judging_app.store import Store
+from qcat.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -101,3 +104,28 @@ def load_results(store: Store, key: str | int) -> SessionResults:
             .order_by(Judgment.query_id, Judgment.side, ResultItem.position, Judge.name))]
         return SessionResults(record.id, record.name, record.baseline_model, record.target_model,
                               record.judges_per_query, record.settings, queries, items, judgments, notes)
+
+
+def judges_needed(results: SessionResults, min_judges: int | None) -> int:
+    """``--min-judges``, or the session's judges per query; checked against the session."""
+    needed = results.judges_per_query if min_judges is None else min_judges
+    if not 1 <= needed <= results.judges_per_query:
+        raise InputError(f"--min-judges must lie in 1..{results.judges_per_query}, got {needed}")
+    return needed
+
+
+@dataclass(frozen=True)
+class Selection:
+    results: SessionResults  # only the queries graded by enough judges, and their judgments
+    needed: int
+    left_out: int  # queries graded by some judges, but fewer than needed
+
+
+def judged_by_enough(results: SessionResults, min_judges: int | None) -> Selection:
+    needed = judges_needed(results, min_judges)
+    kept = {q.id for q in results.queries if q.judges >= needed}
+    left_out = sum(1 for q in results.queries if 0 < q.judges < needed)
+    selected = replace(results, queries=[q for q in results.queries if q.id in kept],
+                       items=[i for i in results.items if i.query_id in kept],
+                       judgments=[j for j in results.judgments if j.query_id in kept])
+    return Selection(selected, needed, left_out)

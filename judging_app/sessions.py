@@ -223,6 +223,24 @@ def find_session(session, key: str | int) -> JudgingSession:
     return record
 
 
+def find_query(session, key: str | int, session_id: int | None = None) -> SessionQuery:
+    """A session query by id, else by its (normalized) text, in one session or in the only session
+    that has it; :class:`InputError` when none or several match."""
+    text = str(key).strip()
+    in_session = [SessionQuery.session_id == session_id] if session_id is not None else []
+    if text.isdigit():
+        query = session.scalar(select(SessionQuery).where(SessionQuery.id == int(text), *in_session))
+        if query is not None:
+            return query
+    matches = session.scalars(select(SessionQuery).where(SessionQuery.text == text, *in_session)).all()
+    if len(matches) > 1:
+        raise InputError(f"query {text!r} is in {len(matches)} sessions: say which with --session")
+    if not matches:
+        raise InputError(f"no query {text!r}{' in that session' if session_id is not None else ''}: give its id "
+                         "(report.json, `qcat judge export --csv`) or its text as stored (normalized)")
+    return matches[0]
+
+
 def session_overview(store: Store) -> list[dict]:
     """Every session with its query count and how many queries have all their judges."""
     from judging_app.models import Assignment

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import unquote
 
 from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.engine import URL, make_url
@@ -92,13 +93,33 @@ def _configure_sqlite(engine: Engine) -> None:
 
 
 def sqlite_file(engine: Engine) -> Path | None:
+    """The SQLite database file (also of a ``sqlite:///file:PATH?mode=ro&uri=true`` URL), or None."""
     database = engine.url.database
-    return Path(database) if is_sqlite(engine) and database not in (None, "", ":memory:") else None
+    if not is_sqlite(engine) or database in (None, "", ":memory:"):
+        return None
+    if engine.url.query.get("uri") == "true" and database.startswith("file:"):
+        return Path(unquote(database.removeprefix("file:").split("?", 1)[0]))
+    return Path(database)
+
+
+def error_detail(exc: Exception) -> str:
+    """The first line of a database error's driver message: never the SQL or its parameters."""
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return first.split(" [SQL:", 1)[0].split(" (Background on this error", 1)[0].strip() or type(exc).__name__
 
 
 def connection_error(engine: Engine, exc: Exception) -> InputError:
-    detail = str(getattr(exc, "orig", exc)).strip().splitlines()[0] if str(getattr(exc, "orig", exc)).strip() else type(exc).__name__
-    return InputError(f"cannot connect to the judging database {shown(engine.url)}: {detail}")
+    return InputError(f"cannot connect to the judging database {shown(engine.url)}: {error_detail(exc)}")
+
+
+def database_error(url: str | None, exc: Exception) -> InputError:
+    """A database error as a one-line user error naming the store (used by every ``qcat db|judge`` command)."""
+    try:
+        store = shown(parse_url(resolve_url(url)))
+    except InputError:
+        store = "the judging database"
+    return InputError(f"{store}: {error_detail(exc)}")
 
 
 def current_revision(engine: Engine) -> str | None:

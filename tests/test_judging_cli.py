@@ -65,9 +65,9 @@ def test_listing_report_export_and_golden_import_of_a_judged_session(demo_db, tm
 def test_db_downgrade_then_commands_say_to_upgrade(tmp_path):
     db = tmp_path / "j.db"
     assert qcat("db", "upgrade", "--url", db).returncode == 0
-    assert qcat("db", "current", "--url", db).stdout.strip() == "0001"
+    assert qcat("db", "current", "--url", db).stdout.strip() == "0002"
     down = qcat("db", "downgrade", "--url", db)
-    assert down.returncode == 0 and "0001 -> empty" in down.stderr
+    assert down.returncode == 0 and "0002 -> 0001" in down.stderr
     result = qcat("judge", "add-judge", "ann", "--url", db)
     assert result.returncode == 2 and "run `qcat db upgrade" in result.stderr
 
@@ -105,3 +105,150 @@ def test_user_errors_are_one_line_without_traceback(demo_db, tmp_path, args, mes
     with store.sessions() as session:
         assert session.scalar(select(func.count()).select_from(Judge)) == 3  # nothing changed
     store.dispose()
+
+
+def test_db_downgrade_with_data_asks_for_yes_and_revision_errors_are_one_line(demo_db, tmp_path):
+    db = tmp_path / "j.db"
+    shutil.copy(demo_db[0], db)
+    refused = qcat("db", "downgrade", "--url", db, "--revision", "base")
+    assert refused.returncode == 2, refused.stderr
+    assert "would drop 5 tables" in refused.stderr and "judges 3" in refused.stderr and "--yes" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert qcat("judge", "sessions", "--url", db).returncode == 0  # nothing was dropped
+    for revision, message in (("nope", "cannot migrate"), ("0001x", "Can't locate revision")):
+        result = qcat("db", "downgrade", "--url", db, "--revision", revision)
+        assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    dropped = qcat("db", "downgrade", "--url", db, "--revision", "base", "--yes")
+    assert dropped.returncode == 0 and "-> empty" in dropped.stderr
+    again = qcat("db", "downgrade", "--url", db)
+    assert again.returncode == 2 and again.stderr.startswith("qcat: error: ") and "already at base" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+
+
+def test_database_errors_are_one_line_without_sql_or_secrets(demo_db, tmp_path, monkeypatch, capsys):
+    from judging_app import tokens
+    from qcat.cli import main
+
+    db = tmp_path / "ro.db"
+    shutil.copy(demo_db[0], db)
+    read_only = f"sqlite:///file:{db}?mode=ro&uri=true"  # read-only even for root, unlike chmod
+    fixed = tokens.NewToken("abcdef123456.secretsecretsecretsecret", "abcdef123456", "5a17" * 8, "4a54" * 16)
+    monkeypatch.setattr(tokens, "new_token", lambda: fixed)
+    assert main(["judge", "add-judge", "dora", "--url", read_only]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("qcat: error: sqlite:///") and "attempt to write a readonly database" in err
+    assert len(err.strip().splitlines()) == 1
+    for secret in (fixed.salt, fixed.digest, fixed.token, "[SQL", "parameters", "INSERT"):
+        assert secret not in err
+    result = qcat("judge", "add-judge", "dora", "--url", read_only)  # a real process: exit 2, one line
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "[SQL" not in result.stderr and "Traceback" not in result.stderr and "readonly" in result.stderr
+
+
+def test_release_frees_a_judges_claims_and_says_which(demo_db, tmp_path):
+    path, tokens = demo_db
+    db = tmp_path / "release.db"
+    shutil.copy(path, db)
+    store = open_store(str(db))
+    ann = authenticate(store, tokens[0])
+    held = assignment.next_query(store, ann.id, 1)
+    store.dispose()
+    result = qcat("judge", "release", "--url", db, "--judge", "ann", "--session", "demo")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"released query {held.query_id} {held.text!r} of session 'demo' held by judge 'ann'")
+    assert "released 1 open claim of judge 'ann'" in result.stderr
+    again = qcat("judge", "release", "--url", db, "--query", held.text)
+    assert again.returncode == 0 and again.stdout == "" and "nothing to release: query" in again.stderr
+    store = open_store(str(db))
+    with store.sessions() as session:
+        assert session.get(SessionQuery, held.query_id).claims == 0
+    store.dispose()
+    for args, message in ((("--judge", "nobody"), "no judge named 'nobody'"),
+                          (("--query", "no such query"), "no query 'no such query'"),
+                          (("--judge", "ann", "--session", "x"), "judging session 'x' does not exist")):
+        failed = qcat("judge", "release", "--url", db, *args)
+        assert failed.returncode == 2 and message in failed.stderr and len(failed.stderr.strip().splitlines()) == 1
+    both = qcat("judge", "release", "--url", db, "--judge", "ann", "--query", "1")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+def test_backup_of_a_sqlite_store_in_use_has_every_committed_judgment_and_restores(tmp_path):
+    import sqlite3
+
+    from judging_app.judges import add_judge
+    from judging_app.migrate import upgrade
+    from judging_app.sessions import store_session
+    from judging_fixtures import grade_all, toy_queries
+
+    live = tmp_path / "live.db"
+    upgrade(f"sqlite:///{live}")
+    store = open_store(str(live))  # stays open (WAL mode) through the backup, like the app
+    session_id = store_session(store, "live", "A", "B", toy_queries(32), judges_per_query=1)
+    judge, _ = add_judge(store, "ann")
+    while (shown := assignment.next_query(store, judge.id, session_id)) is not None:
+        judgments.submit(store, judge.id, shown.query_id, grade_all(shown, 2))
+    writer = sqlite3.connect(live, isolation_level=None)  # another writer, open through the backup
+    writer.execute("pragma wal_autocheckpoint=0")  # what it commits stays in live.db-wal
+    writer.execute("insert into judges (name, token_id, token_salt, token_hash, created_at) "
+                   "values ('bob', 'x', 'x', 'x', '2026-01-01')")
+    copied = tmp_path / "copied.db"
+    shutil.copy(live, copied)  # the issue: a plain copy misses what sits in live.db-wal
+    with sqlite3.connect(copied) as plain:
+        assert plain.execute("select count(*) from sqlite_master where name = 'judgments'").fetchone()[0] == 0 or \
+            plain.execute("select count(*) from judgments").fetchone()[0] < 320
+    out = tmp_path / "backups" / "judging.db"
+    result = qcat("judge", "backup", "--url", live, "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert "320 judgments" in result.stderr and "2 judges" in result.stderr
+    writer.close()
+    store.dispose()
+    assert not out.with_name("judging.db-wal").exists()  # standalone: one file
+    with sqlite3.connect(out) as backup:
+        assert backup.execute("select count(*) from judgments").fetchone()[0] == 320
+        assert backup.execute("select name from judges order by name").fetchall() == [("ann",), ("bob",)]
+    report = qcat("judge", "report", "live", "--url", out, "--out", tmp_path / "report", "--bootstrap", 10, "--json")
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)["coverage"]["judgments"] == 320
+    again = qcat("judge", "backup", "--url", live, "--out", out)
+    assert again.returncode == 2 and "already exists" in again.stderr and "--force" in again.stderr
+    assert qcat("judge", "backup", "--url", live, "--out", out, "--force").returncode == 0
+    itself = qcat("judge", "backup", "--url", live, "--out", live, "--force")
+    assert itself.returncode == 2 and "is the store itself" in itself.stderr
+
+
+def test_backup_of_a_postgresql_store_gives_the_pg_dump_command(tmp_path):
+    result = qcat("judge", "backup", "--url", "postgresql://qcat:s3cret@db.example:5433/judging", "--out",
+                  tmp_path / "judging.dump")
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert (f"`pg_dump --host=db.example --port=5433 --username=qcat --format=custom --file={tmp_path / 'judging.dump'} "
+            "judging`") in result.stderr
+    assert "s3cret" not in result.stderr and not (tmp_path / "judging.dump").exists()
+
+
+def test_export_counts_the_queries_the_report_counts_unless_min_judges_says_otherwise(demo_db, tmp_path):
+    path, tokens = demo_db
+    db = tmp_path / "partial.db"
+    shutil.copy(path, db)
+    store = open_store(str(db))
+    for k, token in enumerate(tokens):  # ann and bob grade every query, cy only two
+        judge = authenticate(store, token)
+        for _ in range(2 if k == 2 else QUERIES):
+            shown = assignment.next_query(store, judge.id, 1)
+            judgments.submit(store, judge.id, shown.query_id, {(i.listing_id, side): 2 for side, group in
+                                                               (("left", shown.left), ("right", shown.right))
+                                                               for i in group})
+    store.dispose()
+    report = qcat("judge", "report", "demo", "--url", db, "--out", tmp_path / "report", "--bootstrap", 10, "--json")
+    complete = {q["query_id"] for q in json.loads(report.stdout)["per_query"]}
+    assert len(complete) == 2
+    exported = qcat("judge", "export", "demo", "--url", db, "--qrels", tmp_path / "q.txt", "--csv", tmp_path / "j.csv")
+    assert exported.returncode == 0, exported.stderr
+    assert {int(line.split()[0]) for line in (tmp_path / "q.txt").read_text().splitlines()} == complete
+    assert "2 queries graded by at least 3 judges exported; 4 queries graded by fewer left out" in exported.stderr
+    csv_queries = {int(line.split(",")[1]) for line in (tmp_path / "j.csv").read_text().splitlines()[1:]}
+    assert csv_queries == complete
+    everything = qcat("judge", "export", "demo", "--url", db, "--qrels", tmp_path / "all.txt", "--min-judges", 1)
+    assert everything.returncode == 0 and "6 queries graded by at least 1 judges exported; 0 queries" in everything.stderr
+    assert len({line.split()[0] for line in (tmp_path / "all.txt").read_text().splitlines()}) == QUERIES
+    too_many = qcat("judge", "export", "demo", "--url", db, "--qrels", tmp_path / "x.txt", "--min-judges", 4)
+    assert too_many.returncode == 2 and "--min-judges must lie in 1..3, got 4" in too_many.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 
 import krippendorff
 import numpy as np
@@ -190,3 +191,35 @@ def test_csv_qrels_and_golden_exports(sqlite_store, sqlite_url, tmp_path):
 
     assert len(load_golden(tmp_path / "g.csv")) == 12
     assert sorted(qrels(sqlite_store, session_id)) == sorted(qrels(sqlite_store, "hand"))
+
+
+HOSTILE_JUDGE = "<img src=x onerror=alert(1)>"
+HOSTILE_SESSION = "<script>alert(2)</script> | ![t](http://tracker.example/x.png)"
+HOSTILE_NOTE = "first line\nsecond | <b onmouseover=alert(3)>bold</b> & [link](javascript:alert(4)) \\| end\r\nlast"
+
+
+def test_markdown_report_escapes_names_and_notes_like_the_html_report(sqlite_store, tmp_path):
+    from markdown_it import MarkdownIt
+
+    queries = [QuerySpec(f"q {i}", ("head", "torso", "tail")[i], [Listing(f"a{i}")], [Listing(f"b{i}")]) for i in range(3)]
+    session_id = store_session(sqlite_store, HOSTILE_SESSION, "A", "B", queries, judges_per_query=1)
+    judge, _ = add_judge(sqlite_store, HOSTILE_JUDGE)
+    while (shown := assignment.next_query(sqlite_store, judge.id, session_id)) is not None:
+        judgments.submit(sqlite_store, judge.id, shown.query_id, {(i.listing_id, side): 2 for side, group in
+                                                                  (("left", shown.left), ("right", shown.right))
+                                                                  for i in group}, flag_note=HOSTILE_NOTE)
+    report = build_report(sqlite_store, session_id, bootstrap=10)
+    markdown = write_report_files(report, tmp_path / "out", draw_all(report), render_markdown, render_html)[1].read_text()
+    notes = markdown.split("### Flag notes")[1].strip().splitlines()
+    assert notes[0] == "| query id | judge | note |" and len(notes) == 2 + 3  # header, rule, one line per note
+    for row in notes[2:]:
+        assert row.count(" | ") == 2 and len(re.split(r"(?<!\\)\|", row)) == 3 + 2  # 3 cells: no unescaped extra pipe
+        assert "&lt;img src=x onerror=alert(1)&gt;" in row and "first line second \\| &lt;b" in row
+    html = MarkdownIt("commonmark").enable("table").render(markdown)  # raw HTML allowed, as most renderers do
+    for raw in ("<img src=x", "<script", "<b ", "onerror=alert(1)>", 'href="javascript', 'src="http://tracker'):
+        assert raw not in html, raw
+    assert html.count("<img") == 1 and '<img src="plots/ndcg_by_segment.svg"' in html  # only the report's plot
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html and "&lt;script&gt;alert(2)&lt;/script&gt;" in html
+    note_rows = html.split("Flag notes</h3>")[1].split("</table>")[0].split("<tr>")[2:]
+    assert len(note_rows) == 3 and all(row.count("<td") == 3 for row in note_rows)
+    assert "second | &lt;b onmouseover=alert(3)&gt;bold&lt;/b&gt; &amp; [link](javascript:alert(4)) \\| end last" in html

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import func, inspect, select, text
+from sqlalchemy import func, inspect, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from judging_app import assignment, judgments
@@ -48,16 +48,48 @@ def schema_differences(url: str) -> list:
 
 
 def test_migrations_up_down_up_and_schema_matches_the_orm(db_url):
-    assert upgrade(db_url) == (None, "0001")
+    assert upgrade(db_url) == (None, "0002")
     assert TABLES <= tables(db_url)
     assert schema_differences(db_url) == []
+    assert downgrade(db_url) == ("0002", "0001")
     assert downgrade(db_url) == ("0001", None)
     assert tables(db_url) <= {"alembic_version"}
-    assert upgrade(db_url) == (None, "0001")
+    assert upgrade(db_url) == (None, "0002")
     assert schema_differences(db_url) == []
-    assert downgrade(db_url, "base") == ("0001", None)
-    assert upgrade(db_url, "head") == (None, "0001")
+    assert downgrade(db_url, "base") == ("0002", None)
+    assert upgrade(db_url, "head") == (None, "0002")
     assert TABLES <= tables(db_url)
+
+
+def test_migration_0002_keeps_assignments_and_downgrades_released_claims_to_skipped(db_url):
+    upgrade(db_url, "0001")
+    engine = make_engine(db_url)
+    created = "2026-01-02 03:04:05"
+    with engine.begin() as connection:
+        connection.execute(text("insert into judges (id, name, token_id, token_salt, token_hash, created_at) "
+                                "values (1, 'ann', 'id1', 's', 'h', :t), (2, 'bob', 'id2', 's', 'h', :t)"), {"t": created})
+        connection.execute(text("insert into judging_sessions (id, name, baseline_model, target_model, corpus, "
+                                "judges_per_query, seed, settings, created_at) values (1, 's', 'A', 'B', '', 3, 0, '{}', :t)"),
+                           {"t": created})
+        connection.execute(text("insert into session_queries (id, session_id, position, text, segment, impressions, "
+                                "baseline_side, claims) values (1, 1, 0, 'q', 'head', 1.0, 'left', 2)"))
+        connection.execute(text("insert into assignments (id, judge_id, query_id, session_id, status, flagged, flag_note, "
+                                "created_at) values (1, 1, 1, 1, 'open', false, '', :t), (2, 2, 1, 1, 'done', false, '', :t)"),
+                           {"t": created})
+    assert upgrade(db_url) == ("0001", "0002")
+    assert schema_differences(db_url) == []
+    with engine.begin() as connection:
+        rows = connection.execute(text("select id, status, active_at from assignments order by id")).all()
+        assert [(i, status) for i, status, _ in rows] == [(1, "open"), (2, "done")]
+        assert all(str(active).startswith("2026-01-02 03:04:05") for _, _, active in rows)  # = created_at
+        connection.execute(text("update assignments set status = 'released' where id = 1"))
+    assert downgrade(db_url) == ("0002", "0001")
+    with engine.begin() as connection:
+        assert connection.execute(text("select status from assignments order by id")).scalars().all() == ["skipped", "done"]
+        with pytest.raises(IntegrityError):  # 0001's check constraint is back
+            connection.execute(text("update assignments set status = 'released' where id = 1"))
+    assert upgrade(db_url) == ("0001", "0002")
+    engine.dispose()
 
 
 def test_a_database_that_is_not_upgraded_says_to_run_qcat_db_upgrade(db_url, tmp_path):
@@ -228,3 +260,131 @@ def test_sql_injection_strings_are_stored_verbatim_and_change_nothing_else(store
     assert TABLES <= set(inspect(engine).get_table_names())
     with engine.connect() as connection:
         assert connection.execute(text("select count(*) from judges")).scalar() == len(INJECTIONS)
+
+
+def test_downgrade_refuses_to_drop_tables_holding_rows_unless_confirmed(db_url):
+    from judging_app.migrate import DataLossRefused
+
+    upgrade(db_url)
+    store = open_store(db_url)
+    store_session(store, "s", "A", "B", toy_queries(2))
+    add_judge(store, "ann")
+    store.dispose()
+    with pytest.raises(DataLossRefused, match=r"would drop 5 tables holding 28 rows \(result_items 20, result_lists 4, "
+                                              r"session_queries 2, judges 1, judging_sessions 1\).*pass --yes"):
+        downgrade(db_url, "base")
+    assert TABLES <= tables(db_url)  # rolled back: nothing dropped
+    store = open_store(db_url)
+    assert counts(store)["result_items"] == 20
+    store.dispose()
+    assert downgrade(db_url, "base", drop_data=True)[1] is None
+    assert tables(db_url) <= {"alembic_version"}
+    with pytest.raises(InputError, match="already at base .*nothing to downgrade"):
+        downgrade(db_url)
+    with pytest.raises(InputError, match="cannot migrate .* to revision 'nope': Can't locate revision"):
+        upgrade(db_url, "nope")
+
+
+def _idle(store, judge_id: int, minutes: float) -> None:
+    """Make the judge's claims look ``minutes`` idle."""
+    from datetime import timedelta
+
+    from judging_app.models import utcnow
+
+    with store.transaction() as session:
+        session.execute(update(Assignment).where(Assignment.judge_id == judge_id)
+                        .values(active_at=utcnow() - timedelta(minutes=minutes)))
+
+
+def _status(store, judge_id: int, query_id: int) -> str:
+    with store.sessions() as session:
+        return session.scalar(select(Assignment.status).where(Assignment.judge_id == judge_id,
+                                                              Assignment.query_id == query_id))
+
+
+def _claims(store, query_id: int) -> int:
+    with store.sessions() as session:
+        return session.get(SessionQuery, query_id).claims
+
+
+def test_an_idle_claim_expires_the_query_goes_to_another_judge_and_late_grades_are_kept(store):
+    from datetime import timedelta
+
+    session_id = store_session(store, "s", "A", "B", toy_queries(1))
+    ann, bob, cy, dee = (add_judge(store, name)[0] for name in ("ann", "bob", "cy", "dee"))
+    shown = {judge.id: assignment.next_query(store, judge.id, session_id) for judge in (ann, bob, cy)}
+    query_id = shown[ann.id].query_id
+    assert assignment.next_query(store, dee.id, session_id) is None  # three claims: the quota is filled
+    _idle(store, cy.id, 29)
+    assert assignment.next_query(store, dee.id, session_id) is None  # not idle long enough yet
+    _idle(store, cy.id, 31)
+    assert assignment.next_query(store, dee.id, session_id, claim_timeout=timedelta(hours=1)) is None  # configurable
+    got = assignment.next_query(store, dee.id, session_id)  # default: 30 minutes
+    assert got is not None and got.query_id == query_id
+    assert _status(store, cy.id, query_id) == "released" and _claims(store, query_id) == 3
+    # cy comes back late and submits: kept (the query has fewer than 3 submitted judgments), claim taken back
+    judgments.submit(store, cy.id, query_id, grade_all(shown[cy.id], 1))
+    assert _status(store, cy.id, query_id) == "done" and _claims(store, query_id) == 4
+    for judge in (ann, bob, dee):
+        judgments.submit(store, judge.id, query_id, grade_all(shown[ann.id], 2))
+    with store.sessions() as session:
+        assert session.scalar(select(func.count()).select_from(Judgment)) == 4 * 10
+    again = judgments.submit(store, cy.id, query_id, grade_all(shown[cy.id], 1))  # resubmitted: no duplicates
+    assert (again.inserted, again.updated) == (0, 0)
+
+
+def test_late_grades_are_refused_once_the_query_has_all_its_judgments(store):
+    from datetime import timedelta
+
+    session_id = store_session(store, "s", "A", "B", toy_queries(1), judges_per_query=1)
+    ann, bob = (add_judge(store, name)[0] for name in ("ann", "bob"))
+    first = assignment.next_query(store, ann.id, session_id)
+    _idle(store, ann.id, 5)
+    second = assignment.next_query(store, bob.id, session_id, claim_timeout=timedelta(minutes=1))
+    assert second.query_id == first.query_id
+    judgments.submit(store, bob.id, second.query_id, grade_all(second, 3))
+    with pytest.raises(InputError, match="was released .* judged by its 1 judges: these grades are not needed"):
+        judgments.submit(store, ann.id, first.query_id, grade_all(first, 0))
+    assert _status(store, ann.id, first.query_id) == "released" and _claims(store, first.query_id) == 1
+    with store.sessions() as session:
+        assert session.scalar(select(func.count()).select_from(Judgment).where(Judgment.judge_id == ann.id)) == 0
+    assert assignment.next_query(store, ann.id, session_id) is None
+    assignment.skip(store, ann.id, first.query_id)  # a released claim can still be skipped; the count stays
+    assert _claims(store, first.query_id) == 1
+
+
+def test_a_judge_gets_their_released_query_back_while_it_still_needs_a_judge(store):
+    session_id = store_session(store, "s", "A", "B", toy_queries(2), judges_per_query=1)
+    ann, bob = (add_judge(store, name)[0] for name in ("ann", "bob"))
+    first = assignment.next_query(store, ann.id, session_id)
+    _idle(store, ann.id, 60)
+    back = assignment.next_query(store, ann.id, session_id)  # released, then taken back at once
+    assert back.query_id == first.query_id and _status(store, ann.id, first.query_id) == "open"
+    assert _claims(store, first.query_id) == 1
+    assert assignment.release(store, judge_id=ann.id)[0].query_id == first.query_id
+    other = assignment.next_query(store, bob.id, session_id)
+    assert other.query_id == first.query_id  # the released query goes to bob first (most claims, then order)
+    # the query ann has on screen stays hers to submit, though bob holds its only place now
+    shown = assignment.next_query(store, ann.id, session_id, showing=first.query_id)
+    assert shown.query_id == first.query_id and _status(store, ann.id, first.query_id) == "released"
+    judgments.submit(store, ann.id, first.query_id, grade_all(first, 2))
+    assert _status(store, ann.id, first.query_id) == "done" and _claims(store, first.query_id) == 2
+
+
+def test_release_by_judge_or_by_query_frees_open_claims_only(store):
+    session_id = store_session(store, "s", "A", "B", toy_queries(3))
+    ann, bob = (add_judge(store, name)[0] for name in ("ann", "bob"))
+    a = assignment.next_query(store, ann.id, session_id)
+    b = assignment.next_query(store, bob.id, session_id)
+    assert a.query_id == b.query_id
+    with pytest.raises(InputError, match="say whose claims"):
+        assignment.release(store)
+    released = assignment.release(store, query_id=a.query_id, session_id=session_id)
+    assert sorted(r.judge for r in released) == ["ann", "bob"] and {r.session for r in released} == {"s"}
+    assert _claims(store, a.query_id) == 0
+    assert assignment.release(store, query_id=a.query_id) == []  # nothing open any more
+    judgments.submit(store, bob.id, b.query_id, grade_all(b, 1))  # still accepted: no judgment lost
+    nxt = assignment.next_query(store, ann.id, session_id)
+    assert nxt.query_id == a.query_id  # ann's released query still needs judges: she gets it back
+    assert [r.query_id for r in assignment.release(store, judge_id=ann.id)] == [a.query_id]
+    assert assignment.release(store, judge_id=bob.id) == []  # bob's only assignment is done
