@@ -100,7 +100,7 @@ def choose_session(store) -> int | None:
         return None
     if len(sessions) == 1:
         return sessions[0]["id"]
-    labels = {s["id"]: f"{s['name']} ({plural(s['queries'], 'query', 'queries')})" for s in sessions}
+    labels = {s["id"]: f"{s['display_name']} ({plural(s['queries'], 'query', 'queries')})" for s in sessions}
     return st.sidebar.selectbox("Judging session", list(labels), format_func=labels.get, key="session_choice")
 
 

@@ -49,6 +49,9 @@ def judge_parser() -> argparse.ArgumentParser:
     create.add_argument("--target", type=Path, required=True, metavar="MODEL", help="target model bundle")
     create.add_argument("--queries", type=int_at_least(1), default=4500, help="queries, one third per segment (default 4500)")
     create.add_argument("--name", default=None, help="session name (default: 'BASELINE vs TARGET, time')")
+    create.add_argument("--display-name", default=None,
+                        help="what judges see as the session's name (default 'Session ID'; the name may tell which "
+                             "models are compared)")
     create.add_argument("--judges-per-query", type=int_at_least(1), default=3, help="distinct judges per query (default 3)")
     create.add_argument("--corpus", type=Path, default=None, help="corpus directory (default: the demo corpus)")
     create.add_argument("--period", choices=("base", "candidate", "all"), default="base",
@@ -151,7 +154,14 @@ def display_url(url: str) -> str:
 
 
 def run_create(args: argparse.Namespace) -> int:
-    from judging_app.sessions import SEGMENTS, build_queries, check_session_name_free, default_name, store_session
+    from judging_app.sessions import (
+        SEGMENTS,
+        build_queries,
+        check_session_name_free,
+        default_name,
+        judge_facing_name,
+        store_session,
+    )
     from judging_app.store import open_store
     from qcat.errors import InputError
 
@@ -166,14 +176,15 @@ def run_create(args: argparse.Namespace) -> int:
     for model in (args.baseline, args.target):
         read_manifest(model)  # a missing or tampered bundle fails before the queries are searched
     name = args.name if args.name is not None else default_name(str(args.baseline), str(args.target))
-    check_session_name_free(store, name)
+    check_session_name_free(store, name, args.display_name)
     config = SearchConfig(top_n=5, mode=args.mode, boost_weight=args.boost_weight, categories=args.categories)
     built = build_queries(args.baseline, args.target, args.queries, args.corpus, args.period, args.seed, config, say)
     session_id = store_session(store, name, str(args.baseline), str(args.target), built.queries,
                                judges_per_query=args.judges_per_query, seed=args.seed,
-                               corpus=built.stats["corpus"], settings=built.stats)
+                               corpus=built.stats["corpus"], settings=built.stats, display_name=args.display_name)
     store.dispose()
-    say(f"session {session_id} {name!r}: {len(built.queries):,} queries, baseline/target placed left/right at random")
+    say(f"session {session_id} {name!r} (judges see {judge_facing_name(session_id, args.display_name)!r}): "
+        f"{len(built.queries):,} queries, baseline/target placed left/right at random")
     print(session_id)
     return 0
 
@@ -200,7 +211,8 @@ def run_sessions(args: argparse.Namespace) -> int:
         say(f"{display_url(resolve_url(args.url))} has no judging sessions yet: create one with "
             f"`qcat judge create-session`")
     for row in rows:
-        print(f"{row['id']:>4}  {row['name']}  ({row['queries']:,} queries, {row['complete']:,} with all "
+        print(f"{row['id']:>4}  {row['name']}  (judges see {row['display_name']!r}; {row['queries']:,} queries, "
+              f"{row['complete']:,} with all "
               f"{row['judges_per_query']} judges)  baseline {row['baseline']}  target {row['target']}")
     store.dispose()
     return 0

@@ -2,7 +2,8 @@
 
 - ``judges``: people who judge; a judge signs in with a secret token of which only a salted
   hash is stored (:mod:`judging_app.tokens`), found by its public ``token_id`` part.
-- ``judging_sessions``: one blind side-by-side comparison of a baseline and a target model.
+- ``judging_sessions``: one blind side-by-side comparison of a baseline and a target model. Judges
+  see only its ``display_name`` (or "Session ID" when it has none), never its name or models.
 - ``session_queries``: the session's queries, with their head/torso/tail segment, their order,
   which screen side the baseline is placed on (drawn per query with a seeded RNG) and how many
   judges currently hold or have finished them (``claims``, at most the session's
@@ -78,6 +79,7 @@ class JudgingSession(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
+    display_name: Mapped[str | None] = mapped_column(String(200), nullable=True)  # what judges see
     baseline_model: Mapped[str] = mapped_column(Text)
     target_model: Mapped[str] = mapped_column(Text)
     corpus: Mapped[str] = mapped_column(Text, default="")

@@ -138,16 +138,25 @@ def build_queries(baseline_dir: Path, target_dir: Path, n_queries: int = DEFAULT
     return BuiltQueries(queries, stats)
 
 
+def judge_facing_name(session_id: int, display_name: str | None) -> str:
+    """The session as judges see it: its display name, else "Session ID" (never its name, which
+    may say which models are compared)."""
+    return display_name or f"Session {session_id}"
+
+
 def default_name(baseline: str, target: str) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     return f"{Path(baseline).name} vs {Path(target).name}, {stamp}"
 
 
-def check_session_name_free(store: Store, name: str) -> str:
-    """The checked name, or an error if a session already has it (run before the slow work)."""
+def check_session_name_free(store: Store, name: str, display_name: str | None = None) -> str:
+    """The checked name, or an error if a session already has it or the display name (run before
+    the slow work)."""
     name = check_name(name, "session name")
     with store.transaction() as session:
         _check_name_free(session, name)
+        if display_name is not None:
+            _check_display_name_free(session, check_name(display_name, "session display name"))
     return name
 
 
@@ -156,12 +165,22 @@ def _check_name_free(session, name: str) -> None:
         raise InputError(f"a judging session named {name!r} already exists: choose another --name")
 
 
+def _check_display_name_free(session, display_name: str) -> None:
+    if session.scalar(select(JudgingSession.id).where(JudgingSession.display_name == display_name)) is not None:
+        raise InputError(f"a judging session already has the display name {display_name!r}: judges could not tell "
+                         "them apart; choose another --display-name")
+
+
 def store_session(store: Store, name: str, baseline_model: str, target_model: str, queries: list[QuerySpec],
-                  judges_per_query: int = 3, seed: int = 0, corpus: str = "", settings: dict | None = None) -> int:
+                  judges_per_query: int = 3, seed: int = 0, corpus: str = "", settings: dict | None = None,
+                  display_name: str | None = None) -> int:
     """Write a session with its queries and both result lists per query; returns its id.
 
-    The baseline's side is drawn per query from ``numpy.random.default_rng(seed)`` and stored."""
+    The baseline's side is drawn per query from ``numpy.random.default_rng(seed)`` and stored.
+    ``display_name`` is what judges see (default "Session ID")."""
     name = check_name(name, "session name")
+    if display_name is not None:
+        display_name = check_name(display_name, "session display name")
     if judges_per_query < 1:
         raise InputError(f"judges per query must be at least 1, got {judges_per_query}")
     if not queries:
@@ -180,7 +199,9 @@ def store_session(store: Store, name: str, baseline_model: str, target_model: st
     baseline_left = np.random.default_rng(seed).random(len(queries)) < 0.5
     with store.transaction() as session:
         _check_name_free(session, name)
-        record = JudgingSession(name=name, baseline_model=str(baseline_model), target_model=str(target_model),
+        if display_name is not None:
+            _check_display_name_free(session, display_name)
+        record = JudgingSession(name=name, display_name=display_name, baseline_model=str(baseline_model), target_model=str(target_model),
                                 corpus=corpus, judges_per_query=judges_per_query, seed=seed,
                                 settings=json.dumps(settings or {}))
         session.add(record)
@@ -254,7 +275,8 @@ def session_overview(store: Store) -> list[dict]:
                 select(func.count()).select_from(
                     select(Assignment.query_id).where(Assignment.session_id == record.id, Assignment.status == "done")
                     .group_by(Assignment.query_id).having(func.count() >= record.judges_per_query).subquery()))
-            out.append({"id": record.id, "name": record.name, "baseline": record.baseline_model,
+            out.append({"id": record.id, "name": record.name,
+                        "display_name": judge_facing_name(record.id, record.display_name), "baseline": record.baseline_model,
                         "target": record.target_model, "queries": n, "complete": done,
                         "judges_per_query": record.judges_per_query, "created": record.created_at})
         return out

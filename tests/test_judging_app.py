@@ -171,7 +171,25 @@ def test_without_a_configured_session_the_judge_chooses_one(app_env, monkeypatch
     monkeypatch.delenv("QCAT_JUDGE_SESSION")
     at = sign_in(tokens["ann"])
     choice = at.sidebar.selectbox(key="session_choice")
-    assert choice.options == ["nb vs hybrid (4 queries)", "second session (1 query)"]
+    assert choice.options == ["Session 1 (4 queries)", "Session 2 (1 query)"]
     choice.select(other)
     at.run()
     assert shown_query(at) == "only query" and len(at.radio) == 2
+
+
+def test_judges_see_neutral_session_names_never_the_models_compared(app_env, monkeypatch):
+    store, tokens, session_id = app_env
+    store_session(store, "demo_model vs xreg-model", "qcat/demo_model", "models/xreg-model",
+                  [QuerySpec("only query", "tail", [Listing("x")], [Listing("y")])], display_name="Spring round")
+    monkeypatch.delenv("QCAT_JUDGE_SESSION")
+    at = sign_in(tokens["ann"])
+    choice = at.sidebar.selectbox(key="session_choice")
+    assert choice.options == ["Session 1 (4 queries)", "Spring round (1 query)"]
+    for option in (session_id, session_id + 1):
+        choice.select(option)
+        at.run()
+        seen = "\n".join([all_text(at), *(m.value for m in at.sidebar.markdown), *map(str, choice.options),
+                          *(t.value for t in at.title)])
+        for secret in ("demo_model", "xreg-model", "nb vs hybrid", "nb-secret-name", "hybrid-secret-name", " vs "):
+            assert secret not in seen
+

@@ -14,7 +14,9 @@ from judging_app.judges import authenticate
 from judging_app.models import Judge, ResultList, SessionQuery
 from judging_app.store import open_store
 from judging_fixtures import DEMO_QUERIES as QUERIES
-from judging_fixtures import qcat
+from judging_fixtures import REVISIONS, qcat
+
+HEAD, PREVIOUS = REVISIONS[-1], REVISIONS[-2]
 
 
 def test_create_session_samples_a_third_per_segment_and_stores_both_top5_lists(demo_db):
@@ -47,6 +49,7 @@ def test_listing_report_export_and_golden_import_of_a_judged_session(demo_db, tm
     store.dispose()
     listing = qcat("judge", "sessions", "--url", db)
     assert listing.returncode == 0 and "demo" in listing.stdout and f"{QUERIES} with all 3 judges" in listing.stdout
+    assert "(judges see 'Session 1';" in listing.stdout and "demo_model" in listing.stdout  # admins see the models
     report = qcat("judge", "report", "demo", "--url", db, "--out", tmp_path / "report", "--bootstrap", 100, "--json")
     assert report.returncode == 0, report.stderr
     data = json.loads(report.stdout)
@@ -65,9 +68,9 @@ def test_listing_report_export_and_golden_import_of_a_judged_session(demo_db, tm
 def test_db_downgrade_then_commands_say_to_upgrade(tmp_path):
     db = tmp_path / "j.db"
     assert qcat("db", "upgrade", "--url", db).returncode == 0
-    assert qcat("db", "current", "--url", db).stdout.strip() == "0002"
+    assert qcat("db", "current", "--url", db).stdout.strip() == HEAD
     down = qcat("db", "downgrade", "--url", db)
-    assert down.returncode == 0 and "0002 -> 0001" in down.stderr
+    assert down.returncode == 0 and f"{HEAD} -> {PREVIOUS}" in down.stderr
     result = qcat("judge", "add-judge", "ann", "--url", db)
     assert result.returncode == 2 and "run `qcat db upgrade" in result.stderr
 

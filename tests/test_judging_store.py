@@ -22,11 +22,12 @@ from judging_app.models import (
     ResultList,
     SessionQuery,
 )
-from judging_app.sessions import Listing, QuerySpec, find_session, store_session
+from judging_app.sessions import Listing, QuerySpec, find_session, session_overview, store_session
 from judging_app.store import make_engine, open_store
-from judging_fixtures import grade_all, toy_queries
+from judging_fixtures import REVISIONS, grade_all, toy_queries
 from qcat.errors import InputError
 
+HEAD = REVISIONS[-1]
 TABLES = {"judges", "judging_sessions", "session_queries", "result_lists", "result_items", "assignments", "judgments"}
 
 
@@ -48,16 +49,19 @@ def schema_differences(url: str) -> list:
 
 
 def test_migrations_up_down_up_and_schema_matches_the_orm(db_url):
-    assert upgrade(db_url) == (None, "0002")
+    assert upgrade(db_url) == (None, HEAD)
     assert TABLES <= tables(db_url)
     assert schema_differences(db_url) == []
-    assert downgrade(db_url) == ("0002", "0001")
-    assert downgrade(db_url) == ("0001", None)
+    for newer, older in zip(REVISIONS[::-1], [*REVISIONS[-2::-1], None]):  # one step at a time, down to empty
+        assert downgrade(db_url) == (newer, older)
+        if older is not None:  # and up again: every migration runs up, down, up, down
+            assert upgrade(db_url, newer) == (older, newer)
+            assert downgrade(db_url) == (newer, older)
     assert tables(db_url) <= {"alembic_version"}
-    assert upgrade(db_url) == (None, "0002")
+    assert upgrade(db_url) == (None, HEAD)
     assert schema_differences(db_url) == []
-    assert downgrade(db_url, "base") == ("0002", None)
-    assert upgrade(db_url, "head") == (None, "0002")
+    assert downgrade(db_url, "base") == (HEAD, None)
+    assert upgrade(db_url, "head") == (None, HEAD)
     assert TABLES <= tables(db_url)
 
 
@@ -76,8 +80,7 @@ def test_migration_0002_keeps_assignments_and_downgrades_released_claims_to_skip
         connection.execute(text("insert into assignments (id, judge_id, query_id, session_id, status, flagged, flag_note, "
                                 "created_at) values (1, 1, 1, 1, 'open', false, '', :t), (2, 2, 1, 1, 'done', false, '', :t)"),
                            {"t": created})
-    assert upgrade(db_url) == ("0001", "0002")
-    assert schema_differences(db_url) == []
+    assert upgrade(db_url, "0002") == ("0001", "0002")
     with engine.begin() as connection:
         rows = connection.execute(text("select id, status, active_at from assignments order by id")).all()
         assert [(i, status) for i, status, _ in rows] == [(1, "open"), (2, "done")]
@@ -88,7 +91,7 @@ def test_migration_0002_keeps_assignments_and_downgrades_released_claims_to_skip
         assert connection.execute(text("select status from assignments order by id")).scalars().all() == ["skipped", "done"]
         with pytest.raises(IntegrityError):  # 0001's check constraint is back
             connection.execute(text("update assignments set status = 'released' where id = 1"))
-    assert upgrade(db_url) == ("0001", "0002")
+    assert upgrade(db_url) == ("0001", HEAD)
     engine.dispose()
 
 
@@ -388,3 +391,15 @@ def test_release_by_judge_or_by_query_frees_open_claims_only(store):
     assert nxt.query_id == a.query_id  # ann's released query still needs judges: she gets it back
     assert [r.query_id for r in assignment.release(store, judge_id=ann.id)] == [a.query_id]
     assert assignment.release(store, judge_id=bob.id) == []  # bob's only assignment is done
+
+
+def test_a_session_display_name_is_checked_and_unique(store):
+    first = store_session(store, "nb vs hybrid", "A", "B", toy_queries(1), display_name="  Round 1 ")
+    second = store_session(store, "nb vs xreg", "A", "C", toy_queries(1))
+    with store.sessions() as session:
+        assert session.get(JudgingSession, first).display_name == "Round 1"
+    assert [row["display_name"] for row in session_overview(store)] == ["Round 1", f"Session {second}"]
+    with pytest.raises(InputError, match="already has the display name 'Round 1'.*--display-name"):
+        store_session(store, "other", "A", "B", toy_queries(1), display_name="Round 1")
+    with pytest.raises(InputError, match="session display name is empty"):
+        store_session(store, "other", "A", "B", toy_queries(1), display_name=" ")
