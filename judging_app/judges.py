@@ -11,6 +11,7 @@ from judging_app.store import Store
 from qcat.errors import InputError
 
 MAX_NAME = 200
+EMPTY_TOKEN = "enter your judge token: paste the token you were given into the field, then sign in"
 
 
 def check_name(name: str, what: str = "judge name") -> str:
@@ -48,7 +49,10 @@ def find_judge(session, name: str) -> Judge:
 
 
 def authenticate(store: Store, token: str) -> Judge:
-    """The judge whose token this is; :class:`InputError` for an unknown or malformed token."""
+    """The judge whose token this is; :class:`InputError` for an empty (the store is not asked),
+    unknown or malformed token."""
+    if not isinstance(token, str) or not token.strip():
+        raise InputError(EMPTY_TOKEN)
     parts = tokens.split_token(token)
     unknown = InputError("unknown token: check that you pasted the whole token you were given")
     if parts is None:

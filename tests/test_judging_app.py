@@ -193,3 +193,26 @@ def test_judges_see_neutral_session_names_never_the_models_compared(app_env, mon
         for secret in ("demo_model", "xreg-model", "nb vs hybrid", "nb-secret-name", "hybrid-secret-name", " vs "):
             assert secret not in seen
 
+
+def test_an_empty_token_asks_for_the_token_without_asking_the_store(app_env):
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    at = start()  # the app's store is open (its schema checked) before the sign-in is pressed
+    statements = []
+
+    def count_statement(*_args) -> None:
+        statements.append(1)
+
+    event.listen(Engine, "before_cursor_execute", count_statement)
+    try:
+        for empty in ("", "   "):
+            at.text_input(key="token").input(empty)
+            button(at, "Sign in").click()
+            at.run()
+            assert [e.value for e in at.error] == ["enter your judge token: paste the token you were given into "
+                                                   "the field, then sign in"]
+            assert "judge_id" not in at.session_state
+    finally:
+        event.remove(Engine, "before_cursor_execute", count_statement)
+    assert statements == []
