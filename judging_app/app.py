@@ -122,8 +122,17 @@ def sidebar(store, judge_id: int, session_id: int) -> None:
             st.markdown(GUIDELINE)
 
 
+def price_text(price: float) -> str:
+    """A catalog price as shown (the catalog names no currency): 49.88, 1,299.00."""
+    return f"{price:,.2f}"
+
+
 def listing_card(item) -> str:
-    return (f"**{item.position}. {escape(item.title) or '(no title)'}**  \n"
+    facts = [f"Brand: {escape(item.brand)}" if item.brand else "",
+             f"Price: {escape(price_text(item.price))}" if item.price is not None else ""]
+    facts_line = " · ".join(fact for fact in facts if fact)
+    return (f"**{item.position}. {escape(item.title) or '(no title)'}**  \n" +
+            (f"{facts_line}  \n" if facts_line else "") +
             f":gray[{escape(item.category)} · {escape(item.listing_id)}]")
 
 

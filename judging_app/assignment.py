@@ -51,6 +51,8 @@ class Shown:
     position: int
     title: str
     category: str
+    brand: str | None = None
+    price: float | None = None
 
 
 @dataclass(frozen=True)
@@ -80,11 +82,12 @@ def screen(session, query_id: int) -> QueryScreen:
         raise InputError(f"query {query_id!r} does not exist")
     groups: dict[str, list[Shown]] = {"left": [], "right": []}
     rows = session.execute(
-        select(ResultList.side, ResultItem.listing_id, ResultItem.position, ResultItem.title, ResultItem.category)
+        select(ResultList.side, ResultItem.listing_id, ResultItem.position, ResultItem.title, ResultItem.category,
+               ResultItem.brand, ResultItem.price)
         .join(ResultItem, ResultItem.list_id == ResultList.id)
         .where(ResultList.query_id == query_id).order_by(ResultList.side, ResultItem.position)).all()
-    for side, listing, position, title, category in rows:
-        groups[side].append(Shown(listing, position, title, category))
+    for side, *shown in rows:
+        groups[side].append(Shown(*shown))
     return QueryScreen(query.id, query.text, groups["left"], groups["right"])
 
 

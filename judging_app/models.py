@@ -9,8 +9,8 @@
   judges currently hold or have finished them (``claims``, at most the session's
   ``judges_per_query``; :mod:`judging_app.assignment` raises it with a conditional update).
 - ``result_lists`` / ``result_items``: the two groups shown per query: which system, on which
-  side, and the top listings with their positions (title and category are copied in, so the app
-  needs no catalog).
+  side, and the top listings with their positions (title, category, brand and price are copied
+  in, so the app needs no catalog; brand and price are NULL when the catalog does not know them).
 - ``assignments``: a query given to a judge (open, done or skipped; flagged with a note), or
   ``released``: an open claim given up because the judge was idle longer than the claim timeout
   or by ``qcat judge release`` (it no longer counts in ``claims``; the judge may still submit).
@@ -145,6 +145,8 @@ class ResultItem(Base):
     listing_id: Mapped[str] = mapped_column(String(200))
     title: Mapped[str] = mapped_column(Text, default="")
     category: Mapped[str] = mapped_column(Text, default="")  # the listing's category path
+    brand: Mapped[str | None] = mapped_column(Text, nullable=True)  # None: not known
+    price: Mapped[float | None] = mapped_column(Float, nullable=True)  # as in the catalog (no currency); None: not known
 
     __table_args__ = (
         UniqueConstraint("list_id", "position", name="uq_result_items_list_position"),

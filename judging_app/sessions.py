@@ -16,6 +16,7 @@ over (and counted) and the next sampled query of the segment takes their place.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -40,6 +41,26 @@ class Listing:
     listing_id: str
     title: str = ""
     category: str = ""
+    brand: str | None = None  # None: not known
+    price: float | None = None  # as in the catalog, which names no currency; None: not known
+
+
+UNKNOWN_BRANDS = {"", "unknown"}
+
+
+def known_brand(brand: object) -> str | None:
+    """The catalog's brand, or None where it has none (empty, or the literal "Unknown")."""
+    text = str(brand).strip() if brand is not None else ""
+    return None if text.lower() in UNKNOWN_BRANDS else text
+
+
+def known_price(price: object) -> float | None:
+    """The catalog's price, or None where it has none (NaN, negative or not a number)."""
+    try:
+        value = float(price)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
 
 
 @dataclass(frozen=True)
@@ -95,11 +116,16 @@ def build_queries(baseline_dir: Path, target_dir: Path, n_queries: int = DEFAULT
     inventory = build_inventory(catalog, taxonomy, catalog.listing_id, sample_fraction=0.0, seed=seed)
     search = MiniSearch(inventory, search_config)
     paths = {c: taxonomy.path_of(c) for c in set(inventory.category.tolist())}
+    catalog_row = {listing: row for row, listing in enumerate(catalog.listing_id.tolist())}
     progress(f"inventory: the full catalog, {len(inventory):,} listings ({time.perf_counter() - started:.1f} s)")
 
+    def listing(d: int) -> Listing:
+        row = catalog_row[inventory.listing_id[d]]
+        return Listing(str(inventory.listing_id[d]), str(inventory.title[d]), paths[inventory.category[d]],
+                       known_brand(catalog.brand[row]), known_price(catalog.price[row]))
+
     def listings(docs: np.ndarray) -> list[Listing]:
-        return [Listing(str(inventory.listing_id[d]), str(inventory.title[d]), paths[inventory.category[d]])
-                for d in docs if d >= 0]
+        return [listing(d) for d in docs if d >= 0]
 
     rng = np.random.default_rng(seed)
     queries: list[QuerySpec] = []
@@ -223,7 +249,8 @@ def store_session(store: Store, name: str, baseline_model: str, target_model: st
             select(ResultList.id, ResultList.query_id, ResultList.system)
             .join(SessionQuery, SessionQuery.id == ResultList.query_id).where(SessionQuery.session_id == record.id))}
         items = [{"list_id": list_ids[(query_ids[i], system)], "position": rank, "listing_id": item.listing_id,
-                  "title": item.title, "category": item.category}
+                  "title": item.title, "category": item.category, "brand": known_brand(item.brand),
+                  "price": known_price(item.price)}
                  for i, q in enumerate(queries) for system, group in (("baseline", q.baseline), ("target", q.target))
                  for rank, item in enumerate(group, start=1)]
         if items:

@@ -216,3 +216,20 @@ def test_an_empty_token_asks_for_the_token_without_asking_the_store(app_env):
     finally:
         event.remove(Engine, "before_cursor_execute", count_statement)
     assert statements == []
+
+
+def test_cards_show_brand_and_price_when_known(app_env, monkeypatch):
+    store, tokens, _ = app_env
+    other = store_session(store, "priced", "A", "B", [QuerySpec("usb cable", "head", [
+        Listing("known", "Braided USB-C cable", "Electronics > Cables", brand="Anker", price=1299.5),
+        Listing("unknown", "Plain cable", "Electronics > Cables", brand="Unknown", price=float("nan"))],
+        [Listing("free", "Free cable", "Electronics > Cables", price=0.0)])])
+    monkeypatch.setenv("QCAT_JUDGE_SESSION", str(other))
+    at = sign_in(tokens["ann"])
+    assert not at.exception and not at.error and shown_query(at) == "usb cable"
+    cards = {title: [m.value for m in at.markdown if title in m.value] for title in ("Braided", "Plain", "Free")}
+    assert all(len(found) == 1 for found in cards.values()), cards
+    assert "Brand: Anker · Price: 1,299\\.50" in cards["Braided"][0]
+    assert "Brand" not in cards["Plain"][0] and "Price" not in cards["Plain"][0]
+    assert "Price: 0\\.00" in cards["Free"][0] and "Brand" not in cards["Free"][0]
+    assert len(at.radio) == 3

@@ -11,10 +11,12 @@ from sqlalchemy import func, select
 
 from judging_app import assignment, judgments
 from judging_app.judges import authenticate
-from judging_app.models import Judge, ResultList, SessionQuery
+from judging_app.models import Judge, ResultItem, ResultList, SessionQuery
+from judging_app.sessions import known_brand, known_price
 from judging_app.store import open_store
 from judging_fixtures import DEMO_QUERIES as QUERIES
-from judging_fixtures import REVISIONS, qcat
+from judging_fixtures import REVISIONS, ROOT, qcat
+from training.catalog import load_catalog
 
 HEAD, PREVIOUS = REVISIONS[-1], REVISIONS[-2]
 
@@ -30,6 +32,12 @@ def test_create_session_samples_a_third_per_segment_and_stores_both_top5_lists(d
         lists = {rl.system: [i.listing_id for i in rl.items] for rl in first.lists}
         assert 1 <= len(lists["baseline"]) <= 5 and lists["baseline"] == lists["target"]  # the same model twice
         hashes = session.scalars(select(Judge.token_hash)).all()
+        facts = session.execute(select(ResultItem.listing_id, ResultItem.brand, ResultItem.price)).all()
+    catalog = load_catalog(ROOT / "training" / "demo" / "catalog.csv.gz")
+    row = {listing: i for i, listing in enumerate(catalog.listing_id.tolist())}
+    for listing, brand, price in facts:  # copied from the demo catalog, None where it has none
+        assert brand == known_brand(catalog.brand[row[listing]]) and price == known_price(catalog.price[row[listing]])
+    assert any(price is not None for _, _, price in facts)
     assert all(token not in hashes for token in tokens)
     assert authenticate(store, tokens[1]).name == "bob"
     store.dispose()

@@ -403,3 +403,36 @@ def test_a_session_display_name_is_checked_and_unique(store):
         store_session(store, "other", "A", "B", toy_queries(1), display_name="Round 1")
     with pytest.raises(InputError, match="session display name is empty"):
         store_session(store, "other", "A", "B", toy_queries(1), display_name=" ")
+
+
+def test_migration_0004_adds_brand_and_price_and_keeps_result_items(db_url):
+    upgrade(db_url, "0003")
+    engine = make_engine(db_url)
+    with engine.begin() as connection:
+        connection.execute(text("insert into judging_sessions (id, name, baseline_model, target_model, corpus, "
+                                "judges_per_query, seed, settings, created_at) values (1, 's', 'A', 'B', '', 3, 0, '{}', "
+                                "'2026-01-02 03:04:05')"))
+        connection.execute(text("insert into session_queries (id, session_id, position, text, segment, impressions, "
+                                "baseline_side, claims) values (1, 1, 0, 'q', 'head', 1.0, 'left', 0)"))
+        connection.execute(text("insert into result_lists (id, query_id, system, model, side) values (1, 1, 'baseline', 'A', 'left')"))
+        connection.execute(text("insert into result_items (id, list_id, position, listing_id, title, category) "
+                                "values (1, 1, 1, 'x', 'old title', 'A > B')"))
+    assert upgrade(db_url, "0004") == ("0003", "0004")
+    with engine.begin() as connection:
+        assert connection.execute(text("select listing_id, title, brand, price from result_items")).all() == [
+            ("x", "old title", None, None)]
+        connection.execute(text("update result_items set brand = 'Anker', price = 12.5"))
+    assert downgrade(db_url) == ("0004", "0003")
+    with engine.begin() as connection:
+        assert connection.execute(text("select listing_id, title from result_items")).all() == [("x", "old title")]
+    engine.dispose()
+
+
+def test_brand_and_price_are_stored_with_the_result_items_when_known(store):
+    session_id = store_session(store, "s", "A", "B", [QuerySpec("q", "head", [
+        Listing("x", brand="Anker", price=12.5), Listing("y", brand=" unknown ", price=float("nan"))], [Listing("z")])])
+    with store.sessions() as session:
+        query_id = session.scalar(select(SessionQuery.id).where(SessionQuery.session_id == session_id))
+        shown = assignment.screen(session, query_id)
+    by_id = {item.listing_id: (item.brand, item.price) for item in shown.left + shown.right}
+    assert by_id == {"x": ("Anker", 12.5), "y": (None, None), "z": (None, None)}
