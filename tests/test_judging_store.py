@@ -145,7 +145,9 @@ def test_tokens_are_stored_hashed_and_checked(store):
     other, other_token = add_judge(store, "bob")
     assert other_token != token and authenticate(store, other_token).id == other.id
     token_id, secret = token.split(".", 1)
-    for wrong in ("", "nonsense", f"{token_id}.{secret[:-1]}x", f"{other_token.split('.')[0]}.{secret}",
+    with pytest.raises(InputError, match="enter your judge token"):
+        authenticate(store, " ")
+    for wrong in ("nonsense", f"{token_id}.{secret[:-1]}x", f"{other_token.split('.')[0]}.{secret}",
                   "000000000000." + secret, "' or 1=1 --", token + "x"):
         with pytest.raises(InputError, match="unknown token"):
             authenticate(store, wrong)
