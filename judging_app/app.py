@@ -28,8 +28,8 @@ GROUPS = {"left": "Group A", "right": "Group B"}
 
 GUIDELINE = """
 **Judge each listing against the query**, as a shopper who typed it would. Each group is one
-search engine's top results; judge every listing on its own, in both groups, even when the same
-listing appears in both.
+search engine's top results; judge every listing on its own. A listing that appears in both
+groups is graded once, in Group A: its grade counts for both groups.
 
 | grade | meaning |
 |---|---|
@@ -159,15 +159,21 @@ def grading(store, judge_id: int, session_id: int) -> None:
     keys: dict[tuple[str, str], str] = {}
     with st.form(f"grade_{screen.query_id}", border=True):
         columns = st.columns(2, gap="large")
+        shared = screen.shared()
+        left_position = {item.listing_id: item.position for item in screen.left}
         for (side, group), column in zip((("left", screen.left), ("right", screen.right)), columns):
             with column:
                 st.markdown(f"### {GROUPS[side]}")
                 if not group:
                     st.caption("This search returned nothing.")
                 for item in group:
+                    st.markdown(listing_card(item))
+                    if side == "right" and item.listing_id in shared:
+                        st.caption(f"Same listing as {GROUPS['left']} result {left_position[item.listing_id]}: "
+                                   "graded there, the grade counts for both groups.")
+                        continue
                     key = f"grade_{screen.query_id}_{side}_{item.position}"
                     keys[(item.listing_id, side)] = key
-                    st.markdown(listing_card(item))
                     st.radio(f"Grade for {GROUPS[side]} result {item.position}", options=[0, 1, 2, 3],
                              format_func=grade_label, index=None, horizontal=True, key=key,
                              label_visibility="collapsed")

@@ -65,8 +65,12 @@ class QueryScreen:
     right: list[Shown]
 
     def expected(self) -> set[tuple[str, str]]:
-        """Every (listing, side) the judge must grade."""
+        """Every (listing, side) that gets a grade (a listing in both groups on both sides)."""
         return {(item.listing_id, side) for side, group in (("left", self.left), ("right", self.right)) for item in group}
+
+    def shared(self) -> set[str]:
+        """The listings shown in both groups: the judge grades each once, for both sides."""
+        return {item.listing_id for item in self.left} & {item.listing_id for item in self.right}
 
 
 def _check_session(session, session_id: int) -> JudgingSession:

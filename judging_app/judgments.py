@@ -4,7 +4,9 @@ One judgment per (judge, query, listing, side) is enforced by the database's uni
 constraint; a submission inserts the missing rows and updates only the grades that changed
 (``INSERT ... ON CONFLICT DO UPDATE ... WHERE grade <> excluded.grade`` on both SQLite and
 PostgreSQL), so resubmitting the same grades changes nothing. A submission covers every listing
-of both groups of the query; the judge's assignment is then done.
+of both groups of the query; the judge's assignment is then done. A listing shown in both groups
+is graded once (for either side): that grade is stored for both sides, so per-side results keep
+their meaning.
 
 Grades for a claim that was released (the judge idle past the claim timeout, or ``qcat judge
 release``) are kept, and the claim taken back, while the query has fewer submitted judgments
@@ -58,6 +60,20 @@ def _normalize(grades: Mapping[tuple[str, str], object] | Iterable[tuple[str, st
     return out
 
 
+def grade_shared_once(graded: dict[tuple[str, str], int], shared: set[str]) -> dict[tuple[str, str], int]:
+    """The grades with each listing shown in both groups graded once: its grade, given for either
+    side (or for both, the same), is stored for both sides."""
+    out = dict(graded)
+    for listing in sorted(shared):
+        grades = {graded[(listing, side)] for side in SIDES if (listing, side) in graded}
+        if len(grades) > 1:
+            raise InputError(f"listing {listing!r} is shown in both groups and takes one grade, "
+                             f"got {' and '.join(map(str, sorted(grades)))}: grade it once")
+        for grade in grades:
+            out.update({(listing, side): grade for side in SIDES})
+    return out
+
+
 def _upsert(session, rows: list[dict]):
     dialect = session.get_bind().dialect.name
     module = postgresql if dialect == "postgresql" else sqlite
@@ -86,11 +102,13 @@ def submit(store: Store, judge_id: int, query_id: int,
             raise InputError(f"query {query_id!r} was skipped by this judge: it cannot be graded any more")
         if assignment.status == "released":
             _take_back_claim(session, assignment)
-        expected = screen(session, query_id).expected()
+        shown = screen(session, query_id)
+        expected = shown.expected()
         unknown = sorted(set(graded) - expected)
         if unknown:
             listing, side = unknown[0]
             raise InputError(f"listing {listing!r} is not shown on the {side} for query {query_id}")
+        graded = grade_shared_once(graded, shown.shared())
         missing = expected - set(graded)
         if missing:
             raise InputError(f"grade every listing: {len(missing)} of {len(expected)} are not graded yet")

@@ -59,6 +59,25 @@ def outcome_counts(baseline: np.ndarray, target: np.ndarray) -> dict[str, int]:
     return {"win": int((diff > TIE).sum()), "tie": int((np.abs(diff) <= TIE).sum()), "loss": int((diff < -TIE).sum())}
 
 
+def list_overlap(results: SessionResults) -> dict[str, int]:
+    """How many of the session's queries show the same listings in both groups: ``identical_lists``
+    (the same listings in the same order) and ``shared_listings`` (at least one listing in both)."""
+    lists: dict[tuple[int, str], list[tuple[int, str]]] = defaultdict(list)
+    for item in results.items:
+        lists[(item.query_id, item.system)].append((item.position, item.listing_id))
+    identical = shared = 0
+    for query in results.queries:
+        baseline, target = (sorted(lists.get((query.id, system), [])) for system in SYSTEMS)
+        identical += bool(baseline) and baseline == target
+        shared += bool({listing for _, listing in baseline} & {listing for _, listing in target})
+    return {"identical_lists": identical, "shared_listings": shared}
+
+
+def agreement_unit(query_id: int, side: str, listing_id: str, shared: set[tuple[int, str]]) -> tuple:
+    """One listing on one side of one query; a listing shown in both groups is one unit (graded once)."""
+    return (query_id, "both" if (query_id, listing_id) in shared else side, listing_id)
+
+
 def build_report(store: Store, key: str | int, bootstrap: int = 1000, seed: int = 0, min_judges: int | None = None) -> dict:
     if bootstrap < 0:
         raise InputError(f"bootstrap draws must be non-negative, got {bootstrap}")
@@ -82,9 +101,16 @@ def build_report(store: Store, key: str | int, bootstrap: int = 1000, seed: int 
     agreements = []
     units_by_segment: dict[str, dict[tuple, list[int]]] = {s: defaultdict(list) for s in (*SEGMENTS, MIX)}
     segment_by_id = {q.id: q.segment for q in results.queries}
+    sides_of: dict[tuple[int, str], set[str]] = defaultdict(set)
+    for item in results.items:
+        sides_of[(item.query_id, item.listing_id)].add(item.side)
+    shared = {key for key, sides in sides_of.items() if len(sides) == 2}
     for j in results.judgments:
+        unit = agreement_unit(j.query_id, j.side, j.listing_id, shared)
+        if unit[1] == "both" and j.side == "right":
+            continue  # the same grade as on the left
         for segment in (segment_by_id[j.query_id], MIX):
-            units_by_segment[segment][(j.query_id, j.side, j.listing_id)].append(j.grade)
+            units_by_segment[segment][unit].append(j.grade)
     for segment in (*SEGMENTS, MIX):
         agreements.append({"segment": segment, **agreement(list(units_by_segment[segment].values()),
                                                             results.judges_per_query)})
@@ -101,7 +127,7 @@ def build_report(store: Store, key: str | int, bootstrap: int = 1000, seed: int 
                      "unjudged": sum(1 for q in results.queries if q.judges == 0),
                      "judgments": len(results.judgments), "judges": len({j.judge_id for j in results.judgments}),
                      "skips": sum(q.skipped for q in results.queries),
-                     "flagged_queries": sum(1 for q in results.queries if q.flagged)},
+                     "flagged_queries": sum(1 for q in results.queries if q.flagged), **list_overlap(results)},
         "table5": rows,
         "agreement": agreements,
         "checks": {"mean_grade_by_screen_side": {s: float(np.mean(g)) if g else float("nan") for s, g in by_side.items()},
@@ -145,7 +171,7 @@ def tables(report: dict) -> list[Table]:
               "baseline. win/tie/loss: queries where the target's NDCG* is higher / equal / lower."),
     )
     agreement_table = Table(
-        "Inter-rater agreement (units: one listing on one side of one query)",
+        "Inter-rater agreement (units: one listing on one side of one query; a listing in both groups is one unit)",
         ("QuerySet", "units (2+ judges)", "Krippendorff's α (ordinal)", f"units ({report['session']['judges_per_query']} judges)",
          "Fleiss' κ", "pairwise agreement (%)"),
         [(a["segment"], f"{a['units']:,}", _number(a["krippendorff_alpha_ordinal"]), f"{a['fleiss_kappa_units']:,}",
@@ -175,7 +201,10 @@ def header_lines(report: dict) -> list[str]:
              f"blind side-by-side, each group's side drawn at random per query.",
              f"{coverage['queries']:,} queries: {coverage['complete']:,} judged by {report['options']['min_judges']} "
              f"judges, {coverage['partial']:,} by fewer, {coverage['unjudged']:,} by none; {coverage['judgments']:,} "
-             f"judgments by {coverage['judges']:,} judges."]
+             f"judgments by {coverage['judges']:,} judges.",
+             f"{coverage['identical_lists']:,} of {coverage['queries']:,} queries show identical lists in both groups "
+             f"(the same listings in the same order: a tie by construction), {coverage['shared_listings']:,} share at "
+             "least one listing; a listing in both groups is graded once and the grade counts for both."]
     if settings.get("sampled"):
         lines.append("Query sets by 30/30/40% of impressions in the " + str(settings.get("period", "base")) +
                      " period of " + str(settings.get("corpus", "the corpus")) + ": " +

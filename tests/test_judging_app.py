@@ -233,3 +233,24 @@ def test_cards_show_brand_and_price_when_known(app_env, monkeypatch):
     assert "Brand" not in cards["Plain"][0] and "Price" not in cards["Plain"][0]
     assert "Price: 0\\.00" in cards["Free"][0] and "Brand" not in cards["Free"][0]
     assert len(at.radio) == 3
+
+
+def test_a_listing_in_both_groups_has_one_grade_control(app_env, monkeypatch):
+    store, tokens, _ = app_env
+    shared = store_session(store, "shared", "A", "B", [QuerySpec("oak table", "torso", [
+        Listing("same", "Oak dining table"), Listing("left", "Pine table")],
+        [Listing("right", "Glass table"), Listing("same", "Oak dining table")])], seed=5)
+    monkeypatch.setenv("QCAT_JUDGE_SESSION", str(shared))
+    at = sign_in(tokens["ann"])
+    assert shown_query(at) == "oak table"
+    assert len(at.radio) == 3  # 4 cards, the shared listing graded once
+    assert sum("Oak dining table" in m.value for m in at.markdown) == 2
+    assert any("graded there, the grade counts for both groups" in c.value for c in at.caption)
+    for radio, grade in zip(at.radio, (3, 1, 0)):
+        radio.set_value(grade)
+    button(at, "Submit grades").click()
+    at.run()
+    assert not at.error
+    with store.sessions() as session:
+        stored = dict(session.execute(select(Judgment.listing_id + "/" + Judgment.side, Judgment.grade)).all())
+    assert len(stored) == 4 and stored["same/left"] == stored["same/right"]

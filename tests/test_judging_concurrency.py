@@ -53,7 +53,8 @@ def test_eight_judges_submit_200_judgments_each_concurrently(store):
             shown = assignment.next_query(store, judge.id, session_id)
             assert shown is not None
             seen.append(shown.query_id)
-            grades = {key: (i + n + k) % 4 for k, key in enumerate(sorted(grade_all(shown, 0)))}
+            listings = sorted({listing for listing, _ in grade_all(shown, 0)})  # one grade per listing, both sides
+            grades = {(listing, side): (i + n + listings.index(listing)) % 4 for listing, side in grade_all(shown, 0)}
             result = judgments.submit(store, judge.id, shown.query_id, grades)
             inserted += result.inserted
             again = judgments.submit(store, judge.id, shown.query_id, grades)  # idempotent

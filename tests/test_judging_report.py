@@ -19,7 +19,7 @@ from judging_app.agreement import agreement, count_table, fleiss_kappa, krippend
 from judging_app.export import golden_from_store, qrels, write_csv, write_golden_csv, write_qrels
 from judging_app.judges import add_judge
 from judging_app.migrate import upgrade
-from judging_app.report import build_report, draw_all, render_html, render_markdown
+from judging_app.report import build_report, draw_all, header_lines, render_html, render_markdown
 from judging_app.sessions import Listing, QuerySpec, store_session
 from judging_app.store import open_store
 from evaluation.report_files import write_report_files
@@ -129,14 +129,17 @@ def test_report_ndcg_star_win_tie_loss_and_agreement_by_hand(sqlite_store):
     assert rows["mix"]["delta"] == pytest.approx(rows["mix"]["target"] - rows["mix"]["baseline"])
     assert rows["mix"]["low"] <= rows["mix"]["delta"] <= rows["mix"]["high"]
     assert rows["head"]["relative"] == pytest.approx((red[1] - red[0]) / red[0])
-    # agreement over the 8 units (query, side, listing), 3 grades each: red a, b, c; blue d left, d right; oak e, f, a
+    # agreement over the 7 units (query, side, listing), 3 grades each: red a, b, c; blue d (in both groups,
+    # graded once: one unit); oak e, f, a
     mix = {a["segment"]: a for a in report["agreement"]}["mix"]
-    assert mix["units"] == 8 and mix["fleiss_kappa_units"] == 8
-    units = [[3, 3, 3], [0, 1, 2], [2, 2, 2], [1, 1, 1], [1, 1, 1], [0, 0, 1], [3, 3, 3], [3, 3, 3]]
+    assert mix["units"] == 7 and mix["fleiss_kappa_units"] == 7
+    units = [[3, 3, 3], [0, 1, 2], [2, 2, 2], [1, 1, 1], [0, 0, 1], [3, 3, 3], [3, 3, 3]]
     assert mix["krippendorff_alpha_ordinal"] == pytest.approx(krippendorff_alpha_ordinal(count_table(units)))
     assert mix["fleiss_kappa"] == pytest.approx(fleiss_kappa(count_table(units)))
     assert report["coverage"] == {"queries": 3, "complete": 3, "partial": 0, "unjudged": 0, "judgments": 24,
-                                  "judges": 3, "skips": 0, "flagged_queries": 0}
+                                  "judges": 3, "skips": 0, "flagged_queries": 0, "identical_lists": 1,
+                                  "shared_listings": 1}
+    assert "1 of 3 queries show identical lists in both groups" in "\n".join(header_lines(report))
 
 
 def test_report_counts_only_queries_with_all_judges_and_writes_files(sqlite_store, tmp_path):

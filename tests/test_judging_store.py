@@ -438,3 +438,28 @@ def test_brand_and_price_are_stored_with_the_result_items_when_known(store):
         shown = assignment.screen(session, query_id)
     by_id = {item.listing_id: (item.brand, item.price) for item in shown.left + shown.right}
     assert by_id == {"x": ("Anker", 12.5), "y": (None, None), "z": (None, None)}
+
+
+def test_a_listing_in_both_groups_is_graded_once_and_stored_for_both_sides(store):
+    queries = [QuerySpec("q", "head", [Listing("same"), Listing("base only")], [Listing("other"), Listing("same")])]
+    session_id = store_session(store, "s", "A", "B", queries)
+    ann, bob = (add_judge(store, name)[0] for name in ("ann", "bob"))
+    shown = assignment.next_query(store, ann.id, session_id)
+    assert shown.shared() == {"same"}
+    side_of = {item.listing_id: side for side, group in (("left", shown.left), ("right", shown.right))
+               for item in group if item.listing_id != "same"}
+    others = {(listing, side): 1 for listing, side in side_of.items()}
+    # graded once, on either side: the grade is stored for both sides
+    result = judgments.submit(store, ann.id, shown.query_id, {("same", "right"): 2, **others})
+    assert (result.inserted, result.updated, result.unchanged) == (4, 0, 0)
+    assert judgments.my_grades(store, ann.id, shown.query_id) == {("same", "left"): 2, ("same", "right"): 2, **others}
+    # a new grade given once updates both sides; the same grade on both sides is accepted too
+    again = judgments.submit(store, ann.id, shown.query_id, {("same", "left"): 3, ("same", "right"): 3, **others})
+    assert (again.inserted, again.updated, again.unchanged) == (0, 2, 2)
+    shown = assignment.next_query(store, bob.id, session_id)
+    with pytest.raises(InputError, match="'same' is shown in both groups and takes one grade, got 1 and 2"):
+        judgments.submit(store, bob.id, shown.query_id, {("same", "left"): 1, ("same", "right"): 2, **others})
+    with pytest.raises(InputError, match="grade every listing: 1 of 4"):
+        judgments.submit(store, bob.id, shown.query_id, {("same", "left"): 1, **dict(list(others.items())[:1])})
+    with store.sessions() as session:
+        assert session.scalar(select(func.count()).select_from(Judgment).where(Judgment.judge_id == bob.id)) == 0
