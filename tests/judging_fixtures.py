@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -200,3 +201,24 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):
             return value
         time.sleep(interval)
     raise TimeoutError("condition not met in time")
+
+
+def run_threads(target, n: int) -> list:
+    """``target(i)`` for i in 0..n-1, each in its own thread, all started together; their results."""
+    barrier = threading.Barrier(n)
+    results, errors = [None] * n, []
+
+    def work(i: int) -> None:
+        try:
+            barrier.wait()
+            results[i] = target(i)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    return results

@@ -3,7 +3,6 @@ resubmission, and assignment never gives a query to more than 3 judges or twice 
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 
@@ -13,31 +12,11 @@ from judging_app import assignment, judgments
 from judging_app.judges import add_judge
 from judging_app.models import Assignment, Judgment, SessionQuery
 from judging_app.sessions import store_session
-from judging_fixtures import grade_all, toy_queries
+from judging_fixtures import grade_all, run_threads, toy_queries
 
 JUDGES = 8
 PER_JUDGE = 200  # judgments: 20 queries x 10 listings (5 per side)
 QUERIES_PER_JUDGE = PER_JUDGE // 10
-
-
-def run_threads(target, n: int) -> list:
-    barrier = threading.Barrier(n)
-    results, errors = [None] * n, []
-
-    def work(i: int) -> None:
-        try:
-            barrier.wait()
-            results[i] = target(i)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
-    return results
 
 
 def test_eight_judges_submit_200_judgments_each_concurrently(store):
