@@ -163,7 +163,7 @@ def grading(store, judge_id: int, session_id: int) -> None:
         left_position = {item.listing_id: item.position for item in screen.left}
         for (side, group), column in zip((("left", screen.left), ("right", screen.right)), columns):
             with column:
-                st.markdown(f"### {GROUPS[side]}")
+                st.subheader(GROUPS[side], anchor=False)  # no heading link: Tab goes from grade to grade
                 if not group:
                     st.caption("This search returned nothing.")
                 for item in group:

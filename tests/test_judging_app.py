@@ -92,7 +92,7 @@ def test_sign_in_then_grade_a_query(app_env):
     assert not at.exception and not at.error
     first = shown_query(at)
     assert first is not None and len(at.radio) == 5  # 3 + 2 listings, both groups
-    assert [h.value for h in at.markdown if h.value.startswith("### Group")] == ["### Group A", "### Group B"]
+    assert [h.value for h in at.main.subheader] == ["Group A", "Group B"]
     assert all(r.value is None for r in at.radio)  # nothing pre-selected
     assert [str(o) for o in at.radio[0].options] == ["0 Off-topic", "1 Acceptable", "2 Good", "3 Excellent"]
     # an incomplete submission is refused and stores nothing
