@@ -64,7 +64,7 @@ def grades_of(judge_index: int, shown) -> dict[tuple[str, str], int]:
     return {(listing, side): (judge_index + listings.index(listing)) % 4 for listing, side in grade_all(shown, 0)}
 
 
-def test_eight_judges_judge_a_session_to_the_end_while_10_percent_of_claims_are_abandoned(store, db_url, record_property):
+def test_eight_judges_judge_a_session_to_the_end_while_10_percent_of_claims_are_abandoned(store, db_url):
     session_id = store_session(store, "soak", "A", "B", toy_queries(QUERIES), judges_per_query=JUDGES_PER_QUERY)
     judges = [add_judge(store, f"judge {i}")[0].id for i in range(JUDGES)]
     passers_by = [[add_judge(store, f"passer-by {i}.{k}")[0].id for k in range(PASSERS_BY)] for i in range(JUDGES)]
@@ -111,8 +111,6 @@ def test_eight_judges_judge_a_session_to_the_end_while_10_percent_of_claims_are_
                "judgments_per_judge": sorted(per_judge.values()), "kept_claims": kept, "abandoned_claims": abandoned,
                "abandoned_share": round(abandoned / (abandoned + kept), 3), "seconds": round(elapsed, 2)}
     print(f"\nsoak {figures}")
-    for name, value in figures.items():
-        record_property(name, value)
     assert time.perf_counter() - started < DEADLINE_S, "the session was not judged to the end in time"
     assert len(done) == QUERIES and set(done.values()) == {JUDGES_PER_QUERY}  # every query: exactly 3 judges
     assert claims == [JUDGES_PER_QUERY] * QUERIES and states["open"] == 0
