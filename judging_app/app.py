@@ -197,7 +197,22 @@ def query_on_screen(store, judge_id: int, session_id: int) -> assignment.QuerySc
         store_down(exc)
         return showing
     st.session_state["screen"] = screen
+    if showing is not None and (screen is None or screen.query_id != showing.query_id):
+        tell_if_finished_elsewhere(store, judge_id, showing)
     return screen
+
+
+def tell_if_finished_elsewhere(store, judge_id: int, showing: assignment.QueryScreen) -> None:
+    """The query this page showed was submitted or skipped in another window (this page clears
+    its screen after its own submit or skip): its form here was not used, and the judge is told."""
+    try:
+        status = assignment.finished(store, judge_id, showing.query_id)
+    except SQLAlchemyError as exc:
+        store_down(exc)
+        return
+    if status is not None:
+        st.warning(f"“{escape(showing.text)}” was already {'graded' if status == 'done' else 'skipped'} "
+                   "in another window: nothing was changed. Here is your next query.")
 
 
 def grading(store, judge_id: int, session_id: int) -> None:
@@ -246,7 +261,9 @@ def grading(store, judge_id: int, session_id: int) -> None:
             st.warning(f"Grade every listing first: {missing} of {len(grades)} are not graded yet.")
             return
         try:
-            judgments.submit(store, judge_id, screen.query_id, grades, flag_note=note or None)
+            judgments.submit(store, judge_id, screen.query_id, grades, flag_note=note or None, resubmit=False)
+        except assignment.AlreadyFinished:
+            st.rerun()  # the next run shows the next query and says why
         except InputError as exc:
             st.error(str(exc))
             return
@@ -254,6 +271,7 @@ def grading(store, judge_id: int, session_id: int) -> None:
             store_down(exc)
             return
         st.session_state["flash"] = f"Saved your {len(grades)} grades for “{screen.text}”."
+        st.session_state["screen"] = None  # finished here, not in another window
         st.rerun()
     if skipped or flagged:
         if flagged and not note.strip():
@@ -261,6 +279,8 @@ def grading(store, judge_id: int, session_id: int) -> None:
             return
         try:
             assignment.skip(store, judge_id, screen.query_id, flag_note=note or None)
+        except assignment.AlreadyFinished:
+            st.rerun()  # the next run shows the next query and says why
         except InputError as exc:
             st.error(str(exc))
             return
@@ -268,6 +288,7 @@ def grading(store, judge_id: int, session_id: int) -> None:
             store_down(exc)
             return
         st.session_state["flash"] = f"{'Flagged and skipped' if flagged else 'Skipped'} “{screen.text}”."
+        st.session_state["screen"] = None  # finished here, not in another window
         st.rerun()
 
 

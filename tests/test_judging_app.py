@@ -310,3 +310,46 @@ def test_database_down_at_submit_keeps_the_grades_and_a_retry_stores_them_once(o
     finally:
         store.dispose()
         drop()
+
+
+@pytest.mark.parametrize("elsewhere", ["submit", "skip"])
+def test_a_query_finished_in_another_window_is_said_and_changes_nothing(app_env, elsewhere):
+    store, tokens, _ = app_env
+    first_tab, second_tab = sign_in(tokens["ann"]), sign_in(tokens["ann"])
+    query = shown_query(first_tab)
+    assert shown_query(second_tab) == query  # the same open query in both windows
+    if elsewhere == "submit":
+        second_tab = grade_everything(second_tab, 3)
+    else:
+        button(second_tab, "Skip query").click()
+        second_tab.run()
+    assert shown_query(second_tab) not in (None, query)
+    stored = count(store, Judgment)
+    first_tab = grade_everything(first_tab, 1)  # the first window's grades for the same query
+    assert not first_tab.exception and not first_tab.error
+    done = "graded" if elsewhere == "submit" else "skipped"
+    assert [w.value for w in first_tab.warning] == [
+        f"“{query}” was already {done} in another window: nothing was changed. Here is your next query."]
+    assert shown_query(first_tab) not in (None, query) and not first_tab.success
+    assert count(store, Judgment) == stored and count(store, Judgment, Judgment.grade == 1) == 0
+    with store.sessions() as session:
+        statuses = session.scalars(select(Assignment.status).join(SessionQuery, SessionQuery.id == Assignment.query_id)
+                                   .where(SessionQuery.text == query)).all()
+    assert statuses == ["done" if elsewhere == "submit" else "skipped"]
+
+
+def test_submit_refuses_a_query_already_submitted_when_resubmit_is_off(app_env):
+    """The store side of a second window's submission that reached the store after the first's."""
+    from judging_app import assignment, judgments
+    from judging_app.judges import find_judge
+    from judging_fixtures import grade_all
+
+    store, tokens, session_id = app_env
+    with store.sessions() as session:
+        ann_id = find_judge(session, "ann").id
+    screen = assignment.next_query(store, ann_id, session_id)
+    judgments.submit(store, ann_id, screen.query_id, grade_all(screen, 3))
+    with pytest.raises(assignment.AlreadyFinished, match="already judged by this judge: nothing was changed"):
+        judgments.submit(store, ann_id, screen.query_id, grade_all(screen, 1), resubmit=False)
+    assert count(store, Judgment, Judgment.grade == 1) == 0
+    assert judgments.submit(store, ann_id, screen.query_id, grade_all(screen, 1)).updated == 5  # the API's resubmit
