@@ -18,6 +18,7 @@ import re
 from datetime import timedelta
 
 import streamlit as st
+import streamlit.components.v1 as components
 from sqlalchemy.exc import SQLAlchemyError
 
 from judging_app import assignment, judgments
@@ -292,6 +293,28 @@ def grading(store, judge_id: int, session_id: int) -> None:
         st.rerun()
 
 
+# Scrolls the page's main area (every scrolled ancestor of its content; the sidebar is left alone)
+# to the top, once per query shown: the browser window remembers the last query scrolled for, as
+# Streamlit may reload the component on every run (a warning, a retry keep the judge's place).
+SCROLL_TO_TOP = """<script>
+const page = window.parent;
+if (page.qcatScrolledFor !== {query_id}) {{
+  page.qcatScrolledFor = {query_id};
+  for (let node = page.document.querySelector('[data-testid="stMainBlockContainer"]'); node; node = node.parentElement) {{
+    if (node.scrollTop) node.scrollTop = 0;
+  }}
+  page.scrollTo(0, 0);
+}}
+</script>"""
+
+
+def scroll_to_top_on_new_query() -> None:
+    """A zero-height component that scrolls to the top when the query on screen is a new one."""
+    screen = st.session_state.get("screen")
+    if screen is not None:
+        components.html(SCROLL_TO_TOP.format(query_id=int(screen.query_id)), height=0)
+
+
 def main() -> None:
     st.set_page_config(page_title="qcat judging", page_icon="⚖️", layout="wide")
     try:
@@ -310,6 +333,7 @@ def main() -> None:
             st.success(flash)
         sidebar(store, st.session_state["judge_id"], session_id)
         grading(store, st.session_state["judge_id"], session_id)
+        scroll_to_top_on_new_query()
     except InputError as exc:
         st.error(str(exc))
     except SQLAlchemyError as exc:
