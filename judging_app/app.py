@@ -4,27 +4,37 @@ Started by ``qcat judge app`` (which sets ``QCAT_DB_URL`` and optionally ``QCAT_
 A judge signs in with their token, gets the next query that still needs them, and grades every
 listing of both groups (Group A on the left, Group B on the right; which system is which is
 drawn at random per query and never shown) on the 4-level scale, then submits, skips or flags.
-Grades are saved only on submit; the judge's open query comes back after a reload.
+Grades are saved only on submit; the judge's open query comes back after a reload. When the
+store cannot be reached, the judge is told so in one line (the error is logged here), and the
+query on screen stays, with the grades entered, until a retry reaches the store.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 import os
 import re
 from datetime import timedelta
 
 import streamlit as st
+import streamlit.components.v1 as components
+from sqlalchemy.exc import SQLAlchemyError
 
 from judging_app import assignment, judgments
 from judging_app.judges import authenticate
 from judging_app.models import GRADE_NAMES
 from judging_app.sessions import find_session, session_overview
-from judging_app.store import URL_ENV, open_store, resolve_url
+from judging_app.store import URL_ENV, error_detail, open_store, resolve_url
 from qcat.errors import InputError
 
 SESSION_ENV = "QCAT_JUDGE_SESSION"
 GROUPS = {"left": "Group A", "right": "Group B"}
+STORE_DOWN = "The judging store cannot be reached right now"
+KEEP_GRADES = "your grades are kept here: press the button again in a moment."
+SIGN_IN_LATER = "sign in again in a moment."
+log = logging.getLogger("judging_app.app")
+_told_store_down: list[bool] = []  # this page run has shown STORE_DOWN (the script runs afresh each time)
 
 GUIDELINE = """
 **Judge each listing against the query**, as a shopper who typed it would. Each group is one
@@ -68,6 +78,15 @@ def get_store(url: str):
     return open_store(url)
 
 
+def store_down(exc: SQLAlchemyError, advice: str = KEEP_GRADES) -> None:
+    """A database error: logged in full on the server; the judge gets one plain line per page run,
+    never the traceback, the SQL or the store's address."""
+    log.error("judging store error: %s", error_detail(exc), exc_info=exc)
+    if not _told_store_down:
+        _told_store_down.append(True)
+        st.error(f"{STORE_DOWN}; {advice}")
+
+
 def submit_button(label: str, **kwargs) -> bool:
     if "shortcut" not in inspect.signature(st.form_submit_button).parameters:
         kwargs.pop("shortcut", None)
@@ -85,11 +104,23 @@ def sign_in(store) -> None:
             except InputError as exc:
                 st.error(str(exc))
                 return
+            except SQLAlchemyError as exc:
+                store_down(exc, SIGN_IN_LATER)
+                return
             st.session_state["judge_id"], st.session_state["judge_name"] = judge.id, judge.name
             st.rerun()
 
 
 def choose_session(store) -> int | None:
+    """The session being judged; the one chosen last while the store cannot be reached."""
+    try:
+        st.session_state["session_id"] = pick_session(store)
+    except SQLAlchemyError as exc:
+        store_down(exc)
+    return st.session_state.get("session_id")
+
+
+def pick_session(store) -> int | None:
     wanted = os.environ.get(SESSION_ENV)
     with store.sessions() as session:
         if wanted:
@@ -105,21 +136,31 @@ def choose_session(store) -> int | None:
 
 
 def sidebar(store, judge_id: int, session_id: int) -> None:
-    progress = assignment.progress(store, judge_id, session_id)
+    try:
+        progress = assignment.progress(store, judge_id, session_id)
+    except SQLAlchemyError as exc:
+        store_down(exc)
+        progress = None
     with st.sidebar:
         st.markdown(f"Signed in as **{escape(st.session_state['judge_name'])}**")
         if st.button("Sign out", key="sign_out"):
-            for key in ("judge_id", "judge_name", "flash", "showing"):
+            for key in ("judge_id", "judge_name", "flash", "screen", "session_id"):
                 st.session_state.pop(key, None)
             st.rerun()
+        if progress is not None:
+            show_progress(progress)
+        with st.expander("Grading guideline", expanded=False):
+            st.markdown(GUIDELINE)
+
+
+def show_progress(progress: dict) -> None:
+    with st.sidebar:
         st.subheader("Progress")
         st.markdown(f"You: **{plural(progress['judged'], 'query', 'queries')}** judged, {progress['skipped']:,} skipped")
         needed = max(progress["judgments_needed"], 1)
         st.progress(min(progress["judgments_done"] / needed, 1.0),
                     text=f"Session: {progress['judgments_done']:,} of {progress['judgments_needed']:,} query judgments, "
                          f"{progress['complete_queries']:,} of {progress['queries']:,} queries complete")
-        with st.expander("Grading guideline", expanded=False):
-            st.markdown(GUIDELINE)
 
 
 def price_text(price: float) -> str:
@@ -144,15 +185,43 @@ def claim_timeout() -> timedelta:
         return assignment.CLAIM_TIMEOUT
 
 
-def grading(store, judge_id: int, session_id: int) -> None:
+def query_on_screen(store, judge_id: int, session_id: int) -> assignment.QueryScreen | None:
+    """The query to show: the store's next query for this judge, or, while the store cannot be
+    reached, the query already on screen (so its grade widgets, and the grades entered, stay)."""
     # The query on screen stays this judge's even when its claim was released meanwhile, so that
     # grades submitted after a long pause reach judgments.submit (which keeps them while needed).
-    screen = assignment.next_query(store, judge_id, session_id, claim_timeout(), showing=st.session_state.get("showing"))
-    if screen is None:
-        st.session_state.pop("showing", None)
-        st.success("All done: no query in this session needs your judgment any more. Thank you!")
+    showing = st.session_state.get("screen")
+    try:
+        screen = assignment.next_query(store, judge_id, session_id, claim_timeout(),
+                                       showing=showing.query_id if showing else None)
+    except SQLAlchemyError as exc:
+        store_down(exc)
+        return showing
+    st.session_state["screen"] = screen
+    if showing is not None and (screen is None or screen.query_id != showing.query_id):
+        tell_if_finished_elsewhere(store, judge_id, showing)
+    return screen
+
+
+def tell_if_finished_elsewhere(store, judge_id: int, showing: assignment.QueryScreen) -> None:
+    """The query this page showed was submitted or skipped in another window (this page clears
+    its screen after its own submit or skip): its form here was not used, and the judge is told."""
+    try:
+        status = assignment.finished(store, judge_id, showing.query_id)
+    except SQLAlchemyError as exc:
+        store_down(exc)
         return
-    st.session_state["showing"] = screen.query_id
+    if status is not None:
+        st.warning(f"“{escape(showing.text)}” was already {'graded' if status == 'done' else 'skipped'} "
+                   "in another window: nothing was changed. Here is your next query.")
+
+
+def grading(store, judge_id: int, session_id: int) -> None:
+    screen = query_on_screen(store, judge_id, session_id)
+    if screen is None:
+        if not _told_store_down:
+            st.success("All done: no query in this session needs your judgment any more. Thank you!")
+        return
     st.markdown(f"## Query: {escape(screen.text)}")
     with st.expander("Grading guideline", expanded=False):
         st.markdown(GUIDELINE)
@@ -193,11 +262,17 @@ def grading(store, judge_id: int, session_id: int) -> None:
             st.warning(f"Grade every listing first: {missing} of {len(grades)} are not graded yet.")
             return
         try:
-            judgments.submit(store, judge_id, screen.query_id, grades, flag_note=note or None)
+            judgments.submit(store, judge_id, screen.query_id, grades, flag_note=note or None, resubmit=False)
+        except assignment.AlreadyFinished:
+            st.rerun()  # the next run shows the next query and says why
         except InputError as exc:
             st.error(str(exc))
             return
+        except SQLAlchemyError as exc:
+            store_down(exc)
+            return
         st.session_state["flash"] = f"Saved your {len(grades)} grades for “{screen.text}”."
+        st.session_state["screen"] = None  # finished here, not in another window
         st.rerun()
     if skipped or flagged:
         if flagged and not note.strip():
@@ -205,11 +280,39 @@ def grading(store, judge_id: int, session_id: int) -> None:
             return
         try:
             assignment.skip(store, judge_id, screen.query_id, flag_note=note or None)
+        except assignment.AlreadyFinished:
+            st.rerun()  # the next run shows the next query and says why
         except InputError as exc:
             st.error(str(exc))
             return
+        except SQLAlchemyError as exc:
+            store_down(exc)
+            return
         st.session_state["flash"] = f"{'Flagged and skipped' if flagged else 'Skipped'} “{screen.text}”."
+        st.session_state["screen"] = None  # finished here, not in another window
         st.rerun()
+
+
+# Scrolls the page's main area (every scrolled ancestor of its content; the sidebar is left alone)
+# to the top, once per query shown: the browser window remembers the last query scrolled for, as
+# Streamlit may reload the component on every run (a warning, a retry keep the judge's place).
+SCROLL_TO_TOP = """<script>
+const page = window.parent;
+if (page.qcatScrolledFor !== {query_id}) {{
+  page.qcatScrolledFor = {query_id};
+  for (let node = page.document.querySelector('[data-testid="stMainBlockContainer"]'); node; node = node.parentElement) {{
+    if (node.scrollTop) node.scrollTop = 0;
+  }}
+  page.scrollTo(0, 0);
+}}
+</script>"""
+
+
+def scroll_to_top_on_new_query() -> None:
+    """A zero-height component that scrolls to the top when the query on screen is a new one."""
+    screen = st.session_state.get("screen")
+    if screen is not None:
+        components.html(SCROLL_TO_TOP.format(query_id=int(screen.query_id)), height=0)
 
 
 def main() -> None:
@@ -230,8 +333,11 @@ def main() -> None:
             st.success(flash)
         sidebar(store, st.session_state["judge_id"], session_id)
         grading(store, st.session_state["judge_id"], session_id)
+        scroll_to_top_on_new_query()
     except InputError as exc:
         st.error(str(exc))
+    except SQLAlchemyError as exc:
+        store_down(exc)
 
 
 main()

@@ -43,6 +43,16 @@ CLAIM_TIMEOUT = timedelta(minutes=30)
 CLAIM_TIMEOUT_ENV = "QCAT_CLAIM_TIMEOUT"  # minutes, for the app (`qcat judge app --claim-timeout`)
 
 
+class AlreadyFinished(InputError):
+    """The judge's assignment of the query is already done or skipped (in another window, say):
+    the action changed nothing."""
+
+    def __init__(self, query_id: int, status: str) -> None:
+        self.query_id, self.status = query_id, status
+        done = "judged" if status == "done" else "skipped"
+        super().__init__(f"query {query_id!r} was already {done} by this judge: nothing was changed")
+
+
 @dataclass(frozen=True)
 class Shown:
     """One listing as the judge sees it."""
@@ -256,7 +266,7 @@ def skip(store: Store, judge_id: int, query_id: int, flag_note: str | None = Non
     with store.transaction() as session:
         assignment = _assignment(session, judge_id, query_id)
         if assignment.status == "done":
-            raise InputError(f"query {query_id!r} is already judged: it cannot be skipped any more")
+            raise AlreadyFinished(query_id, "done")
         if assignment.status == "open":
             session.execute(update(SessionQuery).where(SessionQuery.id == query_id, SessionQuery.claims > 0)
                             .values(claims=SessionQuery.claims - 1).execution_options(synchronize_session=False))
@@ -264,6 +274,14 @@ def skip(store: Store, judge_id: int, query_id: int, flag_note: str | None = Non
         assignment.finished_at = utcnow()
         if note:
             assignment.flagged, assignment.flag_note = True, note
+
+
+def finished(store: Store, judge_id: int, query_id: int) -> str | None:
+    """'done' or 'skipped' when this judge's assignment of the query is finished, else None."""
+    with store.sessions() as session:
+        status = session.scalar(select(Assignment.status).where(Assignment.judge_id == judge_id,
+                                                                 Assignment.query_id == query_id))
+    return status if status in ("done", "skipped") else None
 
 
 def flag(store: Store, judge_id: int, query_id: int, note: str) -> None:

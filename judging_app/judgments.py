@@ -23,7 +23,7 @@ from typing import Iterable, Mapping
 from sqlalchemy import func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from judging_app.assignment import _assignment, check_note, screen
+from judging_app.assignment import AlreadyFinished, _assignment, check_note, screen
 from judging_app.models import GRADE_NAMES, SIDES, Assignment, JudgingSession, Judgment, SessionQuery, utcnow
 from judging_app.store import Store
 from qcat.errors import InputError
@@ -87,19 +87,21 @@ def _upsert(session, rows: list[dict]):
 
 def submit(store: Store, judge_id: int, query_id: int,
            grades: Mapping[tuple[str, str], object] | Iterable[tuple[str, str, object]],
-           flag_note: str | None = None) -> SubmitResult:
+           flag_note: str | None = None, resubmit: bool = True) -> SubmitResult:
     """Store this judge's grades of every listing shown for the query.
 
     ``grades`` maps ``(listing_id, side)`` to a grade 0–3 (or is a list of ``(listing_id, side,
     grade)``). Refused with :class:`InputError`: a grade out of range, a listing or side not
     shown for this query, a listing left ungraded, a query that does not exist or is not
-    assigned to this judge, a skipped query."""
+    assigned to this judge; with :class:`AlreadyFinished` (storing nothing) a query this judge
+    skipped, and, when ``resubmit`` is False (the app: another window may have submitted it), a
+    query this judge has already submitted. ``resubmit=True`` updates the changed grades."""
     graded = _normalize(grades)
     note = check_note(flag_note) if flag_note is not None else ""
     with store.transaction() as session:
         assignment = _assignment(session, judge_id, query_id)
-        if assignment.status == "skipped":
-            raise InputError(f"query {query_id!r} was skipped by this judge: it cannot be graded any more")
+        if assignment.status == "skipped" or (assignment.status == "done" and not resubmit):
+            raise AlreadyFinished(query_id, assignment.status)
         if assignment.status == "released":
             _take_back_claim(session, assignment)
         shown = screen(session, query_id)

@@ -93,36 +93,59 @@ def _run_as() -> tuple[list[str], str | None]:
     pytest.skip("running as root and neither a 'postgres' nor a 'nobody' user exists to run PostgreSQL")
 
 
+class PostgresServer:
+    """A PostgreSQL server of its own: ``initdb`` into a temporary directory, then :meth:`start`
+    and :meth:`stop` (``pg_ctl -m fast``) as often as needed, always on the same port."""
+
+    def __init__(self) -> None:
+        bin_dir = postgres_bin()
+        if bin_dir is None:
+            pytest.skip("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found: "
+                        "install the 'postgresql' system package (.ci/run does) or set QCAT_TEST_PG_BIN")
+        self.bin_dir = bin_dir
+        self.prefix, user = _run_as()
+        self.root = Path(tempfile.mkdtemp(prefix="qcat-pg-"))
+        self.data, self.log = self.root / "data", self.root / "server.log"
+        if user is not None:
+            entry = pwd.getpwnam(user)
+            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+        self.port = free_port()
+        done = self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "qcat", "-E", "UTF8",
+                         "--no-sync", "--no-instructions")
+        assert done.returncode == 0, done.stderr
+
+    @property
+    def admin_url(self) -> str:
+        """The URL of the server's ``postgres`` database."""
+        return f"postgresql+psycopg://qcat@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, tool: str, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.prefix, str(self.bin_dir / tool), *args], capture_output=True, text=True,
+                              timeout=120)
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off " \
+                  "-c synchronous_commit=off -c full_page_writes=off -c max_connections=60"
+        done = self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(self.log), "-w", "-t", "60", "start")
+        assert done.returncode == 0, done.stderr + (self.log.read_text() if self.log.exists() else "")
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def postgres_server():
     """The admin URL (database ``postgres``) of a PostgreSQL server started for these tests."""
-    bin_dir = postgres_bin()
-    if bin_dir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found: "
-                    "install the 'postgresql' system package (.ci/run does) or set QCAT_TEST_PG_BIN")
-    prefix, user = _run_as()
-    root = Path(tempfile.mkdtemp(prefix="qcat-pg-"))
-    data, log = root / "data", root / "server.log"
-    if user is not None:
-        entry = pwd.getpwnam(user)
-        os.chown(root, entry.pw_uid, entry.pw_gid)
-    port = free_port()
-
-    def run(*command: str) -> subprocess.CompletedProcess:
-        return subprocess.run([*prefix, *command], capture_output=True, text=True, timeout=120)
-
-    done = run(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "qcat", "-E", "UTF8",
-               "--no-sync", "--no-instructions")
-    assert done.returncode == 0, done.stderr
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off " \
-              "-c full_page_writes=off -c max_connections=60"
-    done = run(str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(log), "-w", "-t", "60", "start")
-    assert done.returncode == 0, done.stderr + (log.read_text() if log.exists() else "")
+    server = PostgresServer()
+    server.start()
     try:
-        yield f"postgresql+psycopg://qcat@127.0.0.1:{port}/postgres"
+        yield server.admin_url
     finally:
-        run(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop")
-        shutil.rmtree(root, ignore_errors=True)
+        server.remove()
 
 
 def fresh_database(admin_url: str) -> tuple[str, callable]:

@@ -1,5 +1,6 @@
 """The Streamlit judging app under ``streamlit.testing.v1.AppTest``: sign-in, the wrong token,
-grading, skipping and flagging, resuming after a reload, and what a judge must never see."""
+grading, skipping and flagging, resuming after a reload, what a judge must never see, and the
+database going down at Submit (on a PostgreSQL server of the test's own, stopped and restarted)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from judging_app.migrate import upgrade
 from judging_app.models import Assignment, Judgment, SessionQuery
 from judging_app.sessions import Listing, QuerySpec, store_session
 from judging_app.store import open_store
-from judging_fixtures import ROOT
+from judging_fixtures import ROOT, PostgresServer, fresh_database
 
 APP = str(ROOT / "judging_app" / "app.py")
 QUERIES = [QuerySpec(f"query {i}", ("head", "torso", "tail")[i % 3],
@@ -254,3 +255,101 @@ def test_a_listing_in_both_groups_has_one_grade_control(app_env, monkeypatch):
     with store.sessions() as session:
         stored = dict(session.execute(select(Judgment.listing_id + "/" + Judgment.side, Judgment.grade)).all())
     assert len(stored) == 4 and stored["same/left"] == stored["same/right"]
+
+
+STORE_DOWN = ("The judging store cannot be reached right now; your grades are kept here: "
+              "press the button again in a moment.")
+
+
+@pytest.fixture
+def own_postgres():
+    """A PostgreSQL server of this test's own (the shared one is never stopped), started."""
+    server = PostgresServer()
+    server.start()
+    yield server
+    server.remove()
+
+
+def test_database_down_at_submit_keeps_the_grades_and_a_retry_stores_them_once(own_postgres, monkeypatch):
+    url, drop = fresh_database(own_postgres.admin_url)
+    upgrade(url)
+    store = open_store(url)
+    try:
+        session_id = store_session(store, "down", "A", "B", QUERIES[:2], seed=3)
+        token = add_judge(store, "ann")[1]
+        monkeypatch.setenv("QCAT_DB_URL", url)
+        monkeypatch.setenv("QCAT_JUDGE_SESSION", str(session_id))
+        at = sign_in(token)
+        query = shown_query(at)
+        assert query is not None and len(at.radio) == 5
+        grades = [3, 0, 2, 1, 2]
+        for radio, grade in zip(at.radio, grades):
+            radio.set_value(grade)
+
+        own_postgres.stop()
+        button(at, "Submit grades").click()
+        at.run()
+        assert not at.exception
+        assert [e.value for e in at.error] == [STORE_DOWN] and not at.warning
+        page = "\n".join([all_text(at), *(e.value for e in at.error), *(m.value for m in at.sidebar.markdown)])
+        for leak in ("Traceback", "127.0.0.1", str(own_postgres.port), ".py", "psycopg", "OperationalError"):
+            assert leak not in page
+        assert shown_query(at) == query and [r.value for r in at.radio] == grades
+
+        own_postgres.start()
+        button(at, "Submit grades").click()
+        at.run()
+        assert not at.exception and not at.error
+        assert any(f"Saved your 5 grades for “{query}”" in s.value for s in at.success)
+        assert count(store, Assignment, Assignment.status == "done") == 1
+        with store.sessions() as session:
+            rows = session.execute(select(Judgment.listing_id, Judgment.side, func.count(), func.min(Judgment.grade))
+                                   .group_by(Judgment.listing_id, Judgment.side)).all()
+        assert len(rows) == 5 and all(n == 1 for _, _, n, _ in rows)
+        assert sorted(grade for *_, grade in rows) == sorted(grades)
+    finally:
+        store.dispose()
+        drop()
+
+
+@pytest.mark.parametrize("elsewhere", ["submit", "skip"])
+def test_a_query_finished_in_another_window_is_said_and_changes_nothing(app_env, elsewhere):
+    store, tokens, _ = app_env
+    first_tab, second_tab = sign_in(tokens["ann"]), sign_in(tokens["ann"])
+    query = shown_query(first_tab)
+    assert shown_query(second_tab) == query  # the same open query in both windows
+    if elsewhere == "submit":
+        second_tab = grade_everything(second_tab, 3)
+    else:
+        button(second_tab, "Skip query").click()
+        second_tab.run()
+    assert shown_query(second_tab) not in (None, query)
+    stored = count(store, Judgment)
+    first_tab = grade_everything(first_tab, 1)  # the first window's grades for the same query
+    assert not first_tab.exception and not first_tab.error
+    done = "graded" if elsewhere == "submit" else "skipped"
+    assert [w.value for w in first_tab.warning] == [
+        f"“{query}” was already {done} in another window: nothing was changed. Here is your next query."]
+    assert shown_query(first_tab) not in (None, query) and not first_tab.success
+    assert count(store, Judgment) == stored and count(store, Judgment, Judgment.grade == 1) == 0
+    with store.sessions() as session:
+        statuses = session.scalars(select(Assignment.status).join(SessionQuery, SessionQuery.id == Assignment.query_id)
+                                   .where(SessionQuery.text == query)).all()
+    assert statuses == ["done" if elsewhere == "submit" else "skipped"]
+
+
+def test_submit_refuses_a_query_already_submitted_when_resubmit_is_off(app_env):
+    """The store side of a second window's submission that reached the store after the first's."""
+    from judging_app import assignment, judgments
+    from judging_app.judges import find_judge
+    from judging_fixtures import grade_all
+
+    store, tokens, session_id = app_env
+    with store.sessions() as session:
+        ann_id = find_judge(session, "ann").id
+    screen = assignment.next_query(store, ann_id, session_id)
+    judgments.submit(store, ann_id, screen.query_id, grade_all(screen, 3))
+    with pytest.raises(assignment.AlreadyFinished, match="already judged by this judge: nothing was changed"):
+        judgments.submit(store, ann_id, screen.query_id, grade_all(screen, 1), resubmit=False)
+    assert count(store, Judgment, Judgment.grade == 1) == 0
+    assert judgments.submit(store, ann_id, screen.query_id, grade_all(screen, 1)).updated == 5  # the API's resubmit

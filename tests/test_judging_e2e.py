@@ -132,3 +132,49 @@ def test_sign_in_grade_one_query_and_find_the_rows(running_app, tmp_path):
     assert grades.count(3) == 2 * len(range(0, n, 5)) and done == 1
     assert query
     print(f"\nE2E: signed in, graded {n} listings of {query!r}, submitted in {time.perf_counter() - started:.1f} s")
+
+
+# How far the main area is scrolled: the window's and every scrolled ancestor's of the main content.
+MAIN_SCROLL = """() => {
+  let top = window.scrollY;
+  for (let node = document.querySelector('[data-testid="stMainBlockContainer"]'); node; node = node.parentElement) {
+    top = Math.max(top, node.scrollTop);
+  }
+  return top;
+}"""
+
+
+def test_the_next_query_opens_at_the_top(running_app):
+    url, _, tokens = running_app
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1000, "height": 500})
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(url)
+            page.get_by_label("Your judge token").fill(tokens[1])
+            page.get_by_role("button", name="Sign in").click()
+            page.get_by_role("button", name="Flag & skip").wait_for()
+            heading = page.locator("h2").filter(has_text="Query:").first
+            first = heading.inner_text()
+            radios = page.locator('[data-testid="stRadio"]')
+            for i in range(stable_count(radios)):
+                radios.nth(i).get_by_text("1 Acceptable", exact=True).click()
+            page.get_by_role("button", name="Submit grades").scroll_into_view_if_needed()
+            scrolled = page.evaluate(MAIN_SCROLL)
+            assert scrolled > 100, scrolled  # the page is scrolled down to the button
+            page.get_by_role("button", name="Submit grades").click()
+            page.get_by_text("Saved your").wait_for()
+            page.wait_for_function(f"() => !document.body.innerText.includes({first!r})")
+            page.get_by_role("button", name="Flag & skip").wait_for()
+            page.wait_for_function(f"() => ({MAIN_SCROLL})() === 0", timeout=10_000)
+            time.sleep(1)  # and it stays there once the page has finished rendering
+            assert page.evaluate(MAIN_SCROLL) == 0
+            # the same query shown again (an incomplete submission's warning) keeps its place
+            page.get_by_role("button", name="Submit grades").scroll_into_view_if_needed()
+            page.get_by_role("button", name="Submit grades").click()
+            page.get_by_text("Grade every listing first").wait_for()
+            time.sleep(1)
+            assert page.evaluate(MAIN_SCROLL) > 100
+        finally:
+            browser.close()
