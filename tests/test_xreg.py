@@ -12,7 +12,8 @@ import scipy.sparse as sp
 
 from qcat.errors import BundleError
 from qcat.sparse_rows import Rows
-from qcat.xreg import LabelTree, XRegModel
+from qcat.label_tree import LabelTree
+from qcat.xreg import XRegModel
 from training.xreg.features import from_csr
 from training.xreg.solver import solve_batch
 from training.xreg.synthetic import generate

@@ -22,7 +22,8 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from qcat.xreg import LabelTree, TailClassifiers, XRegModel
+from qcat.label_tree import LabelTree
+from qcat.xreg import TailClassifiers, XRegModel
 from training.dataset import Dataset
 from training.xreg.features import featurize, fit_tfidf
 from training.xreg.relevance import relevance_matrix
