@@ -10,7 +10,6 @@ from pathlib import Path
 
 from evaluation.report_files import clean_json
 from qcat.cli import ArgumentParser, float_at_least, int_at_least
-from qcat.bundle import read_manifest
 from qcat.errors import InputError
 
 DEFAULT_OUT = Path("qcat-report")
@@ -69,8 +68,6 @@ def main(command: str, argv: list[str]) -> int:
         raise InputError("--log and --taxonomy go together: a click log and the taxonomy its categories come from")
     if args.out.exists() and not args.out.is_dir():
         raise InputError(f"--out {args.out} is a file; give a directory for the report")
-    for directory in args.model:
-        read_manifest(directory, verify=False)  # a missing or mistyped bundle fails before any data is read
     data = args.corpus
     if args.log is not None:
         from training.corpus import LogCorpus

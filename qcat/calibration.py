@@ -59,9 +59,9 @@ class Calibration:
 
     def apply(self, predictions: Predictions, queries: Sequence[str]) -> Predictions:
         """The same predictions of ``queries`` with every returned category's score calibrated."""
-        scores = predictions.scores.copy()
         if len(queries) == 0:
             return predictions
+        scores = predictions.scores.copy()
         names, source_of_row = np.unique(np.asarray(predictions.sources, dtype=object), return_inverse=True)
         bins = length_bins(np.fromiter((len(tokenize(q)) for q in queries), dtype=np.int64, count=len(queries)))
         n_bins = len(LENGTH_EDGES) + 1

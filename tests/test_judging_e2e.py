@@ -75,17 +75,23 @@ def stable_count(locator, settle: float = 0.5, timeout: float = 15) -> int:
     return last
 
 
+def signed_in_page(browser, url: str, token: str, viewport: dict):
+    """A new page of the app in ``browser``, signed in with ``token``."""
+    page = browser.new_page(viewport=viewport)
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(url)
+    page.get_by_label("Your judge token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    return page
+
+
 def test_sign_in_grade_one_query_and_find_the_rows(running_app, tmp_path):
     url, db, tokens = running_app
     started = time.perf_counter()
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         try:
-            page = browser.new_page(viewport={"width": 1440, "height": 1150})
-            page.set_default_timeout(TIMEOUT_MS)
-            page.goto(url)
-            page.get_by_label("Your judge token").fill(tokens[0])
-            page.get_by_role("button", name="Sign in").click()
+            page = signed_in_page(browser, url, tokens[0], {"width": 1440, "height": 1150})
             page.get_by_text("Group A", exact=True).wait_for()
             page.get_by_text("Group B", exact=True).wait_for()
             page.get_by_role("button", name="Flag & skip").wait_for()  # the form's last element: all is rendered
@@ -149,11 +155,7 @@ def test_the_next_query_opens_at_the_top(running_app):
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         try:
-            page = browser.new_page(viewport={"width": 1000, "height": 500})
-            page.set_default_timeout(TIMEOUT_MS)
-            page.goto(url)
-            page.get_by_label("Your judge token").fill(tokens[1])
-            page.get_by_role("button", name="Sign in").click()
+            page = signed_in_page(browser, url, tokens[1], {"width": 1000, "height": 500})
             page.get_by_role("button", name="Flag & skip").wait_for()
             heading = page.locator("h2").filter(has_text="Query:").first
             first = heading.inner_text()

@@ -18,6 +18,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
+from bench_serve import tampered_copy  # noqa: E402
 from serve_load import ServerProcess  # noqa: E402
 
 DEMO = REPO / "qcat" / "demo_model"
@@ -205,13 +206,6 @@ def test_a_body_that_does_not_arrive_in_time_is_408_and_a_backlog_is_shed_with_5
 # -- reload --------------------------------------------------------------------------
 
 
-def tamper(bundle: Path) -> None:
-    victim = next(p for p in sorted(bundle.iterdir()) if p.suffix == ".npz")
-    data = bytearray(victim.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    victim.write_bytes(bytes(data))
-
-
 def repoint(link: Path, target: Path) -> None:
     staged = link.with_name("staged")
     staged.symlink_to(target)
@@ -221,8 +215,7 @@ def repoint(link: Path, target: Path) -> None:
 def test_reload_swaps_a_good_bundle_and_refuses_a_tampered_one(tmp_path):
     good, bad = tmp_path / "nb", tmp_path / "tampered"
     shutil.copytree(DEMO / "nb", good)
-    shutil.copytree(DEMO / "nb", bad)
-    tamper(bad)
+    tampered_copy(DEMO / "nb", bad)
     link = tmp_path / "current"
     link.symlink_to(DEMO)
     server = ServerProcess(["--model", str(link)], env={"QCAT_RELOAD_TOKEN": TOKEN})

@@ -239,5 +239,4 @@ def create_app(config: ServeConfig, loaded: LoadedModel, on_reloaded=None) -> Ob
         exception_handlers={HTTPException: http_error, Exception: internal_error},
         lifespan=lifespan,
     )
-    app.state.slot = slot
     return ObservedApp(app, metrics, config.access_log)
