@@ -17,7 +17,19 @@
   ``active_at`` is when the judge last had the query shown or acted on it.
   Unique per (judge, query): a judge never gets a query twice.
 - ``judgments``: a grade 0–3 of one listing on one side of one query by one judge. Unique per
-  (judge, query, listing, side), enforced by the database.
+  (judge, query, listing, side), enforced by the database: the judge's latest grade, which the
+  report and exports use.
+- ``judgment_history``: every grade ever submitted, with its time: a judge who edits a past
+  judgment adds versions here; ``judgments`` keeps only the latest.
+- ``judges.active``: a deactivated judge cannot sign in or get queries; their judgments stay.
+- ``admins``: organizers who sign in to the app's admin page with an admin token (hashed like a
+  judge's, separate from judge tokens).
+- ``sign_ins``: a browser's sign-in, kept across page reloads: the browser holds a random key in
+  a session cookie; only its SHA-256 is stored. Revoking a token or deactivating a judge deletes
+  their sign-ins.
+- ``session_queries.gold`` and ``gold_grades``: gold questions, queries whose listings have known
+  grades; every judge gets them, they are kept out of the session's results and the report
+  compares each judge's grades with the known ones.
 
 Every text column holds user text verbatim; the code only ever passes it as bound parameters.
 """
@@ -37,6 +49,8 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -71,7 +85,32 @@ class Judge(Base):
     token_id: Mapped[str] = mapped_column(String(32), unique=True)
     token_salt: Mapped[str] = mapped_column(String(64))
     token_hash: Mapped[str] = mapped_column(String(128))
+    active: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Admin(Base):
+    __tablename__ = "admins"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    token_id: Mapped[str] = mapped_column(String(32), unique=True)
+    token_salt: Mapped[str] = mapped_column(String(64))
+    token_hash: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class SignIn(Base):
+    __tablename__ = "sign_ins"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex of the browser's key
+    judge_id: Mapped[int | None] = mapped_column(ForeignKey("judges.id", ondelete="CASCADE"), nullable=True, index=True)
+    admin_id: Mapped[int | None] = mapped_column(ForeignKey("admins.id", ondelete="CASCADE"), nullable=True, index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (CheckConstraint("(judge_id is null) <> (admin_id is null)", name="one_owner"),)
 
 
 class JudgingSession(Base):
@@ -104,6 +143,7 @@ class SessionQuery(Base):
     impressions: Mapped[float] = mapped_column(Float, default=0.0)
     baseline_side: Mapped[str] = mapped_column(String(8))
     claims: Mapped[int] = mapped_column(Integer, default=0)
+    gold: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     __table_args__ = (
         UniqueConstraint("session_id", "text", name="uq_session_queries_session_text"),
@@ -193,4 +233,35 @@ class Judgment(Base):
         UniqueConstraint("judge_id", "query_id", "listing_id", "side", name="uq_judgments_judge_query_listing_side"),
         CheckConstraint("grade >= 0 and grade <= 3", name="grade_range"),
         CheckConstraint("side in ('left', 'right')", name="side"),
+    )
+
+
+class JudgmentVersion(Base):
+    __tablename__ = "judgment_history"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    judge_id: Mapped[int] = mapped_column(ForeignKey("judges.id", ondelete="CASCADE"), index=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("session_queries.id", ondelete="CASCADE"), index=True)
+    listing_id: Mapped[str] = mapped_column(String(200))
+    side: Mapped[str] = mapped_column(String(8))
+    grade: Mapped[int] = mapped_column(Integer)
+    recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (
+        CheckConstraint("grade >= 0 and grade <= 3", name="grade_range"),
+        CheckConstraint("side in ('left', 'right')", name="side"),
+    )
+
+
+class GoldGrade(Base):
+    __tablename__ = "gold_grades"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("session_queries.id", ondelete="CASCADE"), index=True)
+    listing_id: Mapped[str] = mapped_column(String(200))
+    grade: Mapped[int] = mapped_column(Integer)
+
+    __table_args__ = (
+        UniqueConstraint("query_id", "listing_id", name="uq_gold_grades_query_listing"),
+        CheckConstraint("grade >= 0 and grade <= 3", name="grade_range"),
     )

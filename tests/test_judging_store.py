@@ -463,3 +463,30 @@ def test_a_listing_in_both_groups_is_graded_once_and_stored_for_both_sides(store
         judgments.submit(store, bob.id, shown.query_id, {("same", "left"): 1, **dict(list(others.items())[:1])})
     with store.sessions() as session:
         assert session.scalar(select(func.count()).select_from(Judgment).where(Judgment.judge_id == bob.id)) == 0
+
+
+def test_migration_0005_keeps_judges_active_and_copies_every_judgment_into_the_history(db_url):
+    upgrade(db_url, "0004")
+    engine = make_engine(db_url)
+    with engine.begin() as connection:
+        connection.execute(text("insert into judges (id, name, token_id, token_salt, token_hash, created_at) "
+                                "values (1, 'ann', 'abcdefabcdef', '00', '00', '2026-01-02 03:04:05')"))
+        connection.execute(text("insert into judging_sessions (id, name, baseline_model, target_model, corpus, "
+                                "judges_per_query, seed, settings, created_at) values (1, 's', 'A', 'B', '', 3, 0, '{}', "
+                                "'2026-01-02 03:04:05')"))
+        connection.execute(text("insert into session_queries (id, session_id, position, text, segment, impressions, "
+                                "baseline_side, claims) values (1, 1, 0, 'q', 'head', 1.0, 'left', 1)"))
+        connection.execute(text("insert into judgments (judge_id, query_id, listing_id, side, grade, created_at, updated_at) "
+                                "values (1, 1, 'x', 'left', 2, '2026-01-02 03:04:05', '2026-01-03 03:04:05'), "
+                                "(1, 1, 'y', 'right', 0, '2026-01-02 03:04:05', '2026-01-02 03:04:05')"))
+    assert upgrade(db_url, "0005") == ("0004", "0005")
+    with engine.begin() as connection:
+        assert connection.execute(text("select name, active from judges")).all() == [("ann", True)]
+        assert connection.execute(text("select gold from session_queries")).all() == [(False,)]
+        assert connection.execute(text("select listing_id, side, grade from judgment_history order by listing_id")).all() == [
+            ("x", "left", 2), ("y", "right", 0)]
+    assert downgrade(db_url, "0004", drop_data=True) == ("0005", "0004")
+    with engine.begin() as connection:
+        assert connection.execute(text("select listing_id, grade from judgments order by listing_id")).all() == [
+            ("x", 2), ("y", 0)]
+    engine.dispose()
