@@ -490,3 +490,28 @@ def test_migration_0005_keeps_judges_active_and_copies_every_judgment_into_the_h
         assert connection.execute(text("select listing_id, grade from judgments order by listing_id")).all() == [
             ("x", 2), ("y", 0)]
     engine.dispose()
+
+
+def test_downgrading_step_by_step_to_the_first_revision_keeps_sessions_queries_and_judgments(db_url):
+    """A step down recreates no parent table: on SQLite that would delete its children's rows."""
+    upgrade(db_url)
+    store = open_store(db_url)
+    session_id = store_session(store, "s", "A", "B", toy_queries(3))
+    judge, _ = add_judge(store, "ann")
+    screen = assignment.next_query(store, judge.id, session_id)
+    judgments.submit(store, judge.id, screen.query_id, grade_all(screen, 2))
+    store.dispose()
+    tables = ("judging_sessions", "session_queries", "result_lists", "result_items", "assignments", "judgments")
+
+    def counts():
+        engine = make_engine(db_url)
+        with engine.begin() as connection:
+            found = {table: connection.execute(text(f"select count(*) from {table}")).scalar() for table in tables}
+        engine.dispose()
+        return found
+
+    before = counts()
+    assert before["judgments"] > 0 and before["session_queries"] == 3
+    for revision in reversed(REVISIONS[:-1]):
+        downgrade(db_url, revision, drop_data=True)
+        assert counts() == before, revision

@@ -28,5 +28,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     """Downgrade schema."""
-    with op.batch_alter_table('judging_sessions', schema=None) as batch_op:
-        batch_op.drop_column('display_name')
+    # In place (SQLite >= 3.35), not batch mode: a batch copies and drops judging_sessions, and
+    # dropping it with foreign keys on would delete every session's queries.
+    op.drop_column('judging_sessions', 'display_name')

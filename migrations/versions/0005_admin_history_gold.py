@@ -28,10 +28,10 @@ depends_on: Union[str, Sequence[str], None] = None
 
 def upgrade() -> None:
     """Upgrade schema."""
-    with op.batch_alter_table('judges', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('active', sa.Boolean(), server_default=sa.true(), nullable=False))
-    with op.batch_alter_table('session_queries', schema=None) as batch_op:
-        batch_op.add_column(sa.Column('gold', sa.Boolean(), server_default=sa.false(), nullable=False))
+    # Plain ALTER TABLE, not batch mode: on SQLite a batch copies and drops the table, and dropping
+    # a parent table with foreign keys on deletes its children's rows (judgments, assignments).
+    op.add_column('judges', sa.Column('active', sa.Boolean(), server_default=sa.true(), nullable=False))
+    op.add_column('session_queries', sa.Column('gold', sa.Boolean(), server_default=sa.false(), nullable=False))
     op.create_table(
         'admins',
         sa.Column('id', sa.Integer(), nullable=False),
@@ -104,7 +104,5 @@ def downgrade() -> None:
     op.drop_index(op.f('ix_sign_ins_admin_id'), table_name='sign_ins')
     op.drop_table('sign_ins')
     op.drop_table('admins')
-    with op.batch_alter_table('session_queries', schema=None) as batch_op:
-        batch_op.drop_column('gold')
-    with op.batch_alter_table('judges', schema=None) as batch_op:
-        batch_op.drop_column('active')
+    op.drop_column('session_queries', 'gold')  # SQLite >= 3.35 drops a column in place
+    op.drop_column('judges', 'active')
