@@ -4,9 +4,12 @@ Started by ``qcat judge app`` (which sets ``QCAT_DB_URL`` and optionally ``QCAT_
 A judge signs in with their token, gets the next query that still needs them, and grades every
 listing of both groups (Group A on the left, Group B on the right; which system is which is
 drawn at random per query and never shown) on the 4-level scale, then submits, skips or flags.
-Grades are saved only on submit; the judge's open query comes back after a reload. When the
-store cannot be reached, the judge is told so in one line (the error is logged here), and the
-query on screen stays, with the grades entered, until a retry reaches the store.
+Grades are saved only on submit; a reload keeps the judge signed in (a session cookie, see
+:mod:`judging_app.sign_ins`) and puts back the open query with the grades entered so far
+(:mod:`judging_app.page_scripts`). A judge may review and change the queries they submitted
+("Your judgments" in the sidebar). When the store cannot be reached, the judge is told so in one
+line (the error is logged here), and the query on screen stays, with the grades entered, until a
+retry reaches the store. An admin token opens the admin page (:mod:`judging_app.admin_page`).
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ import re
 from datetime import timedelta
 
 import streamlit as st
-import streamlit.components.v1 as components
 from sqlalchemy.exc import SQLAlchemyError
 
-from judging_app import assignment, judgments
-from judging_app.judges import authenticate
-from judging_app.models import GRADE_NAMES
+from judging_app import assignment, judgments, sign_ins
+from judging_app.admin_page import admin_page
+from judging_app.judges import authenticate_any
+from judging_app.models import GRADE_NAMES, Admin
+from judging_app.page_scripts import grading_page, set_sign_in_cookie
 from judging_app.sessions import find_session, session_overview
 from judging_app.store import URL_ENV, error_detail, open_store, resolve_url
 from qcat.errors import InputError
@@ -52,9 +56,10 @@ Unsure between two grades? Take the lower one. **Skip** a query you cannot judge
 see it again); **flag** it with a note when something is wrong with it (offensive, not a product
 search, unintelligible).
 
-**Keyboard:** Tab / Shift+Tab moves from listing to listing and the arrow keys choose the grade;
-after the last listing, Tab reaches the note field, where Enter submits the grades (Ctrl+Enter
-also submits while no field has the focus).
+**Keyboard:** the first listing without a grade has the focus (a blue ring). Press **0–3** to
+grade it: the focus moves on to the next listing, and after the last one to **Submit grades**,
+where Enter submits. Tab / Shift+Tab also move from listing to listing and the arrow keys change
+a grade; Ctrl+Enter submits while no field has the focus.
 """
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
@@ -93,6 +98,26 @@ def submit_button(label: str, **kwargs) -> bool:
     return st.form_submit_button(label, **kwargs)
 
 
+SIGNED_IN = ("judge_id", "admin_id")
+
+
+def signed_in(person) -> None:
+    """Remember who signed in, in this Streamlit session (the cookie keeps it across a reload)."""
+    role = "admin_id" if isinstance(person, Admin) else "judge_id"
+    st.session_state[role], st.session_state["judge_name"] = person.id, person.name
+
+
+def sign_in_from_cookie(store) -> None:
+    """A reloaded page: sign in again from the browser's sign-in cookie, if it holds a live key."""
+    key = st.context.cookies.get(sign_ins.COOKIE)
+    if not isinstance(key, str) or not key or st.session_state.get("signed_out_key") == key:
+        return
+    person = sign_ins.recall(store, key)
+    if person is not None:
+        signed_in(person)
+        st.session_state["sign_in_key"] = key
+
+
 def sign_in(store) -> None:
     st.title("qcat side-by-side judging")
     st.write("Sign in with the token you were given.")
@@ -100,15 +125,30 @@ def sign_in(store) -> None:
         token = st.text_input("Your judge token", type="password", key="token")
         if st.form_submit_button("Sign in", type="primary"):
             try:
-                judge = authenticate(store, token)
+                person = authenticate_any(store, token)
+                key = sign_ins.remember(store, person)
             except InputError as exc:
                 st.error(str(exc))
                 return
             except SQLAlchemyError as exc:
                 store_down(exc, SIGN_IN_LATER)
                 return
-            st.session_state["judge_id"], st.session_state["judge_name"] = judge.id, judge.name
+            signed_in(person)
+            st.session_state["sign_in_key"] = st.session_state["new_cookie"] = key
             st.rerun()
+
+
+def sign_out(store) -> None:
+    key = st.session_state.get("sign_in_key")
+    try:
+        sign_ins.forget(store, key)
+    except SQLAlchemyError as exc:
+        store_down(exc, "you are signed out in this window only.")
+    for name in (*SIGNED_IN, "judge_name", "flash", "screen", "session_id", "reviewing", "sign_in_key"):
+        st.session_state.pop(name, None)
+    st.session_state["signed_out_key"] = key  # this session's cookie snapshot still holds it
+    st.session_state["new_cookie"] = None
+    st.rerun()
 
 
 def choose_session(store) -> int | None:
@@ -144,13 +184,30 @@ def sidebar(store, judge_id: int, session_id: int) -> None:
     with st.sidebar:
         st.markdown(f"Signed in as **{escape(st.session_state['judge_name'])}**")
         if st.button("Sign out", key="sign_out"):
-            for key in ("judge_id", "judge_name", "flash", "screen", "session_id"):
-                st.session_state.pop(key, None)
-            st.rerun()
+            sign_out(store)
         if progress is not None:
             show_progress(progress)
+        your_judgments(store, judge_id, session_id)
         with st.expander("Grading guideline", expanded=False):
             st.markdown(GUIDELINE)
+
+
+def your_judgments(store, judge_id: int, session_id: int) -> None:
+    """The queries this judge submitted, to review and change."""
+    try:
+        submitted = judgments.submitted_queries(store, judge_id, session_id)
+    except SQLAlchemyError as exc:
+        store_down(exc)
+        return
+    if not submitted:
+        return
+    with st.expander(f"Your judgments ({len(submitted):,})", expanded=False):
+        labels = {s.query_id: s.text + (f" (changed {plural(s.edits, 'time', 'times')})" if s.edits else "")
+                  for s in submitted}
+        chosen = st.selectbox("A query you submitted", list(labels), format_func=labels.get, key="review_choice")
+        if st.button("Review or change", key="review"):
+            st.session_state["reviewing"] = chosen
+            st.rerun()
 
 
 def show_progress(progress: dict) -> None:
@@ -216,6 +273,81 @@ def tell_if_finished_elsewhere(store, judge_id: int, showing: assignment.QuerySc
                    "in another window: nothing was changed. Here is your next query.")
 
 
+def grade_controls(screen: assignment.QueryScreen, prefix: str,
+                   grades: dict[tuple[str, str], int] | None = None) -> dict[tuple[str, str], str]:
+    """Both groups' listing cards, each with its grade control (preset to ``grades`` when
+    reviewing); returns the widget key of each (listing, side) graded."""
+    keys: dict[tuple[str, str], str] = {}
+    columns = st.columns(2, gap="large")
+    shared = screen.shared()
+    left_position = {item.listing_id: item.position for item in screen.left}
+    for (side, group), column in zip((("left", screen.left), ("right", screen.right)), columns):
+        with column:
+            st.subheader(GROUPS[side], anchor=False)  # no heading link: Tab goes from grade to grade
+            if not group:
+                st.caption("This search returned nothing.")
+            for item in group:
+                st.markdown(listing_card(item))
+                if side == "right" and item.listing_id in shared:
+                    st.caption(f"Same listing as {GROUPS['left']} result {left_position[item.listing_id]}: "
+                               "graded there, the grade counts for both groups.")
+                    continue
+                key = f"{prefix}_{screen.query_id}_{side}_{item.position}"
+                keys[(item.listing_id, side)] = key
+                given = (grades or {}).get((item.listing_id, side))
+                st.radio(f"Grade for {GROUPS[side]} result {item.position}", options=[0, 1, 2, 3],
+                         format_func=grade_label, index=given, horizontal=True, key=key,
+                         label_visibility="collapsed")
+    return keys
+
+
+def grades_entered(keys: dict[tuple[str, str], str]) -> dict[tuple[str, str], int] | None:
+    """The grades of the form, or None (the judge is told) while some listing has none."""
+    grades = {pair: st.session_state.get(key) for pair, key in keys.items()}
+    missing = sum(1 for grade in grades.values() if grade is None)
+    if missing:
+        st.warning(f"Grade every listing first: {missing} of {len(grades)} are not graded yet.")
+        return None
+    return grades
+
+
+def reviewing(store, judge_id: int, query_id: int) -> None:
+    """A query this judge submitted, with their grades: changed grades are saved as new versions."""
+    try:
+        with store.sessions() as session:
+            screen = assignment.screen(session, query_id)
+        grades = judgments.my_grades(store, judge_id, query_id)
+    except SQLAlchemyError as exc:
+        store_down(exc)
+        return
+    st.markdown(f"## Query: {escape(screen.text)}")
+    st.info("You submitted this query already: change any grade, then save. Every version is kept; "
+            "the results use the latest.")
+    with st.form(f"review_{query_id}", border=True):
+        keys = grade_controls(screen, "review", grades)
+        buttons = st.columns([2, 1, 5])
+        with buttons[0]:
+            save = submit_button("Save changes", type="primary", shortcut="Ctrl+Enter")
+        with buttons[1]:
+            back = submit_button("Back to grading")
+    if back:
+        st.session_state.pop("reviewing", None)
+        st.rerun()
+    if save and (changed := grades_entered(keys)) is not None:
+        try:
+            result = judgments.submit(store, judge_id, query_id, changed)
+        except InputError as exc:
+            st.error(str(exc))
+            return
+        except SQLAlchemyError as exc:
+            store_down(exc)
+            return
+        st.session_state["flash"] = (f"Changed {plural(result.updated, 'grade', 'grades')} of “{screen.text}”."
+                                     if result.updated else f"No grade of “{screen.text}” changed.")
+        st.session_state.pop("reviewing", None)
+        st.rerun()
+
+
 def grading(store, judge_id: int, session_id: int) -> None:
     screen = query_on_screen(store, judge_id, session_id)
     if screen is None:
@@ -225,27 +357,8 @@ def grading(store, judge_id: int, session_id: int) -> None:
     st.markdown(f"## Query: {escape(screen.text)}")
     with st.expander("Grading guideline", expanded=False):
         st.markdown(GUIDELINE)
-    keys: dict[tuple[str, str], str] = {}
     with st.form(f"grade_{screen.query_id}", border=True):
-        columns = st.columns(2, gap="large")
-        shared = screen.shared()
-        left_position = {item.listing_id: item.position for item in screen.left}
-        for (side, group), column in zip((("left", screen.left), ("right", screen.right)), columns):
-            with column:
-                st.subheader(GROUPS[side], anchor=False)  # no heading link: Tab goes from grade to grade
-                if not group:
-                    st.caption("This search returned nothing.")
-                for item in group:
-                    st.markdown(listing_card(item))
-                    if side == "right" and item.listing_id in shared:
-                        st.caption(f"Same listing as {GROUPS['left']} result {left_position[item.listing_id]}: "
-                                   "graded there, the grade counts for both groups.")
-                        continue
-                    key = f"grade_{screen.query_id}_{side}_{item.position}"
-                    keys[(item.listing_id, side)] = key
-                    st.radio(f"Grade for {GROUPS[side]} result {item.position}", options=[0, 1, 2, 3],
-                             format_func=grade_label, index=None, horizontal=True, key=key,
-                             label_visibility="collapsed")
+        keys = grade_controls(screen, "grade")
         note = st.text_input("Flag note (optional): what is wrong with this query?", key=f"note_{screen.query_id}",
                              placeholder="e.g. offensive, not a product search, unintelligible")
         buttons = st.columns([2, 1, 1, 4])
@@ -256,10 +369,8 @@ def grading(store, judge_id: int, session_id: int) -> None:
         with buttons[2]:
             flagged = submit_button("Flag & skip")
     if submitted:
-        grades = {pair: st.session_state.get(key) for pair, key in keys.items()}
-        missing = sum(1 for grade in grades.values() if grade is None)
-        if missing:
-            st.warning(f"Grade every listing first: {missing} of {len(grades)} are not graded yet.")
+        grades = grades_entered(keys)
+        if grades is None:
             return
         try:
             judgments.submit(store, judge_id, screen.query_id, grades, flag_note=note or None, resubmit=False)
@@ -293,28 +404,6 @@ def grading(store, judge_id: int, session_id: int) -> None:
         st.rerun()
 
 
-# Scrolls the page's main area (every scrolled ancestor of its content; the sidebar is left alone)
-# to the top, once per query shown: the browser window remembers the last query scrolled for, as
-# Streamlit may reload the component on every run (a warning, a retry keep the judge's place).
-SCROLL_TO_TOP = """<script>
-const page = window.parent;
-if (page.qcatScrolledFor !== {query_id}) {{
-  page.qcatScrolledFor = {query_id};
-  for (let node = page.document.querySelector('[data-testid="stMainBlockContainer"]'); node; node = node.parentElement) {{
-    if (node.scrollTop) node.scrollTop = 0;
-  }}
-  page.scrollTo(0, 0);
-}}
-</script>"""
-
-
-def scroll_to_top_on_new_query() -> None:
-    """A zero-height component that scrolls to the top when the query on screen is a new one."""
-    screen = st.session_state.get("screen")
-    if screen is not None:
-        components.html(SCROLL_TO_TOP.format(query_id=int(screen.query_id)), height=0)
-
-
 def main() -> None:
     st.set_page_config(page_title="qcat judging", page_icon="⚖️", layout="wide")
     try:
@@ -322,8 +411,22 @@ def main() -> None:
     except InputError as exc:
         st.error(str(exc))
         st.stop()
-    if "judge_id" not in st.session_state:
+    if "new_cookie" in st.session_state:
+        set_sign_in_cookie(st.session_state.pop("new_cookie"))
+    if not any(role in st.session_state for role in SIGNED_IN):
+        try:
+            sign_in_from_cookie(store)
+        except SQLAlchemyError as exc:
+            store_down(exc, SIGN_IN_LATER)
+    if not any(role in st.session_state for role in SIGNED_IN):
         sign_in(store)
+        return
+    if "admin_id" in st.session_state:
+        with st.sidebar:
+            st.markdown(f"Signed in as **{escape(st.session_state['judge_name'])}** (admin)")
+            if st.button("Sign out", key="sign_out"):
+                sign_out(store)
+        admin_page(store)
         return
     try:
         session_id = choose_session(store)
@@ -331,9 +434,15 @@ def main() -> None:
             return
         if flash := st.session_state.pop("flash", None):
             st.success(flash)
-        sidebar(store, st.session_state["judge_id"], session_id)
-        grading(store, st.session_state["judge_id"], session_id)
-        scroll_to_top_on_new_query()
+        judge_id = st.session_state["judge_id"]
+        sidebar(store, judge_id, session_id)
+        if (query_id := st.session_state.get("reviewing")) is not None:
+            reviewing(store, judge_id, query_id)
+            grading_page(query_id, keep_draft=False)
+            return
+        grading(store, judge_id, session_id)
+        if (screen := st.session_state.get("screen")) is not None:
+            grading_page(screen.query_id, keep_draft=True)
     except InputError as exc:
         st.error(str(exc))
     except SQLAlchemyError as exc:

@@ -41,6 +41,7 @@ MAX_NOTE = 2000
 RETRIES = 50
 CLAIM_TIMEOUT = timedelta(minutes=30)
 CLAIM_TIMEOUT_ENV = "QCAT_CLAIM_TIMEOUT"  # minutes, for the app (`qcat judge app --claim-timeout`)
+INACTIVE = "this judge has been deactivated: ask the session's organizer"
 
 
 class AlreadyFinished(InputError):
@@ -153,6 +154,8 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
         try:
             with store.transaction() as session:
                 record = _check_session(session, session_id)
+                if not session.scalar(select(Judge.active).where(Judge.id == judge_id)):
+                    raise InputError(INACTIVE if _exists(session, judge_id) else f"judge {judge_id!r} does not exist")
                 now, limit = utcnow(), record.judges_per_query
                 _release_where(session, Assignment.session_id == session_id, Assignment.active_at < now - claim_timeout)
                 held = _on_screen(session, judge_id, session_id, showing) if showing is not None else None
@@ -183,6 +186,10 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
                 raise
             continue  # a serialization failure or deadlock: start over
     raise InputError("could not claim a query after many attempts: the database is too busy, try again")
+
+
+def _exists(session, judge_id: int) -> bool:
+    return session.get(Judge, judge_id) is not None
 
 
 def _release_where(session, *conditions) -> list[int]:

@@ -8,6 +8,10 @@ of both groups of the query; the judge's assignment is then done. A listing show
 is graded once (for either side): that grade is stored for both sides, so per-side results keep
 their meaning.
 
+Every grade stored is also kept in ``judgment_history`` with its time (:func:`history`): a judge
+may revisit a query they submitted and change grades (:func:`submitted_queries`, then
+:func:`submit`), and ``judgments`` keeps only the latest, which the report and exports use.
+
 Grades for a claim that was released (the judge idle past the claim timeout, or ``qcat judge
 release``) are kept, and the claim taken back, while the query has fewer submitted judgments
 than its judges per query; once it has them all, they are refused (nothing is stored). So a
@@ -20,11 +24,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from judging_app.assignment import AlreadyFinished, _assignment, check_note, screen
-from judging_app.models import GRADE_NAMES, SIDES, Assignment, JudgingSession, Judgment, SessionQuery, utcnow
+from judging_app.models import (
+    GRADE_NAMES,
+    SIDES,
+    Assignment,
+    JudgingSession,
+    Judgment,
+    JudgmentVersion,
+    SessionQuery,
+    utcnow,
+)
 from judging_app.store import Store
 from qcat.errors import InputError
 
@@ -122,6 +135,11 @@ def submit(store: Store, judge_id: int, query_id: int,
                  "created_at": now, "updated_at": now} for (listing, side), grade in sorted(graded.items())]
         if rows:
             session.execute(_upsert(session, rows))
+        changed = [row for row in rows if before.get((row["listing_id"], row["side"])) != row["grade"]]
+        if changed:
+            session.execute(insert(JudgmentVersion), [
+                {key: row[key] for key in ("judge_id", "query_id", "listing_id", "side", "grade")} | {"recorded_at": now}
+                for row in changed])
         assignment.status = "done"
         assignment.finished_at = assignment.finished_at or now
         if note:
@@ -152,3 +170,40 @@ def my_grades(store: Store, judge_id: int, query_id: int) -> dict[tuple[str, str
         return {(listing, side): grade for listing, side, grade in session.execute(
             select(Judgment.listing_id, Judgment.side, Judgment.grade)
             .where(Judgment.judge_id == judge_id, Judgment.query_id == query_id)).all()}
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A query this judge submitted in a session, for revisiting."""
+
+    query_id: int
+    text: str
+    finished_at: object
+    edits: int  # versions stored beyond the first grade of each listing
+
+
+def submitted_queries(store: Store, judge_id: int, session_id: int) -> list[Submitted]:
+    """The queries this judge submitted in the session, most recent first."""
+    with store.sessions() as session:
+        versions = (select(JudgmentVersion.query_id, func.count().label("n"))
+                    .where(JudgmentVersion.judge_id == judge_id).group_by(JudgmentVersion.query_id).subquery())
+        grades = (select(Judgment.query_id, func.count().label("n"))
+                  .where(Judgment.judge_id == judge_id).group_by(Judgment.query_id).subquery())
+        rows = session.execute(
+            select(SessionQuery.id, SessionQuery.text, Assignment.finished_at,
+                   func.coalesce(versions.c.n, 0) - func.coalesce(grades.c.n, 0))
+            .join(Assignment, Assignment.query_id == SessionQuery.id)
+            .outerjoin(versions, versions.c.query_id == SessionQuery.id)
+            .outerjoin(grades, grades.c.query_id == SessionQuery.id)
+            .where(Assignment.judge_id == judge_id, Assignment.session_id == session_id, Assignment.status == "done")
+            .order_by(Assignment.finished_at.desc(), SessionQuery.id.desc())).all()
+    return [Submitted(query_id, text, finished, max(int(edits), 0)) for query_id, text, finished, edits in rows]
+
+
+def history(store: Store, judge_id: int, query_id: int) -> list[tuple[str, str, int, object]]:
+    """Every grade this judge stored for the query, oldest first: ``(listing_id, side, grade, recorded_at)``."""
+    with store.sessions() as session:
+        return [tuple(row) for row in session.execute(
+            select(JudgmentVersion.listing_id, JudgmentVersion.side, JudgmentVersion.grade, JudgmentVersion.recorded_at)
+            .where(JudgmentVersion.judge_id == judge_id, JudgmentVersion.query_id == query_id)
+            .order_by(JudgmentVersion.id)).all()]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from judging_app.models import Assignment, Judge, Judgment
+from judging_app.models import Assignment, Judge, Judgment, ResultItem, ResultList, SessionQuery
 from judging_app.store import open_store
 from judging_fixtures import ROOT, child_env, free_port, wait_for
 
@@ -112,7 +112,7 @@ def test_sign_in_grade_one_query_and_find_the_rows(running_app, tmp_path):
             for i in range(2, n):
                 grade = "3 Excellent" if i % 5 == 0 else "2 Good"
                 radios.nth(i).get_by_text(grade, exact=True).click()
-            page.get_by_text("Submit grades").scroll_into_view_if_needed()
+            page.get_by_role("button", name="Submit grades").scroll_into_view_if_needed()
             page.mouse.wheel(0, -10_000)
             shot = tmp_path / "judging_app.png"
             page.screenshot(path=str(shot), full_page=True)
@@ -178,5 +178,87 @@ def test_the_next_query_opens_at_the_top(running_app):
             page.get_by_text("Grade every listing first").wait_for()
             time.sleep(1)
             assert page.evaluate(MAIN_SCROLL) > 100
+        finally:
+            browser.close()
+
+
+def query_shown(page) -> str:
+    return page.locator("h2").filter(has_text="Query:").first.inner_text().removeprefix("Query:").strip()
+
+
+# The radio group holding the keyboard focus (its index among the form's listings), or -1.
+FOCUSED_GROUP = """() => Array.from(document.querySelectorAll('[data-testid="stForm"] [data-testid="stRadio"]'))
+  .findIndex(g => g.contains(document.activeElement))"""
+
+
+def test_a_whole_query_graded_with_digit_hotkeys_only(running_app):
+    url, db, tokens = running_app
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(url)
+            page.get_by_label("Your judge token").fill(tokens[2])
+            page.keyboard.press("Enter")  # signs in
+            page.get_by_role("button", name="Flag & skip").wait_for()
+            query = query_shown(page)
+            radios = page.locator('[data-testid="stForm"] [data-testid="stRadio"]')
+            n = stable_count(radios)
+            assert n >= 2
+            page.wait_for_function(f"() => ({FOCUSED_GROUP})() === 0")  # the first listing has the focus
+            ring = radios.nth(0).evaluate("g => [getComputedStyle(g).outlineStyle, getComputedStyle(g).outlineWidth]")
+            assert ring[0] == "solid" and float(ring[1].removesuffix("px")) >= 2, ring  # a visible focus ring
+            digits = [(3, 2, 1, 0)[i % 4] for i in range(n)]
+            for digit in digits:  # as fast as the keyboard goes: each digit grades the next listing
+                page.keyboard.press(str(digit))
+            for i, digit in enumerate(digits):
+                assert radios.nth(i).locator("input").nth(digit).is_checked(), i
+            page.wait_for_function("() => document.activeElement.innerText.startsWith('Submit grades')", timeout=5000)
+            page.keyboard.press("Enter")
+            page.get_by_text(f"Saved your {n} grades").wait_for()
+        finally:
+            browser.close()
+    store = open_store(str(db))
+    with store.sessions() as session:
+        cy = session.scalar(select(Judge.id).where(Judge.name == "cy"))
+        rows = session.execute(
+            select(ResultItem.position, Judgment.grade)
+            .join(SessionQuery, SessionQuery.id == Judgment.query_id)
+            .join(ResultList, (ResultList.query_id == Judgment.query_id) & (ResultList.side == Judgment.side))
+            .join(ResultItem, (ResultItem.list_id == ResultList.id) & (ResultItem.listing_id == Judgment.listing_id))
+            .where(Judgment.judge_id == cy, SessionQuery.text == query, Judgment.side == "left")
+            .order_by(ResultItem.position)).all()
+    store.dispose()
+    assert [grade for _, grade in rows] == digits  # each listing got the digit typed for it
+
+
+def test_a_reload_keeps_the_sign_in_and_the_grades_entered(running_app):
+    url, _, tokens = running_app
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = signed_in_page(browser, url, tokens[0], {"width": 1280, "height": 800})
+            page.get_by_role("button", name="Flag & skip").wait_for()
+            query = query_shown(page)
+            radios = page.locator('[data-testid="stForm"] [data-testid="stRadio"]')
+            stable_count(radios)
+            page.wait_for_function(f"() => ({FOCUSED_GROUP})() === 0")
+            page.keyboard.press("2")
+            page.keyboard.press("0")
+            page.get_by_placeholder("e.g. offensive").fill("typo in the query")
+            page.reload()
+            page.get_by_role("button", name="Flag & skip").wait_for()  # no sign-in form
+            assert "token" not in page.url
+            assert query_shown(page) == query
+            stable_count(radios)
+            page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stForm\"] input:checked').length === 2")
+            assert radios.nth(0).locator("input").nth(2).is_checked() and radios.nth(1).locator("input").nth(0).is_checked()
+            assert page.get_by_placeholder("e.g. offensive").input_value() == "typo in the query"
+            page.wait_for_function(f"() => ({FOCUSED_GROUP})() === 2")  # the first listing without a grade
+            page.get_by_role("button", name="Sign out").click()
+            page.get_by_label("Your judge token").wait_for()
+            page.reload()
+            page.get_by_label("Your judge token").wait_for()  # signed out stays signed out
         finally:
             browser.close()
