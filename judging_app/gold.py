@@ -8,7 +8,7 @@
   for it (in either group), the grade 0–3, a (query, listing) given twice must have the same
   grade, and every listing shown for a gold query must have a grade. Running it again replaces the
   grades of the queries in the file; a query already judged stays judged: its judgments become
-  gold answers.
+  gold answers (and a claim of it that had been released is taken back: gold claims never expire).
 - :mod:`judging_app.assignment` gives every judge every gold query, mixed in among the regular
   ones, looking like any other; :mod:`judging_app.results` leaves them out of the session's
   results (report tables, agreement, exports).
@@ -146,6 +146,16 @@ def add_gold(store: Store, key: str | int, path: Path) -> Added:
                                             for listing, grade in sorted(known.items())])
         session.execute(update(SessionQuery).where(SessionQuery.id.in_(ids)).values(gold=True)
                         .execution_options(synchronize_session=False))
+        # A gold claim is never released (assignment): claims released before are taken back, so
+        # their judges get the query again and may submit it, however many judges have it.
+        for query_id, released in session.execute(
+                select(Assignment.query_id, func.count()).where(Assignment.query_id.in_(ids),
+                                                                Assignment.status == "released")
+                .group_by(Assignment.query_id)).all():
+            session.execute(update(Assignment).where(Assignment.query_id == query_id, Assignment.status == "released")
+                            .values(status="open").execution_options(synchronize_session=False))
+            session.execute(update(SessionQuery).where(SessionQuery.id == query_id)
+                            .values(claims=SessionQuery.claims + released).execution_options(synchronize_session=False))
         judged = session.scalar(select(func.count(func.distinct(Assignment.query_id)))
                                 .where(Assignment.query_id.in_(ids), Assignment.status == "done"))
         total = session.scalar(select(func.count()).select_from(SessionQuery)

@@ -154,6 +154,21 @@ def test_a_skipped_gold_query_is_not_given_again_and_gold_claims_do_not_expire(s
     assert assignment.next_query(store, bob.id, session_id).query_id == gold.query_id
 
 
+def test_a_released_claim_of_a_query_made_gold_is_taken_back_and_its_grades_count(store, tmp_path):
+    session_id = store_session(store, "s", "A", "B", toy_queries(3), judges_per_query=1)
+    ann, bob = (add_judge(store, name)[0] for name in ("ann", "bob"))
+    held = assignment.next_query(store, ann.id, session_id)
+    assert [r.query_id for r in assignment.release(store, judge_id=ann.id)] == [held.query_id]
+    other = assignment.next_query(store, bob.id, session_id)
+    assert other.query_id == held.query_id  # bob took the released place
+    judgments.submit(store, bob.id, other.query_id, grade_all(other, 2))
+    add_gold(store, session_id, write_gold(tmp_path / "g.csv", full_rows(held.text, int(held.text.split()[1]))))
+    with store.sessions() as session:  # open again: ann's grades, still on her screen, are wanted
+        assert session.scalar(select(Assignment.status).where(Assignment.judge_id == ann.id)) == "open"
+    judgments.submit(store, ann.id, held.query_id, grade_all(held, 2))  # not refused as "already judged by 1"
+    assert [(r["judge"], r["exact"]) for r in judge_agreement(store, session_id)] == [("ann", 1.0), ("bob", 1.0)]
+
+
 # --- results, report, exports ----------------------------------------------------------------
 
 def two_sessions(store, tmp_path):
