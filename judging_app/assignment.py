@@ -184,7 +184,8 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
     this judge. Claims of the session idle longer than ``claim_timeout`` are released first. In
     order: the query on the judge's screen (``showing``, while not done or skipped, even when its
     claim was released and could not be taken back: their grades may still count), their open
-    query, a query of theirs whose claim was released and that still needs a judge, a new claim."""
+    query, a query of theirs whose claim was released and that still needs a judge, a new claim:
+    their next gold query when one is due (see the module's docstring), else a regular query."""
     for _ in range(RETRIES):
         try:
             with store.transaction() as session:

@@ -22,7 +22,7 @@ from judging_app.report import build_report, draw_all, render_html, render_markd
 from judging_app.sessions import Listing, QuerySpec, session_overview, store_session
 from judging_app.store import open_store
 from evaluation.report_files import write_report_files
-from judging_fixtures import grade_all, qcat, toy_queries
+from judging_fixtures import grade_all, qcat, run_threads, toy_queries
 from qcat.errors import InputError
 
 
@@ -126,6 +126,22 @@ def test_every_judge_gets_every_gold_query_once_mixed_in_and_regular_queries_kee
     assert counts["judged"] == 14  # the judge's own count includes the gold queries
     overview = session_overview(store)[0]
     assert (overview["queries"], overview["gold"], overview["complete"]) == (12, 2, 12)
+
+
+def test_concurrent_judges_each_get_every_gold_query_and_regular_queries_end_with_their_quota(store, tmp_path):
+    session_id = store_session(store, "s", "A", "B", toy_queries(33))
+    add_gold(store, session_id, write_gold(tmp_path / "g.csv", [row for i in (2, 17, 30)
+                                                               for row in full_rows(f"query {i}", i)]))
+    judges = [add_judge(store, f"judge {n}")[0] for n in range(6)]
+    seen = run_threads(lambda n: judge_to_the_end(store, judges[n].id, session_id), len(judges))
+    with store.sessions() as session:
+        gold = set(session.scalars(select(SessionQuery.id).where(SessionQuery.gold)))
+        done = Counter(session.scalars(select(Assignment.query_id).where(Assignment.status == "done")))
+        claims = dict(session.execute(select(SessionQuery.id, SessionQuery.claims)).all())
+    assert all(set(s) >= gold and len(s) == len(set(s)) for s in seen)
+    assert {q: done[q] for q in gold} == {q: 6 for q in gold}
+    assert sorted(n for q, n in done.items() if q not in gold) == [3] * 30
+    assert claims == {q: done[q] for q in claims}
 
 
 def test_a_skipped_gold_query_is_not_given_again_and_gold_claims_do_not_expire(store, tmp_path):
