@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
-from collections import Counter, defaultdict
+from collections import Counter
 from datetime import timedelta
 
 import pytest
