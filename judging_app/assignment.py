@@ -22,6 +22,16 @@ by one judge:
   'open'``, so a claim is released, and its count lowered, once. A judge whose claim was
   released gets the query back while it still needs a judge (or while it is on their screen:
   ``showing``), and may still submit grades for it (:func:`judging_app.judgments.submit`).
+
+Gold questions (``session_queries.gold``, :mod:`judging_app.gold`) go to *every* judge of the
+session, once each: they take no place among a query's ``judges_per_query`` (their claim is an
+unconditional ``claims + 1``, so ``claims`` may exceed the quota there) and their claims are never
+released (nobody waits for them). They are mixed in among the regular queries: a judge is given
+gold query ``i`` (1-based, in session order) once they have been given ``i·K`` regular queries,
+``K`` = :func:`gold_spacing` = ``max(1, min(5, regular queries // (gold queries + 1)))`` (one gold
+query after every 5 regular ones in a large session, closer together in a small one); the gold
+queries still left when no regular query remains for the judge come one after another. The
+screen of a gold query is the same as any other's.
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from judging_app.models import Assignment, Judge, JudgingSession, ResultItem, ResultList, SessionQuery, utcnow
@@ -37,6 +47,7 @@ from judging_app.store import Store
 from qcat.errors import InputError
 
 CANDIDATES = 16
+GOLD_EVERY = 5  # at most this many regular queries before each gold query (fewer in small sessions)
 MAX_NOTE = 2000
 RETRIES = 50
 CLAIM_TIMEOUT = timedelta(minutes=30)
@@ -122,14 +133,39 @@ def _released_needing_a_judge(session, judge_id: int, record: JudgingSession) ->
     return list(session.scalars(
         select(Assignment).join(SessionQuery, SessionQuery.id == Assignment.query_id)
         .where(Assignment.judge_id == judge_id, Assignment.session_id == record.id, Assignment.status == "released",
-               SessionQuery.claims < record.judges_per_query).order_by(Assignment.id)))
+               or_(SessionQuery.gold, SessionQuery.claims < record.judges_per_query)).order_by(Assignment.id)))
 
 
 def _claim(session, query_id: int, limit: int) -> bool:
-    """Raise the query's claim count unless it already has ``limit`` claims (one conditional update)."""
+    """Raise the query's claim count unless it already has ``limit`` claims (one conditional
+    update); a gold query has no limit (every judge gets it)."""
     return session.execute(
-        update(SessionQuery).where(SessionQuery.id == query_id, SessionQuery.claims < limit)
+        update(SessionQuery).where(SessionQuery.id == query_id, or_(SessionQuery.gold, SessionQuery.claims < limit))
         .values(claims=SessionQuery.claims + 1).execution_options(synchronize_session=False)).rowcount == 1
+
+
+def gold_spacing(regular: int, gold: int) -> int:
+    """``K``: how many regular queries a judge is given before each gold query."""
+    return max(1, min(GOLD_EVERY, regular // (gold + 1)))
+
+
+def _gold_candidate(session, judge_id: int, session_id: int, mine, regular_left: bool) -> int | None:
+    """The gold query to give this judge now: their next one (session order) when one is due
+    (:func:`gold_spacing`), or as soon as no regular query is left for them; else None."""
+    sizes = dict(session.execute(select(SessionQuery.gold, func.count()).where(SessionQuery.session_id == session_id)
+                                 .group_by(SessionQuery.gold)).all())
+    if not sizes.get(True):
+        return None
+    if regular_left:
+        given = dict(session.execute(
+            select(SessionQuery.gold, func.count()).join(Assignment, Assignment.query_id == SessionQuery.id)
+            .where(Assignment.judge_id == judge_id, Assignment.session_id == session_id)
+            .group_by(SessionQuery.gold)).all())
+        spacing = gold_spacing(sizes.get(False, 0), sizes[True])
+        if given.get(False, 0) < (given.get(True, 0) + 1) * spacing:
+            return None
+    return session.scalar(select(SessionQuery.id).where(SessionQuery.session_id == session_id, SessionQuery.gold, ~mine)
+                          .order_by(SessionQuery.position).limit(1))
 
 
 def _reclaim(session, held: Assignment, limit: int, now: datetime) -> bool:
@@ -149,7 +185,8 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
     this judge. Claims of the session idle longer than ``claim_timeout`` are released first. In
     order: the query on the judge's screen (``showing``, while not done or skipped, even when its
     claim was released and could not be taken back: their grades may still count), their open
-    query, a query of theirs whose claim was released and that still needs a judge, a new claim."""
+    query, a query of theirs whose claim was released and that still needs a judge, a new claim:
+    their next gold query when one is due (see the module's docstring), else a regular query."""
     for _ in range(RETRIES):
         try:
             with store.transaction() as session:
@@ -169,8 +206,11 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
                 mine = exists().where(Assignment.query_id == SessionQuery.id, Assignment.judge_id == judge_id)
                 candidates = session.scalars(
                     select(SessionQuery.id)
-                    .where(SessionQuery.session_id == session_id, SessionQuery.claims < limit, ~mine)
+                    .where(SessionQuery.session_id == session_id, ~SessionQuery.gold, SessionQuery.claims < limit, ~mine)
                     .order_by(SessionQuery.claims.desc(), SessionQuery.position).limit(CANDIDATES)).all()
+                gold = _gold_candidate(session, judge_id, session_id, mine, bool(candidates))
+                if gold is not None:
+                    candidates = [gold]
                 if not candidates:
                     return None
                 for query_id in candidates:
@@ -195,9 +235,12 @@ def _exists(session, judge_id: int) -> bool:
 def _release_where(session, *conditions) -> list[int]:
     """Release the open claims matching ``conditions`` (on assignment columns); returns the ids of
     the released assignments. Each is one conditional update, so a claim is released (and its
-    query's count lowered) once even when two judges' requests release it at the same time."""
+    query's count lowered) once even when two judges' requests release it at the same time.
+    Claims of gold queries are never released: they keep no other judge waiting."""
     rows = session.execute(select(Assignment.id, Assignment.query_id)
-                           .where(Assignment.status == "open", *conditions).order_by(Assignment.id)).all()
+                           .join(SessionQuery, SessionQuery.id == Assignment.query_id)
+                           .where(Assignment.status == "open", ~SessionQuery.gold, *conditions)
+                           .order_by(Assignment.id)).all()
     released = []
     for assignment_id, query_id in rows:
         hit = session.execute(update(Assignment).where(Assignment.id == assignment_id, Assignment.status == "open",
@@ -302,18 +345,21 @@ def flag(store: Store, judge_id: int, query_id: int, note: str) -> None:
 
 
 def progress(store: Store, judge_id: int, session_id: int) -> dict:
-    """This judge's counts, and the session's: queries with all their judges, judgments needed."""
+    """This judge's counts (gold queries included), and the session's, without its gold queries:
+    queries with all their judges, judgments needed."""
     with store.sessions() as session:
         record = _check_session(session, session_id)
         mine = dict(session.execute(select(Assignment.status, func.count())
                                     .where(Assignment.judge_id == judge_id, Assignment.session_id == session_id)
                                     .group_by(Assignment.status)).all())
-        total = session.scalar(select(func.count()).select_from(SessionQuery).where(SessionQuery.session_id == session_id))
-        done_per_query = (select(Assignment.query_id).where(Assignment.session_id == session_id, Assignment.status == "done")
-                          .group_by(Assignment.query_id).having(func.count() >= record.judges_per_query).subquery())
+        total = session.scalar(select(func.count()).select_from(SessionQuery)
+                               .where(SessionQuery.session_id == session_id, ~SessionQuery.gold))
+        regular_done = (select(Assignment.query_id).join(SessionQuery, SessionQuery.id == Assignment.query_id)
+                        .where(Assignment.session_id == session_id, Assignment.status == "done", ~SessionQuery.gold))
+        done_per_query = (regular_done.group_by(Assignment.query_id)
+                          .having(func.count() >= record.judges_per_query).subquery())
         complete = session.scalar(select(func.count()).select_from(done_per_query))
-        done = session.scalar(select(func.count()).select_from(Assignment)
-                              .where(Assignment.session_id == session_id, Assignment.status == "done"))
+        done = session.scalar(select(func.count()).select_from(regular_done.subquery()))
     return {"judged": mine.get("done", 0), "skipped": mine.get("skipped", 0), "open": mine.get("open", 0),
             "queries": total, "complete_queries": complete, "judgments_done": done,
             "judgments_needed": total * record.judges_per_query, "session": record.name}

@@ -95,6 +95,13 @@ def judge_parser() -> argparse.ArgumentParser:
                         help="count queries graded by at least this many judges (default: all of the session's)")
     report.add_argument("--json", action="store_true", help="also print the report JSON on stdout")
 
+    gold = actions.add_parser("add-gold", help="make queries of a session gold questions, with their known grades")
+    _url(gold)
+    gold.add_argument("--session", required=True, help="session id or name")
+    gold.add_argument("--file", type=Path, required=True, metavar="FILE",
+                      help="CSV (TSV when it ends in .tsv) with the columns query, listing_id, grade (0-3): a grade "
+                           "for every listing shown for each gold query; other columns are ignored")
+
     backup = actions.add_parser("backup", help="copy a SQLite store safely while the app runs (PostgreSQL: pg_dump)")
     _url(backup)
     backup.add_argument("--out", type=Path, required=True, metavar="FILE", help="the backup file (a SQLite database)")
@@ -318,6 +325,23 @@ def run_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_add_gold(args: argparse.Namespace) -> int:
+    from judging_app.gold import add_gold
+    from judging_app.store import open_store
+
+    store = open_store(args.url)
+    try:
+        added = add_gold(store, args.session, args.file)
+    finally:
+        store.dispose()
+    say(f"session {added.session!r}: {added.queries:,} gold question{'s' * (added.queries != 1)} with {added.grades:,} "
+        f"known grades from {args.file} ({added.gold_queries:,} in the session now); every judge gets them, and they "
+        "are left out of the session's results" +
+        (f"; {added.already_judged:,} already judged: those judgments now count as gold answers"
+         if added.already_judged else ""))
+    return 0
+
+
 def run_export(args: argparse.Namespace) -> int:
     from judging_app.store import open_store
     from qcat.errors import InputError
@@ -342,4 +366,4 @@ def run_export(args: argparse.Namespace) -> int:
 
 JUDGE_ACTIONS = {"create-session": run_create, "add-judge": run_add_judge, "sessions": run_sessions, "app": run_app,
                  "report": run_report, "export": run_export, "release": run_release,
-                 "backup": run_backup}
+                 "backup": run_backup, "add-gold": run_add_gold}

@@ -7,7 +7,8 @@
 - ``session_queries``: the session's queries, with their head/torso/tail segment, their order,
   which screen side the baseline is placed on (drawn per query with a seeded RNG) and how many
   judges currently hold or have finished them (``claims``, at most the session's
-  ``judges_per_query``; :mod:`judging_app.assignment` raises it with a conditional update).
+  ``judges_per_query`` except on gold questions, which every judge gets;
+  :mod:`judging_app.assignment` raises it with a conditional update).
 - ``result_lists`` / ``result_items``: the two groups shown per query: which system, on which
   side, and the top listings with their positions (title, category, brand and price are copied
   in, so the app needs no catalog; brand and price are NULL when the catalog does not know them).

@@ -6,6 +6,9 @@ per-query wins/ties/losses and inter-rater agreement. Markdown, HTML and JSON th
 A query counts once all its judges are done (``--min-judges`` lowers that). Its NDCG* per side
 is the golden harness's :func:`evaluation.golden.system_metrics.ndcg_star` over that side's
 top min(5, returned) listings, each listing's grade being the mean of the judges' grades.
+
+Gold questions (:mod:`judging_app.gold`) count in none of that: a table of their own shows each
+judge's agreement with the known grades, lowest first (a careless judge comes out on top).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from evaluation.html import html_document
 from evaluation.plots import figure_svg, plt
 from evaluation.report import Table, markdown_document, percent
 from judging_app.agreement import agreement
+from judging_app.gold import gold_summary
 from judging_app.results import SessionResults, judges_needed, load_results
 from judging_app.sessions import SEGMENTS
 from judging_app.store import Store
@@ -130,6 +134,7 @@ def build_report(store: Store, key: str | int, bootstrap: int = 1000, seed: int 
                      "flagged_queries": sum(1 for q in results.queries if q.flagged), **list_overlap(results)},
         "table5": rows,
         "agreement": agreements,
+        "gold": gold_summary(store, results.id),
         "checks": {"mean_grade_by_screen_side": {s: float(np.mean(g)) if g else float("nan") for s, g in by_side.items()},
                    "mean_grade_by_system": {s: float(np.mean(g)) if g else float("nan") for s, g in by_system.items()},
                    "flag_notes": [{"query_id": q, "judge": judge, "note": note} for q, judge, note in results.flag_notes]},
@@ -179,6 +184,18 @@ def tables(report: dict) -> list[Table]:
         note="Fleiss' κ uses only the units graded by exactly the session's number of judges; α uses every unit "
              "with two or more grades. Both are undefined (–) when every grade is the same.",
     )
+    gold = report.get("gold") or {"queries": 0, "judges": []}
+    gold_table = Table(
+        "Agreement with gold questions",
+        ("judge", "gold queries judged", "gold listings graded", "exact agreement (%)", "mean absolute difference",
+         "within 1 grade (%)"),
+        [(g["judge"], f"{g['queries']:,}", f"{g['listings']:,}", percent(g["exact"]), _number(g["mean_abs_diff"], 2),
+          percent(g["within_one"])) for g in gold["judges"]],
+        note=f"{gold['queries']:,} gold question{'s' * (gold['queries'] != 1)}: queries with known grades, given to every judge among the others "
+             "and left out of every other number of this report. Each judge's grades of their listings against the "
+             "known ones (a listing in both groups counts once), lowest exact agreement first: a judge far below the "
+             "others may be grading carelessly.",
+    )
     checks = report["checks"]
     check_rows = [("mean grade, left group", _number(checks["mean_grade_by_screen_side"]["left"], 3)),
                   ("mean grade, right group", _number(checks["mean_grade_by_screen_side"]["right"], 3)),
@@ -191,7 +208,8 @@ def tables(report: dict) -> list[Table]:
                               "left/right difference would suggest a position bias.", detail=True)
     notes = Table("Flag notes", ("query id", "judge", "note"),
                   [(str(n["query_id"]), n["judge"], n["note"]) for n in checks["flag_notes"][:50]], detail=True)
-    return [table5, agreement_table, checks_table] + ([notes] if checks["flag_notes"] else [])
+    return ([table5, agreement_table] + ([gold_table] if gold["queries"] else []) + [checks_table]
+            + ([notes] if checks["flag_notes"] else []))
 
 
 def header_lines(report: dict) -> list[str]:
@@ -205,6 +223,13 @@ def header_lines(report: dict) -> list[str]:
              f"{coverage['identical_lists']:,} of {coverage['queries']:,} queries show identical lists in both groups "
              f"(the same listings in the same order: a tie by construction), {coverage['shared_listings']:,} share at "
              "least one listing; a listing in both groups is graded once and the grade counts for both."]
+    gold = report.get("gold") or {"queries": 0, "judges": []}
+    if gold["queries"]:
+        lines.append(f"{gold['queries']:,} gold question{'s' * (gold['queries'] != 1)} (known grades; every judge gets them, mixed in) are left out "
+                     f"of the queries above and of every metric; {len(gold['judges']):,} judges have graded at least "
+                     "one: see \"Agreement with gold questions\".")
+    else:
+        lines.append("No gold questions (`qcat judge add-gold` adds queries with known grades, to check each judge).")
     if settings.get("sampled"):
         lines.append("Query sets by 30/30/40% of impressions in the " + str(settings.get("period", "base")) +
                      " period of " + str(settings.get("corpus", "the corpus")) + ": " +

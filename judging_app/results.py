@@ -4,6 +4,10 @@ Only judgments of finished (``done``) assignments count: a judge's grades of a q
 submitted all at once, and a skipped query has none. The report and the exports count a query
 once ``--min-judges`` judges (default: all of the session's) have graded it
 (:func:`judged_by_enough`), so by default they cover the same queries.
+
+Gold questions (:mod:`judging_app.gold`) are left out entirely: their queries, lists,
+judgments, skips and flags are not in :class:`SessionResults`, so no metric or export of the
+session sees them; :func:`judging_app.gold.judge_agreement` reads them.
 """
 
 from __future__ import annotations
@@ -72,7 +76,9 @@ def load_results(store: Store, key: str | int) -> SessionResults:
         record: JudgingSession = find_session(session, key)
         statuses = session.execute(
             select(Assignment.query_id, Assignment.status, Assignment.flagged, Assignment.flag_note, Judge.name)
-            .join(Judge, Judge.id == Assignment.judge_id).where(Assignment.session_id == record.id)).all()
+            .join(Judge, Judge.id == Assignment.judge_id)
+            .join(SessionQuery, SessionQuery.id == Assignment.query_id)
+            .where(Assignment.session_id == record.id, ~SessionQuery.gold)).all()
         done, skipped, flagged, notes = {}, {}, {}, []
         for query_id, status, is_flagged, note, judge in statuses:
             if status == "done":
@@ -84,13 +90,14 @@ def load_results(store: Store, key: str | int) -> SessionResults:
                 notes.append((query_id, judge, note))
         queries = [QueryRow(q.id, q.text, q.segment, q.baseline_side, done.get(q.id, 0), skipped.get(q.id, 0),
                             flagged.get(q.id, 0))
-                   for q in session.scalars(select(SessionQuery).where(SessionQuery.session_id == record.id)
+                   for q in session.scalars(select(SessionQuery).where(SessionQuery.session_id == record.id,
+                                                                       ~SessionQuery.gold)
                                             .order_by(SessionQuery.position))]
         items = [ItemRow(*row) for row in session.execute(
             select(ResultList.query_id, ResultList.system, ResultList.side, ResultItem.position, ResultItem.listing_id)
             .join(ResultItem, ResultItem.list_id == ResultList.id)
             .join(SessionQuery, SessionQuery.id == ResultList.query_id)
-            .where(SessionQuery.session_id == record.id)
+            .where(SessionQuery.session_id == record.id, ~SessionQuery.gold)
             .order_by(ResultList.query_id, ResultList.system, ResultItem.position))]
         judgments = [JudgmentRow(*row) for row in session.execute(
             select(Judgment.query_id, Judge.name, Judge.id, Judgment.listing_id, Judgment.side, ResultList.system,
@@ -100,7 +107,7 @@ def load_results(store: Store, key: str | int) -> SessionResults:
             .join(Assignment, and_(Assignment.judge_id == Judgment.judge_id, Assignment.query_id == Judgment.query_id))
             .join(ResultList, and_(ResultList.query_id == Judgment.query_id, ResultList.side == Judgment.side))
             .join(ResultItem, and_(ResultItem.list_id == ResultList.id, ResultItem.listing_id == Judgment.listing_id))
-            .where(SessionQuery.session_id == record.id, Assignment.status == "done")
+            .where(SessionQuery.session_id == record.id, ~SessionQuery.gold, Assignment.status == "done")
             .order_by(Judgment.query_id, Judgment.side, ResultItem.position, Judge.name))]
         return SessionResults(record.id, record.name, record.baseline_model, record.target_model,
                               record.judges_per_query, record.settings, queries, items, judgments, notes)

@@ -290,20 +290,24 @@ def find_query(session, key: str | int, session_id: int | None = None) -> Sessio
 
 
 def session_overview(store: Store) -> list[dict]:
-    """Every session with its query count and how many queries have all their judges."""
+    """Every session with its query count and how many queries have all their judges (gold
+    questions counted apart, as ``gold``)."""
     from judging_app.models import Assignment
 
     with store.sessions() as session:
         records = session.scalars(select(JudgingSession).order_by(JudgingSession.id)).all()
         out = []
         for record in records:
-            n = session.scalar(select(func.count()).select_from(SessionQuery).where(SessionQuery.session_id == record.id))
+            sizes = dict(session.execute(select(SessionQuery.gold, func.count())
+                                         .where(SessionQuery.session_id == record.id).group_by(SessionQuery.gold)).all())
+            n, gold = sizes.get(False, 0), sizes.get(True, 0)
             done = session.scalar(
                 select(func.count()).select_from(
-                    select(Assignment.query_id).where(Assignment.session_id == record.id, Assignment.status == "done")
+                    select(Assignment.query_id).join(SessionQuery, SessionQuery.id == Assignment.query_id)
+                    .where(Assignment.session_id == record.id, Assignment.status == "done", ~SessionQuery.gold)
                     .group_by(Assignment.query_id).having(func.count() >= record.judges_per_query).subquery()))
             out.append({"id": record.id, "name": record.name,
                         "display_name": judge_facing_name(record.id, record.display_name), "baseline": record.baseline_model,
-                        "target": record.target_model, "queries": n, "complete": done,
+                        "target": record.target_model, "queries": n, "gold": gold, "complete": done,
                         "judges_per_query": record.judges_per_query, "created": record.created_at})
         return out
