@@ -218,9 +218,9 @@ def _category_map(raw_categories: list[str], taxonomy: Taxonomy) -> dict[str, np
 
 
 def _aggregate(engine: IngestEngine, min_clicks: float, report: IngestReport) -> ClickTable:
-    report.pairs_aggregated = int(engine.rows("select count(*) from pairs")[0][0])
-    below = engine.rows(sql.below_min_clicks_sql(min_clicks))[0]
-    report.pairs_below_min_clicks, report.clicks_below_min_clicks = int(below[0]), float(below[1])
+    pairs, below, below_clicks = engine.rows(sql.pair_counts_sql(min_clicks))[0]
+    report.pairs_aggregated, report.pairs_below_min_clicks = int(pairs), int(below)
+    report.clicks_below_min_clicks = float(below_clicks)
     kept = engine.columns(sql.kept_sql(min_clicks))
     n = report.pairs_kept = len(kept["query"])
     # Rows come sorted by query: a new query starts where it differs from the row before

@@ -141,8 +141,11 @@ select reason, row, value from (
 FIRST_REJECT_SQL = "select row, reason, value from classified where reason is not null order by row limit 1"
 
 
-def below_min_clicks_sql(min_clicks: float) -> str:
-    return f"select count(*), coalesce(sum(clicks), 0) from pairs where clicks < {double_literal(min_clicks)}"
+def pair_counts_sql(min_clicks: float) -> str:
+    """Pairs, pairs below ``min_clicks`` and their clicks."""
+    below = f"clicks < {double_literal(min_clicks)}"
+    return (f"select count(*), count(case when {below} then 1 end), "
+            f"coalesce(sum(case when {below} then clicks end), 0) from pairs")
 
 
 def kept_sql(min_clicks: float) -> str:
