@@ -246,10 +246,12 @@ class SparkEngine:
     def columns(self, sql: str) -> dict[str, np.ndarray]:
         with _spark_errors(self._path):
             table = self.spark.sql(sql).toArrow()
+        import pyarrow as pa
+
         result = {}
         for name in table.column_names:
             column = table.column(name)
-            if column.type == "string":
+            if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
                 result[name] = np.asarray(column.to_pylist(), dtype=object)
             else:
                 result[name] = column.to_numpy(zero_copy_only=False).astype(np.float64)
