@@ -100,6 +100,9 @@ def spark_engine():
     from training.ingest_spark import SparkEngine, session
 
     spark = session("local[2]", shuffle_partitions=1)
+    # Tiny inputs: compiling generated code costs more than it saves.
+    spark.conf.set("spark.sql.codegen.wholeStage", "false")
+    spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
     yield lambda: SparkEngine(spark)
     spark.stop()
 

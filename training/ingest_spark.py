@@ -5,7 +5,9 @@ s3a://... where the cluster has them). CSV and JSONL are read in PERMISSIVE mode
 corrupt-record column: such rows are ``malformed_row``. Spark decodes invalid UTF-8 as
 U+FFFD, so a row holding U+FFFD counts as ``bad_encoding`` (a log that really contains
 U+FFFD is rejected here where DuckDB keeps it). A distributed read has no line numbers:
-reject examples carry none, and ``strict`` names the reason and value only.
+reject examples carry none, and ``strict`` names the reason and value only. CSV and TSV are
+read with ``multiLine`` (a quoted field may hold a line break, as in the Python reader), which
+makes each file one task: give Spark a directory of part files, or Parquet, to spread a big log.
 
 Queries are normalized by :func:`qcat.normalize.normalize` itself, on the executors, over
 the distinct queries (``mapInArrow``); the driver ships qcat's normalizer to them. The few
@@ -19,6 +21,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 import zipfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -53,7 +56,8 @@ def session(master: str = "local[2]", shuffle_partitions: int | None = None):
         os.environ["PYSPARK_PYTHON"] = sys.executable  # local workers: this very Python (not "python3")
     if shuffle_partitions:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-    with _spark_errors(f"--spark-master {master}"):
+    with _spark_errors(f"--spark-master {master}"), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("FATAL")
     return spark
@@ -196,7 +200,9 @@ class SparkEngine:
                     [pa.array(raw, pa.string()), pa.array([normalize(q) for q in raw], pa.string())],
                     names=["raw", "normalized"])
 
-        with _spark_errors(self._path):
+        with _spark_errors(self._path), warnings.catch_warnings():
+            # PySpark warns about pandas versions even where, as here, it uses no pandas.
+            warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
             distinct = self.spark.sql("select distinct query from raw where query is not null")
             self._name("query_map", distinct.mapInArrow(normalized, "raw string, normalized string"), cache=True)
 
