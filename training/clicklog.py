@@ -25,7 +25,7 @@ from qcat.normalize import normalize
 from qcat.taxonomy import Taxonomy
 from training import ingest_sql as sql
 from training.clicktable import ClickTable
-from training.ingest_engine import COLUMNS, FORMATS, REQUIRED, IngestEngine  # noqa: F401 (re-exported)
+from training.ingest_engine import FORMATS, IngestEngine
 
 ENGINES = ("duckdb", "spark")
 
