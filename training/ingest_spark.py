@@ -56,7 +56,7 @@ def session(master: str = "local[2]", shuffle_partitions: int | None = None):
         os.environ["PYSPARK_PYTHON"] = sys.executable  # local workers: this very Python (not "python3")
     if shuffle_partitions:
         builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-    with _spark_errors(f"--spark-master {master}"), warnings.catch_warnings():
+    with _spark_errors(f"--spark-master {master}: no Spark session could be started"), warnings.catch_warnings():
         warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("FATAL")
