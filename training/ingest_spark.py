@@ -50,8 +50,7 @@ def session(master: str = "local[2]", shuffle_partitions: int | None = None):
     builder = (SparkSession.builder.master(master).appName("qcat ingest")
                .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_quiet_log4j()}")
                .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.csv.parser.columnPruning.enabled", "false"))
+               .config("spark.ui.showConsoleProgress", "false"))
     if master.startswith("local") and not os.environ.get("PYSPARK_PYTHON"):
         os.environ["PYSPARK_PYTHON"] = sys.executable  # local workers: this very Python (not "python3")
     if shuffle_partitions:
@@ -132,6 +131,8 @@ class SparkEngine:
 
         self._path = path
         with _spark_errors(path):
+            # Parse every column of a CSV row, so a short or long row is always seen as malformed.
+            self.spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
             if fmt == "parquet":
                 frame = self.spark.read.parquet(path)
                 names = {c.lower(): c for c in frame.columns}
