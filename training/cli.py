@@ -46,7 +46,7 @@ def check_bundle_out(path: Path) -> None:
 
 def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     ingest = sub.add_parser("ingest", help="validate and aggregate a click log (CSV, TSV, Parquet, JSONL)")
-    ingest.add_argument("log", type=Path)
+    ingest.add_argument("log", help="click-log file (with --engine spark: any path or URI Spark reads)")
     ingest.add_argument("--taxonomy", type=Path, required=True, help="taxonomy file (tsv/csv, Google txt, Best Buy json)")
     ingest.add_argument("--taxonomy-format", choices=("tsv", "csv", "google", "bestbuy"), default=None)
     ingest.add_argument("--format", choices=("csv", "tsv", "parquet", "jsonl"), default=None, help="default: from the file name")
@@ -55,6 +55,9 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     ingest.add_argument("--date-to", default=None, help="keep rows dated before (YYYY-MM-DD)")
     ingest.add_argument("--strict", action="store_true", help="stop at the first unusable row, naming it")
     ingest.add_argument("--out", type=Path, default=None, help="write the aggregated table (.parquet or .csv)")
+    ingest.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
+                        help="duckdb (default; exact row numbers) or spark (any path Spark reads)")
+    ingest.add_argument("--spark-master", default="local[2]", help="Spark master URL for --engine spark (default local[2])")
     ingest.set_defaults(run=run_ingest)
 
     simulate = sub.add_parser("simulate", help="simulate a year of search clicks over a catalog")
@@ -85,6 +88,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     result = ingest(
         args.log, taxonomy, min_clicks=args.min_clicks, strict=args.strict,
         date_from=args.date_from, date_to=args.date_to, fmt=args.format,
+        engine=args.engine, spark_master=args.spark_master,
     )
     print(result.report.format())
     problem = result.report.nothing_kept()

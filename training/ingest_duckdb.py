@@ -1,0 +1,113 @@
+"""The DuckDB ingestion engine: one process, row numbers exact.
+
+Parquet is read by DuckDB itself, as a view (never copied). CSV, TSV and JSONL are decoded
+and split in Python (:mod:`training.ingest_text`), so every unusable row is named by its line.
+DuckDB runs with a memory limit and a spill directory, so a large log spills to disk
+instead of exhausting memory.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import duckdb
+import numpy as np
+
+from qcat.errors import InputError
+from training.ingest_engine import COLUMNS, check_header
+from training.ingest_text import read_delimited, read_jsonl
+from training.ingest_sql import DUCKDB_MACROS
+
+DEFAULT_MEMORY_LIMIT = os.environ.get("QCAT_DUCKDB_MEMORY_LIMIT", "4GB")
+
+
+class DuckDBEngine:
+    name = "duckdb"
+    row_numbers = True
+
+    def __init__(self, memory_limit: str = DEFAULT_MEMORY_LIMIT):
+        self._spill = tempfile.TemporaryDirectory(prefix="qcat-duckdb-")
+        self.con = duckdb.connect()
+        self.con.execute(f"set memory_limit = '{_setting(memory_limit)}'")
+        self.con.execute(f"set temp_directory = '{_setting(self._spill.name)}'")
+        self.con.execute("set preserve_insertion_order = false")
+        self.con.execute(DUCKDB_MACROS)
+
+    def read(self, path: str, fmt: str) -> None:
+        path = Path(path)
+        if fmt == "parquet":
+            if not path.is_file():
+                raise InputError(f"{path}: no such file")
+            self._view_parquet(path)
+            return
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+        if path.suffix == ".gz":
+            import gzip
+            import zlib
+
+            try:
+                raw = gzip.decompress(raw)
+            except (OSError, EOFError, zlib.error) as exc:
+                raise InputError(f"{path}: its name ends in .gz but it is not a valid gzip file ({exc})") from None
+        rows = read_jsonl(raw) if fmt == "jsonl" else read_delimited(raw, "\t" if fmt == "tsv" else ",")
+        self.register("raw", rows.arrays())
+
+    def _view_parquet(self, path: Path) -> None:
+        """``raw`` as a view over the file: one scan per query, no copy of the log."""
+        try:
+            names = [r[0].lower() for r in self.con.execute("describe select * from read_parquet(?)", [str(path)]).fetchall()]
+        except duckdb.Error as exc:
+            raise InputError(f"cannot read Parquet: {str(exc).splitlines()[0]}") from None
+        check_header(names)
+        select = ", ".join(
+            f'cast("{c}" as varchar) as "{c}"' if c in names else f'cast(null as varchar) as "{c}"' for c in COLUMNS
+        )
+        self.con.execute(
+            f"create view raw as select cast(file_row_number + 1 as bigint) as row, {select}, "
+            f"cast(null as varchar) as bad, cast(null as varchar) as bad_value "
+            f"from read_parquet('{_setting(str(path))}', file_row_number = true)"
+        )
+
+    def map_queries(self, normalize: Callable[[str], str]) -> None:
+        raw = [r[0] for r in self.con.execute("select distinct query from raw where query is not null").fetchall()]
+        self.register("query_map", {"raw": np.asarray(raw, dtype=object),
+                                    "normalized": np.asarray([normalize(q) for q in raw], dtype=object)})
+
+    def distinct(self, column: str) -> list[str]:
+        return [r[0] for r in self.con.execute(f'select distinct "{column}" from raw where "{column}" is not null').fetchall()]
+
+    def register(self, name: str, columns: dict[str, np.ndarray]) -> None:
+        self.con.register(f"_{name}_arrays", columns)
+        self.con.execute(f"create temp table {name} as select * from _{name}_arrays")
+        self.con.unregister(f"_{name}_arrays")
+
+    def view(self, name: str, sql: str) -> None:
+        self.con.execute(f"create temp view {name} as {sql}")
+
+    def materialize(self, name: str, sql: str) -> None:
+        self.con.execute(f"create temp table {name} as {sql}")
+
+    def rows(self, sql: str) -> list[tuple]:
+        return self.con.execute(sql).fetchall()
+
+    def columns(self, sql: str) -> dict[str, np.ndarray]:
+        result = self.con.execute(sql).fetchnumpy()
+        return {name: (np.ma.filled(np.ma.asarray(values).astype(np.float64), np.nan)
+                       if np.asarray(values).dtype.kind in "fiu" else np.asarray(values, dtype=object))
+                for name, values in result.items()}
+
+    def close(self) -> None:
+        self.con.close()
+        self._spill.cleanup()
+
+
+def _setting(text: str) -> str:
+    if "'" in text:
+        raise InputError(f"{text!r}: a quote is not allowed here")
+    return text

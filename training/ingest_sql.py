@@ -1,0 +1,165 @@
+"""The one definition of click-log classification and aggregation, in SQL both engines run.
+
+Every statement here is written in the subset of SQL that DuckDB and Spark SQL both accept
+(no ``::`` casts, no ``group by all``, no ``isinf``, no parameters: the few values are
+formatted as literals by :func:`date_literal` and :func:`double_literal`, which accept only
+dates and finite numbers). The one function the dialects spell differently, a regular
+expression match, is called ``rlike(text, pattern)`` as in Spark; the DuckDB engine defines
+it as a macro (:data:`DUCKDB_MACROS`). Patterns hold no backslash (Spark's string literals
+would unescape it).
+
+Each engine provides three relations:
+
+* ``raw``: ``row`` (bigint, for ordering examples), ``query``, ``category``, ``clicks``,
+  ``impressions``, ``date`` (all text, null where absent), and ``bad`` / ``bad_value``: the
+  reason and text of a row the reader could not decode or split (``bad_encoding``,
+  ``malformed_row``), null otherwise;
+* ``query_map``: ``raw`` -> ``normalized``, from :func:`qcat.normalize.normalize`;
+* ``category_map``: ``raw`` -> ``category_id`` (null if unknown), ``ambiguous``.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import date
+
+# Numbers as both engines' casts read them alike: Spark alone would take "1.5d" or "Infinity",
+# DuckDB alone "1_000"; either would read "nan". Anything else is a bad value.
+NUMBER_PATTERN = "^[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?$"
+# YYYY-MM-DD, optionally followed by a time (a timestamp column read as text).
+DATE_PATTERN = "^[0-9]{4}-[0-9]{2}-[0-9]{2}([ T].*)?$"
+
+DUCKDB_MACROS = "create or replace temp macro rlike(text, pattern) as regexp_matches(text, pattern)"
+
+
+def date_literal(value: date) -> str:
+    if not isinstance(value, date):
+        raise TypeError(f"expected a date, got {value!r}")
+    return f"date '{value.isoformat()}'"
+
+
+def double_literal(value: float) -> str:
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return f"cast({value!r} as double)"
+
+
+def _number(text: str) -> str:
+    """A text column as a double: null when it is not a number (blank handled by callers)."""
+    return f"case when rlike(trim({text}), '{NUMBER_PATTERN}') then try_cast(trim({text}) as double) end"
+
+
+def _finite_non_negative(value: str) -> str:
+    # NaN sorts above infinity in both engines, so this also rejects NaN.
+    return f"({value} >= 0 and {value} < cast('Infinity' as double))"
+
+
+def classify_sql(date_from: date | None, date_to: date | None) -> str:
+    """Each row of ``raw`` with its typed values, ``reason`` (a key of REASONS, null if usable),
+    ``value`` (the offending text) and ``in_range`` (inside [date_from, date_to))."""
+    bounds = ([f"day >= {date_literal(date_from)}"] if date_from else []) + \
+             ([f"day < {date_literal(date_to)}"] if date_to else [])
+    in_range = f"coalesce({' and '.join(bounds)}, false)" if bounds else "true"
+    impressions_given = "impressions_text is not null and trim(impressions_text) <> ''"
+    bad_clicks = f"clicks is null or not {_finite_non_negative('clicks')}"
+    bad_impressions = f"{impressions_given} and (impressions is null or not {_finite_non_negative('impressions')})"
+    exceed = "impressions is not null and clicks > impressions"
+    bad_date = "date_text is not null and trim(date_text) <> '' and day is null"
+    empty = "normalized is null or normalized = ''"
+    return f"""
+with typed as (
+    select /*+ BROADCAST(c) */ r.row, r.bad, r.bad_value, r.query, r.category,
+           r.clicks as clicks_text, r.impressions as impressions_text, r.date as date_text,
+           q.normalized, c.category_id, coalesce(c.ambiguous, false) as ambiguous,
+           case when r.clicks is null or trim(r.clicks) = '' then cast(1 as double)
+                else {_number('r.clicks')} end as clicks,
+           case when r.impressions is null or trim(r.impressions) = '' then cast(null as double)
+                else {_number('r.impressions')} end as impressions,
+           case when rlike(trim(r.date), '{DATE_PATTERN}')
+                then try_cast(substr(trim(r.date), 1, 10) as date) end as day
+    from raw r
+    left join query_map q on q.raw = r.query
+    left join category_map c on c.raw = r.category
+)
+select row, normalized, category_id, clicks, impressions,
+    case
+        when bad is not null then bad
+        when {empty} then 'empty_query'
+        when ambiguous then 'ambiguous_category'
+        when category_id is null then 'unknown_category'
+        when {bad_clicks} then 'bad_clicks'
+        when {bad_impressions} then 'bad_impressions'
+        when {exceed} then 'clicks_exceed_impressions'
+        when {bad_date} then 'bad_date'
+    end as reason,
+    case
+        when bad is not null then bad_value
+        when {empty} then coalesce(query, '')
+        when ambiguous or category_id is null then coalesce(category, '')
+        when {bad_clicks} then clicks_text
+        when {bad_impressions} then impressions_text
+        when {exceed} then concat(coalesce(clicks_text, ''), ' > ', impressions_text)
+        else date_text
+    end as value,
+    {in_range} as in_range
+from typed
+"""
+
+
+# One pass over ``classified``: the rows of each (reason, in_range), and for the usable rows
+# their (query, category) aggregates. Everything after reads this small relation.
+GROUPS_SQL = """
+select reason, in_range, query, category_id, sum(clicks) as clicks, sum(impressions) as impressions,
+       count(impressions) as rows_with_impressions, count(*) as rows
+from (
+    select reason, in_range,
+           case when used then normalized end as query,
+           case when used then category_id end as category_id,
+           case when used then clicks end as clicks,
+           case when used then impressions end as impressions
+    from (select *, coalesce(reason is null and in_range, false) as used from classified) marked
+) rows_by_group
+group by reason, in_range, query, category_id
+"""
+
+ROW_COUNTS_SQL = "select reason, in_range, sum(rows) from groups group by reason, in_range"
+
+PAIRS_SQL = """
+select query, category_id, clicks, impressions, rows_with_impressions, rows
+from groups where reason is null and in_range
+"""
+
+# The first few rejected rows of each reason, by row.
+EXAMPLES_SQL = """
+select reason, row, value from (
+    select reason, row, value, row_number() over (partition by reason order by row) as rank
+    from classified where reason is not null
+) ranked where rank <= {limit}
+"""
+
+FIRST_REJECT_SQL = "select row, reason, value from classified where reason is not null order by row limit 1"
+
+
+def pair_counts_sql(min_clicks: float) -> str:
+    """Pairs, pairs below ``min_clicks`` and their clicks."""
+    below = f"clicks < {double_literal(min_clicks)}"
+    return (f"select count(*), count(case when {below} then 1 end), "
+            f"coalesce(sum(case when {below} then clicks end), 0) from pairs")
+
+
+def kept_sql(min_clicks: float) -> str:
+    """The pairs kept, sorted as a ClickTable wants them, with each query's demand: its largest
+    pair impressions where every row had impressions, else its total clicks."""
+    return f"""
+with demand as (
+    select query, coalesce(max(case when rows_with_impressions = rows then impressions end), sum(clicks))
+           as query_impressions
+    from pairs group by query
+)
+select p.query, p.category_id, p.clicks,
+       case when p.rows_with_impressions = p.rows then p.impressions end as impressions, d.query_impressions
+from pairs p join demand d on d.query = p.query
+where p.clicks >= {double_literal(min_clicks)}
+order by p.query, p.clicks desc, p.category_id
+"""
