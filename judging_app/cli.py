@@ -66,6 +66,19 @@ def judge_parser() -> argparse.ArgumentParser:
     add.add_argument("name", metavar="NAME")
     _url(add)
 
+    add_admin = actions.add_parser("add-admin", help="add an admin (the app's admin page) and print their token (shown once)")
+    add_admin.add_argument("name", metavar="NAME")
+    _url(add_admin)
+
+    reset = actions.add_parser("reset-token", help="give a judge a new token (the old one stops working; shown once)")
+    reset.add_argument("name", metavar="JUDGE")
+    _url(reset)
+
+    deactivate = actions.add_parser("deactivate", help="stop a judge from signing in (claims released, judgments kept)")
+    deactivate.add_argument("name", metavar="JUDGE")
+    deactivate.add_argument("--reactivate", action="store_true", help="let a deactivated judge sign in again")
+    _url(deactivate)
+
     listing = actions.add_parser("sessions", help="list the judging sessions and their progress")
     _url(listing)
 
@@ -205,6 +218,49 @@ def run_add_judge(args: argparse.Namespace) -> int:
     store.dispose()
     say(f"judge {judge.id} {judge.name!r} added. Their sign-in token (shown only this once; only a hash is stored):")
     print(token)
+    return 0
+
+
+def run_add_admin(args: argparse.Namespace) -> int:
+    from judging_app.judges import add_admin
+    from judging_app.store import open_store
+
+    store = open_store(args.url)
+    admin, token = add_admin(store, args.name)
+    store.dispose()
+    say(f"admin {admin.id} {admin.name!r} added. Their admin token (shown only this once; only a hash is stored); "
+        f"it signs in to the app's admin page:")
+    print(token)
+    return 0
+
+
+def run_reset_token(args: argparse.Namespace) -> int:
+    from judging_app.judges import find_judge, reset_token
+    from judging_app.store import open_store
+
+    store = open_store(args.url)
+    with store.sessions() as session:
+        judge_id = find_judge(session, args.name).id
+    token = reset_token(store, judge_id)
+    store.dispose()
+    say(f"judge {args.name!r} has a new token (shown only this once); the old one no longer works and their "
+        f"browsers are signed out:")
+    print(token)
+    return 0
+
+
+def run_deactivate(args: argparse.Namespace) -> int:
+    from judging_app.judges import find_judge, set_active
+    from judging_app.store import open_store
+
+    store = open_store(args.url)
+    with store.sessions() as session:
+        judge_id = find_judge(session, args.name).id
+    released = set_active(store, judge_id, args.reactivate)
+    store.dispose()
+    say(f"judge {args.name!r} can sign in again" if args.reactivate else
+        f"judge {args.name!r} deactivated: signed out, {len(released)} open claim{'s' * (len(released) != 1)} "
+        f"released; their judgments stay")
     return 0
 
 
@@ -366,4 +422,5 @@ def run_export(args: argparse.Namespace) -> int:
 
 JUDGE_ACTIONS = {"create-session": run_create, "add-judge": run_add_judge, "sessions": run_sessions, "app": run_app,
                  "report": run_report, "export": run_export, "release": run_release,
-                 "backup": run_backup, "add-gold": run_add_gold}
+                 "backup": run_backup, "add-gold": run_add_gold, "add-admin": run_add_admin,
+                 "reset-token": run_reset_token, "deactivate": run_deactivate}

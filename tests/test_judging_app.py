@@ -8,9 +8,10 @@ import pytest
 from sqlalchemy import func, select
 from streamlit.testing.v1 import AppTest
 
-from judging_app.judges import add_judge
+from judging_app.admin import judge_activity as admin_activity
+from judging_app.judges import add_admin, add_judge
 from judging_app.migrate import upgrade
-from judging_app.models import Assignment, Judgment, SessionQuery
+from judging_app.models import Assignment, Judgment, JudgmentVersion, SessionQuery
 from judging_app.sessions import Listing, QuerySpec, store_session
 from judging_app.store import open_store
 from judging_fixtures import ROOT, PostgresServer, fresh_database
@@ -353,3 +354,57 @@ def test_submit_refuses_a_query_already_submitted_when_resubmit_is_off(app_env):
         judgments.submit(store, ann_id, screen.query_id, grade_all(screen, 1), resubmit=False)
     assert count(store, Judgment, Judgment.grade == 1) == 0
     assert judgments.submit(store, ann_id, screen.query_id, grade_all(screen, 1)).updated == 5  # the API's resubmit
+
+
+def test_a_judge_reviews_and_changes_a_submitted_query(app_env):
+    store, tokens, _ = app_env
+    at = grade_everything(sign_in(tokens["ann"]), 1)
+    judged = [m.value for m in at.success if m.value.startswith("Saved")][0]
+    button(at, "Review or change").click()
+    at.run()
+    assert "You submitted this query already" in at.info[0].value
+    assert [r.value for r in at.radio] == [1] * 5  # the grades given
+    at.radio[0].set_value(3)
+    button(at, "Save changes").click()
+    at.run()
+    assert any(s.value.startswith("Changed 1 grade of") for s in at.success), [s.value for s in at.success]
+    assert "“" in judged and count(store, Judgment, Judgment.grade == 3) == 1
+    with store.sessions() as session:
+        assert session.scalar(select(func.count()).select_from(JudgmentVersion)) == 6  # 5 first grades + 1 change
+    assert shown_query(at) is not None and all(r.value is None for r in at.radio)  # back to grading
+    assert "(changed 1 time)" in at.selectbox(key="review_choice").options[0]
+
+
+def test_the_admin_page_shows_progress_and_deactivates_and_resets_a_judge(app_env):
+    store, tokens, _ = app_env
+    grade_everything(sign_in(tokens["ann"]), 2)
+    _, admin_token = add_admin(store, "boss")
+    at = sign_in(admin_token)
+    assert not at.exception and at.title[0].value == "qcat judging: admin"
+    assert "judge_id" not in at.session_state and not at.radio  # an admin does not grade
+    progress = at.dataframe[0].value
+    assert list(progress["segment"]) == ["head", "torso", "tail"] and progress["judgments"].sum() == 1
+    judges = at.dataframe[2].value
+    assert list(judges["judge"]) == ["ann", "bob"] and list(judges["judged"]) == [1, 0]
+    claims = at.dataframe[3].value
+    assert list(claims["judge"]) == ["ann"]  # ann's next query, claimed when her page showed it
+    bob = next(row["id"] for row in admin_activity(store) if row["judge"] == "bob")
+    at.selectbox(key="admin_judge").set_value(bob)
+    button(at, "Deactivate").click()
+    at.run()
+    assert any("Deactivated bob" in s.value for s in at.success)
+    assert [e.value for e in sign_in(tokens["bob"]).error] == ["this judge has been deactivated: ask the session's organizer"]
+    at.selectbox(key="admin_judge").set_value(bob)
+    button(at, "Reactivate").click()
+    at.run()
+    at.selectbox(key="admin_judge").set_value(bob)
+    button(at, "Reset their token").click()
+    at.run()
+    new_token = at.code[0].value
+    assert new_token != tokens["bob"] and not sign_in(new_token).error
+    assert [e.value for e in sign_in(tokens["bob"]).error][0].startswith("unknown token")
+    button(at, "Release the claims on this query").click()
+    at.run()
+    assert any("Released 1 claim" in s.value for s in at.success)
+    ann = next(row["id"] for row in admin_activity(store) if row["judge"] == "ann")
+    assert count(store, Assignment, Assignment.status == "released", Assignment.judge_id == ann) == 1
