@@ -408,8 +408,9 @@ def main() -> None:
     st.set_page_config(page_title="qcat judging", page_icon="⚖️", layout="wide")
     try:
         store = get_store(resolve_url(os.environ.get(URL_ENV)))
-    except InputError as exc:
-        st.error(str(exc))
+    except InputError as exc:  # `qcat judge app` checked the store at start: it has gone away since
+        log.error("cannot open the judging store: %s", exc)
+        st.error(f"{STORE_DOWN}; reload the page in a moment.")
         st.stop()
     if "new_cookie" in st.session_state:
         set_sign_in_cookie(st.session_state.pop("new_cookie"))

@@ -14,7 +14,7 @@ from judging_app.migrate import upgrade
 from judging_app.models import Assignment, Judgment, JudgmentVersion, SessionQuery
 from judging_app.sessions import Listing, QuerySpec, store_session
 from judging_app.store import open_store
-from judging_fixtures import ROOT, PostgresServer, fresh_database
+from judging_fixtures import ROOT, PostgresServer, free_port, fresh_database
 
 APP = str(ROOT / "judging_app" / "app.py")
 QUERIES = [QuerySpec(f"query {i}", ("head", "torso", "tail")[i % 3],
@@ -408,3 +408,11 @@ def test_the_admin_page_shows_progress_and_deactivates_and_resets_a_judge(app_en
     assert any("Released 1 claim" in s.value for s in at.success)
     ann = next(row["id"] for row in admin_activity(store) if row["judge"] == "ann")
     assert count(store, Assignment, Assignment.status == "released", Assignment.judge_id == ann) == 1
+
+
+def test_a_store_that_cannot_be_opened_is_one_plain_line_without_its_address(app_env, monkeypatch):
+    port = free_port()  # nothing listens there
+    monkeypatch.setenv("QCAT_DB_URL", f"postgresql+psycopg://qcat:s3cret@127.0.0.1:{port}/judging")
+    at = start()
+    assert [e.value for e in at.error] == ["The judging store cannot be reached right now; reload the page in a moment."]
+    assert not at.exception and not at.text_input
