@@ -46,7 +46,8 @@ from measure.predict import match_to_truth  # noqa: E402
 from measure.ranking import row_normalized  # noqa: E402
 
 K = 10
-COLUMNS = ("P@1", "P@3", "P@5", "PSP@5", "nDCG@5", "XMAD@5 (CTR)", "XMAD@5 (shares)", "train s", "predict ms/q", "size MB")
+COLUMNS = ("P@1", "P@3", "P@5", "PSP@5", "nDCG@5", "XMAD@5 (CTR)", "XMAD@5 (shares)", "train s", "train CPU s",
+           "predict ms/q", "size MB")
 
 
 def directory_size(path: Path) -> float:
@@ -115,17 +116,17 @@ def best_of(predict, n_rows: int):
     return result, 1000 * best / n_rows
 
 
-def run_xreg(problem: Problem, workdir: Path) -> dict[str, dict]:
+def run_xreg(problem: Problem, workdir: Path, threads: int = 1) -> dict[str, dict]:
     from dataclasses import asdict
 
     from qcat.xreg import XRegModel
     from training.xreg.features import from_csr
     from training.xreg.trainer import XRegConfig, fit_arrays
 
-    config = XRegConfig()
-    started = time.perf_counter()
+    config = XRegConfig(threads=threads)
+    started, cpu = time.perf_counter(), time.process_time()
     trees, tail = fit_arrays(problem.X_train, problem.Y_train, config, progress=print)
-    train_s = time.perf_counter() - started
+    train_s, train_cpu = time.perf_counter() - started, time.process_time() - cpu
     taxonomy = problem.dataset.taxonomy.subset(problem.label_ids)
     model = XRegModel(tuple(problem.label_ids), taxonomy, problem.features, trees, tail, config=asdict(config), metrics={})
     model.save(workdir / "xreg")
@@ -135,7 +136,8 @@ def run_xreg(problem: Problem, workdir: Path) -> dict[str, dict]:
     for name, rerank in (("XReg", False), ("XReg-t", True)):
         scored = model.with_options(rerank=rerank)
         (labels, scores), predict_ms = best_of(lambda: scored.predict_rows(rows, K), rows.n)
-        results[name] = problem.score(labels, scores) | {"train s": train_s, "predict ms/q": predict_ms, "size MB": size}
+        results[name] = problem.score(labels, scores) | {"train s": train_s, "train CPU s": train_cpu,
+                                                         "predict ms/q": predict_ms, "size MB": size}
         print(name, json.dumps(results[name]))
     return results
 
@@ -156,9 +158,9 @@ def run_omikuji(problem: Problem, workdir: Path) -> dict:
 
     data = workdir / "omikuji_train.txt"
     xc_format(data, problem.X_train, problem.Y_train)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     model = omikuji.Model.train_on_data(str(data), omikuji.Model.default_hyper_param(), n_threads=1)
-    train_s = time.perf_counter() - started
+    train_s, train_cpu = time.perf_counter() - started, time.process_time() - cpu
     model.save(str(workdir / "omikuji"))
     X = problem.X_test
     labels = np.full((X.shape[0], K), -1, dtype=np.int64)
@@ -169,7 +171,7 @@ def run_omikuji(problem: Problem, workdir: Path) -> dict:
     for i, row in enumerate(predicted):
         for j, (label, score) in enumerate(row):
             labels[i, j], scores[i, j] = label, score
-    return problem.score(labels, scores) | {"train s": train_s, "predict ms/q": predict_ms,
+    return problem.score(labels, scores) | {"train s": train_s, "train CPU s": train_cpu, "predict ms/q": predict_ms,
                                             "size MB": directory_size(workdir / "omikuji")}
 
 
@@ -179,16 +181,16 @@ def run_napkinxc(problem: Problem, workdir: Path) -> dict:
     Y = [problem.Y_train.indices[problem.Y_train.indptr[i]:problem.Y_train.indptr[i + 1]].tolist()
          for i in range(problem.Y_train.shape[0])]
     model = PLT(str(workdir / "napkinxc"), threads=1, seed=0)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     model.fit(problem.X_train, Y)
-    train_s = time.perf_counter() - started
+    train_s, train_cpu = time.perf_counter() - started, time.process_time() - cpu
     predicted, predict_ms = best_of(lambda: model.predict_proba(problem.X_test, top_k=K), problem.X_test.shape[0])
     labels = np.full((len(predicted), K), -1, dtype=np.int64)
     scores = np.zeros((len(predicted), K))
     for i, row in enumerate(predicted):
         for j, (label, score) in enumerate(row[:K]):
             labels[i, j], scores[i, j] = label, score
-    return problem.score(labels, scores) | {"train s": train_s, "predict ms/q": predict_ms,
+    return problem.score(labels, scores) | {"train s": train_s, "train CPU s": train_cpu, "predict ms/q": predict_ms,
                                             "size MB": directory_size(workdir / "napkinxc")}
 
 
@@ -210,8 +212,8 @@ def print_table(results: dict[str, dict]) -> None:
     print(header)
     print("|" + "---|" * (len(COLUMNS) + 1))
     for name, row in results.items():
-        cells = [f"{row[c]:.3f}" if c not in ("train s", "size MB", "predict ms/q") else f"{row[c]:.{1 if c != 'predict ms/q' else 3}f}"
-                 for c in COLUMNS]
+        cells = ["–" if c not in row else f"{row[c]:.3f}" if c not in ("train s", "train CPU s", "size MB", "predict ms/q")
+                 else f"{row[c]:.{1 if c != 'predict ms/q' else 3}f}" for c in COLUMNS]
         print(f"| {name} | " + " | ".join(cells) + " |")
 
 
@@ -224,7 +226,7 @@ def demo(args: argparse.Namespace) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench_xreg_"))
     try:
         if "xreg" not in skip:
-            results |= run_xreg(problem, workdir)
+            results |= run_xreg(problem, workdir, args.threads)
         peers = {"Omikuji (Parabel)": lambda: run_omikuji(problem, workdir),
                  "napkinXC (PLT)": lambda: run_napkinxc(problem, workdir),
                  "PECOS XR-Linear": lambda: run_pecos(problem, workdir, args.pecos_python)}
@@ -239,6 +241,11 @@ def demo(args: argparse.Namespace) -> None:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print_table(results)
+    omikuji_row = results.get("Omikuji (Parabel)")
+    if "XReg" in results and omikuji_row:
+        print(f"XReg / Omikuji train time: {results['XReg']['train s'] / omikuji_row['train s']:.2f}x wall, "
+              f"{results['XReg']['train CPU s'] / omikuji_row['train CPU s']:.2f}x CPU (XReg threads {args.threads}, "
+              f"Omikuji 1); load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 
@@ -336,6 +343,8 @@ def main() -> None:
     parser.add_argument("--pecos-python", default="/tmp/pecos-venv/bin/python",
                         help="a Python with libpecos (numpy < 2), see docs/benchmarks.md")
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="XReg's training threads (default 1; the peers always train on one)")
     parser.add_argument("--scale", action="store_true", help="the scale run on generated data")
     parser.add_argument("--points", default="100000,300000,1000000", help="scale: training points N (train time vs N)")
     parser.add_argument("--labels", type=int, default=100_000, help="scale: labels L of the train-time runs")

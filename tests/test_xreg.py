@@ -15,7 +15,7 @@ from qcat.sparse_rows import Rows
 from qcat.label_tree import LabelTree
 from qcat.xreg import XRegModel
 from training.xreg.features import from_csr
-from training.xreg.solver import solve_batch
+from training.xreg.solver import solve_batch, solve_joint
 from training.xreg.synthetic import generate
 from training.xreg.trainer import TreeTrainer, XRegConfig, fit_arrays
 from training.xreg.tree import build_tree, label_vectors, tree_depth
@@ -140,6 +140,59 @@ def test_dual_solver_matches_scikit_learn():
     reference = linear_model.LogisticRegression(C=1.0, fit_intercept=False, tol=1e-12, max_iter=10000).fit(
         sp.vstack([Xb, Xb]), np.r_[np.ones(n), np.zeros(n)], sample_weight=np.r_[cost * z, cost * (1 - z)])
     np.testing.assert_allclose(weights, reference.coef_[0], atol=1e-5)
+
+
+def _random_problem(n=600, d=40, regressors=5, seed=0):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.12, random_state=seed, format="csr")
+    X.sort_indices()
+    targets = np.where(rng.random((regressors, n)) < 0.3, rng.random((regressors, n)), 0.0)
+    targets[:, :15] = 1.0
+    targets[0, :] = 0.0  # a regressor with negatives only
+    cost = 30.0 * rng.random(n)
+    return X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, d, cost, targets
+
+
+def _objective(X, cost, targets, weights):
+    """The primal objective of each regressor (the module docstring's f(w))."""
+    u = X @ weights[:, :-1].T + weights[:, -1]
+    loss = cost[:, None] * (targets.T * np.logaddexp(0, -u) + (1 - targets.T) * np.logaddexp(0, u))
+    return 0.5 * (weights ** 2).sum(axis=1) + loss.sum(axis=0)
+
+
+def test_shrinking_and_the_joint_solver_reach_the_plain_solvers_optimum():
+    indptr, indices, data, d, cost, targets = _random_problem()
+    X = sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, d))
+    plain = solve_batch(indptr, indices, data, d, cost, targets, 1e-6, 5000)
+    for shrink, recheck in ((0.01, 0), (0.01, 5), (0.1, 3)):
+        shrunk = solve_batch(indptr, indices, data, d, cost, targets, 1e-6, 5000, shrink, False, recheck)
+        np.testing.assert_allclose(shrunk, plain, atol=1e-4)
+    joint = solve_joint(indptr, indices, data, d, cost, targets, 1e-6, 5000, 0)
+    np.testing.assert_allclose(joint, plain, atol=1e-4)
+    np.testing.assert_allclose(solve_joint(indptr, indices, data, d, cost, targets, 1e-6, 5000, 0, 0.01, 5), plain,
+                               atol=1e-4)
+    # A warm start from the mirrored first edge reaches the same optimum too.
+    pair = np.vstack([targets[1], 1.0 - targets[1]])
+    np.testing.assert_allclose(solve_batch(indptr, indices, data, d, cost, pair, 1e-6, 5000, 0.0, True),
+                               solve_batch(indptr, indices, data, d, cost, pair, 1e-6, 5000), atol=1e-4)
+    # Under a budget of epochs (the training default), the joint solver is no worse than the
+    # plain one, and shrinking with rechecks stays close.
+    budget = {"plain": solve_batch(indptr, indices, data, d, cost, targets, 0.1, 20),
+              "shrink": solve_batch(indptr, indices, data, d, cost, targets, 0.1, 20, 0.01, False, 5),
+              "joint": solve_joint(indptr, indices, data, d, cost, targets, 0.1, 20, 0)}
+    best = _objective(X, cost, targets, plain)
+    excess = {name: (_objective(X, cost, targets, w) - best) / best for name, w in budget.items()}
+    assert excess["joint"].max() <= excess["plain"].max() + 1e-3
+    assert excess["shrink"].max() <= excess["plain"].max() + 1e-2
+
+
+def test_threads_train_the_same_trees():
+    X, Y = generate(400, 19, 50, seed=5, topics=3)
+    one, _ = fit_arrays(X, Y, CONFIG)
+    two, _ = fit_arrays(X, Y, XRegConfig(**{**CONFIG.__dict__, "threads": 2}))
+    for a, b in zip(one, two):
+        for field in ("keys", "key_ptr", "entry_offset", "entry_weight", "reg_bias", "node_frac"):
+            np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
 
 
 # -- inference -----------------------------------------------------------------------------

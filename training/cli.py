@@ -187,6 +187,8 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     hp.add_argument("--rerank", action="store_true", help="serve XReg-t (tail re-ranking) by default")
     hp.add_argument("--prune", type=float, default=0.1, help="drop regressor weights with |w| below this (default 0.1)")
     hp.add_argument("--seed", type=int, default=0)
+    hp.add_argument("--threads", type=int, default=1,
+                    help="train this many tree nodes at once (default 1; the model does not depend on it)")
     xreg.set_defaults(run=run_train_xreg)
 
     hybrid = sub.add_parser("hybrid", help="combine an NB bundle with an XML-Q or XReg bundle by query length (eBay §3.1), "
@@ -336,7 +338,7 @@ def run_train_xreg(args: argparse.Namespace) -> int:
     try:
         config = XRegConfig(trees=args.trees, beam=args.beam, leaf_size=args.leaf_size, C=args.C, factor=args.factor,
                             alpha=args.alpha, gamma=args.gamma, shortlist=args.shortlist, rerank=args.rerank,
-                            prune=args.prune, seed=args.seed)
+                            prune=args.prune, seed=args.seed, threads=args.threads)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     dataset, source, sets = load_dataset(args)
