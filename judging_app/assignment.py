@@ -315,8 +315,8 @@ def skip(store: Store, judge_id: int, query_id: int, flag_note: str | None = Non
     note = check_note(flag_note) if flag_note is not None else ""
     with store.transaction() as session:
         assignment = _assignment(session, judge_id, query_id)
-        if assignment.status == "done":
-            raise AlreadyFinished(query_id, "done")
+        if assignment.status in ("done", "skipped"):  # a second skip (another window) keeps the first note
+            raise AlreadyFinished(query_id, assignment.status)
         if assignment.status == "open":
             session.execute(update(SessionQuery).where(SessionQuery.id == query_id, SessionQuery.claims > 0)
                             .values(claims=SessionQuery.claims - 1).execution_options(synchronize_session=False))

@@ -515,3 +515,16 @@ def test_downgrading_step_by_step_to_the_first_revision_keeps_sessions_queries_a
     for revision in reversed(REVISIONS[:-1]):
         downgrade(db_url, revision, drop_data=True)
         assert counts() == before, revision
+
+
+def test_a_second_skip_changes_nothing_and_keeps_the_first_flag_note(store):
+    session_id = store_session(store, "s", "A", "B", toy_queries(2))
+    judge, _ = add_judge(store, "ann")
+    shown = assignment.next_query(store, judge.id, session_id)
+    assignment.skip(store, judge.id, shown.query_id, flag_note="offensive")
+    with pytest.raises(assignment.AlreadyFinished, match="already skipped"):
+        assignment.skip(store, judge.id, shown.query_id, flag_note="another window's note")
+    with store.sessions() as session:
+        record = session.scalar(select(Assignment).where(Assignment.query_id == shown.query_id))
+        claims = session.get(SessionQuery, shown.query_id).claims
+    assert (record.status, record.flag_note, claims) == ("skipped", "offensive", 0)
