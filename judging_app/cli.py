@@ -234,14 +234,19 @@ def run_add_admin(args: argparse.Namespace) -> int:
     return 0
 
 
+def _judge_id(store, name: str) -> int:
+    from judging_app.judges import find_judge
+
+    with store.sessions() as session:
+        return find_judge(session, name).id
+
+
 def run_reset_token(args: argparse.Namespace) -> int:
-    from judging_app.judges import find_judge, reset_token
+    from judging_app.judges import reset_token
     from judging_app.store import open_store
 
     store = open_store(args.url)
-    with store.sessions() as session:
-        judge_id = find_judge(session, args.name).id
-    token = reset_token(store, judge_id)
+    token = reset_token(store, _judge_id(store, args.name))
     store.dispose()
     say(f"judge {args.name!r} has a new token (shown only this once); the old one no longer works and their "
         f"browsers are signed out:")
@@ -250,13 +255,11 @@ def run_reset_token(args: argparse.Namespace) -> int:
 
 
 def run_deactivate(args: argparse.Namespace) -> int:
-    from judging_app.judges import find_judge, set_active
+    from judging_app.judges import set_active
     from judging_app.store import open_store
 
     store = open_store(args.url)
-    with store.sessions() as session:
-        judge_id = find_judge(session, args.name).id
-    released = set_active(store, judge_id, args.reactivate)
+    released = set_active(store, _judge_id(store, args.name), args.reactivate)
     store.dispose()
     say(f"judge {args.name!r} can sign in again" if args.reactivate else
         f"judge {args.name!r} deactivated: signed out, {len(released)} open claim{'s' * (len(released) != 1)} "

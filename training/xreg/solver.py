@@ -33,6 +33,24 @@ import numba
 import numpy as np
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def solve_one_variable(v, old, a, b, c, sign, gp, log_ratio, inner_eps):
+    """Newton steps on one dual variable ``v`` in (0, c) of the log-loss dual (liblinear's
+    sub-problem), from gradient ``gp``, until ``|gp| < inner_eps`` or 100 steps: the new ``v``,
+    its ``log(v / (c - v))`` and the number of steps taken."""
+    steps = 0
+    while steps <= 100:
+        if abs(gp) < inner_eps:
+            break
+        gpp = a + c / (c - v) / v
+        trial = v - gp / gpp
+        v = v * 0.1 if trial <= 0.0 else trial
+        log_ratio = np.log(v / (c - v))
+        gp = a * (v - old) + sign * b + log_ratio
+        steps += 1
+    return v, log_ratio, steps
+
+
 @numba.njit(cache=True, nogil=True)
 def solve_batch(indptr, indices, data, n_feat, cost, targets, eps, max_iter, shrink=0.0, mirror=False, recheck=0):
     """Regressors ``r`` with targets ``targets[r]`` over the same rows and costs:
@@ -128,16 +146,7 @@ def solve_dual(indptr, indices, data, n_feat, cost, z, eps, max_iter, w, seed, s
                 log_ratio = sign * logit[k]  # log(v / (c - v)) with v = alpha[first]
                 gp = sign * b + log_ratio
             g_max = max(g_max, abs(gp))
-            steps = 0
-            while steps <= 100:
-                if abs(gp) < inner_eps:
-                    break
-                gpp = a + c / (c - v) / v
-                trial = v - gp / gpp
-                v = v * 0.1 if trial <= 0.0 else trial
-                log_ratio = np.log(v / (c - v))
-                gp = a * (v - old) + sign * b + log_ratio
-                steps += 1
+            v, log_ratio, steps = solve_one_variable(v, old, a, b, c, sign, gp, log_ratio, inner_eps)
             newton_steps += steps
             if steps > 0:
                 alpha[first] = v
@@ -253,16 +262,7 @@ def solve_joint(indptr, indices, data, n_feat, cost, targets, eps, max_iter, see
                         log_ratio = sign * logit[i, r, side]
                         gp = sign * b + log_ratio
                     g_max[r] = max(g_max[r], abs(gp))
-                    steps = 0
-                    while steps <= 100:
-                        if abs(gp) < inner_eps[r]:
-                            break
-                        gpp = a + c / (c - v) / v
-                        trial = v - gp / gpp
-                        v = v * 0.1 if trial <= 0.0 else trial
-                        log_ratio = np.log(v / (c - v))
-                        gp = a * (v - old) + sign * b + log_ratio
-                        steps += 1
+                    v, log_ratio, steps = solve_one_variable(v, old, a, b, c, sign, gp, log_ratio, inner_eps[r])
                     newton[r] += steps
                     if steps > 0:
                         alpha[i, r, side] = v if sign > 0 else c - v
