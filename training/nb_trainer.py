@@ -14,7 +14,7 @@ from qcat.nb import NaiveBayesModel, query_features
 from training.calibrate import fit_calibration
 from training.clicktable import ClickTable
 from training.dataset import Dataset, truth_matrix
-from training.selection import ValidationSets, objective, validation_sets
+from training.selection import ValidationSets, validation_sets
 from training.table_metrics import evaluate_pr
 
 
