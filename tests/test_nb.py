@@ -98,3 +98,29 @@ def test_threshold_drops_noisy_rows():
 def test_empty_query_is_an_error(model):
     with pytest.raises(EmptyQueryError, match="'!!'"):
         model.predict(["!!"], k=3)
+
+
+def test_grid_scorer_gives_the_objective_of_the_built_model(bestbuy_taxonomy):
+    """fit() scores its threshold x alpha grid without building models; every point must give
+    the PR@1 that selection.objective gives on the model build_model makes for it, queries in
+    the training lookup table included."""
+    from pathlib import Path
+
+    from training.clicklog import ingest
+    from training.dataset import subset_queries
+    from training.nb_trainer import _GridScorer, _prune
+    from training.selection import objective
+
+    data = Path(__file__).parent / "data"
+    table = ingest(data / "bestbuy_clicks_sample.csv", bestbuy_taxonomy, min_clicks=1).table
+    dataset = Dataset.from_table(table, bestbuy_taxonomy)
+    train = dataset.train
+    seen = subset_queries(train, np.arange(len(train.queries)) % 7 == 0)  # answered by the lookup table
+    sets = {"simulated": (dataset.validation, 0.6), "seen": (seen, 0.4)}
+    fc = count_features(train)
+    scorer = _GridScorer(fc, train, sets)
+    for threshold in (1, 3, 20):
+        pruned = _prune(fc, threshold)
+        for alpha in (0.001, 0.1, 3.0):
+            model = build_model(fc, train, dataset, threshold, alpha, {}, pruned=pruned)
+            assert scorer.pr_at_1(pruned, alpha) == objective(model, sets)[1], (threshold, alpha)
