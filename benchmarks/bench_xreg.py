@@ -153,13 +153,13 @@ def xc_format(path: Path, X: sp.csr_matrix, Y: sp.csr_matrix) -> None:
             out.write(f"{labels} {features}\n")
 
 
-def run_omikuji(problem: Problem, workdir: Path) -> dict:
+def run_omikuji(problem: Problem, workdir: Path, threads: int = 1) -> dict:
     import omikuji
 
     data = workdir / "omikuji_train.txt"
     xc_format(data, problem.X_train, problem.Y_train)
     started, cpu = time.perf_counter(), time.process_time()
-    model = omikuji.Model.train_on_data(str(data), omikuji.Model.default_hyper_param(), n_threads=1)
+    model = omikuji.Model.train_on_data(str(data), omikuji.Model.default_hyper_param(), n_threads=threads)
     train_s, train_cpu = time.perf_counter() - started, time.process_time() - cpu
     model.save(str(workdir / "omikuji"))
     X = problem.X_test
@@ -227,7 +227,7 @@ def demo(args: argparse.Namespace) -> None:
     try:
         if "xreg" not in skip:
             results |= run_xreg(problem, workdir, args.threads)
-        peers = {"Omikuji (Parabel)": lambda: run_omikuji(problem, workdir),
+        peers = {"Omikuji (Parabel)": lambda: run_omikuji(problem, workdir, args.omikuji_threads),
                  "napkinXC (PLT)": lambda: run_napkinxc(problem, workdir),
                  "PECOS XR-Linear": lambda: run_pecos(problem, workdir, args.pecos_python)}
         for name, run in peers.items():
@@ -245,7 +245,7 @@ def demo(args: argparse.Namespace) -> None:
     if "XReg" in results and omikuji_row:
         print(f"XReg / Omikuji train time: {results['XReg']['train s'] / omikuji_row['train s']:.2f}x wall, "
               f"{results['XReg']['train CPU s'] / omikuji_row['train CPU s']:.2f}x CPU (XReg threads {args.threads}, "
-              f"Omikuji 1); load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+              f"Omikuji {args.omikuji_threads}); load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 
@@ -344,7 +344,9 @@ def main() -> None:
                         help="a Python with libpecos (numpy < 2), see docs/benchmarks.md")
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     parser.add_argument("--threads", type=int, default=1,
-                        help="XReg's training threads (default 1; the peers always train on one)")
+                        help="XReg's training threads (default 1)")
+    parser.add_argument("--omikuji-threads", type=int, default=1,
+                        help="Omikuji's training threads (default 1; napkinXC and PECOS always train on one)")
     parser.add_argument("--scale", action="store_true", help="the scale run on generated data")
     parser.add_argument("--points", default="100000,300000,1000000", help="scale: training points N (train time vs N)")
     parser.add_argument("--labels", type=int, default=100_000, help="scale: labels L of the train-time runs")
