@@ -2,7 +2,7 @@
 at 1M, 10M and 100M rows, with wall time and peak memory of every stage.
 
 Run:  python benchmarks/bench_scale.py --sizes 1M,10M,100M --out /tmp/qcat-scale/results.json
-      python benchmarks/bench_scale.py --sizes 1M,10M --stages ingest-spark --engines duckdb,spark
+      python benchmarks/bench_scale.py --sizes 1M,10M --stages ingest --engines duckdb,spark
       python benchmarks/bench_scale.py --report --out /tmp/qcat-scale/results.json  (table, fit, plot only)
 
 The generated data (``--data-dir``, default /tmp/qcat-scale) is a synthetic taxonomy and,
@@ -42,6 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = Path("/tmp/qcat-scale")
 STAGES = ("generate", "ingest", "nb", "xreg", "classify", "evaluate")
+ENGINES = ("duckdb", "spark")  # qcat data ingest --engine
 LABEL = {"generate": "generate log", "ingest": "ingest", "nb": "NB train", "xreg": "XReg train",
          "classify": "classify (batch)", "evaluate": "qcat evaluate"}
 
@@ -229,10 +230,11 @@ def qcat(*args: str) -> list[str]:
 
 
 def run_child(command: list[str], *, stdin=None, stdout_file=None, timeout: float | None = None,
-              echo=True) -> dict:
-    """Run ``command``; its wall time, peak RSS (``os.wait4``) and exit status."""
+              echo=True, env: dict[str, str] | None = None) -> dict:
+    """Run ``command`` (with ``env`` added to the environment); its wall time, peak RSS
+    (``os.wait4``) and exit status."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               PYTHONUNBUFFERED="1")
+               PYTHONUNBUFFERED="1", **(env or {}))
     started = time.perf_counter()
     out = open(stdout_file, "wb") if stdout_file else subprocess.PIPE
     child = subprocess.Popen(command, stdin=open(stdin, "rb") if stdin else subprocess.DEVNULL, stdout=out,
@@ -256,23 +258,6 @@ def run_child(command: list[str], *, stdin=None, stdout_file=None, timeout: floa
         out.close()
     return {"seconds": round(time.perf_counter() - started, 2), "peak_gb": round(usage.ru_maxrss * 1024 / 1e9, 3),
             "rc": child.returncode, "tail": tail[-5:]}
-
-
-def limited_duckdb(command: list[str], limit: str, spill: Path) -> list[str]:
-    """``command`` (a ``python -m qcat.cli`` line) with every DuckDB connection opened under
-    ``memory_limit = limit``, spilling to ``spill``: on a shared machine, DuckDB's default limit
-    (80% of RAM) could starve other processes. The ingestion code is not changed."""
-    patch = ("import runpy, sys, duckdb; _connect = duckdb.connect; "
-             "duckdb.connect = lambda *a, **k: _connect(*a, **{**k, 'config': {**k.get('config', {}), "
-             f"'memory_limit': {limit!r}, 'temp_directory': {str(spill)!r}}}}}); "
-             f"sys.argv = ['qcat'] + {command[3:]!r}; runpy.run_module('qcat.cli', run_name='__main__')")
-    return [command[0], "-c", patch]
-
-
-def cli_accepts(flag: str, *command: str) -> bool:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    helptext = subprocess.run(qcat(*command, "--help"), capture_output=True, text=True, cwd=ROOT, env=env).stdout
-    return flag in helptext
 
 
 class Paths:
@@ -301,18 +286,11 @@ def run_stage(stage: str, rows: int, engine: str, paths: Paths, args) -> dict | 
         print(f"  {stage} {size_name(rows)}: no log at {paths.log}; run --stages generate first")
         return None
     if stage == "ingest":
-        extra = []
-        if engine != "duckdb":
-            if not cli_accepts("--engine", "data", "ingest"):
-                print(f"  skipped ingest with {engine}: `qcat data ingest` does not accept --engine yet "
-                      f"(the Spark engine is being added on another branch)")
-                return None
-            extra = ["--engine", engine]
         out = paths.table if engine == "duckdb" else paths.dir / f"table_{size_name(rows)}_{engine}.parquet"
-        command = qcat("data", "ingest", str(paths.log), "--taxonomy", str(paths.taxonomy), "--out", str(out), *extra)
-        if args.duckdb_memory_limit and engine == "duckdb":
-            command = limited_duckdb(command, args.duckdb_memory_limit, paths.dir / "duckdb_tmp")
-        result = run_child(command, timeout=args.timeout)
+        command = qcat("data", "ingest", str(paths.log), "--taxonomy", str(paths.taxonomy), "--out", str(out),
+                       "--engine", engine)
+        limit = {"QCAT_DUCKDB_MEMORY_LIMIT": args.duckdb_memory_limit} if args.duckdb_memory_limit else {}
+        result = run_child(command, timeout=args.timeout, env=limit)
         result["duckdb_memory_limit"] = args.duckdb_memory_limit if engine == "duckdb" else None
         return result
     if not paths.table.exists():
@@ -446,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3600, help="seconds a stage may run")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--duckdb-memory-limit", default=None, metavar="SIZE",
-                        help="run DuckDB ingestion under this memory_limit (e.g. 12GB; default: DuckDB's, 80%% of RAM)")
+                        help="DuckDB ingestion's memory_limit (QCAT_DUCKDB_MEMORY_LIMIT; default the engine's 4GB)")
     parser.add_argument("--report", action="store_true", help="only print the table and fits (and --plot)")
     parser.add_argument("--generate-only", type=parse_size, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -465,6 +443,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown := [s for s in stages if s not in STAGES]:
             parser.error(f"unknown stage(s) {unknown}; expected some of {', '.join(STAGES)}")
         engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+        if unknown := [e for e in engines if e not in ENGINES]:
+            parser.error(f"unknown engine(s) {unknown}; expected some of {', '.join(ENGINES)}")
         for rows in sizes:
             paths = Paths(args.data_dir, rows)
             for stage in stages:

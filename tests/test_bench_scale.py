@@ -47,12 +47,14 @@ def test_cheap_stages_end_to_end(bench, tmp_path, capsys):
     svg = tmp_path / "scale.svg"
     common = ["--data-dir", str(tmp_path), "--out", str(out), "--classify-queries", "2000"]
     assert bench.main(["--sizes", "10k,20k", "--stages", "generate,ingest", *common]) == 0
-    # a rerun of some stages merges into the results; an engine the CLI lacks is skipped
-    assert bench.main(["--sizes", "20k", "--stages", "ingest,nb,classify", "--engines", "nosuch",
-                       *common, "--plot", str(svg)]) == 0
+    # an unknown engine is refused before anything runs
+    with pytest.raises(SystemExit):
+        bench.main(["--sizes", "20k", "--stages", "ingest", "--engines", "nosuch", *common])
+    assert "unknown engine(s) ['nosuch']" in capsys.readouterr().err
+    # a rerun of some stages merges into the results
+    assert bench.main(["--sizes", "20k", "--stages", "ingest,nb,classify", *common, "--plot", str(svg)]) == 0
     printed = capsys.readouterr().out
     runs = json.loads(out.read_text())["runs"]
-    assert "skipped ingest with nosuch" in printed
     for key in ("generate@10000", "generate@20000", "ingest-duckdb@10000", "ingest-duckdb@20000", "nb@20000",
                 "classify@20000"):
         assert runs[key]["rc"] == 0, (key, runs[key])
