@@ -75,6 +75,18 @@ def stable_count(locator, settle: float = 0.5, timeout: float = 15) -> int:
     return last
 
 
+# Exactly one grading form on the page: while Streamlit replaces a query's form by the next one,
+# both may be in the page for a moment.
+ONE_FORM = """() => Array.from(document.querySelectorAll('button'))
+  .filter(b => b.innerText.trim() === 'Flag & skip').length === 1"""
+
+
+def form_ready(page) -> None:
+    """Wait for the grading form (its last button is rendered) and for it alone."""
+    page.get_by_role("button", name="Flag & skip").first.wait_for()
+    page.wait_for_function(ONE_FORM)
+
+
 def signed_in_page(browser, url: str, token: str, viewport: dict):
     """A new page of the app in ``browser``, signed in with ``token``."""
     page = browser.new_page(viewport=viewport)
@@ -94,7 +106,7 @@ def test_sign_in_grade_one_query_and_find_the_rows(running_app, tmp_path):
             page = signed_in_page(browser, url, tokens[0], {"width": 1440, "height": 1150})
             page.get_by_text("Group A", exact=True).wait_for()
             page.get_by_text("Group B", exact=True).wait_for()
-            page.get_by_role("button", name="Flag & skip").wait_for()  # the form's last element: all is rendered
+            form_ready(page)  # the form's last element: all is rendered
             query = page.locator("h2").filter(has_text="Query:").first.inner_text().removeprefix("Query:").strip()
             radios = page.locator('[data-testid="stRadio"]')
             radios.first.wait_for()
@@ -156,7 +168,7 @@ def test_the_next_query_opens_at_the_top(running_app):
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         try:
             page = signed_in_page(browser, url, tokens[1], {"width": 1000, "height": 500})
-            page.get_by_role("button", name="Flag & skip").wait_for()
+            form_ready(page)
             heading = page.locator("h2").filter(has_text="Query:").first
             first = heading.inner_text()
             radios = page.locator('[data-testid="stRadio"]')
@@ -168,7 +180,7 @@ def test_the_next_query_opens_at_the_top(running_app):
             page.get_by_role("button", name="Submit grades").click()
             page.get_by_text("Saved your").wait_for()
             page.wait_for_function(f"() => !document.body.innerText.includes({first!r})")
-            page.get_by_role("button", name="Flag & skip").wait_for()
+            form_ready(page)
             page.wait_for_function(f"() => ({MAIN_SCROLL})() === 0", timeout=10_000)
             time.sleep(1)  # and it stays there once the page has finished rendering
             assert page.evaluate(MAIN_SCROLL) == 0
@@ -201,7 +213,7 @@ def test_a_whole_query_graded_with_digit_hotkeys_only(running_app):
             page.goto(url)
             page.get_by_label("Your judge token").fill(tokens[2])
             page.keyboard.press("Enter")  # signs in
-            page.get_by_role("button", name="Flag & skip").wait_for()
+            form_ready(page)
             query = query_shown(page)
             radios = page.locator('[data-testid="stForm"] [data-testid="stRadio"]')
             n = stable_count(radios)
@@ -239,7 +251,7 @@ def test_a_reload_keeps_the_sign_in_and_the_grades_entered(running_app):
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         try:
             page = signed_in_page(browser, url, tokens[0], {"width": 1280, "height": 800})
-            page.get_by_role("button", name="Flag & skip").wait_for()
+            form_ready(page)
             query = query_shown(page)
             radios = page.locator('[data-testid="stForm"] [data-testid="stRadio"]')
             stable_count(radios)
@@ -248,7 +260,7 @@ def test_a_reload_keeps_the_sign_in_and_the_grades_entered(running_app):
             page.keyboard.press("0")
             page.get_by_placeholder("e.g. offensive").fill("typo in the query")
             page.reload()
-            page.get_by_role("button", name="Flag & skip").wait_for()  # no sign-in form
+            form_ready(page)  # no sign-in form
             assert "token" not in page.url
             assert query_shown(page) == query
             stable_count(radios)
