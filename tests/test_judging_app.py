@@ -313,6 +313,48 @@ def test_database_down_at_submit_keeps_the_grades_and_a_retry_stores_them_once(o
         drop()
 
 
+def test_database_down_at_sign_in_and_at_flag_is_one_plain_line_and_a_retry_works(own_postgres, monkeypatch):
+    url, drop = fresh_database(own_postgres.admin_url)
+    upgrade(url)
+    store = open_store(url)
+    try:
+        session_id = store_session(store, "down", "A", "B", QUERIES[:2], seed=3)
+        token = add_judge(store, "ann")[1]
+        monkeypatch.setenv("QCAT_DB_URL", url)
+        monkeypatch.setenv("QCAT_JUDGE_SESSION", str(session_id))
+        at = start()
+        own_postgres.stop()
+        at.text_input(key="token").input(token)
+        button(at, "Sign in").click()
+        at.run()
+        assert not at.exception and "judge_id" not in at.session_state
+        assert [e.value for e in at.error] == ["The judging store cannot be reached right now; sign in again in a moment."]
+        own_postgres.start()
+        button(at, "Sign in").click()
+        at.run()
+        query = shown_query(at)
+        assert query is not None and not at.error
+        at.text_input(key=next(t.key for t in at.text_input if t.key.startswith("note_"))).input("not a product")
+        own_postgres.stop()
+        button(at, "Flag & skip").click()
+        at.run()
+        assert not at.exception and [e.value for e in at.error] == [STORE_DOWN]
+        assert shown_query(at) == query  # the query and its note stay for the retry
+        own_postgres.start()
+        button(at, "Flag & skip").click()
+        at.run()
+        assert any(f"Flagged and skipped “{query}”" in s.value for s in at.success)
+        with store.sessions() as session:
+            rows = session.execute(select(Assignment.status, Assignment.flag_note)
+                                   .join(SessionQuery, SessionQuery.id == Assignment.query_id)
+                                   .where(SessionQuery.text == query)).all()
+        assert rows == [("skipped", "not a product")]  # once, with its note
+        assert shown_query(at) not in (None, query)  # and the next query is shown
+    finally:
+        store.dispose()
+        drop()
+
+
 @pytest.mark.parametrize("elsewhere", ["submit", "skip"])
 def test_a_query_finished_in_another_window_is_said_and_changes_nothing(app_env, elsewhere):
     store, tokens, _ = app_env
