@@ -311,6 +311,21 @@ def grades_entered(keys: dict[tuple[str, str], str]) -> dict[tuple[str, str], in
     return grades
 
 
+def stored(action):
+    """Run a store action of the judge's: ``(True, its result)``, or ``(False, None)`` once the judge
+    has been told why not (a refused input; the store unreachable). A query already finished in
+    another window reruns the page, whose next run shows the next query and says why."""
+    try:
+        return True, action()
+    except assignment.AlreadyFinished:
+        st.rerun()
+    except InputError as exc:
+        st.error(str(exc))
+    except SQLAlchemyError as exc:
+        store_down(exc)
+    return False, None
+
+
 def reviewing(store, judge_id: int, query_id: int) -> None:
     """A query this judge submitted, with their grades: changed grades are saved as new versions."""
     try:
@@ -334,13 +349,8 @@ def reviewing(store, judge_id: int, query_id: int) -> None:
         st.session_state.pop("reviewing", None)
         st.rerun()
     if save and (changed := grades_entered(keys)) is not None:
-        try:
-            result = judgments.submit(store, judge_id, query_id, changed)
-        except InputError as exc:
-            st.error(str(exc))
-            return
-        except SQLAlchemyError as exc:
-            store_down(exc)
+        done, result = stored(lambda: judgments.submit(store, judge_id, query_id, changed))
+        if not done:
             return
         st.session_state["flash"] = (f"Changed {plural(result.updated, 'grade', 'grades')} of “{screen.text}”."
                                      if result.updated else f"No grade of “{screen.text}” changed.")
@@ -372,15 +382,8 @@ def grading(store, judge_id: int, session_id: int) -> None:
         grades = grades_entered(keys)
         if grades is None:
             return
-        try:
-            judgments.submit(store, judge_id, screen.query_id, grades, flag_note=note or None, resubmit=False)
-        except assignment.AlreadyFinished:
-            st.rerun()  # the next run shows the next query and says why
-        except InputError as exc:
-            st.error(str(exc))
-            return
-        except SQLAlchemyError as exc:
-            store_down(exc)
+        if not stored(lambda: judgments.submit(store, judge_id, screen.query_id, grades, flag_note=note or None,
+                                               resubmit=False))[0]:
             return
         st.session_state["flash"] = f"Saved your {len(grades)} grades for “{screen.text}”."
         st.session_state["screen"] = None  # finished here, not in another window
@@ -389,15 +392,7 @@ def grading(store, judge_id: int, session_id: int) -> None:
         if flagged and not note.strip():
             st.warning("Write in the note field what is wrong with the query, then press Flag & skip again.")
             return
-        try:
-            assignment.skip(store, judge_id, screen.query_id, flag_note=note or None)
-        except assignment.AlreadyFinished:
-            st.rerun()  # the next run shows the next query and says why
-        except InputError as exc:
-            st.error(str(exc))
-            return
-        except SQLAlchemyError as exc:
-            store_down(exc)
+        if not stored(lambda: assignment.skip(store, judge_id, screen.query_id, flag_note=note or None))[0]:
             return
         st.session_state["flash"] = f"{'Flagged and skipped' if flagged else 'Skipped'} “{screen.text}”."
         st.session_state["screen"] = None  # finished here, not in another window

@@ -271,88 +271,83 @@ def own_postgres():
     server.remove()
 
 
-def test_database_down_at_submit_keeps_the_grades_and_a_retry_stores_them_once(own_postgres, monkeypatch):
+@pytest.fixture
+def down_store(own_postgres, monkeypatch):
+    """A store on that server, with a 2-query session and a judge; the app pointed at it."""
     url, drop = fresh_database(own_postgres.admin_url)
     upgrade(url)
     store = open_store(url)
-    try:
-        session_id = store_session(store, "down", "A", "B", QUERIES[:2], seed=3)
-        token = add_judge(store, "ann")[1]
-        monkeypatch.setenv("QCAT_DB_URL", url)
-        monkeypatch.setenv("QCAT_JUDGE_SESSION", str(session_id))
-        at = sign_in(token)
-        query = shown_query(at)
-        assert query is not None and len(at.radio) == 5
-        grades = [3, 0, 2, 1, 2]
-        for radio, grade in zip(at.radio, grades):
-            radio.set_value(grade)
-
-        own_postgres.stop()
-        button(at, "Submit grades").click()
-        at.run()
-        assert not at.exception
-        assert [e.value for e in at.error] == [STORE_DOWN] and not at.warning
-        page = "\n".join([all_text(at), *(e.value for e in at.error), *(m.value for m in at.sidebar.markdown)])
-        for leak in ("Traceback", "127.0.0.1", str(own_postgres.port), ".py", "psycopg", "OperationalError"):
-            assert leak not in page
-        assert shown_query(at) == query and [r.value for r in at.radio] == grades
-
-        own_postgres.start()
-        button(at, "Submit grades").click()
-        at.run()
-        assert not at.exception and not at.error
-        assert any(f"Saved your 5 grades for “{query}”" in s.value for s in at.success)
-        assert count(store, Assignment, Assignment.status == "done") == 1
-        with store.sessions() as session:
-            rows = session.execute(select(Judgment.listing_id, Judgment.side, func.count(), func.min(Judgment.grade))
-                                   .group_by(Judgment.listing_id, Judgment.side)).all()
-        assert len(rows) == 5 and all(n == 1 for _, _, n, _ in rows)
-        assert sorted(grade for *_, grade in rows) == sorted(grades)
-    finally:
-        store.dispose()
-        drop()
+    session_id = store_session(store, "down", "A", "B", QUERIES[:2], seed=3)
+    token = add_judge(store, "ann")[1]
+    monkeypatch.setenv("QCAT_DB_URL", url)
+    monkeypatch.setenv("QCAT_JUDGE_SESSION", str(session_id))
+    yield store, token
+    store.dispose()
+    drop()
 
 
-def test_database_down_at_sign_in_and_at_flag_is_one_plain_line_and_a_retry_works(own_postgres, monkeypatch):
-    url, drop = fresh_database(own_postgres.admin_url)
-    upgrade(url)
-    store = open_store(url)
-    try:
-        session_id = store_session(store, "down", "A", "B", QUERIES[:2], seed=3)
-        token = add_judge(store, "ann")[1]
-        monkeypatch.setenv("QCAT_DB_URL", url)
-        monkeypatch.setenv("QCAT_JUDGE_SESSION", str(session_id))
-        at = start()
-        own_postgres.stop()
-        at.text_input(key="token").input(token)
-        button(at, "Sign in").click()
-        at.run()
-        assert not at.exception and "judge_id" not in at.session_state
-        assert [e.value for e in at.error] == ["The judging store cannot be reached right now; sign in again in a moment."]
-        own_postgres.start()
-        button(at, "Sign in").click()
-        at.run()
-        query = shown_query(at)
-        assert query is not None and not at.error
-        at.text_input(key=next(t.key for t in at.text_input if t.key.startswith("note_"))).input("not a product")
-        own_postgres.stop()
-        button(at, "Flag & skip").click()
-        at.run()
-        assert not at.exception and [e.value for e in at.error] == [STORE_DOWN]
-        assert shown_query(at) == query  # the query and its note stay for the retry
-        own_postgres.start()
-        button(at, "Flag & skip").click()
-        at.run()
-        assert any(f"Flagged and skipped “{query}”" in s.value for s in at.success)
-        with store.sessions() as session:
-            rows = session.execute(select(Assignment.status, Assignment.flag_note)
-                                   .join(SessionQuery, SessionQuery.id == Assignment.query_id)
-                                   .where(SessionQuery.text == query)).all()
-        assert rows == [("skipped", "not a product")]  # once, with its note
-        assert shown_query(at) not in (None, query)  # and the next query is shown
-    finally:
-        store.dispose()
-        drop()
+def test_database_down_at_submit_keeps_the_grades_and_a_retry_stores_them_once(own_postgres, down_store):
+    store, token = down_store
+    at = sign_in(token)
+    query = shown_query(at)
+    assert query is not None and len(at.radio) == 5
+    grades = [3, 0, 2, 1, 2]
+    for radio, grade in zip(at.radio, grades):
+        radio.set_value(grade)
+
+    own_postgres.stop()
+    button(at, "Submit grades").click()
+    at.run()
+    assert not at.exception
+    assert [e.value for e in at.error] == [STORE_DOWN] and not at.warning
+    page = "\n".join([all_text(at), *(e.value for e in at.error), *(m.value for m in at.sidebar.markdown)])
+    for leak in ("Traceback", "127.0.0.1", str(own_postgres.port), ".py", "psycopg", "OperationalError"):
+        assert leak not in page
+    assert shown_query(at) == query and [r.value for r in at.radio] == grades
+
+    own_postgres.start()
+    button(at, "Submit grades").click()
+    at.run()
+    assert not at.exception and not at.error
+    assert any(f"Saved your 5 grades for “{query}”" in s.value for s in at.success)
+    assert count(store, Assignment, Assignment.status == "done") == 1
+    with store.sessions() as session:
+        rows = session.execute(select(Judgment.listing_id, Judgment.side, func.count(), func.min(Judgment.grade))
+                               .group_by(Judgment.listing_id, Judgment.side)).all()
+    assert len(rows) == 5 and all(n == 1 for _, _, n, _ in rows)
+    assert sorted(grade for *_, grade in rows) == sorted(grades)
+
+
+def test_database_down_at_sign_in_and_at_flag_is_one_plain_line_and_a_retry_works(own_postgres, down_store):
+    store, token = down_store
+    at = start()
+    own_postgres.stop()
+    at.text_input(key="token").input(token)
+    button(at, "Sign in").click()
+    at.run()
+    assert not at.exception and "judge_id" not in at.session_state
+    assert [e.value for e in at.error] == ["The judging store cannot be reached right now; sign in again in a moment."]
+    own_postgres.start()
+    button(at, "Sign in").click()
+    at.run()
+    query = shown_query(at)
+    assert query is not None and not at.error
+    at.text_input(key=next(t.key for t in at.text_input if t.key.startswith("note_"))).input("not a product")
+    own_postgres.stop()
+    button(at, "Flag & skip").click()
+    at.run()
+    assert not at.exception and [e.value for e in at.error] == [STORE_DOWN]
+    assert shown_query(at) == query  # the query and its note stay for the retry
+    own_postgres.start()
+    button(at, "Flag & skip").click()
+    at.run()
+    assert any(f"Flagged and skipped “{query}”" in s.value for s in at.success)
+    with store.sessions() as session:
+        rows = session.execute(select(Assignment.status, Assignment.flag_note)
+                               .join(SessionQuery, SessionQuery.id == Assignment.query_id)
+                               .where(SessionQuery.text == query)).all()
+    assert rows == [("skipped", "not a product")]  # once, with its note
+    assert shown_query(at) not in (None, query)  # and the next query is shown
 
 
 @pytest.mark.parametrize("elsewhere", ["submit", "skip"])
