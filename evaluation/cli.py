@@ -30,9 +30,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="your click log instead of a corpus (with --taxonomy): evaluated on the test queries "
                            "of the same seeded split that `qcat train --log` trains on")
     data.add_argument("--taxonomy", type=Path, default=None, help="the taxonomy of --log")
-    data.add_argument("--min-clicks", type=float_at_least(0), default=3,
-                      help="as for `qcat train --log` (default 3; use the value the model was trained with)")
-    data.add_argument("--split-seed", type=int, default=0, help="as for `qcat train --log` (default 0)")
+    data.add_argument("--min-clicks", type=float_at_least(0), default=None,
+                      help="as for `qcat train --log` (default: what the models were trained on this log with, else 3)")
+    data.add_argument("--split-seed", type=int, default=None,
+                      help="as for `qcat train --log` (default: what the models were trained on this log with, else 0)")
     parser.add_argument("--period", choices=("base", "candidate", "all"), default="base")
     parser.add_argument("--split", choices=("train", "validation", "test"), default="test")
     parser.add_argument("--query-set", dest="query_sets", action="append", default=None, metavar="SET",
@@ -72,9 +73,14 @@ def main(command: str, argv: list[str]) -> int:
     if args.log is not None:
         from training.corpus import LogCorpus
 
+        from training.provenance import log_settings
+
         if not args.log.is_file():
             raise InputError(f"--log {args.log}: no such file")
-        data = LogCorpus(args.log, args.taxonomy, args.min_clicks, args.split_seed)
+        settings = log_settings(args.log, args.model, {"min_clicks": args.min_clicks, "split_seed": args.split_seed})
+        data = LogCorpus(args.log, args.taxonomy, **settings)
+    elif args.min_clicks is not None or args.split_seed is not None:
+        raise InputError("--min-clicks and --split-seed are for --log; a corpus sets its own in corpus.json")
     propensity = None
     if args.propensity:
         a, b = args.propensity

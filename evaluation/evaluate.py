@@ -33,6 +33,7 @@ from qcat.taxonomy import Taxonomy
 from training.clicktable import ClickTable
 from training.corpus import Corpus, LogCorpus
 from training.dataset import Dataset, subset_queries
+from training.provenance import format_overlap, overlap, read_seen_fingerprints
 
 PREDICTION_K = 10
 
@@ -169,6 +170,8 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
         check_labels(model, dataset.taxonomy, Path(directory))
         entry = {"name": name, "directory": str(directory), "backend": model.backend,
                  "calibrated": calibrated_sources(model)}
+        entry["overlap"] = training_overlap(read_seen_fingerprints(directory), evaluation, real, chosen)
+        notes += overlap_notes(name, entry["overlap"])
         if SIMULATED in chosen:
             tick = time.perf_counter()
             matched = predict_matched(model, evaluation.queries, evaluation.label_ids, evaluation.truth, PREDICTION_K)
@@ -177,7 +180,8 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
             raw = predict_matched(model.uncalibrated(), evaluation.queries, evaluation.label_ids, evaluation.truth, PREDICTION_K)
             scores.segments["all"]["ECE raw"] = reliability(raw, options.reliability_bins).expected_calibration_error
             entry |= scores.to_json()
-            progress(f"{name}: PR@1 {scores.segments['all']['PR@1']:.4f} (predicted in {entry['predict_seconds']:.1f} s)")
+            progress(f"{name}: PR@1 {scores.segments['all']['PR@1']:.4f} (predicted in {entry['predict_seconds']:.1f} s; "
+                     f"{format_overlap(entry['overlap']['all'])})")
         entry["query_sets"] = {}
         for set_name, (queries, truth) in real.items():
             matched = predict_matched(model, queries, evaluation.label_ids, truth, PREDICTION_K)
@@ -187,7 +191,7 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
             summary["PR@1 curve"] = pr_curve(matched)
             entry["query_sets"][set_name] = summary
             progress(f"{name}: {set_name} PR@1 {summary['PR@1']:.4f}, ECE {summary['ECE raw']:.3f} raw -> "
-                     f"{summary['ECE']:.3f} calibrated")
+                     f"{summary['ECE']:.3f} calibrated ({format_overlap(entry['overlap'][set_name])})")
         models.append(entry)
     return {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -203,6 +207,27 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
                        "N": evaluation.n_train},
         "models": models,
     }
+
+
+def training_overlap(seen, evaluation: EvaluationSet, real: dict, chosen: list[str]) -> dict:
+    """How many evaluated queries the model saw in training, per segment of the simulated
+    split (``all`` for the whole split) and per real-text set."""
+    sets = {}
+    if SIMULATED in chosen:
+        sets["all"] = overlap(evaluation.queries, seen)
+        for s, segment in enumerate(SEGMENTS):
+            sets[segment] = overlap(evaluation.queries[evaluation.segment == s], seen)
+    return sets | {name: overlap(queries, seen) for name, (queries, _) in real.items()}
+
+
+def overlap_notes(name: str, sets: dict) -> list[str]:
+    """Report notes on a model's overlap: unknown (one note), or seen queries per query set."""
+    if any(entry["seen"] is None for entry in sets.values()):
+        return [f"{name} records no training queries (a bundle from before qcat recorded them): its overlap "
+                f"with the evaluated queries is unknown"]
+    return [f"{name} saw {entry['seen']:,} of the {entry['queries']:,} distinct "
+            f"{'evaluated split' if set_name == 'all' else set_name} queries in training ({entry['share']:.1%})"
+            for set_name, entry in sets.items() if set_name not in SEGMENTS and entry["seen"]]
 
 
 def _weights(inverse: np.ndarray, matched) -> np.ndarray:

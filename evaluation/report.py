@@ -64,6 +64,19 @@ def signed(value: float) -> str:
     return "–" if math.isnan(value) else f"{100 * value:+.2f}"
 
 
+SEEN_COLUMN = "seen in training"
+SEEN_NOTE = ("seen in training: how many of the evaluated (distinct) queries the model saw while it was trained or "
+             "its settings were chosen, from the fingerprints its bundle records.")
+
+
+def seen(model: dict, qset: str) -> str:
+    """The model's overlap with its training queries on a segment or query set, as a cell."""
+    entry = model.get("overlap", {}).get(qset)
+    if entry is None or entry["seen"] is None:
+        return "unknown"
+    return f"{entry['seen']:,} ({100 * entry['share']:.1f}%)"
+
+
 def tables(report: dict) -> list[Table]:
     k = report["options"]["k"]
     models = report["models"]
@@ -73,8 +86,10 @@ def tables(report: dict) -> list[Table]:
         n = report["segments"].get(segment) if segment != "all" else report["source"]["queries"]
         out.append(Table(
             f"{segment} queries ({n:,})",
-            ("model",) + tuple(f"{c} (%)" for c in columns),
-            [(m["name"],) + tuple(percent(m["segments"][segment][c]) for c in columns) for m in models],
+            ("model",) + tuple(f"{c} (%)" for c in columns) + (SEEN_COLUMN,),
+            [(m["name"],) + tuple(percent(m["segments"][segment][c]) for c in columns) + (seen(m, segment),)
+             for m in models],
+            note=SEEN_NOTE if segment == "all" else "",
         ))
     if real_sets(report):
         rows = []
@@ -84,15 +99,17 @@ def tables(report: dict) -> list[Table]:
                 scores = set_scores(m, qset)
                 rows.append((f"{qset} ({info['split']}, {info['queries']:,})" if i == 0 else "", m["name"])
                             + tuple(percent(scores[c]) if not c.startswith("ECE") else number(scores[c])
-                                    for c in REAL_COLUMNS))
+                                    for c in REAL_COLUMNS) + (seen(m, qset),))
         out.append(Table(
             "Real-text query sets (text the click simulator never produced)",
-            ("query set", "model") + tuple(c if c.startswith("ECE") else f"{c} (%)" for c in REAL_COLUMNS),
+            ("query set", "model") + tuple(c if c.startswith("ECE") else f"{c} (%)" for c in REAL_COLUMNS)
+            + (SEEN_COLUMN,),
             rows,
             note=("real-title: whole titles of catalog listings held out of the simulator, labelled with the "
                   "listing's category; real-2tok: their first two tokens; real-queries: real logged queries "
                   "mapped to the corpus taxonomy. ECE: expected calibration error of the top-1 score as "
-                  "served (calibrated where the bundle has a calibration); ECE raw: of the uncalibrated scores."),
+                  "served (calibrated where the bundle has a calibration); ECE raw: of the uncalibrated scores. "
+                  + SEEN_NOTE),
         ))
     if len(models) > 1:
         base = models[0]

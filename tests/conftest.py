@@ -20,13 +20,17 @@ def bestbuy_taxonomy():
 
 @pytest.fixture(scope="session")
 def bestbuy_model_dir(tmp_path_factory, bestbuy_taxonomy):
-    """A small NB bundle trained on the real Best Buy click sample."""
+    """A small NB bundle trained on the real Best Buy click sample (with --min-clicks 1), recording
+    its data as `qcat train nb --log` does."""
     from training import nb_trainer
-    from training.clicklog import ingest
-    from training.dataset import Dataset
+    from training.cli import save_bundle
+    from training.corpus import LogCorpus
+    from training.provenance import log_source
 
-    table = ingest(DATA / "bestbuy_clicks_sample.csv", bestbuy_taxonomy, min_clicks=1).table
-    model = nb_trainer.fit(Dataset.from_table(table, bestbuy_taxonomy), nb_trainer.NBConfig(thresholds=(1,), alphas=(0.1,)))
+    log = LogCorpus(DATA / "bestbuy_clicks_sample.csv", DATA / "bestbuy_categories_2016.json.gz", min_clicks=1)
+    dataset = log.dataset()
+    model = nb_trainer.fit(dataset, nb_trainer.NBConfig(thresholds=(1,), alphas=(0.1,)))
+    model.config["data"] = log_source(log)
     directory = tmp_path_factory.mktemp("bundle") / "bestbuy-nb"
-    model.save(directory)
+    save_bundle(model, directory, dataset)
     return directory

@@ -67,7 +67,7 @@ def test_labelwise_ranks_the_queries_of_a_file(xreg_dir, queries_file):
 def test_hybrid_with_an_xreg_long_part(xreg_dir, bestbuy_model_dir, tmp_path, queries_file):
     out = tmp_path / "hybrid"
     result = qcat("train", "hybrid", "--nb", bestbuy_model_dir, "--long-backend", "xreg", "--xreg", xreg_dir,
-                  "--cutoff", "1", "--out", out)
+                  "--cutoff", "1", "--blend", "0", "--out", out)
     assert result.returncode == 0, result.stderr
     assert (out / "xreg" / "manifest.json").exists() and (out / "nb" / "manifest.json").exists()
     routed = qcat("classify", "--model", out, "--json", "--explain", "ipad", "sharp tv")

@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from training.cli import print_objective, print_selection_row
+from training.cli import print_objective, print_selection_row, save_bundle
 
 HOLDOUT_FRACTION = 0.1  # share of the demo catalog's listings kept from the simulator (real-title sets)
 REAL_QUERIES_FILE = "real_queries.csv"
@@ -68,10 +68,10 @@ def build_demo(args: argparse.Namespace) -> int:
     whole_year = corpus.ingest("all", taxonomy).table
     print("whole-year log statistics (eBay Table 1):")
     print(format_stats(table1_stats(whole_year, brands=catalog_brand_queries(catalog))))
-    model = build_demo_model(corpus)
+    model, dataset = build_demo_model(corpus)
     if model_dir.exists():
         shutil.rmtree(model_dir)
-    model.save(model_dir)
+    save_bundle(model, model_dir, dataset)
     print(f"demo model: {json.dumps(model.metrics['selection']['chosen'])}, test {json.dumps(model.metrics['test'])} "
           f"-> {model_dir}")
     print(f"done in {time.perf_counter() - started:.1f} s")
@@ -80,10 +80,12 @@ def build_demo(args: argparse.Namespace) -> int:
 
 def build_demo_model(corpus):
     """The shipped model: NB and XReg trained on the base period, and the hybrid of the two
-    that wins the validation objective (:mod:`training.selection`), every part calibrated."""
+    that wins the validation objective (:mod:`training.selection`), every part calibrated;
+    returned with the dataset it was trained on."""
     from qcat.hybrid import CUTOFFS
     from training import nb_trainer
     from training.calibrate import fit_calibration
+    from training.provenance import corpus_source
     from training.selection import select_hybrid, validation_sets
     from training.table_metrics import evaluate_pr
     from training.xreg.trainer import XRegConfig
@@ -91,7 +93,7 @@ def build_demo_model(corpus):
 
     dataset = corpus.dataset("base")
     sets = validation_sets(dataset, corpus)
-    data = {"corpus": "demo", "period": "base"}
+    data = corpus_source(corpus, "base")
     print_objective(sets)
     nb = nb_trainer.fit(dataset, sets=sets)
     nb.config["data"] = data
@@ -104,4 +106,4 @@ def build_demo_model(corpus):
     for part in (hybrid.nb, hybrid.long):
         part.metrics["test"] = evaluate_pr(part, dataset.test)
     hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)
-    return hybrid
+    return hybrid, dataset

@@ -129,13 +129,14 @@ def run_build_demo(args: argparse.Namespace) -> int:
 def _add_data_source(parser: argparse.ArgumentParser) -> None:
     source = parser.add_argument_group("data (default: the demo corpus, base period)")
     source.add_argument("--corpus", type=Path, default=None, help="corpus directory with corpus.json")
-    source.add_argument("--period", choices=("base", "candidate", "all"), default="base")
+    source.add_argument("--period", choices=("base", "candidate", "all"), default=None,
+                        help="period of the corpus (default base)")
     source.add_argument("--log", type=Path, default=None, help="a click log instead of a corpus (needs --taxonomy)")
     source.add_argument("--taxonomy", type=Path, default=None)
-    source.add_argument("--min-clicks", type=float_at_least(0), default=3,
+    source.add_argument("--min-clicks", type=float_at_least(0), default=None,
                         help="drop (query, category) pairs with fewer clicks (default 3; 1 for logs of single clicks)")
-    source.add_argument("--split-seed", dest="split_seed", type=int, default=0,
-                        help="split seed for --log (train/validation/test by query)")
+    source.add_argument("--split-seed", dest="split_seed", type=int, default=None,
+                        help="split seed for --log (train/validation/test by query; default 0)")
     parser.add_argument("--out", type=Path, required=True, help="model bundle directory to write")
 
 
@@ -207,31 +208,98 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     hybrid.set_defaults(run=run_train_hybrid)
 
 
-def load_dataset(args: argparse.Namespace):
-    """The training data and the validation sets model choices are made on
-    (:func:`training.selection.validation_sets`: a corpus's real-text sets count too)."""
+def data_from_args(args: argparse.Namespace):
+    """The corpus or click log the data flags name (checked, not yet read) and its ``data``
+    block (:mod:`training.provenance`)."""
     from training.corpus import Corpus, LogCorpus
-    from training.selection import validation_sets
+    from training.provenance import corpus_source, log_source
 
     if args.log is not None:
         if args.taxonomy is None:
             raise InputError("--log needs --taxonomy")
         if args.corpus is not None:
             raise InputError("give --corpus or --log, not both")
+        if args.period is not None:
+            raise InputError(f"--period {args.period} is for a corpus; a click log (--log) is one period: "
+                             f"select dates with qcat data ingest --date-from/--date-to")
         if not args.log.is_file():
             raise InputError(f"--log {args.log}: no such file")
-        log = LogCorpus(args.log, args.taxonomy, args.min_clicks, args.split_seed)
-        report = log.ingest().report
+        if not args.taxonomy.is_file():
+            raise InputError(f"--taxonomy {args.taxonomy}: no such file")
+        log = LogCorpus(args.log, args.taxonomy, 3 if args.min_clicks is None else args.min_clicks,
+                        args.split_seed or 0)
+        return log, log_source(log)
+    for flag, value in (("--min-clicks", args.min_clicks), ("--split-seed", args.split_seed),
+                        ("--taxonomy", args.taxonomy)):
+        if value is not None:
+            raise InputError(f"{flag} is for --log; a corpus sets its own in corpus.json")
+    corpus = Corpus.open(args.corpus)
+    args.period = args.period or "base"
+    return corpus, corpus_source(corpus, args.period)
+
+
+def load_dataset(args: argparse.Namespace, data=None):
+    """The training data, where it came from (the ``data`` block every bundle records) and the
+    validation sets model choices are made on (:func:`training.selection.validation_sets`: a
+    corpus's real-text sets count too). ``data``: :func:`data_from_args`'s answer, if known."""
+    from training.corpus import LogCorpus
+    from training.selection import validation_sets
+
+    corpus, source = data or data_from_args(args)
+    if isinstance(corpus, LogCorpus):
+        report = corpus.ingest().report
         print(report.format())
         if report.nothing_kept():
             raise InputError(f"{args.log}: {report.nothing_kept()}; nothing to train on")
-        dataset = log.dataset()
+        dataset = corpus.dataset()
         warn_if_small(dataset, report)
-        return dataset, {"log": str(args.log), "min_clicks": args.min_clicks, "split_seed": args.split_seed}, \
-            validation_sets(dataset, log)
-    corpus = Corpus.open(args.corpus)
-    dataset = corpus.dataset(args.period)
-    return dataset, {"corpus": str(corpus.directory), "period": args.period}, validation_sets(dataset, corpus)
+    else:
+        dataset = corpus.dataset(args.period)
+    return dataset, source, validation_sets(dataset, corpus)
+
+
+def save_bundle(model, out: Path, dataset, also_seen=()) -> None:
+    """Write ``model``'s bundle to ``out`` with the record of the queries it saw (those of
+    ``dataset`` it trained or was tuned on, plus the fingerprints ``also_seen`` of its parts)."""
+    from training.provenance import write_seen_queries
+
+    write_seen_queries(out, seen_queries(dataset), also_seen)
+    model.save(out)
+
+
+def data_args_from(args: argparse.Namespace, recorded: dict, where: Path) -> None:
+    """Fill the data flags a user left out from a bundle's ``data`` block, so that a command
+    that combines bundles reads the data they were trained on, never a default corpus."""
+    from training.provenance import check_file_unchanged
+
+    if args.log is None and args.corpus is None:
+        if "log" in recorded:
+            for kind in ("log", "taxonomy"):
+                if kind in recorded:
+                    check_file_unchanged(recorded, kind, where)
+            args.log = Path(recorded["log"])
+            args.taxonomy = args.taxonomy or (Path(recorded["taxonomy"]) if "taxonomy" in recorded else None)
+            if args.taxonomy is None:
+                raise InputError(f"{where} was trained on --log {recorded['log']} but records no taxonomy file: "
+                                 f"give --log and --taxonomy")
+        elif "corpus" in recorded:
+            args.corpus = None if recorded["corpus"] == "demo" else Path(recorded["corpus"])
+        else:
+            raise InputError(f"{where} records no training data (a bundle from before qcat recorded it): "
+                             f"give --log and --taxonomy, or --corpus")
+    if args.log is not None:
+        args.min_clicks = recorded.get("min_clicks") if args.min_clicks is None else args.min_clicks
+        args.split_seed = recorded.get("split_seed") if args.split_seed is None else args.split_seed
+    elif args.period is None:
+        args.period = recorded.get("period")
+
+
+def seen_queries(dataset) -> list[str]:
+    """The queries a model trained on ``dataset`` sees while training or choosing its settings:
+    all but the test split (recorded in the bundle, :mod:`training.provenance`)."""
+    from training.dataset import SPLITS
+
+    return dataset.table.queries[dataset.split != SPLITS.index("test")].tolist()
 
 
 MIN_SPLIT_QUERIES = 50  # fewer validation or test queries than this cannot choose or measure a model
@@ -272,7 +340,7 @@ def run_train_nb(args: argparse.Namespace) -> int:
     )
     model.config["data"] = source
     model.metrics["test"] = evaluate_pr(model, dataset.test)
-    model.save(args.out)
+    save_bundle(model, args.out, dataset)
     print(f"chose threshold {model.config['threshold']:g}, alpha {model.config['alpha']:g} "
           f"(validation objective {model.metrics['validation_objective']:.4f}); "
           f"calibrated sources: {', '.join(calibrated_sources(model)) or 'none (too few validation queries)'}")
@@ -322,7 +390,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
                          config=summary.pop("config") | {"data": source}, metrics=summary)
     model.calibration = fit_calibration(model, sets)
     model.metrics["test"] = evaluate_pr(model, dataset.test)
-    model.save(args.out)
+    save_bundle(model, args.out, dataset)
     print(f"best epoch {summary['best_epoch']}: validation {json.dumps(summary['validation'])}")
     print("test (onnxruntime) " + json.dumps(model.metrics["test"]))
     print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s (checkpoint {checkpoint})")
@@ -351,7 +419,7 @@ def run_train_xreg(args: argparse.Namespace) -> int:
         scored = model.with_options(rerank=rerank)
         model.metrics[f"validation_{name}"] = evaluate_pr(scored, dataset.validation)
         model.metrics[f"test_{name}"] = evaluate_pr(scored, dataset.test)
-    model.save(args.out)
+    save_bundle(model, args.out, dataset)
     size = sum(f.stat().st_size for f in args.out.iterdir() if f.is_file())
     print(f"{len(model.labels):,} labels, {model.features.dimension:,} features, {model.metrics['weights']:,} weights "
           f"(|w| >= {config.prune:g}), bundle {size / 1e6:.1f} MB")
@@ -396,7 +464,7 @@ def augmented_dataset(args: argparse.Namespace, dataset):
         raise InputError(f"unknown augmentation step(s) {unknown}; expected some of {', '.join(STEPS)}")
     if args.log is not None:
         raise InputError("--augment needs a corpus (base and candidate periods), not --log")
-    if args.period != "base":
+    if args.period not in (None, "base"):
         raise InputError("--augment trains on the base period and draws from the candidate period: drop --period")
     corpus = Corpus.open(args.corpus)
     candidate = corpus.ingest("candidate", dataset.taxonomy).table
@@ -432,10 +500,22 @@ def print_selection_row(sets):
         + "  ".join(f"{row[f'pr@1 {name}']:>{len(name) + 5}.4f}" for name in sets))
 
 
+def merged_taxonomy(nb, longs: dict, paths: dict):
+    """The taxonomy of a hybrid: its parts' (subsets of one taxonomy file) together."""
+    from qcat.errors import QcatError
+
+    taxonomy = nb.taxonomy
+    for name, long in longs.items():
+        try:
+            taxonomy = taxonomy.merge(long.taxonomy)
+        except QcatError as exc:
+            raise InputError(f"the taxonomies of the NB bundle and {paths[name]} disagree: {exc}") from None
+    return taxonomy
+
+
 def run_train_hybrid(args: argparse.Namespace) -> int:
     from qcat.calibration import calibrated_sources
     from qcat.classifier import load_model
-    from qcat.errors import QcatError
     from qcat.hybrid import CUTOFFS
     from training.selection import BLENDS, select_hybrid
     from training.table_metrics import evaluate_pr
@@ -447,27 +527,30 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
         candidates = {args.long_backend: candidates[args.long_backend]}
     if not candidates:
         raise InputError("give the long-query model: --xmlq DIR and/or --xreg DIR")
+    from qcat.bundle import read_manifest
+    from training.provenance import check_same_data, check_same_source, read_seen_fingerprints
+
+    manifests = {"--nb": read_manifest(args.nb)} | {f"--{n}": read_manifest(p) for n, p in candidates.items()}
+    for flag, manifest in manifests.items():
+        if manifest.backend != flag[2:]:
+            raise InputError(f"{flag} {manifest.directory} is a {manifest.backend} bundle")
+    recorded = check_same_data(manifests)
+    data_args_from(args, recorded, args.nb)
+    data = data_from_args(args)
+    check_same_source(recorded, data[1], f"the parts (--nb {args.nb})")
     nb = load_model(args.nb)
     longs = {name: load_model(path) for name, path in candidates.items()}
-    for flag, model, path in [("--nb", nb, args.nb)] + [(f"--{n}", m, candidates[n]) for n, m in longs.items()]:
-        if model.backend != flag[2:]:
-            raise InputError(f"{flag} {path} is a {model.backend} bundle")
-    taxonomy = nb.taxonomy
-    for name, long in longs.items():
-        try:
-            taxonomy = taxonomy.merge(long.taxonomy)
-        except QcatError as exc:
-            raise InputError(f"{args.nb} and {candidates[name]} were trained on different taxonomies: {exc}") from None
-    dataset, source, sets = load_dataset(args)
+    dataset, source, sets = load_dataset(args, data)
+    seen = [read_seen_fingerprints(path) for path in [args.nb, *candidates.values()]]
     print_objective(sets)
     cutoffs = (args.cutoff,) if args.cutoff else CUTOFFS
     blends = (args.blend,) if args.blend is not None else BLENDS
-    hybrid = select_hybrid(nb, longs, sets, taxonomy, cutoffs, blends,
+    hybrid = select_hybrid(nb, longs, sets, merged_taxonomy(nb, longs, candidates), cutoffs, blends,
                            config={"nb": str(args.nb)} | {n: str(p) for n, p in candidates.items()} | {"data": source},
                            progress=print_selection_row(sets))
     chosen = hybrid.metrics["selection"]["chosen"]
     hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)
-    hybrid.save(args.out)
+    save_bundle(hybrid, args.out, dataset, [f for f in seen if f is not None])
     print(f"chose {chosen['long_backend']} with cutoff {chosen['cutoff']} and blend {chosen['blend']:g}: NB answers "
           f"queries of at most {chosen['cutoff']} token(s), longer ones get "
           + (f"{chosen['blend']:g} x NB + {1 - chosen['blend']:g} x {chosen['long_backend']}" if chosen["blend"]

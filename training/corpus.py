@@ -138,6 +138,7 @@ class LogCorpus:
     min_clicks: float = 3
     split_seed: int = 0
     _loaded: dict = field(default_factory=dict, compare=False, repr=False)
+    split_set = "log"  # the name model choices give its validation split (training.selection)
 
     @property
     def directory(self) -> Path:

@@ -14,7 +14,7 @@ from qcat.nb import NaiveBayesModel, query_features
 from training.calibrate import fit_calibration
 from training.clicktable import ClickTable
 from training.dataset import Dataset, truth_matrix
-from training.selection import ValidationSets, validation_sets
+from training.selection import ValidationSets, own_split, validation_sets
 from training.table_metrics import evaluate_pr
 
 
@@ -126,8 +126,8 @@ def fit(dataset: Dataset, config: NBConfig = NBConfig(), progress=None,
     started = time.perf_counter()
     train = dataset.train
     sets = sets or validation_sets(dataset)
-    if len(train) == 0 or len(sets["simulated"][0]) == 0:
-        raise InputError(f"cannot train NB: {len(train):,} training and {len(sets['simulated'][0]):,} validation "
+    if len(train) == 0 or len(own_split(sets)) == 0:
+        raise InputError(f"cannot train NB: {len(train):,} training and {len(own_split(sets)):,} validation "
                          f"(query, category) pairs; the log needs more queries (or a lower --min-clicks)")
     fc = count_features(train)
     # The grid is scored without building a model per point: PR@1 needs only each query's top
@@ -150,7 +150,7 @@ def fit(dataset: Dataset, config: NBConfig = NBConfig(), progress=None,
     best = build_model(fc, train, dataset, threshold, alpha, asdict(config), pruned=pruned)
     best.calibration = fit_calibration(best, sets)
     best.metrics.update({
-        "validation": evaluate_pr(best, sets["simulated"][0]),
+        "validation": evaluate_pr(best, own_split(sets)),
         "validation_objective": round(best_score, 5),
         "objective_weights": {name: round(weight, 4) for name, (_, weight) in sets.items()},
         "tuning_grid": grid,

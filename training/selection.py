@@ -38,9 +38,17 @@ WEIGHTS = {"simulated": 0.2, "real-title": 0.4, "real-2tok": 0.4}
 ValidationSets = dict[str, tuple[ClickTable, float]]
 
 
+def own_split(sets: ValidationSets) -> ClickTable:
+    """The validation split of the training data itself (the first set)."""
+    return next(iter(sets.values()))[0]
+
+
 def validation_sets(dataset: Dataset, corpus=None) -> ValidationSets:
-    """Name -> (validation table, weight); only the simulated split without a corpus's real sets."""
-    sets = {"simulated": (dataset.validation, WEIGHTS["simulated"])}
+    """Name -> (validation table, weight), the data's own validation split first: ``simulated``
+    for a corpus (simulated from its catalog), ``log`` for a user's click log; then a corpus's
+    real-text sets."""
+    split_name = getattr(corpus, "split_set", "simulated")
+    sets = {split_name: (dataset.validation, WEIGHTS["simulated"])}
     if corpus is not None:
         taxonomy = dataset.taxonomy
         for name in corpus.real_sets():
