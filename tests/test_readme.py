@@ -22,3 +22,19 @@ def test_quick_start_has_exactly_two_commands():
 def test_ci_runs_the_readme_test_command_verbatim():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
     assert quick_start_commands()[1] in ci
+
+
+def test_the_readme_demo_scores_are_what_the_demo_model_prints():
+    """Every score the README quotes for the demo model comes from `qcat classify` today: a
+    rebuilt demo model must come with its README figures."""
+    from qcat.classifier import Classifier
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.split("## Quick start", 1)[1].split("## Your own data", 1)[0]
+    quoted = re.search(r"near-zero score \((\d\.\d\d)\).*?\((\d\.\d\d), (\d\.\d\d) and (\d\.\d\d) for the right leaf\)",
+                       start, re.S)
+    bed = re.search(r'"king poster bed" gets\s+Sofa Beds & Futons at (\d\.\d\d)', start)
+    assert quoted and bed, "the README's demo scores moved: update this test with them"
+    queries = ["dior gaudron", "hornby train set", "lego star wars", "rocketfish usb cable", "king poster bed"]
+    top = [result.categories[0].score for result in Classifier.load().classify(queries, 1)]
+    assert [f"{score:.2f}" for score in top] == list(quoted.groups()) + [bed.group(1)]

@@ -23,6 +23,7 @@ from qcat.errors import InputError
 from qcat.normalize import tokenize
 from qcat.taxonomy import Taxonomy
 from training.catalog import Catalog
+from training.provenance import format_overlap, overlap, read_seen_fingerprints
 
 FLOOR = "no classifier"
 ALL = "all"
@@ -97,6 +98,7 @@ def golden_evaluate(golden: GoldenSet, baseline_dir: Path, target_dir: Path, cat
         model = load_model(directory)
         check_labels(model, taxonomy, Path(directory))
         models[name] = (model, directory)
+    seen = {name: read_seen_fingerprints(directory) for name, (_, directory) in models.items()}
     pairs = golden.pairs()
     inventory = build_inventory(catalog, taxonomy, pairs.listing_id, config.sample_fraction, config.seed)
     sets, query_sets = evaluation_sets(pairs, demand, config)
@@ -119,7 +121,8 @@ def golden_evaluate(golden: GoldenSet, baseline_dir: Path, target_dir: Path, cat
         results = search.search(list(queries), token_lists, model, candidates)
         per_system[system] = per_query_metrics(judgments, results.docs)
         timings[system] = time.perf_counter() - tick
-        progress(f"{system}: searched and scored in {timings[system]:.1f} s")
+        progress(f"{system}: searched and scored in {timings[system]:.1f} s"
+                 + (f" ({format_overlap(overlap(queries, seen[system]))})" if system in seen else ""))
     present = [s for s in SETS if s in sets]
     offsets = np.cumsum([0] + [len(sets[s]) for s in present])
     rows_of = {s: np.arange(offsets[i], offsets[i + 1]) for i, s in enumerate(present)} | {ALL: np.arange(len(queries))}
@@ -151,6 +154,8 @@ def golden_evaluate(golden: GoldenSet, baseline_dir: Path, target_dir: Path, cat
         "systems": [{"name": name, "directory": str(models[name][1]) if name in models else None,
                      "backend": models[name][0].backend if name in models else "bm25",
                      "segments": {segment: summarize(per_system[name], rows_of[segment]) for segment in segments}}
+                    | ({"overlap": {segment: overlap(queries[rows_of[segment]], seen[name]) for segment in segments}}
+                       if name in models else {})
                     for name in (FLOOR, *names)],
         "deltas": deltas,
         "seconds": {**{k: round(v, 2) for k, v in timings.items()}, "total": round(time.perf_counter() - started, 2)},

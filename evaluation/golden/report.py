@@ -10,6 +10,7 @@ from evaluation.golden.system_metrics import METRICS
 from evaluation.html import html_document
 from evaluation.plots import figure_svg, legend_label, plt
 from evaluation.report import Table, markdown_document, percent
+from training.provenance import format_overlap
 
 TITLE = "qcat golden-data search evaluation"
 
@@ -86,6 +87,8 @@ def header_lines(report: dict) -> list[str]:
                  f"top {search['top_n']} returned.")
     lines.append("Systems: " + "; ".join(f"{s['name']} ({s['backend']}" + (f", {s['directory']})" if s["directory"] else ")")
                                          for s in report["systems"]) + ".")
+    lines += [f"{s['name']}: {format_overlap(s['overlap']['all'])} (the classifier's training queries; a query it "
+              f"trained on is not a held-out test of it)" for s in report["systems"] if "overlap" in s]
     lines.append(f"Took {report['seconds']['total']:.1f} s. Created {report['created']}.")
     return lines
 
