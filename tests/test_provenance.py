@@ -119,6 +119,7 @@ def test_a_hybrid_reads_its_data_from_its_parts(bundles, tmp_path):
     assert hybrid["config"]["data"]["log_sha256"] == manifest(bundles / "nb")["config"]["data"]["log_sha256"]
     assert hybrid["metrics"]["test"]["pr@1"] > 0.15
     assert SEEN_FILE in hybrid["files"]
+    assert all(SEEN_FILE in manifest(tmp_path / "h" / part)["files"] for part in ("nb", "xreg"))
 
     # Explicit data must be the parts' own.
     error = one_line_error(qcat("train", "hybrid", "--nb", bundles / "nb", "--xreg", bundles / "xreg", *LOG[:-2],

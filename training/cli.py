@@ -263,7 +263,10 @@ def save_bundle(model, out: Path, dataset, also_seen=()) -> None:
     ``dataset`` it trained or was tuned on, plus the fingerprints ``also_seen`` of its parts)."""
     from training.provenance import write_seen_queries
 
-    write_seen_queries(out, seen_queries(dataset), also_seen)
+    queries = seen_queries(dataset)
+    # A hybrid's parts are bundles of their own, evaluated on their own too.
+    for directory in [out] + [out / name for name in getattr(model, "parts", ())]:
+        write_seen_queries(directory, queries, also_seen)
     model.save(out)
 
 
