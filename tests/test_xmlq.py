@@ -151,9 +151,16 @@ def test_onnx_scores_match_keras(tiny, tmp_path) -> None:
 def hybrid_dir(tiny, bestbuy_model_dir, tmp_path_factory):
     from training.xmlq.export import bundle_model
 
+    from training.cli import save_bundle
+    from training.provenance import data_source
+    from qcat.bundle import read_manifest
+
     dataset, _, prepared, network, _ = tiny
     root = tmp_path_factory.mktemp("hybrid")
-    bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy, {}, {}).save(root / "xmlq")
+    # Trained on the very log (and settings) the NB part was: it records the same data.
+    data = {"data": data_source(read_manifest(bestbuy_model_dir))}
+    save_bundle(bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy, data, {}),
+                root / "xmlq", dataset)
     result = qcat("train", "hybrid", "--nb", bestbuy_model_dir, "--xmlq", root / "xmlq", "--cutoff", "2",
                   "--out", root / "hybrid")
     assert result.returncode == 0, result.stderr
