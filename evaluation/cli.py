@@ -34,6 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="as for `qcat train --log` (default: what the models were trained on this log with, else 3)")
     data.add_argument("--split-seed", type=int, default=None,
                       help="as for `qcat train --log` (default: what the models were trained on this log with, else 0)")
+    data.add_argument("--internal-nodes", choices=("other", "refuse", "keep"), default=None,
+                      help="as for `qcat train --log` (default: what the models were trained on this log with, else other)")
     parser.add_argument("--period", choices=("base", "candidate", "all"), default="base")
     parser.add_argument("--split", choices=("train", "validation", "test"), default="test")
     parser.add_argument("--query-set", dest="query_sets", action="append", default=None, metavar="SET",
@@ -77,10 +79,12 @@ def main(command: str, argv: list[str]) -> int:
 
         if not args.log.is_file():
             raise InputError(f"--log {args.log}: no such file")
-        settings = log_settings(args.log, args.model, {"min_clicks": args.min_clicks, "split_seed": args.split_seed})
+        settings = log_settings(args.log, args.model, {"min_clicks": args.min_clicks, "split_seed": args.split_seed,
+                                                       "internal_nodes": args.internal_nodes})
         data = LogCorpus(args.log, args.taxonomy, **settings)
-    elif args.min_clicks is not None or args.split_seed is not None:
-        raise InputError("--min-clicks and --split-seed are for --log; a corpus sets its own in corpus.json")
+    elif args.min_clicks is not None or args.split_seed is not None or args.internal_nodes is not None:
+        raise InputError("--min-clicks, --split-seed and --internal-nodes are for --log; a corpus sets its own in "
+                         "corpus.json")
     propensity = None
     if args.propensity:
         a, b = args.propensity

@@ -11,7 +11,7 @@ defaults or fitted to how often the click threshold hides a clicked category
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
@@ -29,7 +29,7 @@ from qcat.calibration import calibrated_sources
 from qcat.classifier import load_model
 from qcat.errors import InputError
 from qcat.model import Model
-from qcat.taxonomy import Taxonomy
+from qcat.taxonomy import OTHER_LEAF, Taxonomy
 from training.clicktable import ClickTable
 from training.corpus import Corpus, LogCorpus
 from training.dataset import Dataset, subset_queries
@@ -103,6 +103,24 @@ def fit_from_corpus(corpus: Corpus, period: str, dataset: Dataset, evaluation: E
     return fit_propensity(evaluation.train_label_counts, complete, max(evaluation.n_train, 1))
 
 
+def with_other_leaves_of(dataset: Dataset, models: list[Model]) -> Dataset:
+    """The dataset with the ``Other`` leaves the models answer (added under internal nodes by
+    the internal-node rule, :meth:`qcat.taxonomy.Taxonomy.with_other_leaves`) that this data
+    does not name itself."""
+    taxonomy, parents = dataset.taxonomy, set()
+    for model in models:
+        for label in model.labels:
+            if label in taxonomy or label not in model.taxonomy:
+                continue
+            parent = model.taxonomy.parent(label)
+            if parent in taxonomy and not taxonomy.is_leaf(parent) \
+                    and model.taxonomy.paths[model.taxonomy.index(label)][-1] == OTHER_LEAF:
+                parents.add(parent)
+    if not parents:
+        return dataset
+    return replace(dataset, taxonomy=taxonomy.with_other_leaves(sorted(parents))[0])
+
+
 def check_labels(model: Model, taxonomy: Taxonomy, directory: Path) -> None:
     """Every model label must be a category of the corpus taxonomy with the same path."""
     wrong = [label for label in model.labels
@@ -153,7 +171,7 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
     loaded = [load_model(directory) for directory in model_dirs]  # verified before any data is read
     corpus = corpus_dir if isinstance(corpus_dir, (Corpus, LogCorpus)) else Corpus.open(corpus_dir)
     chosen, notes = choose_query_sets(corpus, split, query_sets)
-    dataset = corpus.dataset(period)
+    dataset = with_other_leaves_of(corpus.dataset(period), loaded)
     evaluation = evaluation_set(dataset, split, corpus.source(period))
     real = {name: real_set_truth(corpus, name, split, evaluation.label_ids, dataset.taxonomy)
             for name in chosen if name != SIMULATED}

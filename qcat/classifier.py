@@ -44,7 +44,22 @@ def model_from_manifest(manifest: Manifest) -> Model:
         raise BundleError(f"model bundle {manifest.directory}: unknown backend {manifest.backend!r}")
     module_name, class_name = target.split(":")
     cls = getattr(importlib.import_module(module_name), class_name)
-    return cls.from_manifest(manifest, load_bundle_taxonomy(manifest))
+    model = cls.from_manifest(manifest, load_bundle_taxonomy(manifest))
+    check_leaves(model, manifest)
+    return model
+
+
+def check_leaves(model: Model, manifest: Manifest) -> None:
+    """Refuse a model that would answer internal (non-leaf) nodes of its taxonomy, unless it
+    records that it was trained so on purpose (``qcat train --internal-nodes keep``)."""
+    data = manifest.config.get("data")
+    if isinstance(data, dict) and data.get("internal_nodes") == "keep":
+        return
+    internal = [label for label in model.labels if not model.taxonomy.is_leaf(label)]
+    if internal:
+        raise BundleError(f"model bundle {manifest.directory}: {len(internal):,} of its categories are internal nodes "
+                          f"of its taxonomy, not leaves (e.g. {internal[0]} {model.taxonomy.path_of(internal[0])}), "
+                          f"and it was not trained with --internal-nodes keep: retrain it")
 
 
 @dataclass(frozen=True)

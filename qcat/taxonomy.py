@@ -29,6 +29,8 @@ from qcat.errors import TaxonomyError
 SEPARATOR = " > "
 FORMATS = ("tsv", "csv", "google", "bestbuy")
 AMBIGUOUS = -2  # marks a path carried by several ids
+OTHER_LEAF = "Other"  # the leaf that stands for an internal node's own items (``A > B > Other``)
+OTHER_SUFFIX = "/other"  # the id of a new Other leaf: ``<node id>/other``
 _GOOGLE_LINE = re.compile(r"^\s*(\d+)\s+-\s+(.+?)\s*$")
 
 
@@ -46,6 +48,7 @@ class Taxonomy:
     parents: tuple[int, ...]
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
     _by_path: dict[tuple[str, ...], int] = field(init=False, repr=False, compare=False)
+    _parent_positions: frozenset[int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not (len(self.ids) == len(self.paths) == len(self.parents)):
@@ -66,6 +69,7 @@ class Taxonomy:
                 raise TaxonomyError(f"taxonomy node {self.ids[i]!r} has an invalid parent")
         object.__setattr__(self, "_index", index)
         object.__setattr__(self, "_by_path", by_path)
+        object.__setattr__(self, "_parent_positions", frozenset(self.parents))
 
     @classmethod
     def from_path_tuples(cls, ids: tuple[str, ...], paths: tuple[tuple[str, ...], ...]) -> "Taxonomy":
@@ -130,8 +134,38 @@ class Taxonomy:
     @property
     def leaves(self) -> tuple[str, ...]:
         """Ids of the nodes without children, in file order."""
-        has_child = set(self.parents)
+        has_child = self._parent_positions
         return tuple(node_id for i, node_id in enumerate(self.ids) if i not in has_child)
+
+    def is_leaf(self, node_id: str) -> bool:
+        return self.index(node_id) not in self._parent_positions
+
+    def with_other_leaves(self, node_ids) -> tuple["Taxonomy", dict[str, str]]:
+        """This taxonomy with an explicit ``Other`` leaf under each internal node of
+        ``node_ids`` (``A > B`` -> ``A > B > Other``, the demo catalog's rule), and the map from
+        each of those nodes to its ``Other`` leaf. A node's existing ``Other`` leaf is used as it
+        is; a new one gets the id ``<node id>/other`` (:data:`OTHER_SUFFIX`)."""
+        ids, paths, parents = list(self.ids), list(self.paths), list(self.parents)
+        other_of: dict[str, str] = {}
+        for node_id in node_ids:
+            position = self.index(node_id)
+            path = self.paths[position] + (OTHER_LEAF,)
+            existing = self._by_path.get(path)
+            if existing is not None and existing != AMBIGUOUS and self.is_leaf(self.ids[existing]):
+                other_of[node_id] = self.ids[existing]
+                continue
+            new_id = node_id + OTHER_SUFFIX
+            if existing is not None or new_id in self._index:
+                raise TaxonomyError(f"category {node_id!r} ({SEPARATOR.join(self.paths[position])}) is not a leaf and "
+                                    f"its Other leaf cannot be added: {SEPARATOR.join(path)!r} or id {new_id!r} "
+                                    f"already names another node")
+            other_of[node_id] = new_id
+            ids.append(new_id)
+            paths.append(path)
+            parents.append(position)
+        if len(ids) == len(self.ids):
+            return self, other_of
+        return Taxonomy(tuple(ids), tuple(paths), tuple(parents)), other_of
 
     @property
     def content_hash(self) -> str:

@@ -45,10 +45,13 @@ def test_aggregation_threshold_and_ctr(tmp_path):
     assert list(table.queries) == ["baby doll", "hornby train"]
     pairs = {(table.queries[q], table.categories[c]): (k, i) for q, c, k, i in
              zip(table.pair_query, table.pair_category, table.clicks, table.impressions)}
-    assert pairs == {("hornby train", TRAINS): (4, 20), ("baby doll", DOLLS): (5, 50)}
+    # Impressions are the query's searches: its three undated rows are one day of 10 searches.
+    assert pairs == {("hornby train", TRAINS): (4, 10), ("baby doll", DOLLS): (5, 50)}
     assert result.report.pairs_below_min_clicks == 1 and result.report.clicks_below_min_clicks == 1
-    assert np.allclose(table.ctr, [0.1, 0.2])
-    assert list(table.query_impressions) == [50, 20]
+    assert np.allclose(table.ctr, [0.1, 0.4])
+    assert list(table.query_impressions) == [50, 10]
+    report = result.report  # no conflict, no exact duplicate (the two rows are written differently)
+    assert (report.impression_conflicts, report.duplicate_rows, report.internal) == (0, 0, {})
 
 
 def test_every_reason_is_counted_and_named(tmp_path):
@@ -126,3 +129,66 @@ def test_missing_columns_and_files(tmp_path):
         ingest(tmp_path / "nothere.csv", TAXONOMY)
     with pytest.raises(InputError, match="cannot tell the click-log format"):
         ingest(tmp_path / "log.xlsx", TAXONOMY)
+
+
+TOYS = TAXONOMY.id_of_path("Toys")
+
+
+def test_rows_naming_an_internal_node_count_for_its_other_leaf(tmp_path):
+    """Issue 21, item 4: a log naming a parent category ("Toys") used to train on the parent and
+    serve it as an answer, without a word."""
+    write_csv(tmp_path / "log.csv", (
+        "query,category,clicks\n"
+        f"toy box,{TOYS},4\n"
+        "toy chest,Toys,2\n"  # by path
+        f"hornby train,{TRAINS},3\n"
+    ))
+    result = ingest(tmp_path / "log.csv", TAXONOMY, min_clicks=1)
+    other = f"{TOYS}/other"
+    assert set(result.table.categories) == {other, TRAINS}
+    assert result.taxonomy.path_of(other) == "Toys > Other" and result.taxonomy.is_leaf(other)
+    assert result.taxonomy.parent(other) == TOYS and not result.taxonomy.is_leaf(TOYS)
+    assert result.report.internal == {TOYS: (2, 6.0, other)}
+    assert f"2 rows name 1 internal (non-leaf) categories, counted for an Other leaf under each node (e.g. {TOYS} 2 rows " \
+           f"-> {other})" in result.report.format()
+
+    kept = ingest(tmp_path / "log.csv", TAXONOMY, min_clicks=1, internal_nodes="keep")
+    assert set(kept.table.categories) == {TOYS, TRAINS} and kept.taxonomy is TAXONOMY
+    assert kept.report.internal == {TOYS: (2, 6.0, TOYS)}
+
+    with pytest.raises(InputError, match=rf"2 rows name 1 internal \(non-leaf\) categories of the taxonomy, e.g. "
+                                         rf"{TOYS} \(Toys\): 2 rows"):
+        ingest(tmp_path / "log.csv", TAXONOMY, min_clicks=1, internal_nodes="refuse")
+
+
+def test_an_existing_other_leaf_is_used():
+    taxonomy = from_paths(["Toys > Trains", "Toys > Other"])
+    toys, other = taxonomy.id_of_path("Toys"), taxonomy.id_of_path("Toys > Other")
+    extended, other_of = taxonomy.with_other_leaves([toys])
+    assert extended is taxonomy and other_of == {toys: other}
+
+
+def test_conflicting_impressions_and_duplicate_rows_are_counted_and_resolved(tmp_path):
+    """Issue 21, item 6: the hand-made log's "lego star wars" rows carried 1,400 and 25
+    impressions, and 150 exact duplicate rows were merged without a word."""
+    write_csv(tmp_path / "log.csv", (
+        "query,category,clicks,impressions,date\n"
+        f"lego star wars,{TRAINS},145,1400,2025-03-01\n"
+        f"lego star wars,{DOLLS},15,25,2025-03-01\n"   # same query and day, other impressions
+        f"lego star wars,{DOLLS},5,300,2025-03-02\n"   # another day: no conflict
+        f"baby doll,{DOLLS},5,50,\n"
+        f"baby doll,{DOLLS},5,50,\n"                   # an exact duplicate
+    ))
+    result = ingest(tmp_path / "log.csv", TAXONOMY, min_clicks=1)
+    report, table = result.report, result.table
+    assert (report.impression_conflicts, report.impression_conflict_rows) == (1, 2)
+    assert report.impression_conflict_examples == [("lego star wars", "2025-03-01", 25.0, 1400.0)]
+    assert report.duplicate_rows == 1
+    text = report.format()
+    assert "1 (query, day) groups (2 rows) report different impressions; each day counts the largest" in text
+    assert "1 rows repeat another row exactly" in text
+    pairs = {(table.queries[q], table.categories[c]): (k, i) for q, c, k, i in
+             zip(table.pair_query, table.pair_category, table.clicks, table.impressions)}
+    # The conflicting day counts 1,400 searches for both categories; the duplicate is summed.
+    assert pairs == {("lego star wars", TRAINS): (145, 1400), ("lego star wars", DOLLS): (20, 1700),
+                     ("baby doll", DOLLS): (10, 50)}

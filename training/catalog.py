@@ -11,10 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from qcat.errors import InputError
-from qcat.taxonomy import Taxonomy, from_paths
+from qcat.taxonomy import OTHER_LEAF, Taxonomy, from_paths
 
 REQUIRED_COLUMNS = ("listing_id", "title", "category_path")
-OTHER_LEAF = "Other"
 
 
 @dataclass(frozen=True)

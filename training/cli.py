@@ -10,7 +10,7 @@ from pathlib import Path
 
 from qcat.cli import float_at_least
 from qcat.errors import InputError
-
+from training.clicklog import INTERNAL_NODE_RULES
 
 
 def main(command: str, argv: list[str]) -> int:
@@ -54,6 +54,10 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     ingest.add_argument("--date-from", default=None, help="keep rows dated on or after (YYYY-MM-DD)")
     ingest.add_argument("--date-to", default=None, help="keep rows dated before (YYYY-MM-DD)")
     ingest.add_argument("--strict", action="store_true", help="stop at the first unusable row, naming it")
+    ingest.add_argument("--internal-nodes", choices=INTERNAL_NODE_RULES, default="other",
+                        help="rows naming a non-leaf category: other (default) counts them for an explicit Other leaf "
+                        "under the node, refuse stops with their counts, keep trains on the node itself (the model "
+                        "may then answer it)")
     ingest.add_argument("--out", type=Path, default=None, help="write the aggregated table (.parquet or .csv)")
     ingest.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
                         help="duckdb (default; exact row numbers) or spark (any path Spark reads)")
@@ -88,7 +92,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     result = ingest(
         args.log, taxonomy, min_clicks=args.min_clicks, strict=args.strict,
         date_from=args.date_from, date_to=args.date_to, fmt=args.format,
-        engine=args.engine, spark_master=args.spark_master,
+        engine=args.engine, spark_master=args.spark_master, internal_nodes=args.internal_nodes,
     )
     print(result.report.format())
     problem = result.report.nothing_kept()
@@ -137,6 +141,10 @@ def _add_data_source(parser: argparse.ArgumentParser) -> None:
                         help="drop (query, category) pairs with fewer clicks (default 3; 1 for logs of single clicks)")
     source.add_argument("--split-seed", dest="split_seed", type=int, default=None,
                         help="split seed for --log (train/validation/test by query; default 0)")
+    source.add_argument("--internal-nodes", choices=INTERNAL_NODE_RULES, default=None,
+                        help="rows naming a non-leaf category: other (default) counts them for an explicit Other leaf "
+                        "under the node, refuse stops with their counts, keep trains on the node itself (the model "
+                        "may then answer it)")
     parser.add_argument("--out", type=Path, required=True, help="model bundle directory to write")
 
 
@@ -227,10 +235,10 @@ def data_from_args(args: argparse.Namespace):
         if not args.taxonomy.is_file():
             raise InputError(f"--taxonomy {args.taxonomy}: no such file")
         log = LogCorpus(args.log, args.taxonomy, 3 if args.min_clicks is None else args.min_clicks,
-                        args.split_seed or 0)
+                        args.split_seed or 0, args.internal_nodes or "other")
         return log, log_source(log)
     for flag, value in (("--min-clicks", args.min_clicks), ("--split-seed", args.split_seed),
-                        ("--taxonomy", args.taxonomy)):
+                        ("--taxonomy", args.taxonomy), ("--internal-nodes", args.internal_nodes)):
         if value is not None:
             raise InputError(f"{flag} is for --log; a corpus sets its own in corpus.json")
     corpus = Corpus.open(args.corpus)
@@ -293,6 +301,7 @@ def data_args_from(args: argparse.Namespace, recorded: dict, where: Path) -> Non
     if args.log is not None:
         args.min_clicks = recorded.get("min_clicks") if args.min_clicks is None else args.min_clicks
         args.split_seed = recorded.get("split_seed") if args.split_seed is None else args.split_seed
+        args.internal_nodes = recorded.get("internal_nodes") if args.internal_nodes is None else args.internal_nodes
     elif args.period is None:
         args.period = recorded.get("period")
 

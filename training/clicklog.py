@@ -7,6 +7,18 @@ reported; with ``strict=True`` the first one raises an error naming the file and
 Pairs with fewer than ``min_clicks`` clicks after aggregation are dropped as noise
 (eBay §4.1 uses 3) and counted too.
 
+Three things a log can hold that would otherwise change the data without a word are counted
+and reported, each resolved by one rule:
+
+* a category that is an internal node of the taxonomy, not a leaf (``internal_nodes``):
+  ``other`` (default) counts its rows for an explicit ``Other`` leaf under the node
+  (``A > B`` -> ``A > B > Other``, the demo catalog's rule), ``refuse`` stops with the counts,
+  ``keep`` trains on the node itself;
+* rows of one query and day (undated rows: one day) that report different impressions:
+  impressions are the query's searches, so the day counts the largest value reported;
+* rows that repeat another row exactly (normalized query, category, date, clicks,
+  impressions): they are summed like any rows, and counted so that a duplicated export shows.
+
 The rules are here and in :mod:`training.ingest_sql`, once; an engine
 (:class:`training.ingest_engine.IngestEngine`) only reads the log and runs the SQL.
 """
@@ -22,7 +34,7 @@ import numpy as np
 
 from qcat.errors import InputError, TaxonomyError
 from qcat.normalize import normalize
-from qcat.taxonomy import Taxonomy
+from qcat.taxonomy import OTHER_SUFFIX, Taxonomy
 from training import ingest_sql as sql
 from training.clicktable import ClickTable
 from training.ingest_engine import FORMATS, IngestEngine
@@ -42,6 +54,7 @@ REASONS = {
     "bad_date": "date is not a date",
 }
 MAX_EXAMPLES = 5
+INTERNAL_NODE_RULES = ("other", "refuse", "keep")
 
 
 @dataclass
@@ -60,6 +73,13 @@ class IngestReport:
     pairs_kept: int = 0
     queries_kept: int = 0
     min_clicks: float = 3
+    duplicate_rows: int = 0
+    impression_conflicts: int = 0  # (query, day) groups whose rows report different impressions
+    impression_conflict_rows: int = 0
+    impression_conflict_examples: list[tuple[str, str, float, float]] = field(default_factory=list)
+    internal_nodes: str = "other"
+    # per internal category the log names: (rows, clicks, the category it counts for)
+    internal: dict[str, tuple[int, float, str]] = field(default_factory=dict)
 
     def format(self) -> str:
         lines = [
@@ -72,6 +92,22 @@ class IngestReport:
             shown = ", ".join(f"row {row}: {value!r}" if row is not None else repr(value)
                               for row, value in self.examples.get(reason, []))
             lines.append(f"  skipped {count:,} rows: {REASONS[reason]} (e.g. {shown})")
+        if self.internal:
+            rows = sum(r for r, _, _ in self.internal.values())
+            shown = "; ".join(f"{node} {count:,} rows" + (f" -> {to}" if to != node else "")
+                              for node, (count, _, to) in sorted(self.internal.items(), key=lambda x: -x[1][0])[:5])
+            rule = {"other": "counted for an Other leaf under each node", "keep": "kept as categories (--internal-nodes keep)",
+                    "refuse": "refused"}[self.internal_nodes]
+            lines.append(f"  {rows:,} rows name {len(self.internal):,} internal (non-leaf) categories, {rule} "
+                         f"(e.g. {shown})")
+        if self.impression_conflicts:
+            shown = "; ".join(f"{query!r} on {day or 'no date'}: {low:g} vs {high:g}"
+                              for query, day, low, high in self.impression_conflict_examples)
+            lines.append(f"  {self.impression_conflicts:,} (query, day) groups ({self.impression_conflict_rows:,} rows) "
+                         f"report different impressions; each day counts the largest (e.g. {shown})")
+        if self.duplicate_rows:
+            lines.append(f"  {self.duplicate_rows:,} rows repeat another row exactly (query, category, date, clicks, "
+                         f"impressions); summed like the others: deduplicate the log first if they are copies")
         lines.append(
             f"  {self.pairs_aggregated:,} (query, category) pairs; {self.pairs_below_min_clicks:,} with fewer "
             f"than {self.min_clicks:g} clicks dropped ({self.clicks_below_min_clicks:,.0f} clicks); "
@@ -96,6 +132,7 @@ class IngestReport:
 class IngestResult:
     table: ClickTable
     report: IngestReport
+    taxonomy: Taxonomy  # the taxonomy the table's categories belong to (with any Other leaves added)
 
 
 def detect_format(path: str | Path) -> str:
@@ -117,6 +154,7 @@ def ingest(
     fmt: str | None = None,
     engine: str | IngestEngine = "duckdb",
     spark_master: str | None = None,
+    internal_nodes: str = "other",
 ) -> IngestResult:
     """Read, validate and aggregate a click log into a :class:`ClickTable`.
 
@@ -124,7 +162,10 @@ def ingest(
     range; rows without a date are then outside it. ``engine`` is ``"duckdb"`` (default),
     ``"spark"`` (a session on ``spark_master``, default ``local[2]``) or an engine object,
     which the caller then closes. ``path`` may be any URI the engine reads (Spark: s3a://...).
+    ``internal_nodes`` is the rule for rows naming a non-leaf category (module docstring).
     """
+    if internal_nodes not in INTERNAL_NODE_RULES:
+        raise InputError(f"--internal-nodes {internal_nodes!r}: expected one of {', '.join(INTERNAL_NODE_RULES)}")
     path = str(path) if "://" in str(path) else Path(path)
     fmt = fmt or detect_format(path)
     if fmt not in FORMATS:
@@ -134,7 +175,7 @@ def ingest(
     try:
         runner = make_engine(engine, spark_master) if owned else engine
         try:
-            return _ingest(runner, str(path), taxonomy, fmt, min_clicks, strict, from_day, to_day)
+            return _ingest(runner, str(path), taxonomy, fmt, min_clicks, strict, from_day, to_day, internal_nodes)
         finally:
             if owned:
                 runner.close()
@@ -159,11 +200,12 @@ def make_engine(name: str, spark_master: str | None = None) -> IngestEngine:
 
 
 def _ingest(engine: IngestEngine, path: str, taxonomy: Taxonomy, fmt: str, min_clicks: float, strict: bool,
-            date_from: date | None, date_to: date | None) -> IngestResult:
-    report = IngestReport(path=path, min_clicks=min_clicks)
+            date_from: date | None, date_to: date | None, internal_nodes: str) -> IngestResult:
+    report = IngestReport(path=path, min_clicks=min_clicks, internal_nodes=internal_nodes)
     engine.read(path, fmt)
     engine.map_queries(normalize)
-    engine.register("category_map", _category_map(engine.distinct("category"), taxonomy))
+    category_map, taxonomy = _category_map(engine.distinct("category"), taxonomy, internal_nodes)
+    engine.register("category_map", category_map)
     engine.view("classified", sql.classify_sql(date_from, date_to))
     if strict:
         first = engine.rows(sql.FIRST_REJECT_SQL)
@@ -186,9 +228,37 @@ def _ingest(engine: IngestEngine, path: str, taxonomy: Taxonomy, fmt: str, min_c
         for reason, row, value in examples:
             report.examples.setdefault(reason, []).append(
                 (int(row) if engine.row_numbers else None, "" if value is None else str(value)))
+    engine.view("used", sql.USED_SQL)
+    engine.materialize("query_days", sql.QUERY_DAYS_SQL)
+    _check_rows(engine, report, category_map, taxonomy)
     engine.view("pairs", sql.PAIRS_SQL)
     table = _aggregate(engine, min_clicks, report)
-    return IngestResult(table=table, report=report)
+    return IngestResult(table=table, report=report, taxonomy=taxonomy)
+
+
+def _check_rows(engine: IngestEngine, report: IngestReport, category_map: dict, taxonomy: Taxonomy) -> None:
+    """Count duplicate rows, conflicting impressions and rows naming internal nodes; refuse the
+    last under the ``refuse`` rule."""
+    report.duplicate_rows = int(engine.rows(sql.DUPLICATES_SQL)[0][0])
+    groups, rows = engine.rows(sql.CONFLICTS_SQL)[0]
+    report.impression_conflicts, report.impression_conflict_rows = int(groups), int(rows)
+    if groups:
+        report.impression_conflict_examples = [
+            (query, None if day is None else str(day)[:10], float(low), float(high))
+            for query, day, low, high in engine.rows(sql.CONFLICT_EXAMPLES_SQL.format(limit=3))]
+    counted_as = {named: to for named, to, internal in zip(category_map["named_id"], category_map["category_id"],
+                                                          category_map["internal"]) if internal}
+    if not counted_as:
+        return
+    for named, rows, clicks in engine.rows(sql.NAMED_SQL):
+        if named in counted_as:
+            report.internal[named] = (int(rows), float(clicks), counted_as[named])
+    if report.internal and report.internal_nodes == "refuse":
+        shown = ", ".join(f"{node} ({taxonomy.path_of(node)}): {rows:,} rows"
+                          for node, (rows, _, _) in sorted(report.internal.items(), key=lambda x: -x[1][0])[:3])
+        raise InputError(f"{sum(r for r, _, _ in report.internal.values()):,} rows name {len(report.internal):,} "
+                         f"internal (non-leaf) categories of the taxonomy, e.g. {shown}; map them to leaves, or use "
+                         f"--internal-nodes other (an Other leaf under each) or keep")
 
 
 def _as_date(value: date | str | None) -> date | None:
@@ -200,21 +270,40 @@ def _as_date(value: date | str | None) -> date | None:
         raise InputError(f"date {value!r} is not an ISO date (YYYY-MM-DD)") from None
 
 
-def _category_map(raw_categories: list[str], taxonomy: Taxonomy) -> dict[str, np.ndarray]:
-    """Resolve each distinct category once, on the driver: categories are few."""
-    resolved, ambiguous = [], []
+def _category_map(raw_categories: list[str], taxonomy: Taxonomy, internal_nodes: str) -> tuple[dict[str, np.ndarray], Taxonomy]:
+    """Resolve each distinct category once, on the driver (categories are few), and apply the
+    internal-node rule: returns the map and the taxonomy its categories belong to. A category
+    ``<id>/other`` of an internal node names that node's Other leaf (as qcat writes it)."""
+    named, ambiguous, other_leaf_of = [], [], {}
     for category in raw_categories:
+        text = category.strip()
         try:
-            resolved.append(taxonomy.resolve(category.strip()))
-            ambiguous.append(False)
+            node = taxonomy.resolve(text)
         except TaxonomyError:
-            resolved.append(None)
+            named.append(None)
             ambiguous.append(True)
+            continue
+        parent = text.removesuffix(OTHER_SUFFIX)
+        if node is None and text.endswith(OTHER_SUFFIX) and parent in taxonomy and not taxonomy.is_leaf(parent):
+            node = other_leaf_of[text] = parent
+        named.append(node)
+        ambiguous.append(False)
+    internal = [node is not None and not taxonomy.is_leaf(node) and raw.strip() not in other_leaf_of
+                for node, raw in zip(named, raw_categories)]
+    needs_other = set(other_leaf_of.values())
+    if internal_nodes == "other":
+        needs_other |= {node for node, is_internal in zip(named, internal) if is_internal}
+    taxonomy, other_of = taxonomy.with_other_leaves(sorted(needs_other))
+    counted_as = [other_of[node] if raw.strip() in other_leaf_of or (is_internal and internal_nodes == "other")
+                  else node for node, raw, is_internal in zip(named, raw_categories, internal)]
+    named = [other_of[node] if raw.strip() in other_leaf_of else node for node, raw in zip(named, raw_categories)]
     return {
         "raw": np.asarray(raw_categories, dtype=object),
-        "category_id": np.asarray(resolved, dtype=object),
+        "named_id": np.asarray(named, dtype=object),
+        "category_id": np.asarray(counted_as, dtype=object),
         "ambiguous": np.asarray(ambiguous, dtype=bool),
-    }
+        "internal": np.asarray(internal, dtype=bool),
+    }, taxonomy
 
 
 def _aggregate(engine: IngestEngine, min_clicks: float, report: IngestReport) -> ClickTable:

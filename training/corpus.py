@@ -86,7 +86,13 @@ class Corpus:
             min_clicks=self.meta.get("min_clicks", 3) if min_clicks is None else min_clicks,
             date_from=date_from,
             date_to=date_to,
+            internal_nodes=self.internal_nodes,
         )
+
+    @property
+    def internal_nodes(self) -> str:
+        """The rule for log rows naming a non-leaf category (:mod:`training.clicklog`)."""
+        return self.meta.get("internal_nodes", "other")
 
     def holdout_split(self, catalog: Catalog | None = None) -> np.ndarray:
         """Per catalog listing: 0 = given to the simulator, 1/2 = held out for validation/test."""
@@ -121,9 +127,8 @@ class Corpus:
         return title_set(catalog, taxonomy, self.holdout_split(catalog), name, split)
 
     def dataset(self, period: str = "base") -> Dataset:
-        taxonomy = self.taxonomy()
-        table = self.ingest(period, taxonomy).table
-        return Dataset.from_table(table, taxonomy, seed=self.meta.get("split_seed", 0))
+        result = self.ingest(period, self.taxonomy())
+        return Dataset.from_table(result.table, result.taxonomy, seed=self.meta.get("split_seed", 0))
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,7 @@ class LogCorpus:
     taxonomy_path: Path
     min_clicks: float = 3
     split_seed: int = 0
+    internal_nodes: str = "other"
     _loaded: dict = field(default_factory=dict, compare=False, repr=False)
     split_set = "log"  # the name model choices give its validation split (training.selection)
 
@@ -146,7 +152,8 @@ class LogCorpus:
 
     def source(self, period: str) -> dict:
         return {"corpus": f"{self.log} (click log)", "period": "whole log", "log": str(self.log),
-                "taxonomy": str(self.taxonomy_path), "min_clicks": self.min_clicks, "split_seed": self.split_seed}
+                "taxonomy": str(self.taxonomy_path), "min_clicks": self.min_clicks, "split_seed": self.split_seed,
+                "internal_nodes": self.internal_nodes}
 
     def taxonomy(self) -> Taxonomy:
         if "taxonomy" not in self._loaded:
@@ -158,7 +165,8 @@ class LogCorpus:
         threshold = self.min_clicks if min_clicks is None else min_clicks
         key = ("ingest", threshold)
         if key not in self._loaded:
-            self._loaded[key] = ingest(self.log, taxonomy or self.taxonomy(), min_clicks=threshold)
+            self._loaded[key] = ingest(self.log, taxonomy or self.taxonomy(), min_clicks=threshold,
+                                       internal_nodes=self.internal_nodes)
         return self._loaded[key]
 
     def real_sets(self) -> tuple[str, ...]:
@@ -169,5 +177,5 @@ class LogCorpus:
                          f"by head/torso/tail")
 
     def dataset(self, period: str = "all") -> Dataset:
-        taxonomy = self.taxonomy()
-        return Dataset.from_table(self.ingest().table, taxonomy, seed=self.split_seed)
+        result = self.ingest()
+        return Dataset.from_table(result.table, result.taxonomy, seed=self.split_seed)

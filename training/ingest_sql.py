@@ -15,7 +15,9 @@ Each engine provides three relations:
   reason and text of a row the reader could not decode or split (``bad_encoding``,
   ``malformed_row``), null otherwise;
 * ``query_map``: ``raw`` -> ``normalized``, from :func:`qcat.normalize.normalize`;
-* ``category_map``: ``raw`` -> ``category_id`` (null if unknown), ``ambiguous``.
+* ``category_map``: ``raw`` -> ``named_id`` (the taxonomy id the log names, null if unknown),
+  ``category_id`` (the category it counts for once the internal-node rule is applied),
+  ``ambiguous``.
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ def classify_sql(date_from: date | None, date_to: date | None) -> str:
 with typed as (
     select /*+ BROADCAST(c) */ r.row, r.bad, r.bad_value, r.query, r.category,
            r.clicks as clicks_text, r.impressions as impressions_text, r.date as date_text,
-           q.normalized, c.category_id, coalesce(c.ambiguous, false) as ambiguous,
+           q.normalized, c.category_id, c.named_id, coalesce(c.ambiguous, false) as ambiguous,
            case when r.clicks is null or trim(r.clicks) = '' then cast(1 as double)
                 else {_number('r.clicks')} end as clicks,
            case when r.impressions is null or trim(r.impressions) = '' then cast(null as double)
@@ -82,7 +84,8 @@ with typed as (
     left join query_map q on q.raw = r.query
     left join category_map c on c.raw = r.category
 )
-select row, normalized, category_id, clicks, impressions,
+select row, normalized, category_id, named_id, clicks, impressions, day,
+    query as query_text, category as category_text,
     case
         when bad is not null then bad
         when {empty} then 'empty_query'
@@ -108,27 +111,73 @@ from typed
 
 
 # One pass over ``classified``: the rows of each (reason, in_range), and for the usable rows
-# their (query, category) aggregates. Everything after reads this small relation.
+# their distinct (query and category as written and as read, day, clicks, impressions) with
+# their count. Everything after reads this relation, never the log again.
 GROUPS_SQL = """
-select reason, in_range, query, category_id, sum(clicks) as clicks, sum(impressions) as impressions,
-       count(impressions) as rows_with_impressions, count(*) as rows
+select reason, in_range, query, category_id, named_id, day, clicks, impressions, query_text, category_text,
+       count(*) as rows
 from (
     select reason, in_range,
            case when used then normalized end as query,
+           case when used then query_text end as query_text,
+           case when used then category_text end as category_text,
            case when used then category_id end as category_id,
+           case when used then named_id end as named_id,
+           case when used then day end as day,
            case when used then clicks end as clicks,
            case when used then impressions end as impressions
     from (select *, coalesce(reason is null and in_range, false) as used from classified) marked
 ) rows_by_group
-group by reason, in_range, query, category_id
+group by reason, in_range, query, category_id, named_id, day, clicks, impressions, query_text, category_text
 """
+
+USED_SQL = """
+select query, category_id, named_id, day, clicks, impressions, rows
+from groups where reason is null and in_range
+"""
+
+# Impressions count the searches of a query (on a day; rows without a date are one day). Rows of
+# one query and day that report different impressions conflict: the day counts the largest.
+QUERY_DAYS_SQL = """
+select query, day, max(impressions) as impressions, min(impressions) as lowest,
+       count(distinct impressions) as impression_values, sum(rows) as rows
+from used group by query, day
+"""
+
+NO_DAY = "date '1000-01-01'"  # stands for "no date" where days are joined (null never equals null)
 
 ROW_COUNTS_SQL = "select reason, in_range, sum(rows) from groups group by reason, in_range"
 
-PAIRS_SQL = """
-select query, category_id, clicks, impressions, rows_with_impressions, rows
-from groups where reason is null and in_range
+# A pair's clicks are its rows' clicks; its impressions are the query's impressions on each day
+# the pair has rows (counted once a day, however many rows the pair has that day).
+PAIRS_SQL = f"""
+select p.query, p.category_id, sum(p.clicks) as clicks, sum(d.impressions) as impressions,
+       sum(p.rows_with_impressions) as rows_with_impressions, sum(p.rows) as rows
+from (
+    select query, category_id, day, sum(clicks * rows) as clicks,
+           sum(case when impressions is not null then rows else 0 end) as rows_with_impressions,
+           sum(rows) as rows
+    from used group by query, category_id, day
+) p
+join query_days d on d.query = p.query and coalesce(d.day, {NO_DAY}) = coalesce(p.day, {NO_DAY})
+group by p.query, p.category_id
 """
+
+# Rows that repeat another usable row exactly (query and category as written, date, clicks,
+# impressions).
+DUPLICATES_SQL = "select coalesce(sum(rows - 1), 0) from used"
+
+CONFLICTS_SQL = """
+select count(*), coalesce(sum(rows), 0) from query_days where impression_values > 1
+"""
+
+CONFLICT_EXAMPLES_SQL = """
+select query, day, lowest, impressions from query_days where impression_values > 1
+order by impressions - lowest desc, query limit {limit}
+"""
+
+# Rows and clicks per category as the log names it (before the internal-node rule).
+NAMED_SQL = "select named_id, sum(rows), sum(clicks * rows) from used group by named_id"
 
 # The first few rejected rows of each reason, by row.
 EXAMPLES_SQL = """

@@ -40,7 +40,7 @@ def file_source(kind: str, path: Path) -> dict:
 def log_source(log) -> dict:
     """The ``data`` block of a model trained on a click log (a :class:`training.corpus.LogCorpus`)."""
     return (file_source("log", log.log) | file_source("taxonomy", log.taxonomy_path)
-            | {"min_clicks": log.min_clicks, "split_seed": log.split_seed})
+            | {"min_clicks": log.min_clicks, "split_seed": log.split_seed, "internal_nodes": log.internal_nodes})
 
 
 def corpus_source(corpus, period: str) -> dict:
@@ -51,7 +51,8 @@ def corpus_source(corpus, period: str) -> dict:
     name = "demo" if corpus.directory.resolve() == DEMO_DIR.resolve() else str(corpus.directory)
     return {"corpus": name, "period": period,
             "log_sha256": sha256_file(corpus.path("log")), "taxonomy_sha256": sha256_file(corpus.path("taxonomy")),
-            "min_clicks": corpus.meta.get("min_clicks", 3), "split_seed": corpus.meta.get("split_seed", 0)}
+            "min_clicks": corpus.meta.get("min_clicks", 3), "split_seed": corpus.meta.get("split_seed", 0),
+            "internal_nodes": corpus.internal_nodes}
 
 
 def identity(source: dict) -> dict:
@@ -165,12 +166,16 @@ def check_file_unchanged(source: dict, kind: str, where: Path) -> None:
                          f"{recorded[:12]}… recorded): retrain, or give the original file")
 
 
-LOG_DEFAULTS = {"min_clicks": 3, "split_seed": 0}
+LOG_DEFAULTS = {"min_clicks": 3, "split_seed": 0, "internal_nodes": "other"}
+
+
+def _shown(value) -> str:
+    return f"{value:g}" if isinstance(value, (int, float)) else str(value)
 
 
 def log_settings(log: Path, model_dirs: list[Path], given: dict) -> dict:
-    """The settings (``min_clicks``, ``split_seed``) to split ``log`` with for evaluating the
-    bundles in ``model_dirs``: those of the bundles trained on this very log (same hash), so
+    """The settings (``min_clicks``, ``split_seed``, ``internal_nodes``) to read and split ``log``
+    with for evaluating the bundles in ``model_dirs``: those of the bundles trained on this very log (same hash), so
     that their test split is the one they never trained on. A given value that contradicts
     them, or bundles that disagree, are refused; on other data, the given values or defaults."""
     digest = sha256_file(log)
@@ -182,14 +187,14 @@ def log_settings(log: Path, model_dirs: list[Path], given: dict) -> dict:
         flag = "--" + key.replace("_", "-")
         if len(set(recorded.values())) > 1:
             (a, va), (b, vb) = list(recorded.items())[:2]
-            raise InputError(f"{a} and {b} were trained on {log} with different {flag} ({va:g} vs {vb:g}), so "
+            raise InputError(f"{a} and {b} were trained on {log} with different {flag} ({_shown(va)} vs {_shown(vb)}), so "
                              f"each one's test split holds queries the other trained on: evaluate them separately")
         if recorded:
             directory, value = next(iter(recorded.items()))
-            if given[key] is not None and given[key] != value:
-                raise InputError(f"{flag} {given[key]:g}: {directory} was trained on {log} with {flag} {value:g}; "
-                                 f"another split would score it on queries it trained on (drop {flag})")
+            if given.get(key) is not None and given[key] != value:
+                raise InputError(f"{flag} {_shown(given[key])}: {directory} was trained on {log} with {flag} "
+                                 f"{_shown(value)}; another value would not give its own test split (drop {flag})")
             settings[key] = value
         else:
-            settings[key] = default if given[key] is None else given[key]
+            settings[key] = default if given.get(key) is None else given[key]
     return settings

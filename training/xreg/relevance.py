@@ -1,12 +1,14 @@
 """Relevance weights of (query, category) pairs for XReg (§4.2).
 
-The relevance of a pair is its click-through rate, clicks / impressions (where the log has
-no impressions: clicks / the query's demand, i.e. its click share). XReg normalizes
-relevance weights to [0, 1] by dividing by their maximum value, one global maximum: §4.2
-says "all the relevance weights are normalized ... by dividing by its maximum value" and
-notes that click-through rates are already probabilities, so for CTRs this only rescales
-when no pair reaches 1 (on the demo corpus the maximum is 1, so it changes nothing). We do
-not normalize per query: that would turn a query whose best category draws 5% of its
+The relevance of a pair is the query's click share: the pair's clicks over the query's
+searches (its impressions; where the log has none, its total clicks), so that within a query
+categories rank by their clicks. It is not the pair's own click-through rate: impressions are
+counted per query (:mod:`training.clicklog`), and a pair's own rate would let 15 clicks of 25
+searches on one day outrank 145 of 1,400 of the same query. XReg normalizes relevance weights
+to [0, 1] by dividing by their maximum value, one global maximum: §4.2 says "all the
+relevance weights are normalized ... by dividing by its maximum value" and notes that
+click-through rates are already probabilities, so this only rescales when no pair reaches 1.
+We do not normalize per query: that would turn a query whose best category draws 5% of its
 searches into one whose best category is certainly relevant.
 """
 
@@ -19,9 +21,9 @@ from training.clicktable import ClickTable
 
 
 def pair_relevance(table: ClickTable) -> np.ndarray:
-    """CTR of every pair, divided by the largest CTR of the table."""
-    demand = np.where(table.impressions > 0, table.impressions, table.query_impressions[table.pair_query])
-    ctr = np.minimum(table.clicks / demand, 1.0)
+    """Every pair's share of its query's searches, divided by the largest share of the table."""
+    demand = table.query_impressions[table.pair_query]
+    ctr = np.minimum(table.clicks / np.maximum(demand, 1e-12), 1.0)
     top = ctr.max() if len(ctr) else 1.0
     return ctr / top if top > 0 else ctr
 

@@ -1,0 +1,92 @@
+"""Issue 21, items 4-6: a model never answers an internal node unless trained to; XReg's
+relevance ranks a query's categories by their click share; scores say whether they are
+calibrated (and a calibration is kept only where it does not make held-out ECE worse)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qcat.taxonomy import from_paths
+from tests.test_own_data import BESTBUY, CLICKS, one_line_error, qcat
+from training.clicklog import ingest
+from training.xreg.relevance import pair_relevance
+
+LOG = ("--log", CLICKS, "--taxonomy", BESTBUY, "--min-clicks", "1")
+NOOK_PARENT = "pcmcat193100050014"  # Computers & Tablets > E-Readers & Accessories: not a leaf
+
+
+def classify(model: Path, query: str) -> list[str]:
+    result = qcat("classify", "--model", model, "--json", "-k", "3", query)
+    assert result.returncode == 0, result.stderr.decode()
+    return [c["id"] for c in json.loads(result.stdout)["categories"]]
+
+
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("trust") / "nb-keep"
+    result = qcat("train", "nb", *LOG, "--internal-nodes", "keep", "--out", out)
+    assert result.returncode == 0, result.stderr.decode()
+    return out
+
+
+def test_a_model_answers_the_other_leaf_never_the_internal_node(tmp_path):
+    """Before, "nook" came back as pcmcat193100050014 E-Readers & Accessories, a parent."""
+    out = tmp_path / "nb"
+    result = qcat("train", "nb", *LOG, "--out", out)
+    assert result.returncode == 0, result.stderr.decode()
+    assert b"201 rows name 43 internal (non-leaf) categories, counted for an Other leaf under each node" \
+        in result.stdout
+    assert classify(out, "nook")[0] == f"{NOOK_PARENT}/other"
+    taxonomy = (out / "taxonomy.tsv").read_text()
+    assert f"{NOOK_PARENT}/other\tComputers & Tablets > E-Readers & Accessories > Other\t{NOOK_PARENT}\n" in taxonomy
+    assert json.loads((out / "manifest.json").read_text())["config"]["data"]["internal_nodes"] == "other"
+
+
+def test_refuse_stops_with_the_counts_and_writes_nothing(tmp_path):
+    error = one_line_error(qcat("train", "nb", *LOG, "--internal-nodes", "refuse", "--out", tmp_path / "nb"))
+    assert "201 rows name 43 internal (non-leaf) categories of the taxonomy, e.g. cat02015" in error
+    assert not (tmp_path / "nb").exists()
+
+
+def test_keep_is_recorded_and_only_then_may_a_model_answer_an_internal_node(kept, tmp_path):
+    assert classify(kept, "nook")[0] == NOOK_PARENT
+    # The same bundle claiming another rule is refused at load: its labels are not all leaves.
+    forged = tmp_path / "forged"
+    shutil.copytree(kept, forged)
+    manifest = forged / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"internal_nodes": "keep"', '"internal_nodes": "other"'))
+    error = one_line_error(qcat("classify", "--model", forged, "nook"))
+    assert "internal nodes of its taxonomy, not leaves" in error and "--internal-nodes keep" in error
+
+
+def test_evaluate_takes_the_rule_from_the_model(kept, tmp_path):
+    error = one_line_error(qcat("evaluate", "--model", kept, *LOG, "--internal-nodes", "other", "--out", tmp_path / "r"))
+    assert "--internal-nodes other" in error and "--internal-nodes keep" in error
+    result = qcat("evaluate", "--model", kept, *LOG, "--out", tmp_path / "r", "--json")
+    assert result.returncode == 0, result.stderr.decode()
+    assert json.loads(result.stdout)["models"][0]["overlap"]["all"]["seen"] == 0
+
+
+def test_relevance_ranks_by_the_query_click_share(tmp_path):
+    """The hand-made log: "lego star wars" drew 145 LEGO clicks of 1,400 searches and 15
+    Fashion Dolls clicks on rows that said 25. By each pair's own CTR the dolls won (0.6 vs
+    0.10); impressions count the query's searches, so LEGO must."""
+    taxonomy = from_paths(["Toys > LEGO", "Toys > Fashion Dolls"])
+    lego, dolls = taxonomy.id_of_path("Toys > LEGO"), taxonomy.id_of_path("Toys > Fashion Dolls")
+    log = tmp_path / "log.csv"
+    log.write_text("query,category,clicks,impressions\n"
+                   f"lego star wars,{lego},145,1400\n"
+                   f"lego star wars,{dolls},15,25\n"
+                   f"barbie,{dolls},40,50\n")
+    table = ingest(log, taxonomy, min_clicks=1).table
+    relevance = dict(zip(((table.queries[q], table.categories[c]) for q, c in zip(table.pair_query, table.pair_category)),
+                         pair_relevance(table)))
+    assert relevance[("lego star wars", lego)] == pytest.approx(145 / 1400 / 0.8)  # / the largest share, 40 / 50
+    assert relevance[("lego star wars", dolls)] == pytest.approx(15 / 1400 / 0.8)
+    assert relevance[("barbie", dolls)] == pytest.approx(1.0)
+    assert np.all(table.ctr <= 1)
