@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from measure.metrics import Matched, check_k, mean_over_valid
+from measure.metrics import Matched, calibration_bins, check_k, mean_over_valid
 from measure.ranking import binary, ideal_ranking
 
 
@@ -175,14 +175,7 @@ def reliability(matched: Matched, bins: int = 10) -> Reliability:
     """Reliability diagram data for the top-1 prediction (scores taken as probabilities,
     clipped to [0, 1]) and its expected calibration error."""
     valid = matched.valid & (matched.labels[:, 0] >= 0) if matched.k else np.zeros(len(matched), bool)
-    score = np.clip(matched.scores[valid, 0], 0.0, 1.0) if matched.k else np.zeros(0)
+    score = matched.scores[valid, 0] if matched.k else np.zeros(0)
     correct = matched.hits[valid, 0].astype(np.float64) if matched.k else np.zeros(0)
-    edges = np.linspace(0.0, 1.0, bins + 1)
-    which = np.minimum(np.searchsorted(edges, score, side="right") - 1, bins - 1)
-    count = np.bincount(which, minlength=bins)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_score = np.bincount(which, weights=score, minlength=bins) / count
-        hit_rate = np.bincount(which, weights=correct, minlength=bins) / count
-    filled = count > 0
-    ece = float((count[filled] * np.abs(mean_score[filled] - hit_rate[filled])).sum() / count.sum()) if filled.any() else float("nan")
-    return Reliability(edges, count, mean_score, hit_rate, ece)
+    edges, count, mean_score, hit_rate, ece = calibration_bins(score, correct, bins)
+    return Reliability(edges, count.astype(np.int64), mean_score, hit_rate, ece)

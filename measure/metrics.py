@@ -105,3 +105,22 @@ def gs_scores(matched: Matched, threshold: float = 0.5, at_least_one: bool = Tru
         "recall": mean_over_valid(recall, matched),
         "f1": mean_over_valid(f1, matched),
     }
+
+
+def calibration_bins(score: np.ndarray, correct: np.ndarray, bins: int = 10,
+                     weight: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """Scores (probabilities, clipped to [0, 1]) in ``bins`` equal-width bins: the edges, each
+    bin's weight, mean score and hit rate, and the expected calibration error
+    ``Σ_b w_b · |mean score_b − hit rate_b| / Σ w`` (NaN with no scores)."""
+    score = np.clip(np.asarray(score, dtype=np.float64), 0.0, 1.0)
+    weight = np.ones(len(score)) if weight is None else np.asarray(weight, dtype=np.float64)
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    which = np.minimum(np.searchsorted(edges, score, side="right") - 1, bins - 1)
+    count = np.bincount(which, weights=weight, minlength=bins)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_score = np.bincount(which, weights=weight * score, minlength=bins) / count
+        hit_rate = np.bincount(which, weights=weight * correct, minlength=bins) / count
+    filled = count > 0
+    ece = float((count[filled] * np.abs(mean_score[filled] - hit_rate[filled])).sum() / count.sum()) \
+        if filled.any() else float("nan")
+    return edges, count, mean_score, hit_rate, ece

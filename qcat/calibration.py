@@ -126,7 +126,38 @@ def describe(calibration: "Calibration | None", source: str) -> str:
     return f"  scores are calibrated probabilities ({METHOD} maps by query length, fitted on validation queries)"
 
 
+def scores_calibrated(model, source: str) -> bool:
+    """Whether the scores of an answer ``model`` gave from ``source`` went through a calibration
+    map (the model's own, or for a hybrid, that of the part that answered)."""
+    own = getattr(model, "calibration", None)
+    if own is not None and source in own.sources:
+        return True
+    return model.backend == "hybrid" and any(scores_calibrated(model.part(name), source) for name in model.parts)
+
+
 def calibrated_sources(model) -> list[str]:
     """The answering sources whose scores a model (or a hybrid's parts) calibrates."""
     parts = [model.part(name) for name in model.parts] if model.backend == "hybrid" else []
     return sorted({source for part in parts + [model] if part.calibration is not None for source in part.calibration.sources})
+
+
+def describe_verdict(source: str, verdict: dict) -> str:
+    """Why one source's scores are calibrated or raw, from ``fitted_on["ece"]`` (training.calibrate)."""
+    if "why" in verdict:
+        return f"{source} raw ({verdict['why']})"
+    change = f"held-out ECE {verdict['ece_raw']:.3f} raw -> {verdict['ece_calibrated_held_out']:.3f}"
+    return f"{source} {'calibrated' if verdict['kept'] else 'raw (calibrating made it worse)'}: {change}"
+
+
+def describe_scores(model) -> str:
+    """Whether a model's scores are calibrated probabilities, source by source, and why."""
+    parts = [model.part(name) for name in model.parts] + [model] if model.backend == "hybrid" else [model]
+    verdicts = {}
+    for part in parts:
+        if part.calibration is not None:
+            verdicts |= part.calibration.fitted_on.get("ece", {})
+    calibrated = calibrated_sources(model)
+    head = (f"calibrated probabilities from {', '.join(calibrated)}" if calibrated
+            else "raw scores, not calibrated probabilities")
+    details = [describe_verdict(source, verdict) for source, verdict in sorted(verdicts.items())]
+    return head + (f" ({'; '.join(details)})" if details else "")

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from qcat.bundle import Manifest, load_bundle_taxonomy, read_manifest
+from qcat.calibration import scores_calibrated
 from qcat.errors import BundleError, QcatError
 from qcat.model import Model
 from qcat.normalize import normalize, tokenize
@@ -76,12 +77,14 @@ class Classification:
     backend: str
     source: str
     categories: tuple[Category, ...]
+    calibrated: bool = False  # whether the scores are calibrated probabilities (else raw scores)
 
     def to_json(self) -> dict:
         return {
             "query": self.query,
             "normalized": self.normalized,
             "backend": self.backend,
+            "calibrated": self.calibrated,
             "categories": [{"id": c.id, "path": c.path, "score": round(c.score, 6)} for c in self.categories],
         }
 
@@ -111,6 +114,18 @@ def query_problem(query: str, max_length: int | None = None) -> str | None:
     return None
 
 
+class _CalibratedSources(dict):
+    """source -> whether the model's scores from it are calibrated, looked up once per source."""
+
+    def __init__(self, model: Model) -> None:
+        super().__init__()
+        self.model = model
+
+    def __missing__(self, source: str) -> bool:
+        self[source] = scores_calibrated(self.model, source)
+        return self[source]
+
+
 class Classifier:
     """A loaded model plus its taxonomy: raw queries in, ranked categories out."""
 
@@ -120,6 +135,7 @@ class Classifier:
         self.directory = directory
         self.manifest = manifest
         self._label_paths = [taxonomy.path_of(label) for label in model.labels]
+        self._calibrated = _CalibratedSources(model)
 
     @classmethod
     def load(cls, directory: str | Path | None = None, backend: str | None = None,
@@ -147,7 +163,8 @@ class Classifier:
                 for label, score in zip(labels.tolist(), scores.tolist())
                 if label >= 0
             )
-            results.append(Classification(query, normalize(query), self.model.backend, source, categories))
+            results.append(Classification(query, normalize(query), self.model.backend, source, categories,
+                                          self._calibrated[source]))
         return results
 
     def classify_each(self, queries: Sequence[str], k: int = 5,

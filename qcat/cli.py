@@ -308,6 +308,7 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def run_info(args: argparse.Namespace) -> int:
     from qcat.bundle import read_manifest
+    from qcat.calibration import describe_scores
     from qcat.classifier import model_from_manifest
 
     manifest = read_manifest(args.model)
@@ -322,6 +323,7 @@ def run_info(args: argparse.Namespace) -> int:
     print(f"labels         {len(model.labels):,} categories")
     print(f"taxonomy hash  {data['taxonomy_hash'][:16]}…   vocabulary hash {str(data.get('vocabulary_hash'))[:16]}…")
     print(f"files          {len(data['files'])}, all hashes verified")
+    print(f"scores         {describe_scores(model)}")
     for name, digest in sorted(data.get("parts", {}).items()):
         print(f"part           {name}/  (manifest sha256 {digest[:16]}…, verified with its files)")
     for key, value in sorted(manifest.config.items()):

@@ -34,13 +34,19 @@ def kept(tmp_path_factory) -> Path:
     return out
 
 
-def test_a_model_answers_the_other_leaf_never_the_internal_node(tmp_path):
-    """Before, "nook" came back as pcmcat193100050014 E-Readers & Accessories, a parent."""
-    out = tmp_path / "nb"
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """An NB bundle trained on the Best Buy sample with the default rules, and what training printed."""
+    out = tmp_path_factory.mktemp("trust") / "nb"
     result = qcat("train", "nb", *LOG, "--out", out)
     assert result.returncode == 0, result.stderr.decode()
-    assert b"201 rows name 43 internal (non-leaf) categories, counted for an Other leaf under each node" \
-        in result.stdout
+    return out, result.stdout
+
+
+def test_a_model_answers_the_other_leaf_never_the_internal_node(trained):
+    """Before, "nook" came back as pcmcat193100050014 E-Readers & Accessories, a parent."""
+    out, stdout = trained
+    assert b"201 rows name 43 internal (non-leaf) categories, counted for an Other leaf under each node" in stdout
     assert classify(out, "nook")[0] == f"{NOOK_PARENT}/other"
     taxonomy = (out / "taxonomy.tsv").read_text()
     assert f"{NOOK_PARENT}/other\tComputers & Tablets > E-Readers & Accessories > Other\t{NOOK_PARENT}\n" in taxonomy
@@ -90,3 +96,47 @@ def test_relevance_ranks_by_the_query_click_share(tmp_path):
     assert relevance[("lego star wars", dolls)] == pytest.approx(15 / 1400 / 0.8)
     assert relevance[("barbie", dolls)] == pytest.approx(1.0)
     assert np.all(table.ctr <= 1)
+
+
+def test_a_calibration_is_kept_only_where_it_lowers_the_held_out_ece():
+    """Issue 21, item 5. Raw scores that are already calibrated (hits drawn with probability
+    equal to the score) gain nothing from an isotonic map, which only fits noise: the cross-
+    fitted ECE is worse and the source keeps its raw scores. Scores that are far off (a hit rate
+    of score², all scores at least 0.5) are mapped."""
+    from qcat.calibration import RAW_SHARE
+    from training.calibrate import cross_fitted_ece, source_maps, apply_maps
+    from measure.metrics import calibration_bins
+
+    rng = np.random.default_rng(0)
+    n = 400
+    scores = rng.uniform(0.0, 1.0, n)
+    weights, bins = np.full(n, 1.0 / n), np.zeros(n, dtype=np.int64)
+    honest = (rng.uniform(size=n) < scores).astype(float)
+    raw, crossed = cross_fitted_ece("nb", scores, honest, weights, bins, 50)
+    assert raw == pytest.approx(calibration_bins(scores, honest, weight=weights)[-1])
+    assert crossed > raw  # the map only learns noise
+
+    off = (rng.uniform(size=n) < scores ** 2).astype(float)
+    high = 0.5 + scores / 2
+    raw, crossed = cross_fitted_ece("nb", high, off, weights, bins, 50)
+    assert crossed < raw / 2
+    # The cross-fitted scores are those serving would give: the map of the other half, with
+    # RAW_SHARE of the raw score mixed in.
+    maps = source_maps("nb", high[1::2], off[1::2], weights[1::2], bins[1::2], 25)
+    x, y = maps["nb"]
+    expected = (1 - RAW_SHARE) * np.interp(high[0::2], x, y) + RAW_SHARE * high[0::2]
+    np.testing.assert_allclose(apply_maps(maps, "nb", high[0::2], bins[0::2]), expected)
+
+
+def test_scores_say_whether_they_are_calibrated(trained):
+    """Before, a bundle whose calibration was skipped still served and documented its scores as
+    calibrated probabilities."""
+    out, stdout = trained
+    # 55 validation queries: the map made the held-out ECE worse, so NB keeps its raw scores.
+    assert b"calibration: nb raw (calibrating made it worse): held-out ECE" in stdout
+    record = json.loads(qcat("classify", "--model", out, "--json", "tv").stdout)
+    assert record["calibrated"] is False
+    info = qcat("info", out).stdout.decode()
+    assert "scores         raw scores, not calibrated probabilities (nb raw (calibrating made it worse)" in info
+    demo = json.loads(qcat("classify", "--json", "tv").stdout)
+    assert demo["calibrated"] is True

@@ -6,13 +6,22 @@ each answering source (``lookup``, ``nb``, ``xmlq``, ``xreg``) is the isotonic r
 over all lengths and per query-length bin (``qcat.calibration.LENGTH_EDGES``),
 each query weighted so that every validation set counts with its objective weight whatever
 its size. A source with fewer than ``min_points`` validation queries keeps its raw scores.
+
+A map is kept only where it does not make the expected calibration error worse on queries it
+was not fitted on: each source's validation queries are cut into two halves, each half is
+calibrated by maps fitted on the other, and the source keeps its maps (fitted on all its
+queries) only if that cross-fitted ECE is no higher than the raw scores' ECE. In-sample, an
+isotonic map always looks better; on the demo's real-text test sets, maps kept without this
+check raised the ECE (0.041 -> 0.048, 0.024 -> 0.041). The verdict and both ECEs are recorded in
+the calibration's ``fitted_on["ece"]``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from qcat.calibration import LENGTH_EDGES, Calibration, length_bins, map_key
+from measure.metrics import calibration_bins
+from qcat.calibration import LENGTH_EDGES, Calibration, describe_verdict, length_bins, map_key
 from qcat.model import Model
 from training.clicktable import ClickTable
 from training.dataset import truth_matrix
@@ -61,9 +70,43 @@ def top1_outcomes(model: Model, table: ClickTable) -> tuple[np.ndarray, np.ndarr
     return predictions.scores[:, 0].astype(np.float64), correct, np.asarray(predictions.sources, dtype=object)
 
 
+def source_maps(source: str, scores: np.ndarray, correct: np.ndarray, weights: np.ndarray, bins: np.ndarray,
+                min_points: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """One source's maps: over all lengths, and per length bin with at least ``min_points``."""
+    maps = {map_key(source): isotonic(scores, correct, weights)}
+    for length_bin in range(len(LENGTH_EDGES) + 1):
+        in_bin = bins == length_bin
+        if in_bin.sum() >= min_points:
+            maps[map_key(source, length_bin)] = isotonic(scores[in_bin], correct[in_bin], weights[in_bin])
+    return maps
+
+
+def apply_maps(maps: dict, source: str, scores: np.ndarray, bins: np.ndarray) -> np.ndarray:
+    """Scores of one source calibrated as serving does (a bin's map, else the source's)."""
+    calibration, out = Calibration(maps, {}), scores.copy()
+    for length_bin in np.unique(bins):
+        key = map_key(source, int(length_bin))
+        rows = bins == length_bin
+        out[rows] = calibration.calibrate(key if key in maps else map_key(source), scores[rows])
+    return out
+
+
+def cross_fitted_ece(source: str, scores, correct, weights, bins, min_points: int) -> tuple[float, float]:
+    """(raw ECE, ECE of the scores calibrated by maps fitted on the other half of the queries)."""
+    fold = np.arange(len(scores)) % 2
+    crossed = np.empty_like(scores)
+    for held in (0, 1):
+        fit, out = fold != held, fold == held
+        maps = source_maps(source, scores[fit], correct[fit], weights[fit], bins[fit], min_points // 2)
+        crossed[out] = apply_maps(maps, source, scores[out], bins[out])
+    return (calibration_bins(scores, correct, weight=weights)[-1],
+            calibration_bins(crossed, correct, weight=weights)[-1])
+
+
 def fit_calibration(model: Model, sets: dict[str, tuple[ClickTable, float]], min_points: int = MIN_POINTS) -> Calibration:
     """Isotonic maps per source from ``sets`` (name -> (validation table, weight)) of the
-    scores ``model`` gives as it is (a trainer passes a model without calibration)."""
+    scores ``model`` gives as it is (a trainer passes a model without calibration), for the
+    sources where they do not make the held-out ECE worse."""
     scores, correct, sources, weights, lengths, points = [], [], [], [], [], {}
     sets = {name: (table, weight) for name, (table, weight) in sets.items() if len(table.queries) and weight > 0}
     for name, (table, weight) in sets.items():
@@ -72,18 +115,30 @@ def fit_calibration(model: Model, sets: dict[str, tuple[ClickTable, float]], min
         lengths.append(table.query_tokens_count())
         weights.append(np.full(len(s), weight / len(s)))
         points[name] = {str(k): int(v) for k, v in zip(*np.unique(src, return_counts=True))}
+    if not sets:
+        return Calibration({}, {"sets": {}, "top1_points": {}, "min_points": min_points, "ece": {}})
     scores, correct = np.concatenate(scores), np.concatenate(correct)
     sources, weights = np.concatenate(sources), np.concatenate(weights)
     bins = length_bins(np.concatenate(lengths))
-    maps = {}
+    maps, verdicts = {}, {}
     for source in sorted(set(sources.tolist())):
         rows = sources == source
         if rows.sum() < min_points:
+            verdicts[source] = {"kept": False, "why": f"{int(rows.sum())} validation queries (< {min_points})"}
             continue
-        maps[map_key(source)] = isotonic(scores[rows], correct[rows], weights[rows])
-        for length_bin in range(len(LENGTH_EDGES) + 1):
-            in_bin = rows & (bins == length_bin)
-            if in_bin.sum() >= min_points:
-                maps[map_key(source, length_bin)] = isotonic(scores[in_bin], correct[in_bin], weights[in_bin])
+        args = (scores[rows], correct[rows], weights[rows], bins[rows])
+        raw, crossed = cross_fitted_ece(source, *args, min_points)
+        kept = bool(crossed <= raw)
+        verdicts[source] = {"kept": kept, "ece_raw": round(raw, 5), "ece_calibrated_held_out": round(crossed, 5)}
+        if kept:
+            maps |= source_maps(source, *args, min_points)
     return Calibration(maps, {"sets": {n: round(w, 4) for n, (_, w) in sets.items()}, "top1_points": points,
-                              "min_points": min_points, "length_edges": list(LENGTH_EDGES)})
+                              "min_points": min_points, "length_edges": list(LENGTH_EDGES), "ece": verdicts})
+
+
+def describe_fit(calibration: Calibration | None) -> str:
+    """One line on which sources a fitted calibration maps, and why the others keep raw scores."""
+    verdicts = calibration.fitted_on.get("ece", {}) if calibration is not None else {}
+    if not verdicts:
+        return "calibration: none (no validation queries): scores are raw"
+    return "calibration: " + "; ".join(describe_verdict(source, verdict) for source, verdict in sorted(verdicts.items()))

@@ -334,8 +334,8 @@ def warn_if_small(dataset, report) -> None:
 
 
 def run_train_nb(args: argparse.Namespace) -> int:
-    from qcat.calibration import calibrated_sources
     from training import nb_trainer
+    from training.calibrate import describe_fit
     from training.table_metrics import evaluate_pr
 
     started = time.perf_counter()
@@ -354,8 +354,8 @@ def run_train_nb(args: argparse.Namespace) -> int:
     model.metrics["test"] = evaluate_pr(model, dataset.test)
     save_bundle(model, args.out, dataset)
     print(f"chose threshold {model.config['threshold']:g}, alpha {model.config['alpha']:g} "
-          f"(validation objective {model.metrics['validation_objective']:.4f}); "
-          f"calibrated sources: {', '.join(calibrated_sources(model)) or 'none (too few validation queries)'}")
+          f"(validation objective {model.metrics['validation_objective']:.4f})")
+    print(describe_fit(model.calibration))
     print("validation " + json.dumps(model.metrics["validation"]))
     print("test       " + json.dumps(model.metrics["test"]))
     print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s")
@@ -366,7 +366,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # C++ info and warnings; Python errors still surface
-    from training.calibrate import fit_calibration
+    from training.calibrate import describe_fit, fit_calibration
     from training.table_metrics import evaluate_pr
 
     try:
@@ -401,6 +401,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     model = bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy,
                          config=summary.pop("config") | {"data": source}, metrics=summary)
     model.calibration = fit_calibration(model, sets)
+    print(describe_fit(model.calibration))
     model.metrics["test"] = evaluate_pr(model, dataset.test)
     save_bundle(model, args.out, dataset)
     print(f"best epoch {summary['best_epoch']}: validation {json.dumps(summary['validation'])}")
@@ -410,7 +411,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
 
 
 def run_train_xreg(args: argparse.Namespace) -> int:
-    from training.calibrate import fit_calibration
+    from training.calibrate import describe_fit, fit_calibration
     from training.table_metrics import evaluate_pr
     from training.xreg.trainer import XRegConfig, fit
 
@@ -426,6 +427,7 @@ def run_train_xreg(args: argparse.Namespace) -> int:
           f"{len(dataset.table.categories):,} categories ({time.perf_counter() - started:.1f} s)")
     model = fit(dataset, config, progress=lambda message: print("  " + message))
     model.calibration = fit_calibration(model, sets)
+    print(describe_fit(model.calibration))
     model.config["data"] = source
     for name, rerank in (("xreg", False), ("xreg-t", True)):
         scored = model.with_options(rerank=rerank)
@@ -529,6 +531,7 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     from qcat.calibration import calibrated_sources
     from qcat.classifier import load_model
     from qcat.hybrid import CUTOFFS
+    from training.calibrate import describe_fit
     from training.selection import BLENDS, select_hybrid
     from training.table_metrics import evaluate_pr
 
@@ -566,8 +569,9 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     print(f"chose {chosen['long_backend']} with cutoff {chosen['cutoff']} and blend {chosen['blend']:g}: NB answers "
           f"queries of at most {chosen['cutoff']} token(s), longer ones get "
           + (f"{chosen['blend']:g} x NB + {1 - chosen['blend']:g} x {chosen['long_backend']}" if chosen["blend"]
-             else chosen["long_backend"])
-          + f"; calibrated sources: {', '.join(calibrated_sources(hybrid))}")
+             else chosen["long_backend"]))
+    print(describe_fit(hybrid.calibration) + f" (calibrated sources with the parts': "
+          f"{', '.join(calibrated_sources(hybrid)) or 'none'})")
     print("test " + json.dumps(hybrid.metrics["test"]))
     print(f"wrote hybrid {args.out}")
     return 0

@@ -72,10 +72,14 @@ def openapi_document(config: ServeConfig) -> dict:
                                                "items": {"type": "string"}}, "k": k}},
                 "Category": {"type": "object", "required": ["id", "path", "score"], "properties": {
                     "id": {"type": "string"}, "path": {"type": "string", "description": "A > B > C"},
-                    "score": {"type": "number", "description": "calibrated probability that the category is right"}}},
+                    "score": {"type": "number", "description": "the probability that the category is right where "
+                                                               "the result says calibrated, else the model's raw score"}}},
                 "Result": {"oneOf": [
-                    {"type": "object", "required": ["query", "normalized", "backend", "categories"], "properties": {
+                    {"type": "object", "required": ["query", "normalized", "backend", "calibrated", "categories"],
+                     "properties": {
                         "query": {"type": "string"}, "normalized": {"type": "string"}, "backend": {"type": "string"},
+                        "calibrated": {"type": "boolean", "description": "whether the scores are calibrated "
+                                                                         "probabilities (else raw scores)"},
                         "categories": {"type": "array", "items": {"$ref": "#/components/schemas/Category"}}}},
                     {"type": "object", "required": ["query", "error"], "properties": {
                         "query": {"type": "string"}, "error": {"type": "string"}}},
