@@ -112,8 +112,8 @@ def test_grid_scorer_gives_the_objective_of_the_built_model(bestbuy_taxonomy):
     from training.selection import objective
 
     data = Path(__file__).parent / "data"
-    table = ingest(data / "bestbuy_clicks_sample.csv", bestbuy_taxonomy, min_clicks=1).table
-    dataset = Dataset.from_table(table, bestbuy_taxonomy)
+    result = ingest(data / "bestbuy_clicks_sample.csv", bestbuy_taxonomy, min_clicks=1)
+    dataset = Dataset.from_table(result.table, result.taxonomy)
     train = dataset.train
     seen = subset_queries(train, np.arange(len(train.queries)) % 7 == 0)  # answered by the lookup table
     sets = {"simulated": (dataset.validation, 0.6), "seen": (seen, 0.4)}

@@ -102,8 +102,8 @@ def tiny(bestbuy_taxonomy, data_dir):
     from training.dataset import Dataset
     from training.xmlq.train import XMLQConfig, prepare, train
 
-    table = ingest(data_dir / "bestbuy_clicks_sample.csv", bestbuy_taxonomy, min_clicks=1).table
-    dataset = Dataset.from_table(table, bestbuy_taxonomy)
+    result = ingest(data_dir / "bestbuy_clicks_sample.csv", bestbuy_taxonomy, min_clicks=1)
+    dataset = Dataset.from_table(result.table, result.taxonomy)
     config = XMLQConfig(epochs=2, batch_size=32, min_token_count=1)
     prepared = prepare(dataset, config)
     network, summary = train(prepared, config, log=lambda message: None, verbose=0)
