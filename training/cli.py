@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from qcat.cli import MAX_THREADS, float_at_least, float_in, int_at_least, positive_float, share
@@ -27,10 +28,31 @@ def main(command: str, argv: list[str]) -> int:
         check_bundle_out(args.out)
         # Taken before any work and held to the end: a second run into the same --out is
         # refused at once instead of both training and the last one's bundle winning.
-        with OutputLock(args.out):
+        with OutputLock(args.out), terminate_cleanly():
             check_bundle_out(args.out)  # again: a run that held the lock may just have written it
             return args.run(args)
     return args.run(args)
+
+
+@contextmanager
+def terminate_cleanly():
+    """SIGTERM (``kill``, a scheduler's timeout) ends the command like Ctrl-C does: through the
+    ``finally`` blocks that remove a half-written bundle and release --out."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def check_bundle_out(path: Path) -> None:
