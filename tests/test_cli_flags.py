@@ -432,3 +432,25 @@ def test_memory_limit_values():
     for bad in ("lots", "1KB", "63MB", "-1GB", "100%", "0", "inf GB", "4 GB and more"):
         with pytest.raises(InputError):
             memory_limit(bad)
+
+
+def test_a_terminated_training_leaves_nothing(workdir):
+    """SIGTERM (a scheduler's timeout, `kill`) ends a training like Ctrl-C: nothing at --out, not
+    the parent directory it made, no staging directory, no lock file."""
+    import signal
+
+    command = [sys.executable, "-m", "qcat.cli", "train", "xreg", "--log", str(CLICKS), "--taxonomy", str(BESTBUY),
+               "--min-clicks", "1", "--out", str(workdir / "models" / "m")]
+    before = snapshot(workdir)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in process.stdout:
+            if line.startswith("dataset:"):
+                break
+        assert (workdir / "models" / ".m.qcat-lock").exists()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        process.kill()
+        process.communicate()
+    assert snapshot(workdir) == before
