@@ -454,3 +454,18 @@ def test_a_terminated_training_leaves_nothing(workdir):
         process.kill()
         process.communicate()
     assert snapshot(workdir) == before
+
+
+def test_golden_import_writes_only_what_its_suffix_says(workdir, capsys):
+    golden = workdir / "golden.csv"
+    golden.write_text("query,listing_id,relevance,grade\nsharp tv,L1,1,3\nsharp tv,L2,0,0\nnook,L3,1,2\n")
+    before = snapshot(workdir)
+    code, _, err = run(workdir, capsys, ["golden", "import", golden, "--out", "g8.xlsx"])
+    assert "--out g8.xlsx: cannot tell the format from the name; use one of .csv, .csv.gz" in assert_one_line_error(code, err)
+    assert snapshot(workdir) == before
+    code, _, err = run(workdir, capsys, ["golden", "import", golden, "--out", "g8.csv.gz"])
+    assert code == 0, err
+    import gzip
+
+    assert gzip.decompress((workdir / "g8.csv.gz").read_bytes()).decode().startswith("query,listing_id,relevance")
+    assert not [p for p in workdir.iterdir() if p.name.startswith(".")]
