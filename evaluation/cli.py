@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from evaluation.report_files import clean_json
-from qcat.cli import ArgumentParser, float_at_least, int_at_least
+from qcat.cli import ArgumentParser, float_at_least, int_at_least, positive_float
 from qcat.errors import InputError
 
 DEFAULT_OUT = Path("qcat-report")
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--taxonomy", type=Path, default=None, help="the taxonomy of --log")
     data.add_argument("--min-clicks", type=float_at_least(0), default=None,
                       help="as for `qcat train --log` (default: what the models were trained on this log with, else 3)")
-    data.add_argument("--split-seed", type=int, default=None,
+    data.add_argument("--split-seed", type=int_at_least(0), default=None,
                       help="as for `qcat train --log` (default: what the models were trained on this log with, else 0)")
     data.add_argument("--internal-nodes", choices=("other", "refuse", "keep"), default=None,
                       help="as for `qcat train --log` (default: what the models were trained on this log with, else other)")
@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     propensity = parser.add_mutually_exclusive_group()
     propensity.add_argument("--fit-propensity", action="store_true",
                             help="fit the propensity model's A and B on the corpus instead of A=0.55, B=1.5")
-    propensity.add_argument("--propensity", type=float, nargs=2, metavar=("A", "B"), default=None,
+    propensity.add_argument("--propensity", type=positive_float(), nargs=2, metavar=("A", "B"), default=None,
                             help="propensity model parameters")
     return parser
 

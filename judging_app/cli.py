@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from qcat.cli import ArgumentParser, int_at_least
+from qcat.cli import ArgumentParser, float_at_least, int_at_least
 
 from judging_app.store import URL_ENV, resolve_url
 
@@ -57,9 +57,9 @@ def judge_parser() -> argparse.ArgumentParser:
     create.add_argument("--period", choices=("base", "candidate", "all"), default="base",
                         help="log period whose demand makes the segments (default base, the latest)")
     create.add_argument("--mode", choices=("boost", "filter"), default="boost", help="how categories act in search")
-    create.add_argument("--boost-weight", type=float, default=1.0)
+    create.add_argument("--boost-weight", type=float_at_least(0), default=1.0)
     create.add_argument("--categories", type=int_at_least(1), default=3, help="categories a filtered search keeps (default 3)")
-    create.add_argument("--seed", type=int, default=0, help="seeds the query sample and the left/right placement")
+    create.add_argument("--seed", type=int_at_least(0), default=0, help="seeds the query sample and the left/right placement")
     _url(create)
 
     add = actions.add_parser("add-judge", help="add a judge and print their sign-in token (shown only once)")
@@ -103,8 +103,8 @@ def judge_parser() -> argparse.ArgumentParser:
     _url(report)
     report.add_argument("--out", type=Path, default=DEFAULT_REPORT, help=f"report directory (default ./{DEFAULT_REPORT})")
     report.add_argument("--bootstrap", type=int_at_least(0), default=1000, help="bootstrap draws for the intervals (default 1000)")
-    report.add_argument("--seed", type=int, default=0)
-    report.add_argument("--min-judges", type=int, default=None,
+    report.add_argument("--seed", type=int_at_least(0), default=0)
+    report.add_argument("--min-judges", type=int_at_least(1), default=None,
                         help="count queries graded by at least this many judges (default: all of the session's)")
     report.add_argument("--json", action="store_true", help="also print the report JSON on stdout")
 
@@ -151,9 +151,19 @@ def say(message: str) -> None:
 
 def run_db(args: argparse.Namespace) -> int:
     from judging_app import migrate
-    from judging_app.store import current_revision, make_engine
+    from judging_app.store import current_revision, make_engine, sqlite_file
+    from qcat.errors import InputError
 
     url = resolve_url(args.url)
+    if args.action != "upgrade":
+        # Only upgrade creates a database: reading (or downgrading) a SQLite file that does not
+        # exist would create an empty one.
+        engine = make_engine(url)
+        path = sqlite_file(engine)
+        engine.dispose()
+        if path is not None and not path.exists():
+            raise InputError(f"no judging database at {path}: `qcat db {args.action}` does not create one, "
+                             f"`qcat db upgrade --url {display_url(url)}` does")
     if args.action == "current":
         engine = make_engine(url)
         print(current_revision(engine) or "(empty: run `qcat db upgrade`)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -51,17 +52,56 @@ def int_at_least(low: int, high: int | None = None):
     return parse
 
 
-def float_at_least(low: float):
-    """An argparse ``type``: a finite number of at least ``low``."""
+def float_in(low: float | None = None, high: float | None = None, *, low_open: bool = False,
+             high_open: bool = False):
+    """An argparse ``type``: a finite number in the interval from ``low`` to ``high`` (either
+    may be None: unbounded; ``*_open``: the bound itself excluded). NaN and infinities are
+    refused, whatever the bounds."""
+    if low is not None and high is not None:
+        bound = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    elif low is not None:
+        bound = f"{'greater than' if low_open else 'of at least'} {low:g}"
+    elif high is not None:
+        bound = f"{'less than' if high_open else 'of at most'} {high:g}"
+    else:
+        bound = None
+
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-        if not low <= value < float("inf"):
-            raise argparse.ArgumentTypeError(f"must be a number of at least {low:g}, got {text}")
+        finite = math.isfinite(value)
+        ok = finite and (low is None or (value > low if low_open else value >= low)) \
+            and (high is None or (value < high if high_open else value <= high))
+        if not ok:
+            raise argparse.ArgumentTypeError(f"must be a {'' if finite else 'finite '}number{' ' + bound if bound else ''}, "
+                                             f"got {text}")
         return value
     return parse
+
+
+def float_at_least(low: float):
+    """An argparse ``type``: a finite number of at least ``low``."""
+    return float_in(low)
+
+
+def positive_float():
+    """An argparse ``type``: a finite number greater than 0."""
+    return float_in(0, low_open=True)
+
+
+def share():
+    """An argparse ``type``: a share, a number in [0, 1]."""
+    return float_in(0, 1)
+
+
+# The most categories one query may ask for: -k of classify, as `qcat serve --max-k`'s default.
+MAX_K = 100
+# The most a serving operator may allow with `qcat serve --max-k` (arrays are sized by k).
+SERVE_MAX_K = 10_000
+# The most threads a training command starts.
+MAX_THREADS = 256
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     classify = commands.add_parser("classify", help="classify queries (arguments, or one per line on stdin)")
     classify.add_argument("queries", nargs="*", metavar="QUERY", help="queries; read from stdin when none is given")
     classify.add_argument("--model", type=Path, default=None, help="model bundle directory (default: the bundled demo model)")
-    classify.add_argument("-k", type=int, default=5, help="number of categories per query (default 5)")
+    classify.add_argument("-k", type=int_at_least(1, MAX_K), default=5,
+                          help=f"number of categories per query, 1..{MAX_K} (default 5)")
     classify.add_argument("--json", action="store_true", help="one JSON object per query")
     classify.add_argument("--explain", action="store_true", help="say which model answered and why")
     classify.add_argument("--backend", choices=("nb", "xmlq", "xreg", "hybrid"), default=None,
@@ -87,10 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     labelwise = commands.add_parser("labelwise", help="the queries of a file most relevant to a category (XReg labelwise inference)")
     labelwise.add_argument("category", metavar="CATEGORY", help="a category id or an 'A > B > C' path")
     labelwise.add_argument("--queries", type=Path, required=True, metavar="FILE", help="candidate queries, one per line")
-    labelwise.add_argument("-n", type=int, default=10, help="number of queries to return (default 10)")
+    labelwise.add_argument("-n", type=int_at_least(1), default=10, help="number of queries to return (default 10)")
     labelwise.add_argument("--model", type=Path, default=None,
                            help="an xreg bundle, or a hybrid with an xreg part (default: $QCAT_MODEL or the demo model)")
-    labelwise.add_argument("--factor", type=float, default=None,
+    labelwise.add_argument("--factor", type=positive_float(), default=None,
                            help="F: each tree node keeps F x (its share of training points) of the queries "
                                 "(default: the bundle's, 4)")
     labelwise.add_argument("--json", action="store_true", help="one JSON object with the ranked queries")
@@ -101,16 +142,18 @@ def build_parser() -> argparse.ArgumentParser:
                        help="as for classify: with a hybrid bundle, answer with one part only")
     serve.add_argument("--cutoff", type=int, choices=(1, 2, 3, 4), default=None, help="as for classify (hybrid bundles)")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8080, help="port to listen on; 0 picks a free one (default 8080)")
-    serve.add_argument("--workers", type=int, default=1, help="worker processes sharing the port (default 1)")
-    serve.add_argument("--max-batch", type=int, default=1000, help="most queries in one request (default 1000)")
-    serve.add_argument("--max-query-length", type=int, default=1000, help="most characters in one query (default 1000)")
-    serve.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB)")
-    serve.add_argument("--max-k", type=int, default=100, help="largest k a request may ask for (default 100)")
-    serve.add_argument("--default-k", type=int, default=5, help="k of a request that gives none (default 5)")
-    serve.add_argument("--timeout", type=float, default=5.0,
+    serve.add_argument("--port", type=int_at_least(0, 65535), default=8080, help="port to listen on; 0 picks a free one (default 8080)")
+    serve.add_argument("--workers", type=int_at_least(1, MAX_THREADS), default=1,
+                       help=f"worker processes sharing the port, 1..{MAX_THREADS} (default 1)")
+    serve.add_argument("--max-batch", type=int_at_least(1), default=1000, help="most queries in one request (default 1000)")
+    serve.add_argument("--max-query-length", type=int_at_least(1), default=1000, help="most characters in one query (default 1000)")
+    serve.add_argument("--max-body-bytes", type=int_at_least(64), default=1 << 20, help="largest request body (default 1 MiB)")
+    serve.add_argument("--max-k", type=int_at_least(1, SERVE_MAX_K), default=MAX_K,
+                       help=f"largest k a request may ask for, 1..{SERVE_MAX_K} (default {MAX_K})")
+    serve.add_argument("--default-k", type=int_at_least(1, SERVE_MAX_K), default=5, help="k of a request that gives none (default 5)")
+    serve.add_argument("--timeout", type=positive_float(), default=5.0,
                        help="seconds a request may take to arrive and to wait for the model (default 5)")
-    serve.add_argument("--drain", type=float, default=10.0,
+    serve.add_argument("--drain", type=float_at_least(0), default=10.0,
                        help="on SIGTERM, seconds in-flight requests may take to finish (default 10)")
     serve.add_argument("--no-micro-batch", action="store_true",
                        help="classify each request on its own instead of batching concurrent ones")
@@ -166,8 +209,6 @@ def run_classify(args: argparse.Namespace) -> int:
     from qcat.classifier import Classifier, Failure
     from qcat.normalize import tokenize
 
-    if args.k < 1:
-        raise QcatError(f"-k must be at least 1, got {args.k}")
     if args.queries:
         sources = [(f"argument {i}", q) for i, q in enumerate(args.queries, start=1)]
         for where, query in sources:

@@ -62,7 +62,7 @@ def test_explain_says_which_model_answered(bestbuy_model_dir):
     [
         (("classify", "  !! "), "is empty after normalization"),
         (("classify", "x", "--model", "/nonexistent/model"), "model directory /nonexistent/model does not exist"),
-        (("classify", "x", "-k", "0"), "-k must be at least 1"),
+        (("classify", "x", "-k", "0"), "argument -k: must be in 1..100, got 0"),
         (("info", "/nonexistent"), "does not exist"),
         (("data", "ingest", "/nonexistent.csv", "--taxonomy", "/nonexistent.tsv"), "cannot read taxonomy file /nonexistent.tsv"),
     ],

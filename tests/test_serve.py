@@ -339,10 +339,10 @@ def test_workers_share_the_port_and_all_reload():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--port", "99999"], "--port must lie in 0..65535, got 99999"),
+    (["--port", "99999"], "qcat serve: argument --port: must be in 0..65535, got 99999"),
     (["--model", "/nonexistent/model"], "model directory /nonexistent/model does not exist"),
-    (["--workers", "0"], "--workers must be an integer of at least 1, got 0"),
-    (["--timeout", "0"], "--timeout must be positive (seconds), got 0.0"),
+    (["--workers", "0"], "qcat serve: argument --workers: must be in 1..256, got 0"),
+    (["--timeout", "0"], "qcat serve: argument --timeout: must be a number greater than 0, got 0"),
     (["--max-k", "3"], "--default-k (5) must not exceed --max-k (3)"),
 ])
 def test_serve_usage_errors_are_one_line(args, message):

@@ -6,10 +6,12 @@ import argparse
 import json
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
-from qcat.cli import float_at_least
+from qcat.cli import MAX_THREADS, float_at_least, float_in, int_at_least, positive_float, share
 from qcat.errors import InputError
+from qcat.output import OutputLock, check_new_directory
 from training.clicklog import INTERNAL_NODE_RULES
 
 
@@ -25,18 +27,40 @@ def main(command: str, argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if command == "train":
         check_bundle_out(args.out)
+        # Taken before any work and held to the end: a second run into the same --out is
+        # refused at once instead of both training and the last one's bundle winning.
+        with OutputLock(args.out), terminate_cleanly():
+            check_bundle_out(args.out)  # again: a run that held the lock may just have written it
+            return args.run(args)
     return args.run(args)
+
+
+@contextmanager
+def terminate_cleanly():
+    """SIGTERM (``kill``, a scheduler's timeout) ends the command like Ctrl-C does: through the
+    ``finally`` blocks that remove a half-written bundle and release --out."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def check_bundle_out(path: Path) -> None:
     """Refuse, before any work, an ``--out`` the bundle cannot be written to. It must be new or
     an empty directory: a manifest lists every file of its directory, so stray files would be
     listed (and hashed) as part of the model."""
-    if path.is_file():
-        raise InputError(f"--out {path} is a file; give a directory for the model bundle")
-    if path.is_dir() and any(path.iterdir()):
-        raise InputError(f"--out {path} is a directory that is not empty; write the bundle to a new or empty "
-                         f"directory (its manifest lists every file in it)")
+    check_new_directory(path)
     if not path.exists() and path.parent.exists() and not path.parent.is_dir():
         raise InputError(f"--out {path}: {path.parent} is not a directory")
 
@@ -59,6 +83,7 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
                         "under the node, refuse stops with their counts, keep trains on the node itself (the model "
                         "may then answer it)")
     ingest.add_argument("--out", type=Path, default=None, help="write the aggregated table (.parquet or .csv)")
+    ingest.add_argument("--force", action="store_true", help="replace --out if it exists (refused otherwise)")
     ingest.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
                         help="duckdb (default; exact row numbers) or spark (any path Spark reads)")
     ingest.add_argument("--spark-master", default="local[2]", help="Spark master URL for --engine spark (default local[2])")
@@ -68,26 +93,33 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     simulate.add_argument("--catalog", type=Path, default=None, help="listings CSV (default: the demo catalog)")
     simulate.add_argument("--out", type=Path, required=True, help="click log to write (.parquet or .csv)")
     simulate.add_argument("--intents-out", type=Path, default=None, help="also write each query's intended listing/category")
-    simulate.add_argument("--seed", type=int, default=0)
-    simulate.add_argument("--click-noise", type=float, default=0.03, help="share of clicks on off-intent categories")
-    simulate.add_argument("--typo-rate", type=float, default=0.02, help="share of query tokens with a typo")
+    simulate.add_argument("--seed", type=int_at_least(0), default=0)
+    simulate.add_argument("--click-noise", type=float_in(0, 1, high_open=True), default=0.03,
+                          help="share of clicks on off-intent categories, in [0, 1) (default 0.03)")
+    simulate.add_argument("--typo-rate", type=share(), default=0.02, help="share of query tokens with a typo, in [0, 1] (default 0.02)")
     simulate.set_defaults(run=run_simulate)
 
     demo = sub.add_parser("build-demo", help="rebuild the demo corpus and the bundled demo model from a catalog")
     demo.add_argument("--catalog", type=Path, default=None, help="listings CSV (default: the demo corpus's catalog)")
     demo.add_argument("--corpus-out", type=Path, default=None, help="default: training/demo")
     demo.add_argument("--model-out", type=Path, default=None, help="default: qcat/demo_model")
-    demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--seed", type=int_at_least(0), default=0)
     demo.set_defaults(run=run_build_demo)
 
 
 def run_ingest(args: argparse.Namespace) -> int:
+    from qcat.output import atomic_file, check_writable_file
     from qcat.taxonomy import load_taxonomy
     from training.clicklog import ingest
     from training.clicktable import table_output, write_table
 
     if args.out:
         table_output(args.out)
+        check_writable_file(args.out, overwrite=args.force, force_flag="--force")
+    if args.engine == "duckdb":
+        from training.ingest_duckdb import memory_limit
+
+        memory_limit()  # a bad $QCAT_DUCKDB_MEMORY_LIMIT fails before the log is read
     taxonomy = load_taxonomy(args.taxonomy, args.taxonomy_format)
     result = ingest(
         args.log, taxonomy, min_clicks=args.min_clicks, strict=args.strict,
@@ -99,23 +131,35 @@ def run_ingest(args: argparse.Namespace) -> int:
     if problem:
         raise InputError(f"{args.log}: {problem}" + (f"; {args.out} not written" if args.out else ""))
     if args.out:
-        write_table(result.table, args.out)
+        # Into a temporary sibling, renamed when complete: a failure leaves nothing at --out.
+        with atomic_file(args.out, overwrite=args.force, force_flag="--force") as staging:
+            write_table(result.table, staging)
         print(f"wrote {len(result.table):,} pairs to {args.out}")
     return 0
 
 
 def run_simulate(args: argparse.Namespace) -> int:
+    from qcat.output import atomic_file, check_writable_file
     from training.catalog import load_catalog
     from training.corpus import Corpus
-    from training.simulate import SimulationConfig, simulate_clicklog, write_intents, write_log
+    from training.simulate import LOG_SUFFIXES, SimulationConfig, simulate_clicklog, write_intents, write_log
 
+    outputs = {"--out": args.out, "--intents-out": args.intents_out}
+    for flag, path in outputs.items():
+        if path is not None:
+            check_writable_file(path, flag, LOG_SUFFIXES)  # before the simulation runs
+    if args.intents_out is not None and args.intents_out.resolve() == args.out.resolve():
+        raise InputError(f"--intents-out {args.intents_out} is --out too; give two files")
     started = time.perf_counter()
     catalog = load_catalog(args.catalog or Corpus.open().path("catalog"))
     config = SimulationConfig(seed=args.seed, click_noise=args.click_noise, typo_rate=args.typo_rate)
     log = simulate_clicklog(catalog, catalog.taxonomy(), config)
-    write_log(log, args.out)
+    # Each into a temporary sibling, renamed when complete: a failure leaves nothing at the path.
+    with atomic_file(args.out, "--out") as staging:
+        write_log(log, staging)
     if args.intents_out:
-        write_intents(log.intent, args.intents_out)
+        with atomic_file(args.intents_out, "--intents-out") as staging:
+            write_intents(log.intent, staging)
     print(f"simulated {len(log):,} rows of {len(log.intent):,} queries over {len(catalog):,} listings "
           f"into {args.out} ({time.perf_counter() - started:.1f} s)")
     return 0
@@ -139,7 +183,7 @@ def _add_data_source(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--taxonomy", type=Path, default=None)
     source.add_argument("--min-clicks", type=float_at_least(0), default=None,
                         help="drop (query, category) pairs with fewer clicks (default 3; 1 for logs of single clicks)")
-    source.add_argument("--split-seed", dest="split_seed", type=int, default=None,
+    source.add_argument("--split-seed", dest="split_seed", type=int_at_least(0), default=None,
                         help="split seed for --log (train/validation/test by query; default 0)")
     source.add_argument("--internal-nodes", choices=INTERNAL_NODE_RULES, default=None,
                         help="rows naming a non-leaf category: other (default) counts them for an explicit Other leaf "
@@ -160,24 +204,24 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     net.add_argument("--loss", choices=("soft-f1", "bce", "snm"), default="soft-f1")
     net.add_argument("--no-rnn", dest="rnn", action="store_false", help="max pooling instead of the GRUs (XML-CNN*)")
     net.add_argument("--no-cosine", dest="cosine", action="store_false", help="constant learning rate 1e-3")
-    net.add_argument("--epochs", type=int, default=8)
-    net.add_argument("--batch-size", type=int, default=256)
-    net.add_argument("--patience", type=int, default=2, help="epochs without a better validation F1 before stopping")
-    net.add_argument("--min-token-count", type=int, default=2,
+    net.add_argument("--epochs", type=int_at_least(1, 10_000), default=8, help="at most this many epochs, 1..10000 (default 8)")
+    net.add_argument("--batch-size", type=int_at_least(1, 1 << 20), default=256, help="queries per batch (default 256)")
+    net.add_argument("--patience", type=int_at_least(1), default=2, help="epochs without a better validation F1 before stopping")
+    net.add_argument("--min-token-count", type=int_at_least(1), default=2,
                      help="tokens in fewer training queries are read as unknown (default 2)")
-    net.add_argument("--seed", type=int, default=0)
+    net.add_argument("--seed", type=int_at_least(0), default=0)
     net.add_argument("--distributed", action="store_true",
                      help="train with MultiWorkerMirroredStrategy across the workers named in $TF_CONFIG "
                           "(run the same command on every worker, each with its own task index)")
     aug = xmlq.add_argument_group("data augmentation (eBay §3.4; needs a corpus with a candidate period)")
     aug.add_argument("--augment", default="", metavar="STEPS",
                      help="comma-separated steps from rare, brand, worst (default: none)")
-    aug.add_argument("--brand-repeat", type=int, default=50, help="times the brand step repeats a query (default 50)")
+    aug.add_argument("--brand-repeat", type=int_at_least(1, 10_000), default=50, help="times the brand step repeats a query (default 50)")
     aug.add_argument("--worst-model", type=Path, default=None,
                      help="a model trained on the base set; the worst step takes its worst categories on base train")
     snm = xmlq.add_argument_group("stochastic negative mining (--loss snm)")
-    snm.add_argument("--snm-sampled", type=int, default=64, help="B: negatives sampled per query")
-    snm.add_argument("--snm-k", type=int, default=8, help="k: hardest sampled negatives kept")
+    snm.add_argument("--snm-sampled", type=int_at_least(1), default=64, help="B: negatives sampled per query")
+    snm.add_argument("--snm-k", type=int_at_least(1), default=8, help="k: hardest sampled negatives kept")
     snm.add_argument("--snm-kind", choices=("powl", "bowl"), default="powl")
     snm.add_argument("--snm-phi", choices=("hinge", "logistic"), default="hinge")
     xmlq.set_defaults(run=run_train_xmlq)
@@ -185,19 +229,20 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     xreg = sub.add_parser("xreg", help="train XReg (label trees of relevance-weighted regressors, WSDM 2020)")
     _add_data_source(xreg)
     hp = xreg.add_argument_group("XReg hyperparameters (defaults: the paper's)")
-    hp.add_argument("--trees", type=int, default=3, help="T: trees in the ensemble (default 3)")
-    hp.add_argument("--beam", type=int, default=10, help="P: beam width of pointwise inference (default 10)")
-    hp.add_argument("--leaf-size", type=int, default=100, help="M: most labels in a leaf (default 100)")
-    hp.add_argument("--C", dest="C", type=float, default=10.0, help="C: regressor cost (default 10)")
-    hp.add_argument("--factor", type=float, default=4.0, help="F: labelwise inference factor (default 4)")
-    hp.add_argument("--alpha", type=float, default=0.8, help="XReg-t: weight of the XReg score (default 0.8)")
-    hp.add_argument("--gamma", type=float, default=30.0, help="XReg-t: tail classifier gamma (default 30)")
-    hp.add_argument("--shortlist", type=int, default=100, help="XReg-t: labels re-ranked per query (default 100)")
+    hp.add_argument("--trees", type=int_at_least(1, 100), default=3, help="T: trees in the ensemble, 1..100 (default 3)")
+    hp.add_argument("--beam", type=int_at_least(1, 10_000), default=10, help="P: beam width of pointwise inference (default 10)")
+    hp.add_argument("--leaf-size", type=int_at_least(2), default=100, help="M: most labels in a leaf (default 100)")
+    hp.add_argument("--C", dest="C", type=positive_float(), default=10.0, help="C: regressor cost (default 10)")
+    hp.add_argument("--factor", type=positive_float(), default=4.0, help="F: labelwise inference factor (default 4)")
+    hp.add_argument("--alpha", type=share(), default=0.8, help="XReg-t: weight of the XReg score, in [0, 1] (default 0.8)")
+    hp.add_argument("--gamma", type=positive_float(), default=30.0, help="XReg-t: tail classifier gamma (default 30)")
+    hp.add_argument("--shortlist", type=int_at_least(1), default=100, help="XReg-t: labels re-ranked per query (default 100)")
     hp.add_argument("--rerank", action="store_true", help="serve XReg-t (tail re-ranking) by default")
-    hp.add_argument("--prune", type=float, default=0.1, help="drop regressor weights with |w| below this (default 0.1)")
-    hp.add_argument("--seed", type=int, default=0)
-    hp.add_argument("--threads", type=int, default=1,
-                    help="train this many tree nodes at once (default 1; the model does not depend on it)")
+    hp.add_argument("--prune", type=float_at_least(0), default=0.1, help="drop regressor weights with |w| below this (default 0.1)")
+    hp.add_argument("--seed", type=int_at_least(0), default=0)
+    hp.add_argument("--threads", type=int_at_least(1, MAX_THREADS), default=1,
+                    help=f"train this many tree nodes at once, 1..{MAX_THREADS} (default 1; the model does not "
+                         f"depend on it)")
     xreg.set_defaults(run=run_train_xreg)
 
     hybrid = sub.add_parser("hybrid", help="combine an NB bundle with an XML-Q or XReg bundle by query length (eBay §3.1), "
@@ -209,7 +254,7 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
                         help="use this long-query backend instead of choosing among those given")
     hybrid.add_argument("--cutoff", type=int, choices=(1, 2, 3, 4), default=None,
                         help="queries of at most this many tokens go to NB (default: chosen from 1-4)")
-    hybrid.add_argument("--blend", type=float, default=None,
+    hybrid.add_argument("--blend", type=float_in(0, 1, high_open=True), default=None,
                         help="NB's weight in a longer query's score, 0 = the paper's routing (default: chosen "
                              "from 0, 0.2, 0.3, 0.5)")
     _add_data_source(hybrid)
@@ -232,6 +277,9 @@ def data_from_args(args: argparse.Namespace):
                              f"select dates with qcat data ingest --date-from/--date-to")
         if not args.log.is_file():
             raise InputError(f"--log {args.log}: no such file")
+        from training.ingest_duckdb import memory_limit
+
+        memory_limit()  # a bad $QCAT_DUCKDB_MEMORY_LIMIT fails before any work
         if not args.taxonomy.is_file():
             raise InputError(f"--taxonomy {args.taxonomy}: no such file")
         log = LogCorpus(args.log, args.taxonomy, 3 if args.min_clicks is None else args.min_clicks,
@@ -267,15 +315,23 @@ def load_dataset(args: argparse.Namespace, data=None):
 
 
 def save_bundle(model, out: Path, dataset, also_seen=()) -> None:
-    """Write ``model``'s bundle to ``out`` with the record of the queries it saw (those of
+    """Write ``model``'s bundle to ``out`` (new or an empty directory) with the record of the queries it saw (those of
     ``dataset`` it trained or was tuned on, plus the fingerprints ``also_seen`` of its parts)."""
     from training.provenance import write_seen_queries
 
+    from qcat.output import write_directory
+
     queries = seen_queries(dataset)
-    # A hybrid's parts are bundles of their own, evaluated on their own too.
-    for directory in [out] + [out / name for name in getattr(model, "parts", ())]:
-        write_seen_queries(directory, queries, also_seen)
-    model.save(out)
+
+    def write(directory: Path) -> None:
+        # A hybrid's parts are bundles of their own, evaluated on their own too.
+        for part in [directory] + [directory / name for name in getattr(model, "parts", ())]:
+            write_seen_queries(part, queries, also_seen)
+        model.save(directory)
+
+    # Written into a temporary sibling and renamed to ``out`` when complete: a failed write
+    # (a full disk) or an interrupted run leaves nothing at ``out``.
+    write_directory(Path(out), write)
 
 
 def data_args_from(args: argparse.Namespace, recorded: dict, where: Path) -> None:
@@ -339,7 +395,7 @@ def run_train_nb(args: argparse.Namespace) -> int:
     from training.table_metrics import evaluate_pr
 
     started = time.perf_counter()
-    dataset, source, sets = load_dataset(args)
+    dataset, source, sets = load_dataset(args, data_from_args(args))
     print(f"dataset: {len(dataset.table.queries):,} queries, {len(dataset.table):,} pairs, "
           f"{len(dataset.table.categories):,} categories ({time.perf_counter() - started:.1f} s)")
     print_objective(sets)
@@ -365,8 +421,15 @@ def run_train_nb(args: argparse.Namespace) -> int:
 def run_train_xmlq(args: argparse.Namespace) -> int:
     import os
 
+    if args.snm_k > args.snm_sampled:
+        raise InputError(f"--snm-k ({args.snm_k}) must not exceed --snm-sampled ({args.snm_sampled}): the hardest "
+                         f"k of the B sampled negatives are kept")
+    data = data_from_args(args)  # data flags are checked before TensorFlow is imported (~5 s)
+    if args.augment:
+        augment_steps(args)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # C++ info and warnings; Python errors still surface
     from training.calibrate import describe_fit, fit_calibration
+    from training.selection import check_trainable
     from training.table_metrics import evaluate_pr
 
     try:
@@ -385,7 +448,8 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    dataset, source, sets = load_dataset(args)
+    dataset, source, sets = load_dataset(args, data)
+    check_trainable(dataset, sets, "XML-Q")
     train_table, weights = None, None
     if args.augment:
         dataset, train_table, weights, report = augmented_dataset(args, dataset)
@@ -411,7 +475,9 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
 
 
 def run_train_xreg(args: argparse.Namespace) -> int:
+    data = data_from_args(args)
     from training.calibrate import describe_fit, fit_calibration
+    from training.selection import check_trainable
     from training.table_metrics import evaluate_pr
     from training.xreg.trainer import XRegConfig, fit
 
@@ -422,9 +488,10 @@ def run_train_xreg(args: argparse.Namespace) -> int:
                             prune=args.prune, seed=args.seed, threads=args.threads)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    dataset, source, sets = load_dataset(args)
+    dataset, source, sets = load_dataset(args, data)
     print(f"dataset: {len(dataset.table.queries):,} queries, {len(dataset.table):,} pairs, "
           f"{len(dataset.table.categories):,} categories ({time.perf_counter() - started:.1f} s)")
+    check_trainable(dataset, sets, "XReg")
     model = fit(dataset, config, progress=lambda message: print("  " + message))
     model.calibration = fit_calibration(model, sets)
     print(describe_fit(model.calibration))
@@ -462,16 +529,9 @@ def multi_worker_strategy():
     return tf.distribute.MultiWorkerMirroredStrategy()
 
 
-def augmented_dataset(args: argparse.Namespace, dataset):
-    """The base dataset with augmented training queries; each query's sample weight is the
-    largest repeat count of its pairs (a brand-step query weighs 50)."""
-    import numpy as np
-
-    from qcat.classifier import load_model
-    from training.augment import STEPS, augment, misclassification_rates
-    from training.corpus import Corpus
-    from training.dataset import Dataset
-    from training.simulate import catalog_brand_queries
+def augment_steps(args: argparse.Namespace) -> list[str]:
+    """The steps ``--augment`` names, checked with the flags they need (before any work)."""
+    from training.augment import STEPS
 
     steps = [s.strip() for s in args.augment.split(",") if s.strip()]
     if unknown := [s for s in steps if s not in STEPS]:
@@ -480,6 +540,23 @@ def augmented_dataset(args: argparse.Namespace, dataset):
         raise InputError("--augment needs a corpus (base and candidate periods), not --log")
     if args.period not in (None, "base"):
         raise InputError("--augment trains on the base period and draws from the candidate period: drop --period")
+    if "worst" in steps and args.worst_model is None:
+        raise InputError("the worst step needs --worst-model, a model trained on the base set")
+    return steps
+
+
+def augmented_dataset(args: argparse.Namespace, dataset):
+    """The base dataset with augmented training queries; each query's sample weight is the
+    largest repeat count of its pairs (a brand-step query weighs 50)."""
+    import numpy as np
+
+    from qcat.classifier import load_model
+    from training.augment import augment, misclassification_rates
+    from training.corpus import Corpus
+    from training.dataset import Dataset
+    from training.simulate import catalog_brand_queries
+
+    steps = augment_steps(args)
     corpus = Corpus.open(args.corpus)
     candidate = corpus.ingest("candidate", dataset.taxonomy).table
     rates = rate_categories = None

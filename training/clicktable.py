@@ -88,8 +88,11 @@ def write_table(table: ClickTable, path) -> None:
         "select query, category, clicks, nullif(impressions, 'NaN'::double) as impressions, "
         "nullif(ctr, 'NaN'::double) as ctr, query_impressions from pairs")
     suffix = _table_suffix(path)
-    if TABLE_SUFFIXES[suffix] == "parquet":
-        relation.write_parquet(str(path), compression="zstd")
-    else:
-        relation.write_csv(str(path), sep="\t" if TABLE_SUFFIXES[suffix] == "tsv" else ",",
-                           compression="gzip" if suffix.endswith(".gz") else "none")
+    try:
+        if TABLE_SUFFIXES[suffix] == "parquet":
+            relation.write_parquet(str(path), compression="zstd")
+        else:
+            relation.write_csv(str(path), sep="\t" if TABLE_SUFFIXES[suffix] == "tsv" else ",",
+                               compression="gzip" if suffix.endswith(".gz") else "none")
+    except duckdb.IOException as exc:  # a full disk, a permission: an OSError for the caller to name
+        raise OSError(str(exc).splitlines()[0]) from None

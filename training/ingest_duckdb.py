@@ -9,6 +9,7 @@ instead of exhausting memory.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -21,17 +22,41 @@ from training.ingest_engine import COLUMNS, check_header
 from training.ingest_text import read_delimited, read_jsonl
 from training.ingest_sql import DUCKDB_MACROS
 
-DEFAULT_MEMORY_LIMIT = os.environ.get("QCAT_DUCKDB_MEMORY_LIMIT", "4GB")
+MEMORY_LIMIT_ENV = "QCAT_DUCKDB_MEMORY_LIMIT"
+DEFAULT_MEMORY_LIMIT = "4GB"
+MIN_MEMORY_LIMIT = 64 * 1000**2  # bytes: below this DuckDB cannot aggregate even a small log
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(?:(b|bytes?)|([kmgt])(i?)b?)\s*", re.IGNORECASE)
+
+
+def memory_limit(value: str | None = None) -> str:
+    """DuckDB's memory limit: ``value``, else ``$QCAT_DUCKDB_MEMORY_LIMIT``, else 4GB; a size
+    such as 4GB, 512MB or 2GiB (KB/MB/GB/TB: powers of 1000, KiB/MiB/GiB/TiB: of 1024) of at
+    least 64MB. Anything else is refused, naming the variable and the value."""
+    source = f"${MEMORY_LIMIT_ENV}"
+    if value is None:
+        value = os.environ.get(MEMORY_LIMIT_ENV) or DEFAULT_MEMORY_LIMIT
+    else:
+        source = "the memory limit"
+    match = _SIZE.fullmatch(value)
+    if match is None:
+        raise InputError(f"{source}={value!r} is not a size: give a number and a unit, e.g. 4GB, 512MB or 2GiB")
+    number, plain, unit, binary = match.groups()
+    power = 0 if plain else "kmgt".index(unit.lower()) + 1
+    size = float(number) * (1024 if binary else 1000) ** power
+    if size < MIN_MEMORY_LIMIT:
+        raise InputError(f"{source}={value!r} is too small for DuckDB to aggregate a click log: give at least 64MB")
+    return f"{int(size)}B" if plain else f"{number}{unit.upper()}{'i' if binary else ''}B"
 
 
 class DuckDBEngine:
     name = "duckdb"
     row_numbers = True
 
-    def __init__(self, memory_limit: str = DEFAULT_MEMORY_LIMIT):
+    def __init__(self, memory_limit_: str | None = None):
+        limit = memory_limit(memory_limit_)  # checked before anything is created
         self._spill = tempfile.TemporaryDirectory(prefix="qcat-duckdb-")
         self.con = duckdb.connect()
-        self.con.execute(f"set memory_limit = '{_setting(memory_limit)}'")
+        self.con.execute(f"set memory_limit = '{_setting(limit)}'")
         self.con.execute(f"set temp_directory = '{_setting(self._spill.name)}'")
         self.con.execute("set preserve_insertion_order = false")
         self.con.execute(DUCKDB_MACROS)

@@ -9,12 +9,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from qcat.errors import InputError
 from qcat.nb import NaiveBayesModel, query_features
 from training.calibrate import fit_calibration
 from training.clicktable import ClickTable
 from training.dataset import Dataset, truth_matrix
-from training.selection import ValidationSets, own_split, validation_sets
+from training.selection import ValidationSets, check_trainable, own_split, validation_sets
 from training.table_metrics import evaluate_pr
 
 
@@ -126,9 +125,7 @@ def fit(dataset: Dataset, config: NBConfig = NBConfig(), progress=None,
     started = time.perf_counter()
     train = dataset.train
     sets = sets or validation_sets(dataset)
-    if len(train) == 0 or len(own_split(sets)) == 0:
-        raise InputError(f"cannot train NB: {len(train):,} training and {len(own_split(sets)):,} validation "
-                         f"(query, category) pairs; the log needs more queries (or a lower --min-clicks)")
+    check_trainable(dataset, sets, "NB")
     fc = count_features(train)
     # The grid is scored without building a model per point: PR@1 needs only each query's top
     # category, which _GridScorer finds in one pass over the query's (feature, category) counts

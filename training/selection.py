@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from qcat.errors import InputError
 from qcat.hybrid import HybridModel
 from qcat.model import Model
 from qcat.nb import NaiveBayesModel
@@ -41,6 +42,15 @@ ValidationSets = dict[str, tuple[ClickTable, float]]
 def own_split(sets: ValidationSets) -> ClickTable:
     """The validation split of the training data itself (the first set)."""
     return next(iter(sets.values()))[0]
+
+
+def check_trainable(dataset: Dataset, sets: ValidationSets, backend: str) -> None:
+    """Refuse, in one line, data that leaves no training or no validation pairs: no backend can
+    be trained (or its settings chosen) on it. Every trainer calls this before fitting."""
+    train, validation = dataset.train, own_split(sets)
+    if len(train) == 0 or len(validation) == 0:
+        raise InputError(f"cannot train {backend}: {len(train):,} training and {len(validation):,} validation "
+                         f"(query, category) pairs; the log needs more queries (or a lower --min-clicks)")
 
 
 def validation_sets(dataset: Dataset, corpus=None) -> ValidationSets:

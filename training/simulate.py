@@ -163,7 +163,12 @@ def _listing_categories(catalog: Catalog, taxonomy: Taxonomy) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64)[inverse]
 
 
+LOG_SUFFIXES = (".parquet", ".csv")  # what write_log and write_intents write
+
+
 def _write_arrays(arrays: dict[str, np.ndarray], path: Path) -> None:
+    if path.suffix.lower() not in LOG_SUFFIXES:
+        raise InputError(f"{path}: cannot tell the format from the name; use one of {', '.join(LOG_SUFFIXES)}")
     path.parent.mkdir(parents=True, exist_ok=True)
     target = str(path).replace("'", "''")
     options = "format csv, header true" if path.suffix.lower() == ".csv" else "format parquet, compression zstd"
@@ -171,5 +176,7 @@ def _write_arrays(arrays: dict[str, np.ndarray], path: Path) -> None:
     try:
         con.register("arrays", arrays)
         con.execute(f"copy (select * from arrays) to '{target}' ({options})")
+    except duckdb.IOException as exc:  # a full disk, a permission: an OSError for the caller to name
+        raise OSError(str(exc).splitlines()[0]) from None
     finally:
         con.close()

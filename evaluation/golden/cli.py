@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 from evaluation.report_files import clean_json
-from qcat.cli import ArgumentParser, int_at_least
+from qcat.cli import ArgumentParser, float_at_least, int_at_least, share
 from qcat.errors import InputError
+from qcat.output import check_writable_file
 
 DEFAULT_OUT = Path("qcat-golden-report")
 
@@ -51,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--period", choices=("base", "candidate", "all"), default="base",
                           help="log period whose demand picks the queries (default: base, the latest)")
     generate.add_argument("--per-segment", type=int_at_least(1), default=10_000, help="golden queries per segment (default 10000)")
-    generate.add_argument("--seed", type=int, default=0)
+    generate.add_argument("--seed", type=int_at_least(0), default=0)
     generate.add_argument("--out", type=Path, required=True, help="golden CSV to write (.csv or .csv.gz)")
 
     convert = commands.add_parser("import", help="validate golden data and write it as qcat CSV")
@@ -73,15 +74,15 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--period", choices=("base", "candidate", "all"), default="base")
     evaluate.add_argument("--no-demand", action="store_true", help="ignore the log: one query set of golden queries")
     evaluate.add_argument("--mode", choices=("boost", "filter"), default="boost", help="how categories act (default boost)")
-    evaluate.add_argument("--boost-weight", type=float, default=1.0, help="weight of the category score (default 1)")
+    evaluate.add_argument("--boost-weight", type=float_at_least(0), default=1.0, help="weight of the category score (default 1)")
     evaluate.add_argument("--categories", type=int_at_least(1), default=3, help="categories a filtered search keeps (default 3)")
     evaluate.add_argument("-n", "--top-n", type=int_at_least(1), default=5, help="listings returned per query (default 5)")
     evaluate.add_argument("--candidates", type=int_at_least(1), default=200, help="BM25 candidates re-ranked (default 200)")
-    evaluate.add_argument("--sample-fraction", type=float, default=0.1,
+    evaluate.add_argument("--sample-fraction", type=share(), default=0.1,
                           help="share of the catalog added to the inventory (default 0.1)")
     evaluate.add_argument("--per-segment", type=int_at_least(1), default=10_000, help="queries per segment (default 10000)")
     evaluate.add_argument("--bootstrap", type=int_at_least(0), default=1000, help="bootstrap draws for the intervals (default 1000)")
-    evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument("--seed", type=int_at_least(0), default=0)
     evaluate.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"report directory (default ./{DEFAULT_OUT})")
     evaluate.add_argument("--json", action="store_true", help="also print the report JSON on stdout")
     return parser
@@ -97,7 +98,12 @@ def main(command: str, argv: list[str]) -> int:
     return run_evaluate(args, say)
 
 
+GOLDEN_SUFFIXES = (".csv", ".csv.gz")  # what GoldenSet.save_csv writes
+
+
 def run_import(args: argparse.Namespace, say) -> int:
+    if args.out:
+        check_writable_file(args.out, "--out", GOLDEN_SUFFIXES)
     golden = load_golden_source(args.file, args)
     say(golden.report.format())
     if args.out:
@@ -111,6 +117,7 @@ def run_generate(args: argparse.Namespace, say) -> int:
     from evaluation.golden.query_sets import log_demand
     from training.corpus import Corpus
 
+    check_writable_file(args.out, "--out", GOLDEN_SUFFIXES)
     corpus = Corpus.open(args.corpus)
     golden = generate_demo_golden(corpus, log_demand(corpus, args.period),
                                   DemoGoldenConfig(per_segment=_positive(args.per_segment, "--per-segment"), seed=args.seed))

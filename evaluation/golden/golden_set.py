@@ -104,18 +104,18 @@ class GoldenSet:
 
     def save_csv(self, path: str | Path) -> None:
         """Write the set in qcat's golden CSV format (gzip when the name ends in .gz)."""
+        from qcat.output import atomic_file
+
         path = Path(path)
         opener = gzip.open if path.suffix == ".gz" else open
-        try:
-            with opener(path, "wt", encoding="utf-8", newline="") as handle:
-                writer = csv.writer(handle)
-                writer.writerow(CSV_COLUMNS)
-                for row in zip(self.query, self.listing_id, self.relevance, self.grade, self.judge, self.simulated):
-                    q, listing, relevance, grade, judge, simulated = row
-                    writer.writerow([q, listing, int(relevance), "" if grade == NO_GRADE else int(grade), judge,
-                                     int(bool(simulated))])
-        except OSError as exc:
-            raise InputError(f"cannot write golden set {path}: {exc}") from None
+        # Into a temporary sibling, renamed when complete; an OSError names ``path`` in one line.
+        with atomic_file(path, flag=None) as staging, opener(staging, "wt", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(CSV_COLUMNS)
+            for row in zip(self.query, self.listing_id, self.relevance, self.grade, self.judge, self.simulated):
+                q, listing, relevance, grade, judge, simulated = row
+                writer.writerow([q, listing, int(relevance), "" if grade == NO_GRADE else int(grade), judge,
+                                 int(bool(simulated))])
 
 
 def from_rows(rows: list[tuple[str, str, int, int, str, bool]], report: ImportReport) -> GoldenSet:
