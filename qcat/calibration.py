@@ -150,14 +150,15 @@ def describe_verdict(source: str, verdict: dict) -> str:
 
 
 def describe_scores(model) -> str:
-    """Whether a model's scores are calibrated probabilities, source by source, and why."""
-    parts = [model.part(name) for name in model.parts] + [model] if model.backend == "hybrid" else [model]
-    verdicts = {}
-    for part in parts:
-        if part.calibration is not None:
-            verdicts |= part.calibration.fitted_on.get("ece", {})
+    """Whether a model's scores are calibrated probabilities, source by source, and why (for a
+    hybrid, part by part: its own map recalibrates what the parts answer)."""
+    owners = [(f"{name}/ ", model.part(name)) for name in model.parts] + [("hybrid ", model)] \
+        if model.backend == "hybrid" else [("", model)]
+    details = []
+    for prefix, owner in owners:
+        verdicts = owner.calibration.fitted_on.get("ece", {}) if owner.calibration is not None else {}
+        details += [prefix + describe_verdict(source, verdict) for source, verdict in sorted(verdicts.items())]
     calibrated = calibrated_sources(model)
     head = (f"calibrated probabilities from {', '.join(calibrated)}" if calibrated
             else "raw scores, not calibrated probabilities")
-    details = [describe_verdict(source, verdict) for source, verdict in sorted(verdicts.items())]
     return head + (f" ({'; '.join(details)})" if details else "")

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from training.cli import print_objective, print_selection_row, save_bundle
+from training.corpus import DEMO_DIR, META_FILE, Corpus
 
 HOLDOUT_FRACTION = 0.1  # share of the demo catalog's listings kept from the simulator (real-title sets)
 REAL_QUERIES_FILE = "real_queries.csv"
@@ -22,7 +23,6 @@ def build_demo(args: argparse.Namespace) -> int:
     from datetime import date
 
     from training.catalog import load_catalog
-    from training.corpus import DEMO_DIR, META_FILE, Corpus
     from training.logstats import format_stats, table1_stats
     from training.real_text import holdout_split
     from training.simulate import SimulationConfig, catalog_brand_queries, simulate_clicklog, write_intents, write_log
@@ -30,6 +30,8 @@ def build_demo(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     corpus_dir = args.corpus_out or DEMO_DIR
     model_dir = args.model_out or Path(__file__).resolve().parent.parent / "qcat" / "demo_model"
+    if getattr(args, "model_only", False):
+        return write_demo_model(Corpus.open(corpus_dir), model_dir, started)
     source = args.catalog or DEMO_DIR / "catalog.csv.gz"
     catalog = load_catalog(source)
     corpus_dir.mkdir(parents=True, exist_ok=True)
@@ -68,6 +70,12 @@ def build_demo(args: argparse.Namespace) -> int:
     whole_year = corpus.ingest("all", taxonomy).table
     print("whole-year log statistics (eBay Table 1):")
     print(format_stats(table1_stats(whole_year, brands=catalog_brand_queries(catalog))))
+    return write_demo_model(corpus, model_dir, started)
+
+
+def write_demo_model(corpus, model_dir: Path, started: float) -> int:
+    import shutil
+
     model, dataset = build_demo_model(corpus)
     if model_dir.exists():
         shutil.rmtree(model_dir)

@@ -104,6 +104,9 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--corpus-out", type=Path, default=None, help="default: training/demo")
     demo.add_argument("--model-out", type=Path, default=None, help="default: qcat/demo_model")
     demo.add_argument("--seed", type=int_at_least(0), default=0)
+    demo.add_argument("--model-only", action="store_true",
+                      help="retrain only the demo model, on the corpus as it is (the simulated log is deterministic: "
+                           "rebuilding it gives the same rows)")
     demo.set_defaults(run=run_build_demo)
 
 
