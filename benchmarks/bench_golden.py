@@ -3,8 +3,8 @@
 Run: python benchmarks/bench_golden.py --baseline MODEL --target MODEL [--per-segment 20000]
      [--mode boost] [--out DIR]                                (figures in docs/benchmarks.md)
 
-With --per-segment 20000 the demo gives 851 head + 10,051 torso + 20,000 tail = 30,902 queries
-(the demo log's head and torso hold only 851 and 10,051 distinct queries). Each run is a fresh process, so the wall
+With --per-segment 20000 the demo gives 824 head + 9,344 torso + 20,000 tail = 30,168 queries
+(the demo log's base-period head and torso hold only 824 and 9,344 distinct queries). Each run is a fresh process, so the wall
 time includes Python's start, reading the log's demand, simulating the golden judgments,
 building the inventory and BM25 index, three searches, the metrics, 1,000 bootstrap draws per
 delta and writing the report. The stage timings come from the report's JSON.

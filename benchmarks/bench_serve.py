@@ -168,7 +168,8 @@ def main() -> None:
     parser.add_argument("--soak", type=float, default=None, metavar="SECONDS",
                         help="instead: the soak run, reloading every 3 s under 8 clients")
     args = parser.parse_args()
-    print(f"bench_serve: {os.cpu_count()} CPUs, shared by the server and the load generator")
+    print(f"bench_serve: {os.cpu_count()} CPUs, shared by the server and the load generator; "
+          f"load average at the start {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.soak:
         started = time.perf_counter()
         report = soak(args.soak)
@@ -184,6 +185,7 @@ def main() -> None:
         if args.only and args.only not in name:
             continue
         bench(name, model, flags, levels, queries, args)
+    print(f"load average at the end {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
