@@ -242,6 +242,13 @@ CASES = [
     (["judge", "backup", "--url", "missing.db", "--out", "b.db"], "no judging database at missing.db"),
     (["judge", "add-gold", "--url", "missing.db", "--session", "1", "--file", "g.csv"], "no judging database at missing.db"),
     (["judge", "release", "--url", "missing.db"], "one of the arguments --judge --query is required"),
+    # the internal-node rule (issue 21, item 4)
+    (["data", "ingest", "LOG", "--taxonomy", "TAX", "--internal-nodes", "drop"], "argument --internal-nodes: invalid choice"),
+    (["train", "nb", *LOG, "--internal-nodes", "drop", "--out", "m"], "argument --internal-nodes: invalid choice"),
+    (["train", "xreg", "--internal-nodes", "keep", "--out", "m"], "--internal-nodes is for --log"),
+    (["evaluate", "--model", "DEMO", "--internal-nodes", "keep"], "--internal-nodes are for --log"),
+    (["train", "nb", *LOG, "--internal-nodes", "refuse", "--min-clicks", "1", "--out", "m"],
+     "201 rows name 43 internal (non-leaf) categories of the taxonomy"),
 ]
 
 
