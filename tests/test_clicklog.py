@@ -45,11 +45,12 @@ def test_aggregation_threshold_and_ctr(tmp_path):
     assert list(table.queries) == ["baby doll", "hornby train"]
     pairs = {(table.queries[q], table.categories[c]): (k, i) for q, c, k, i in
              zip(table.pair_query, table.pair_category, table.clicks, table.impressions)}
-    # Impressions are the query's searches: its three undated rows are one day of 10 searches.
-    assert pairs == {("hornby train", TRAINS): (4, 10), ("baby doll", DOLLS): (5, 50)}
+    # Impressions are the searches of a query as typed: three typed variants of 10 searches each
+    # normalize to "hornby train", which so had 30, whichever category each variant clicked.
+    assert pairs == {("hornby train", TRAINS): (4, 30), ("baby doll", DOLLS): (5, 50)}
     assert result.report.pairs_below_min_clicks == 1 and result.report.clicks_below_min_clicks == 1
-    assert np.allclose(table.ctr, [0.1, 0.4])
-    assert list(table.query_impressions) == [50, 10]
+    assert np.allclose(table.ctr, [0.1, 4 / 30])
+    assert list(table.query_impressions) == [50, 30]
     report = result.report  # no conflict, no exact duplicate (the two rows are written differently)
     assert (report.impression_conflicts, report.duplicate_rows, report.internal) == (0, 0, {})
 
@@ -178,6 +179,7 @@ def test_conflicting_impressions_and_duplicate_rows_are_counted_and_resolved(tmp
         f"lego star wars,{DOLLS},5,300,2025-03-02\n"   # another day: no conflict
         f"baby doll,{DOLLS},5,50,\n"
         f"baby doll,{DOLLS},5,50,\n"                   # an exact duplicate
+        f"Baby Doll,{DOLLS},1,20,\n"                   # another typed variant: 20 more searches
     ))
     result = ingest(tmp_path / "log.csv", TAXONOMY, min_clicks=1)
     report, table = result.report, result.table
@@ -185,10 +187,12 @@ def test_conflicting_impressions_and_duplicate_rows_are_counted_and_resolved(tmp
     assert report.impression_conflict_examples == [("lego star wars", "2025-03-01", 25.0, 1400.0)]
     assert report.duplicate_rows == 1
     text = report.format()
-    assert "1 (query, day) groups (2 rows) report different impressions; each day counts the largest" in text
+    assert "1 (query, day) groups (2 rows) report different impressions for the same typed query; each day counts " \
+           "the largest" in text
     assert "1 rows repeat another row exactly" in text
     pairs = {(table.queries[q], table.categories[c]): (k, i) for q, c, k, i in
              zip(table.pair_query, table.pair_category, table.clicks, table.impressions)}
-    # The conflicting day counts 1,400 searches for both categories; the duplicate is summed.
+    # The conflicting day counts 1,400 searches for both categories; the duplicate's clicks are
+    # summed (its day's searches counted once), and a typed variant's searches add up.
     assert pairs == {("lego star wars", TRAINS): (145, 1400), ("lego star wars", DOLLS): (20, 1700),
-                     ("baby doll", DOLLS): (10, 50)}
+                     ("baby doll", DOLLS): (11, 70)}

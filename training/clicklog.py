@@ -14,8 +14,9 @@ and reported, each resolved by one rule:
   ``other`` (default) counts its rows for an explicit ``Other`` leaf under the node
   (``A > B`` -> ``A > B > Other``, the demo catalog's rule), ``refuse`` stops with the counts,
   ``keep`` trains on the node itself;
-* rows of one query and day (undated rows: one day) that report different impressions:
-  impressions are the query's searches, so the day counts the largest value reported;
+* rows of one query as typed and one day (undated rows: one day) that report different
+  impressions: impressions are the query's searches, so the day counts the largest value
+  reported (typed variants that normalize alike are different searches and add up);
 * rows that repeat another row exactly (normalized query, category, date, clicks,
   impressions): they are summed like any rows, and counted so that a duplicated export shows.
 
@@ -74,7 +75,7 @@ class IngestReport:
     queries_kept: int = 0
     min_clicks: float = 3
     duplicate_rows: int = 0
-    impression_conflicts: int = 0  # (query, day) groups whose rows report different impressions
+    impression_conflicts: int = 0  # (query as typed, day) groups whose rows report different impressions
     impression_conflict_rows: int = 0
     impression_conflict_examples: list[tuple[str, str, float, float]] = field(default_factory=list)
     internal_nodes: str = "other"
@@ -104,7 +105,8 @@ class IngestReport:
             shown = "; ".join(f"{query!r} on {day or 'no date'}: {low:g} vs {high:g}"
                               for query, day, low, high in self.impression_conflict_examples)
             lines.append(f"  {self.impression_conflicts:,} (query, day) groups ({self.impression_conflict_rows:,} rows) "
-                         f"report different impressions; each day counts the largest (e.g. {shown})")
+                         f"report different impressions for the same typed query; each day counts the largest "
+                         f"(e.g. {shown})")
         if self.duplicate_rows:
             lines.append(f"  {self.duplicate_rows:,} rows repeat another row exactly (query, category, date, clicks, "
                          f"impressions); summed like the others: deduplicate the log first if they are copies")
@@ -229,6 +231,7 @@ def _ingest(engine: IngestEngine, path: str, taxonomy: Taxonomy, fmt: str, min_c
             report.examples.setdefault(reason, []).append(
                 (int(row) if engine.row_numbers else None, "" if value is None else str(value)))
     engine.view("used", sql.USED_SQL)
+    engine.materialize("variant_days", sql.VARIANT_DAYS_SQL)
     engine.materialize("query_days", sql.QUERY_DAYS_SQL)
     _check_rows(engine, report, category_map, taxonomy)
     engine.view("pairs", sql.PAIRS_SQL)

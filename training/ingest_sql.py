@@ -132,16 +132,22 @@ group by reason, in_range, query, category_id, named_id, day, clicks, impression
 """
 
 USED_SQL = """
-select query, category_id, named_id, day, clicks, impressions, rows
+select query, query_text, category_id, named_id, day, clicks, impressions, rows
 from groups where reason is null and in_range
 """
 
-# Impressions count the searches of a query (on a day; rows without a date are one day). Rows of
-# one query and day that report different impressions conflict: the day counts the largest.
-QUERY_DAYS_SQL = """
-select query, day, max(impressions) as impressions, min(impressions) as lowest,
+# Impressions count the searches of a query as typed (on a day; rows without a date are one day).
+# Rows of one typed query and day that report different impressions conflict: the day counts the
+# largest. Typed variants that normalize to one query ("Lego", "lego") are different searches:
+# the normalized query's searches that day are the sum of its variants'.
+VARIANT_DAYS_SQL = """
+select query, query_text, day, max(impressions) as impressions, min(impressions) as lowest,
        count(distinct impressions) as impression_values, sum(rows) as rows
-from used group by query, day
+from used group by query, query_text, day
+"""
+
+QUERY_DAYS_SQL = """
+select query, day, sum(impressions) as impressions from variant_days group by query, day
 """
 
 NO_DAY = "date '1000-01-01'"  # stands for "no date" where days are joined (null never equals null)
@@ -168,12 +174,12 @@ group by p.query, p.category_id
 DUPLICATES_SQL = "select coalesce(sum(rows - 1), 0) from used"
 
 CONFLICTS_SQL = """
-select count(*), coalesce(sum(rows), 0) from query_days where impression_values > 1
+select count(*), coalesce(sum(rows), 0) from variant_days where impression_values > 1
 """
 
 CONFLICT_EXAMPLES_SQL = """
-select query, day, lowest, impressions from query_days where impression_values > 1
-order by impressions - lowest desc, query limit {limit}
+select query_text, day, lowest, impressions from variant_days where impression_values > 1
+order by impressions - lowest desc, query_text limit {limit}
 """
 
 # Rows and clicks per category as the log names it (before the internal-node rule).
