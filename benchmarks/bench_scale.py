@@ -288,7 +288,7 @@ def run_stage(stage: str, rows: int, engine: str, paths: Paths, args) -> dict | 
     if stage == "ingest":
         out = paths.table if engine == "duckdb" else paths.dir / f"table_{size_name(rows)}_{engine}.parquet"
         command = qcat("data", "ingest", str(paths.log), "--taxonomy", str(paths.taxonomy), "--out", str(out),
-                       "--engine", engine)
+                       "--engine", engine, "--force")  # a rerun replaces its own table
         limit = {"QCAT_DUCKDB_MEMORY_LIMIT": args.duckdb_memory_limit} if args.duckdb_memory_limit else {}
         result = run_child(command, timeout=args.timeout, env=limit)
         result["duckdb_memory_limit"] = args.duckdb_memory_limit if engine == "duckdb" else None

@@ -325,7 +325,7 @@ def test_golden_evaluate_esci_reports_unsearchable_listings(tmp_path, data_dir):
     (["--golden", "/nonexistent/golden.csv"], "cannot read golden data /nonexistent/golden.csv"),
     (["--top-n", "0"], "argument -n/--top-n: must be at least 1, got 0"),
     (["--names", "no classifier", "x"], "distinct names"),
-    (["--sample-fraction", "2"], "sample fraction"),
+    (["--sample-fraction", "2"], "--sample-fraction: must be a number in [0, 1]"),
 ])
 def test_golden_evaluate_errors_are_one_line(tmp_path, args, message):
     model = str(default_model_dir())

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tests.test_own_data import BESTBUY, CLICKS, DEMO, one_line_error, qcat
-from training.provenance import SEEN_FILE, fingerprints, overlap
+from training.provenance import SEEN_FILE, fingerprints, overlap, read_seen_fingerprints
 
 LOG = ("--log", CLICKS, "--taxonomy", BESTBUY, "--min-clicks", "1")
 
@@ -119,7 +119,11 @@ def test_a_hybrid_reads_its_data_from_its_parts(bundles, tmp_path):
     assert hybrid["config"]["data"]["log_sha256"] == manifest(bundles / "nb")["config"]["data"]["log_sha256"]
     assert hybrid["metrics"]["test"]["pr@1"] > 0.15
     assert SEEN_FILE in hybrid["files"]
-    assert all(SEEN_FILE in manifest(tmp_path / "h" / part)["files"] for part in ("nb", "xreg"))
+    # Its parts saw what it saw: they read its record (verified by its manifest), not copies.
+    hybrid_seen = read_seen_fingerprints(tmp_path / "h")
+    for part in ("nb", "xreg"):
+        assert SEEN_FILE not in manifest(tmp_path / "h" / part)["files"]
+        np.testing.assert_array_equal(read_seen_fingerprints(tmp_path / "h" / part), hybrid_seen)
 
     # Explicit data must be the parts' own.
     error = one_line_error(qcat("train", "hybrid", "--nb", bundles / "nb", "--xreg", bundles / "xreg", *LOG[:-2],

@@ -162,7 +162,7 @@ def hybrid_dir(tiny, bestbuy_model_dir, tmp_path_factory):
     save_bundle(bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy, data, {}),
                 root / "xmlq", dataset)
     result = qcat("train", "hybrid", "--nb", bestbuy_model_dir, "--xmlq", root / "xmlq", "--cutoff", "2",
-                  "--out", root / "hybrid")
+                  "--blend", "0", "--out", root / "hybrid")  # the paper's routing
     assert result.returncode == 0, result.stderr
     return root / "hybrid"
 

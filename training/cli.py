@@ -327,9 +327,8 @@ def save_bundle(model, out: Path, dataset, also_seen=()) -> None:
     queries = seen_queries(dataset)
 
     def write(directory: Path) -> None:
-        # A hybrid's parts are bundles of their own, evaluated on their own too.
-        for part in [directory] + [directory / name for name in getattr(model, "parts", ())]:
-            write_seen_queries(part, queries, also_seen)
+        # A hybrid's parts, evaluated on their own too, read the hybrid's record (one copy).
+        write_seen_queries(directory, queries, also_seen)
         model.save(directory)
 
     # Written into a temporary sibling and renamed to ``out`` when complete: a failed write

@@ -4,7 +4,8 @@ Every bundle ``qcat train`` writes records in its config a ``data`` block: the f
 trained on (paths for people to read, the SHA-256 of their bytes for the checks), the period,
 the split seed, the click threshold and the internal-node rule. Beside it,
 ``seen_queries.npz`` holds a 64-bit fingerprint of every query the model saw while it was
-trained or its settings were chosen (the train and validation splits). With them:
+trained or its settings were chosen (the train and validation splits); the parts of a hybrid
+bundle share the hybrid's. With them:
 
 - ``qcat evaluate`` uses the split a model was trained with and reports, next to every
   figure, how many of the evaluated queries the model saw (count and share);
@@ -91,12 +92,19 @@ def write_seen_queries(directory: Path, queries: Iterable[str], also: Iterable[n
 
 
 def read_seen_fingerprints(directory: str | Path) -> np.ndarray | None:
-    """The fingerprints recorded in a (verified) bundle, or None when it records none."""
+    """The fingerprints recorded in a (verified) bundle, or None when it records none. A part of
+    a hybrid bundle saw what the hybrid saw: it reads the hybrid's record, which the hybrid's
+    manifest verifies (one copy, not one per part)."""
     manifest = read_manifest(directory)
-    if SEEN_FILE not in manifest.data["files"]:
-        return None
-    with np.load(manifest.file(SEEN_FILE), allow_pickle=False) as npz:
-        return npz["fingerprints"]
+    if SEEN_FILE in manifest.data["files"]:
+        with np.load(manifest.file(SEEN_FILE), allow_pickle=False) as npz:
+            return npz["fingerprints"]
+    parent = Path(directory).resolve().parent
+    if (parent / "manifest.json").is_file():
+        enclosing = read_manifest(parent)
+        if enclosing.backend == "hybrid" and Path(directory).resolve().name in enclosing.data.get("parts", {}):
+            return read_seen_fingerprints(parent)
+    return None
 
 
 def overlap(queries: Iterable[str], seen: np.ndarray | None) -> dict:
