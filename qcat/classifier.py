@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from dataclasses import dataclass
@@ -114,18 +115,6 @@ def query_problem(query: str, max_length: int | None = None) -> str | None:
     return None
 
 
-class _CalibratedSources(dict):
-    """source -> whether the model's scores from it are calibrated, looked up once per source."""
-
-    def __init__(self, model: Model) -> None:
-        super().__init__()
-        self.model = model
-
-    def __missing__(self, source: str) -> bool:
-        self[source] = scores_calibrated(self.model, source)
-        return self[source]
-
-
 class Classifier:
     """A loaded model plus its taxonomy: raw queries in, ranked categories out."""
 
@@ -135,7 +124,7 @@ class Classifier:
         self.directory = directory
         self.manifest = manifest
         self._label_paths = [taxonomy.path_of(label) for label in model.labels]
-        self._calibrated = _CalibratedSources(model)
+        self._calibrated = functools.cache(functools.partial(scores_calibrated, model))  # source -> bool
 
     @classmethod
     def load(cls, directory: str | Path | None = None, backend: str | None = None,
@@ -164,7 +153,7 @@ class Classifier:
                 if label >= 0
             )
             results.append(Classification(query, normalize(query), self.model.backend, source, categories,
-                                          self._calibrated[source]))
+                                          self._calibrated(source)))
         return results
 
     def classify_each(self, queries: Sequence[str], k: int = 5,

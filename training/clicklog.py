@@ -277,8 +277,8 @@ def _category_map(raw_categories: list[str], taxonomy: Taxonomy, internal_nodes:
     """Resolve each distinct category once, on the driver (categories are few), and apply the
     internal-node rule: returns the map and the taxonomy its categories belong to. A category
     ``<id>/other`` of an internal node names that node's Other leaf (as qcat writes it)."""
-    named, ambiguous, other_leaf_of = [], [], {}
-    for category in raw_categories:
+    named, ambiguous, names_other_leaf = [], [], set()  # the last: positions written <node id>/other
+    for position, category in enumerate(raw_categories):
         text = category.strip()
         try:
             node = taxonomy.resolve(text)
@@ -287,19 +287,18 @@ def _category_map(raw_categories: list[str], taxonomy: Taxonomy, internal_nodes:
             ambiguous.append(True)
             continue
         parent = text.removesuffix(OTHER_SUFFIX)
-        if node is None and text.endswith(OTHER_SUFFIX) and parent in taxonomy and not taxonomy.is_leaf(parent):
-            node = other_leaf_of[text] = parent
+        if node is None and parent != text and parent in taxonomy and not taxonomy.is_leaf(parent):
+            node = parent
+            names_other_leaf.add(position)
         named.append(node)
         ambiguous.append(False)
-    internal = [node is not None and not taxonomy.is_leaf(node) and raw.strip() not in other_leaf_of
-                for node, raw in zip(named, raw_categories)]
-    needs_other = set(other_leaf_of.values())
-    if internal_nodes == "other":
-        needs_other |= {node for node, is_internal in zip(named, internal) if is_internal}
-    taxonomy, other_of = taxonomy.with_other_leaves(sorted(needs_other))
-    counted_as = [other_of[node] if raw.strip() in other_leaf_of or (is_internal and internal_nodes == "other")
-                  else node for node, raw, is_internal in zip(named, raw_categories, internal)]
-    named = [other_of[node] if raw.strip() in other_leaf_of else node for node, raw in zip(named, raw_categories)]
+    internal = [node is not None and not taxonomy.is_leaf(node) and position not in names_other_leaf
+                for position, node in enumerate(named)]
+    to_other = names_other_leaf | ({p for p, is_internal in enumerate(internal) if is_internal}
+                                   if internal_nodes == "other" else set())
+    taxonomy, other_of = taxonomy.with_other_leaves(sorted({named[p] for p in to_other}))
+    counted_as = [other_of[node] if p in to_other else node for p, node in enumerate(named)]
+    named = [other_of[node] if p in names_other_leaf else node for p, node in enumerate(named)]
     return {
         "raw": np.asarray(raw_categories, dtype=object),
         "named_id": np.asarray(named, dtype=object),
