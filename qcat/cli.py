@@ -20,7 +20,7 @@ from qcat.errors import EmptyQueryError, InputError, QcatError
 
 # command -> (module with main(command, argv), one-line help)
 DELEGATED = {
-    "data": ("training.cli", "click logs: ingest, simulate, build the demo corpus"),
+    "data": ("training.data_cli", "click logs: ingest, simulate, build the demo corpus"),
     "train": ("training.cli", "train a model bundle (nb, xmlq, xreg, hybrid)"),
     "evaluate": ("evaluation.cli", "score models on a corpus split; write a head/torso/tail report"),
     "golden": ("evaluation.golden.cli", "golden-data search harness: generate, import, evaluate (baseline vs target)"),
