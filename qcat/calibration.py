@@ -15,6 +15,7 @@ Serving needs numpy only.
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -57,6 +58,14 @@ class Calibration:
         x, y = self.maps[key]
         return ((1.0 - RAW_SHARE) * np.interp(scores, x, y) + RAW_SHARE * scores).astype(scores.dtype)
 
+    def map_for(self, source: str, length_bin: int) -> str | None:
+        """The key of the map that calibrates ``source`` at ``length_bin``: the bin's own map,
+        else the source's map over all lengths, else None (raw scores)."""
+        for key in (map_key(source, length_bin), map_key(source)):
+            if key in self.maps:
+                return key
+        return None
+
     def apply(self, predictions: Predictions, queries: Sequence[str]) -> Predictions:
         """The same predictions of ``queries`` with every returned category's score calibrated."""
         if len(queries) == 0:
@@ -67,9 +76,8 @@ class Calibration:
         n_bins = len(LENGTH_EDGES) + 1
         group_of_row = source_of_row * n_bins + bins
         for group in np.unique(group_of_row):  # only the (source, length bin) pairs of this batch
-            source, length_bin = names[group // n_bins], int(group % n_bins)
-            key = map_key(source, length_bin) if map_key(source, length_bin) in self.maps else map_key(source)
-            if key in self.maps:
+            key = self.map_for(names[group // n_bins], int(group % n_bins))
+            if key is not None:
                 rows = np.flatnonzero(group_of_row == group)
                 present = predictions.labels[rows] >= 0
                 scores[rows] = np.where(present, self.calibrate(key, scores[rows]), 0.0)
@@ -96,6 +104,20 @@ class Calibration:
 
 def calibrated(calibration: "Calibration | None", predictions: Predictions, queries: Sequence[str]) -> Predictions:
     return predictions if calibration is None else calibration.apply(predictions, queries)
+
+
+def calibrated_one(calibration: "Calibration | None", predictions: Predictions, query: str) -> Predictions:
+    """:func:`calibrated` for the single-query path: ``predictions`` (one row, made by the
+    caller) has its scores calibrated in place by the compiled :func:`qcat.kernels.calibrate_row`."""
+    if calibration is None:
+        return predictions
+    key = calibration.map_for(predictions.sources[0], bisect.bisect_left(LENGTH_EDGES, len(tokenize(query))))
+    if key is not None:
+        from qcat import kernels
+
+        x, y = calibration.maps[key]
+        kernels.calibrate_row(predictions.labels[0], predictions.scores[0], x, y, RAW_SHARE)
+    return predictions
 
 
 def save_calibration(calibration: "Calibration | None", directory: str | Path) -> None:

@@ -10,6 +10,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
 from qcat.bundle import Manifest, load_bundle_taxonomy, read_manifest
 from qcat.calibration import scores_calibrated
 from qcat.errors import BundleError, QcatError
@@ -25,6 +27,7 @@ BACKENDS = {
     "hybrid": "qcat.hybrid:HybridModel",
 }
 MODEL_ENV = "QCAT_MODEL"
+WARM_UP_QUERIES = ("qcat", "qcat warm up query")  # one token (NB in a hybrid) and several
 
 
 def default_model_dir() -> Path:
@@ -125,6 +128,7 @@ class Classifier:
         self.manifest = manifest
         self._label_paths = [taxonomy.path_of(label) for label in model.labels]
         self._calibrated = functools.cache(functools.partial(scores_calibrated, model))  # source -> bool
+        self.compiled = False  # whether single queries take the compiled path (see compile)
 
     @classmethod
     def load(cls, directory: str | Path | None = None, backend: str | None = None,
@@ -143,18 +147,36 @@ class Classifier:
                 raise QcatError(f"{directory} is a {model.backend} model: --cutoff needs a hybrid bundle")
         return cls(model, model.taxonomy, directory, manifest)
 
+    def compile(self) -> "Classifier":
+        """Make the single-query path ready (its kernels compiled, or loaded from numba's cache,
+        and each part's first call made), so that no request pays for it; from then on
+        ``classify`` of a single query takes it. ``qcat serve`` compiles at load."""
+        model = self.model
+        parts = [model.part(name) for name in model.parts] if model.backend == "hybrid" else []
+        for part in [model] + parts:
+            for query in WARM_UP_QUERIES:
+                part.predict_one(query, 1)
+        self.compiled = True
+        return self
+
     def classify(self, queries: Sequence[str], k: int = 5) -> list[Classification]:
+        """Top-k categories of each query: one query through the compiled single-query path once
+        ``compile`` has run, any other batch through the model's batch path (the same answers)."""
+        if len(queries) == 1 and self.compiled:
+            return [self.classify_one(queries[0], k)]
         predictions = self.model.predict(queries, k)
-        results = []
-        for query, labels, scores, source in zip(queries, predictions.labels, predictions.scores, predictions.sources):
-            categories = tuple(
-                Category(self.model.labels[label], self._label_paths[label], float(score))
-                for label, score in zip(labels.tolist(), scores.tolist())
-                if label >= 0
-            )
-            results.append(Classification(query, normalize(query), self.model.backend, source, categories,
-                                          self._calibrated(source)))
-        return results
+        return [self._classification(query, labels, scores, source) for query, labels, scores, source
+                in zip(queries, predictions.labels, predictions.scores, predictions.sources)]
+
+    def classify_one(self, query: str, k: int = 5) -> Classification:
+        """One query through the compiled single-query path (compiled on first use)."""
+        predictions = self.model.predict_one(query, k)
+        return self._classification(query, predictions.labels[0], predictions.scores[0], predictions.sources[0])
+
+    def _classification(self, query: str, labels: np.ndarray, scores: np.ndarray, source: str) -> Classification:
+        categories = tuple(Category(self.model.labels[label], self._label_paths[label], score)
+                           for label, score in zip(labels.tolist(), scores.tolist()) if label >= 0)
+        return Classification(query, normalize(query), self.model.backend, source, categories, self._calibrated(source))
 
     def classify_each(self, queries: Sequence[str], k: int = 5,
                       max_length: int | None = None) -> list["Classification | Failure"]:

@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from qcat.bundle import MANIFEST, Manifest, read_manifest, sha256_file, write_bundle
-from qcat.calibration import Calibration, calibrated, load_calibration, save_calibration
+from qcat.calibration import Calibration, calibrated, calibrated_one, load_calibration, save_calibration
 from qcat.errors import BundleError, QcatError
 from qcat.model import Model, Predictions, top_k_sparse
 from qcat.nb import NaiveBayesModel
@@ -98,19 +98,48 @@ class HybridModel:
                 part_sources = (BLEND,) * len(rows)
             else:
                 part = self.part(name).predict(batch, k)
-                labels[rows] = np.where(part.labels >= 0, self._from_part[name][np.maximum(part.labels, 0)], -1)
+                labels[rows] = self._labels_of(name, part.labels)
                 scores[rows] = part.scores
                 part_sources = part.sources
             for r, source in zip(rows, part_sources):
                 sources[r] = source
         return calibrated(self.calibration, Predictions(labels, scores, tuple(sources)), queries)
 
+    def predict_one(self, query: str, k: int) -> Predictions:
+        """``predict([query], k)`` through the parts' compiled single-query paths."""
+        from qcat import kernels
+
+        name = self.part_for(tokenize(query))
+        if name == self.long.backend and self.blend > 0 and self.route_to == "hybrid":
+            nb, long = (part.predict_one(query, self.blend_depth(k)) for part in (self.nb, self.long))
+            top_labels, top_scores = kernels.blend_top_k(
+                nb.labels[0], nb.scores[0], self.blend, self._from_part["nb"],
+                long.labels[0], long.scores[0], 1.0 - self.blend, self._from_part[self.long.backend], len(self.labels), k)
+            labels = np.full((1, k), -1, dtype=np.int32)
+            scores = np.zeros((1, k), dtype=np.float32)
+            labels[0, :len(top_labels)], scores[0, :len(top_labels)] = top_labels, top_scores
+            predictions = Predictions(labels, scores, (BLEND,))
+        else:
+            part = self.part(name).predict_one(query, k)
+            predictions = Predictions(self._labels_of(name, part.labels), part.scores, part.sources)
+        return calibrated_one(self.calibration, predictions, query)
+
+    def blend_depth(self, k: int) -> int:
+        """How many categories of each part a blended top-k sums over."""
+        return max(k, BLEND_DEPTH)
+
+    def _labels_of(self, name: str, part_labels: np.ndarray) -> np.ndarray:
+        """A part's label positions as the hybrid's (``-1`` stays)."""
+        return np.where(part_labels >= 0, self._from_part[name][np.maximum(part_labels, 0)], -1)
+
     def _blended(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k of ``blend · P_nb + (1 − blend) · P_long`` over each part's top ``BLEND_DEPTH``."""
-        depth = max(k, BLEND_DEPTH)
+        depth = self.blend_depth(k)
+        return self._blend(self.nb.predict(queries, depth), self.long.predict(queries, depth), len(queries), k)
+
+    def _blend(self, nb: Predictions, long: Predictions, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         row_parts, label_parts, score_parts = [], [], []
-        for name, weight in (("nb", self.blend), (self.long.backend, 1.0 - self.blend)):
-            part = self.part(name).predict(queries, depth)
+        for name, weight, part in (("nb", self.blend, nb), (self.long.backend, 1.0 - self.blend, long)):
             row, slot = np.nonzero(part.labels >= 0)
             row_parts.append(row)
             label_parts.append(self._from_part[name][part.labels[row, slot]])
@@ -118,7 +147,7 @@ class HybridModel:
         key = np.concatenate(row_parts).astype(np.int64) * len(self.labels) + np.concatenate(label_parts)
         key, inverse = np.unique(key, return_inverse=True)
         row, label = np.divmod(key, len(self.labels))
-        return top_k_sparse(row, label, np.bincount(inverse, weights=np.concatenate(score_parts)), len(queries), k)
+        return top_k_sparse(row, label, np.bincount(inverse, weights=np.concatenate(score_parts)), n, k)
 
     def explain(self, query: str, k: int) -> list[str]:
         tokens = tokenize(query)

@@ -36,6 +36,11 @@ class Model(Protocol):
         """Top-k categories of raw (not yet normalized) queries."""
         ...
 
+    def predict_one(self, query: str, k: int) -> Predictions:
+        """``predict([query], k)`` (the same categories and scores) through a compiled
+        single-query path: what an online caller, one query per request, pays for."""
+        ...
+
     def explain(self, query: str, k: int) -> list[str]:
         """Human-readable lines on how the model scored ``query``."""
         ...

@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from qcat.bundle import Manifest, load_arrays, load_labels, load_lines, load_vocabulary, save_lines, write_bundle
-from qcat.calibration import Calibration, calibrated, describe, load_calibration, save_calibration
+from qcat.calibration import Calibration, calibrated, calibrated_one, describe, load_calibration, save_calibration
 from qcat.errors import BundleError, EmptyQueryError
 from qcat.model import Predictions, top_k
 from qcat.normalize import tokenize
@@ -82,6 +82,7 @@ class NaiveBayesModel:
     def __post_init__(self) -> None:
         self._feature_index = {feature: i for i, feature in enumerate(self.vocabulary)}
         self._lookup_index = {query: i for i, query in enumerate(self.lookup_queries)}
+        self._all_labels = np.ones(len(self.labels), dtype=np.bool_)  # the single-query top-k's mask
 
     # -- inference -----------------------------------------------------------------
 
@@ -98,11 +99,7 @@ class NaiveBayesModel:
                 sources.append("nb")
                 continue
             sources.append("lookup")
-            start, end = self.lookup_indptr[hit], self.lookup_indptr[hit + 1]
-            n = min(k, end - start)  # rows are stored by clicks, descending
-            clicks = self.lookup_clicks[start:end]
-            labels[row, :n] = self.lookup_labels[start : start + n]
-            scores[row, :n] = clicks[:n] / clicks.sum()
+            self._lookup_row(hit, k, labels[row], scores[row])
         for begin in range(0, len(nb_rows), BATCH):
             rows = nb_rows[begin : begin + BATCH]
             log_scores = self.log_scores([token_lists[r] for r in rows]).astype(np.float64)
@@ -111,6 +108,35 @@ class NaiveBayesModel:
             labels[rows, :n] = top_labels
             scores[rows, :n] = np.exp(top_log - log_normalizer(log_scores))
         return calibrated(self.calibration, Predictions(labels, scores, tuple(sources)), queries)
+
+    def predict_one(self, query: str, k: int) -> Predictions:
+        """``predict([query], k)`` through the compiled single-query path (:mod:`qcat.kernels`)."""
+        from qcat import kernels
+
+        tokens = normalized_tokens(query)
+        labels = np.full((1, k), -1, dtype=np.int32)
+        scores = np.zeros((1, k), dtype=np.float32)
+        hit = self._lookup_index.get(" ".join(tokens))
+        if hit is not None:
+            source = "lookup"
+            self._lookup_row(hit, k, labels[0], scores[0])
+        else:
+            source = "nb"
+            log_scores = kernels.nb_log_scores(np.array(self.feature_ids(tokens), dtype=np.int64), self.feature_indptr,
+                                               self.feature_labels, self.feature_delta, self.label_log_prior,
+                                               self.label_unseen)
+            top_labels, top_log = kernels.top_k(log_scores, k, self._all_labels)
+            labels[0, :len(top_labels)] = top_labels
+            scores[0, :len(top_labels)] = np.exp(top_log - kernels.log_normalizer(log_scores))
+        return calibrated_one(self.calibration, Predictions(labels, scores, (source,)), query)
+
+    def _lookup_row(self, hit: int, k: int, labels: np.ndarray, scores: np.ndarray) -> None:
+        """A lookup-table hit's top-k: its categories by clicks, scored by click share."""
+        start, end = self.lookup_indptr[hit], self.lookup_indptr[hit + 1]
+        n = min(k, end - start)  # rows are stored by clicks, descending
+        clicks = self.lookup_clicks[start:end]
+        labels[:n] = self.lookup_labels[start : start + n]
+        scores[:n] = clicks[:n] / clicks.sum()
 
     def uncalibrated(self) -> "NaiveBayesModel":
         return replace(self, calibration=None)

@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from qcat.bundle import Manifest, load_labels, load_vocabulary, save_lines, write_bundle
-from qcat.calibration import Calibration, calibrated, describe, load_calibration, save_calibration
+from qcat.calibration import Calibration, calibrated, calibrated_one, describe, load_calibration, save_calibration
 from qcat.errors import BundleError
 from qcat.model import Predictions, top_k
 from qcat.normalize import tokenize
@@ -21,6 +21,20 @@ NETWORK_FILE = "model.onnx"
 VOCABULARY_FILE = "vocabulary.txt"
 LABELS_FILE = "labels.txt"
 BATCH = 4096
+
+
+def onnxruntime_options():
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    return options
+
+
+def new_session(network: bytes, options):
+    import onnxruntime
+
+    return onnxruntime.InferenceSession(network, options, providers=["CPUExecutionProvider"])
 
 
 @dataclass
@@ -36,13 +50,12 @@ class XMLQModel:
     calibration: Calibration | None = None
     backend: str = BACKEND
     _session: object = field(default=None, repr=False)
+    _single_session: object = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        import onnxruntime
-
-        options = onnxruntime.SessionOptions()
-        options.log_severity_level = 3
-        self._session = onnxruntime.InferenceSession(self.network, options, providers=["CPUExecutionProvider"])
+        self._session = new_session(self.network, onnxruntime_options())
+        self._single_session = None  # made by the first predict_one
+        self._all_labels = np.ones(len(self.labels), dtype=np.bool_)
         inputs, outputs = self._session.get_inputs(), self._session.get_outputs()
         width = outputs[0].shape[-1]
         if len(inputs) != 1 or (isinstance(width, int) and width != len(self.labels)):
@@ -64,6 +77,23 @@ class XMLQModel:
             labels[start:start + len(probabilities), :n] = top_labels
             scores[start:start + len(probabilities), :n] = top_scores
         return calibrated(self.calibration, Predictions(labels, scores, ("xmlq",) * len(queries)), queries)
+
+    def predict_one(self, query: str, k: int) -> Predictions:
+        """``predict([query], k)`` through the single-query path: one onnxruntime call on a
+        session kept for single queries (one thread), then the compiled top-k."""
+        from qcat import kernels
+
+        if self._single_session is None:
+            options = onnxruntime_options()
+            options.intra_op_num_threads = options.inter_op_num_threads = 1
+            self._single_session = new_session(self.network, options)
+        ids = np.array([encode_tokens(tokenize(query), self._index)], dtype=np.int32)
+        probabilities = self._single_session.run(None, {self._input: ids})[0][0]
+        top_labels, top_scores = kernels.top_k(probabilities, k, self._all_labels)
+        labels = np.full((1, k), -1, dtype=np.int32)
+        scores = np.zeros((1, k), dtype=np.float32)
+        labels[0, :len(top_labels)], scores[0, :len(top_labels)] = top_labels, top_scores
+        return calibrated_one(self.calibration, Predictions(labels, scores, ("xmlq",)), query)
 
     def uncalibrated(self) -> "XMLQModel":
         return replace(self, calibration=None)

@@ -23,7 +23,7 @@ from typing import Sequence
 import numpy as np
 
 from qcat.bundle import Manifest, load_arrays, load_labels, load_vocabulary, save_lines, write_bundle
-from qcat.calibration import Calibration, calibrated, describe, load_calibration, save_calibration
+from qcat.calibration import Calibration, calibrated, calibrated_one, describe, load_calibration, save_calibration
 from qcat.errors import BundleError, InputError
 from qcat.model import Predictions, top_k, top_k_sparse
 from qcat.nb import normalized_tokens, query_features
@@ -37,6 +37,7 @@ VOCABULARY_FILE = "vocabulary.txt"
 LABELS_FILE = "labels.txt"
 BATCH = 4096
 DENSE_CELLS = 1 << 22  # (queries x labels) cells summed densely at once
+SINGLE_QUERY_TABLE = 1 << 14  # (groups x width) cells up to which one query scores every group at once
 
 
 # -- features --------------------------------------------------------------------------
@@ -64,9 +65,12 @@ class TfidfFeatures:
         features = query_features(tokens)
         return [f for f in features if f in self._index], [f for f in features if f not in self._index]
 
+    def ids(self, tokens: Sequence[str]) -> list[int]:
+        """Vocabulary ids of a tokenized query's known features, in feature order."""
+        return [i for i in (self._index.get(f) for f in query_features(tokens)) if i is not None]
+
     def transform(self, token_lists: Sequence[Sequence[str]]) -> Rows:
-        ids_per_query = [[i for i in (self._index.get(f) for f in query_features(t)) if i is not None]
-                         for t in token_lists]
+        ids_per_query = [self.ids(t) for t in token_lists]
         counts = np.fromiter((len(ids) for ids in ids_per_query), dtype=np.int64, count=len(ids_per_query))
         flat = np.fromiter((i for ids in ids_per_query for i in ids), dtype=np.int64, count=int(counts.sum()))
         rows = np.repeat(np.arange(len(ids_per_query), dtype=np.int64), counts)
@@ -150,6 +154,52 @@ class XRegModel:
         source = "xreg-t" if self.rerank else "xreg"
         return calibrated(self.calibration, Predictions(labels, scores, (source,) * len(queries)), queries)
 
+    def predict_one(self, query: str, k: int) -> Predictions:
+        """``predict([query], k)`` through the compiled single-query path (:mod:`qcat.kernels`)."""
+        from qcat import kernels
+
+        ids = self.features.ids(normalized_tokens(query))
+        features, values = kernels.tfidf_row(np.array(ids, dtype=np.int64), self.features.idf)
+        relevance = np.zeros(len(self.labels))
+        reached = np.zeros(len(self.labels), dtype=np.bool_)
+        for first, n_trees, arrays in self._single_query_trees:
+            kernels.xreg_relevance(features, values, first, n_trees, len(self.trees), *arrays, self.beam, relevance, reached)
+        if not self._sparse_top:  # as the dense path: a label reached with relevance 0 is not returned
+            reached &= relevance > 0
+        depth = int(self.config.get("shortlist", 100)) if self.rerank else k
+        top_labels, top_scores = kernels.top_k(relevance, depth, reached)
+        labels = np.full((1, depth), -1, dtype=np.int32)
+        scores = np.zeros((1, depth), dtype=np.float32)
+        labels[0, :len(top_labels)], scores[0, :len(top_labels)] = top_labels, top_scores
+        if self.rerank:
+            rows = Rows(np.array([0, len(features)], dtype=np.int64), features, values)
+            labels, scores = self._rerank(rows, labels, scores, k)
+        source = "xreg-t" if self.rerank else "xreg"
+        return calibrated_one(self.calibration, Predictions(labels, scores, (source,)), query)
+
+    @functools.cached_property
+    def _single_query_trees(self) -> list[tuple[int, int, tuple]]:
+        """(first tree, trees, the tree arrays) for each call of the single-query kernel: the
+        stacked array set once when the trees share a shape, else each tree on its own."""
+        def arrays(tree: LabelTree) -> tuple:
+            bias = tree.bias_table()
+            group_keys = np.searchsorted(tree.keys, np.arange(len(bias) + 1, dtype=np.int64) * tree.n_features)
+            if bias.size <= SINGLE_QUERY_TABLE:  # score every group at once, walking each feature's keys
+                feature_keys = np.argsort(tree.keys % tree.n_features, kind="stable").astype(np.int64)
+                feature_ptr = np.searchsorted(tree.keys[feature_keys] % tree.n_features,
+                                              np.arange(tree.n_features + 1, dtype=np.int64))
+                whole_table = True
+            else:  # search each visited group's keys
+                feature_keys = feature_ptr = np.zeros(0, dtype=np.int64)
+                whole_table = False
+            return (tree.depth, tree.n_features, tree.keys, group_keys, tree.key_ptr, tree.entry_offset,
+                    tree.entry_weight, bias, tree.leaf_indptr, tree.leaf_labels, tree.leaf_width,
+                    feature_ptr, feature_keys, whole_table)
+
+        if self._stacked is not None:
+            return [(0, len(self.trees), arrays(self._stacked))]
+        return [(0, 1, arrays(tree)) for tree in self.trees]
+
     def uncalibrated(self) -> "XRegModel":
         return replace(self, calibration=None)
 
@@ -186,8 +236,7 @@ class XRegModel:
         estimates are summed into a dense ``(n, L)`` block, chunk by chunk, and ranked with
         :func:`qcat.model.top_k`; otherwise the reached (query, label) pairs are sorted."""
         n_labels = len(self.labels)
-        reachable = sum(self.beam * max(tree.leaf_width, 1) for tree in self.trees)
-        if n_labels > 4 * reachable:
+        if self._sparse_top:
             return top_k_sparse(*self.relevance(rows), rows.n, k)
         labels = np.full((rows.n, k), -1, dtype=np.int32)
         scores = np.zeros((rows.n, k), dtype=np.float32)
@@ -202,12 +251,22 @@ class XRegModel:
             scores[start:start + part.n, :width] = top_scores
         return labels, scores
 
+    @functools.cached_property
+    def _sparse_top(self) -> bool:
+        """Whether the top labels are found among the reached ones (many labels) rather than
+        in a dense block (few: at most four times what the beams can reach per query)."""
+        reachable = sum(self.beam * max(tree.leaf_width, 1) for tree in self.trees)
+        return len(self.labels) > 4 * reachable
+
     def predict_rows(self, rows: Rows, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (labels, scores) of feature rows: XReg's relevance estimates, or with
         ``rerank`` XReg-t's ``exp(s_l)`` over the top ``shortlist`` labels."""
         if not self.rerank:
             return self.top_relevance(rows, k)
-        top_labels, top_scores = self.top_relevance(rows, int(self.config.get("shortlist", 100)))
+        return self._rerank(rows, *self.top_relevance(rows, int(self.config.get("shortlist", 100))), k)
+
+    def _rerank(self, rows: Rows, top_labels: np.ndarray, top_scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """XReg-t: each row's shortlist re-ranked by ``α log P_xreg + (1 − α) log P_tail``."""
         query, slot = np.nonzero(top_labels >= 0)
         label = top_labels[query, slot].astype(np.int64)
         alpha = float(self.config.get("alpha", 0.8))

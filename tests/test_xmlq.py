@@ -276,3 +276,15 @@ def test_distributed_needs_tf_config(tmp_path, data_dir) -> None:
                   "--taxonomy", data_dir / "bestbuy_categories_2016.json.gz", "--out", tmp_path / "x",
                   env={"TF_CONFIG": ""})
     assert result.returncode == 2 and "needs $TF_CONFIG" in result.stderr
+
+
+def test_single_query_path_equals_the_batch_path(hybrid_dir) -> None:
+    """XML-Q's single-query path (its own one-thread onnxruntime session) and the XML-Q hybrid's."""
+    from qcat.classifier import Classifier
+    from single_query_check import assert_same_answers
+
+    hybrid = Classifier.load(hybrid_dir).compile().model
+    queries = ["ipod", "ipod nano", "apple ipod nano case", "zzqx unknown words here", "tv wall mount 55 inch"]
+    for model in (hybrid, hybrid.long, hybrid.with_options(route_to="xmlq")):
+        for k in (1, 5, 40):
+            assert_same_answers(model, queries, k)
