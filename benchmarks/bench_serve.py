@@ -11,14 +11,17 @@ is bounded in requests and seconds. For each configuration it prints:
 - the HTTP overhead: p50 at 1 client minus the in-process p50 of one query.
 
 Run: python benchmarks/bench_serve.py [--seconds 6] [--requests 20000]
-     python benchmarks/bench_serve.py --soak 60     (reloads every 3 s under 8 clients)
+     python benchmarks/bench_serve.py --soak 600    (reloads every 3 s under 8 clients, 2 workers)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
+import json
 import os
+import re
 import shutil
 import statistics
 import tempfile
@@ -111,10 +114,42 @@ def tampered_copy(source: Path, target: Path) -> Path:
     return target
 
 
-def soak(seconds: float, reload_every: float = 3.0, clients: int = 8, queries: list[str] | None = None) -> dict:
+async def reload_once(port: int, request: bytes) -> tuple[int, str | None]:
+    """(status, the bundle hash a 200 names) of one reload request."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    head = await reader.readuntil(b"\r\n\r\n")
+    body = await reader.readexactly(int(re.search(rb"(?i)\r\ncontent-length: *(\d+)", head).group(1)))
+    writer.close()
+    status = int(head[9:12])
+    return status, json.loads(body)["model"]["bundle_hash"] if status == 200 else None
+
+
+def wrong_bundle_answers(answers: list, start_hash: str, reloads: list) -> int:
+    """Answers from a bundle other than the one the last acknowledged reload named: between a
+    reload's answer and the next reload's request, every request sent must be answered by the
+    bundle that reload named (a refused reload names the one still served)."""
+    expected, windows, opened = start_hash, [], float("-inf")
+    for sent, acknowledged, status, bundle in reloads:
+        windows.append((opened, sent, expected))
+        if status == 200:
+            expected = bundle
+        opened = acknowledged
+    windows.append((opened, float("inf"), expected))
+    wrong = 0
+    for sent, bundle in answers:
+        for low, high, expected in windows:
+            if low < sent < high and bundle != expected:
+                wrong += 1
+    return wrong
+
+
+def soak(seconds: float, reload_every: float = 3.0, clients: int = 8, queries: list[str] | None = None,
+         workers: int = 1) -> dict:
     """``clients`` single-query clients for ``seconds`` while the model directory (a symlink) is
     repointed every ``reload_every`` s in the cycle NB part, tampered copy, demo, and reloaded
-    over HTTP. Returns the counts, the reload outcomes and the server's memory samples."""
+    over HTTP. Returns the counts, the reload outcomes, the answers from a bundle other than the
+    last acknowledged one and the server's memory samples."""
     queries = queries or ["king poster bed", "dior gaudron", "usb c cable", "lego", "nintendo switch controller"]
     token = "soak-token"
     with tempfile.TemporaryDirectory(prefix="qcat-soak-") as tmp:
@@ -122,9 +157,10 @@ def soak(seconds: float, reload_every: float = 3.0, clients: int = 8, queries: l
         targets = [DEMO / "nb", tampered_copy(DEMO / "nb", tmp / "tampered"), DEMO]
         link = tmp / "current"
         link.symlink_to(DEMO)
-        server = ServerProcess(["--model", str(link), "--no-access-log"], env={"QCAT_RELOAD_TOKEN": token})
+        server = ServerProcess(["--model", str(link), "--no-access-log", "--workers", str(workers)],
+                               env={"QCAT_RELOAD_TOKEN": token})
         reload_request = post_request("/v1/reload", {}, {"Authorization": f"Bearer {token}"})
-        outcomes, memory = [], []
+        reloads, memory = [], []  # reloads: (sent, answered, status, bundle hash)
 
         async def reloader(load: asyncio.Task) -> None:
             step = 0
@@ -135,8 +171,9 @@ def soak(seconds: float, reload_every: float = 3.0, clients: int = 8, queries: l
                 staged = tmp / "staged"
                 staged.symlink_to(targets[step % len(targets)])
                 os.replace(staged, link)  # an atomic repoint, as a deploy would do it
-                result = await drive(server.port, [reload_request], 1, 1, 30.0)
-                outcomes.append(next(iter(result.statuses)))
+                sent = time.perf_counter()
+                status, bundle = await reload_once(server.port, reload_request)
+                reloads.append((sent, time.perf_counter(), status, bundle))
                 memory.append(server.rss_mib())
                 step += 1
 
@@ -147,6 +184,7 @@ def soak(seconds: float, reload_every: float = 3.0, clients: int = 8, queries: l
             return await load
 
         try:
+            start_hash = hashlib.sha256((DEMO / "manifest.json").read_bytes()).hexdigest()
             result = run(main())
         finally:
             code = server.stop()
@@ -156,8 +194,9 @@ def soak(seconds: float, reload_every: float = 3.0, clients: int = 8, queries: l
     half = len(warm) // 2
     growth = max(warm[half:]) / max(warm[:half]) - 1 if half else float("nan")
     return {"requests": result.requests, "statuses": result.statuses, "failures": result.failures,
-            "bundles_seen": len(result.bundles), "reloads": outcomes, "memory_mib": memory,
-            "memory_growth": growth, "p99_ms": result.percentile(99), "exit_code": code}
+            "bundles_seen": len(result.bundles), "reloads": [status for _, _, status, _ in reloads],
+            "wrong_bundle": wrong_bundle_answers(result.answers, start_hash, reloads),
+            "memory_mib": memory, "memory_growth": growth, "p99_ms": result.percentile(99), "exit_code": code}
 
 
 def main() -> None:
@@ -167,15 +206,18 @@ def main() -> None:
     parser.add_argument("--only", default=None, metavar="TEXT", help="only the configurations whose name holds TEXT")
     parser.add_argument("--soak", type=float, default=None, metavar="SECONDS",
                         help="instead: the soak run, reloading every 3 s under 8 clients")
+    parser.add_argument("--soak-workers", type=int, default=2, help="workers of the soak run (default 2)")
     args = parser.parse_args()
     print(f"bench_serve: {os.cpu_count()} CPUs, shared by the server and the load generator; "
           f"load average at the start {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.soak:
         started = time.perf_counter()
-        report = soak(args.soak)
-        print(f"soak {args.soak:g} s ({time.perf_counter() - started:.0f} s wall): {report['requests']:,} requests, "
-              f"statuses {report['statuses']}, {report['failures']} failed, p99 {report['p99_ms']:.1f} ms")
-        print(f"reloads (status per attempt): {report['reloads']}; bundles seen in answers: {report['bundles_seen']}")
+        report = soak(args.soak, workers=args.soak_workers)
+        print(f"soak {args.soak:g} s, {args.soak_workers} worker(s) ({time.perf_counter() - started:.0f} s wall): "
+              f"{report['requests']:,} requests, statuses {report['statuses']}, {report['failures']} failed, "
+              f"p99 {report['p99_ms']:.1f} ms")
+        print(f"reloads (status per attempt): {report['reloads']}; bundles seen in answers: {report['bundles_seen']}; "
+              f"answers from a bundle other than the last acknowledged reload's: {report['wrong_bundle']}")
         print(f"server RSS per reload (MiB): {[round(m) for m in report['memory_mib']]}; "
               f"peak, second half vs first half after a warm-up cycle: {100 * report['memory_growth']:+.1f}%; "
               f"exit code {report['exit_code']}")

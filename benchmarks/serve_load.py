@@ -83,7 +83,12 @@ class LoadResult:
     latencies_ms: np.ndarray
     seconds: float
     statuses: dict = field(default_factory=dict)  # status (or "connection error") -> count
-    bundles: set = field(default_factory=set)  # bundle hashes seen in answers
+    answers: list = field(default_factory=list)  # (time the request was sent, bundle hash) of 200s, if recorded
+
+    @property
+    def bundles(self) -> set:
+        """Bundle hashes seen in answers."""
+        return {bundle for _, bundle in self.answers}
 
     @property
     def requests(self) -> int:
@@ -107,7 +112,7 @@ async def drive(port: int, requests: list[bytes], clients: int, max_requests: in
     are answered or ``seconds`` pass. A failed connection is counted and reopened."""
     latencies: list[float] = []
     statuses: dict = {}
-    bundles: set = set()
+    answers: list = []
     budget = [max_requests]
     deadline = time.perf_counter() + seconds
 
@@ -135,13 +140,13 @@ async def drive(port: int, requests: list[bytes], clients: int, max_requests: in
             status = int(head[9:12])
             statuses[status] = statuses.get(status, 0) + 1
             if record_bundles and status == 200:
-                bundles.add(json.loads(body)["model"]["bundle_hash"])
+                answers.append((started, json.loads(body)["model"]["bundle_hash"]))
         if connection is not None:
             connection[1].close()
 
     started = time.perf_counter()
     await asyncio.gather(*(client(c) for c in range(clients)))
-    return LoadResult(1000 * np.array(latencies), time.perf_counter() - started, statuses, bundles)
+    return LoadResult(1000 * np.array(latencies), time.perf_counter() - started, statuses, answers)
 
 
 def run(coroutine):

@@ -178,6 +178,11 @@ class Classifier:
                            for label, score in zip(labels.tolist(), scores.tolist()) if label >= 0)
         return Classification(query, normalize(query), self.model.backend, source, categories, self._calibrated(source))
 
+    def k_group(self, k: int) -> int:
+        """Requests for top-k whose k share a group can be answered by one call at the group's
+        largest k, each answer cut to its own k (the same categories and scores)."""
+        return self.model.k_group(k) if self.model.backend == "hybrid" else 0
+
     def classify_each(self, queries: Sequence[str], k: int = 5,
                       max_length: int | None = None) -> list["Classification | Failure"]:
         """Like ``classify``, but a query that cannot be classified (see ``query_problem``) gets

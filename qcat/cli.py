@@ -152,7 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help=f"largest k a request may ask for, 1..{SERVE_MAX_K} (default {MAX_K})")
     serve.add_argument("--default-k", type=int_at_least(1, SERVE_MAX_K), default=5, help="k of a request that gives none (default 5)")
     serve.add_argument("--timeout", type=positive_float(), default=5.0,
-                       help="seconds a request may take to arrive and to wait for the model (default 5)")
+                       help="seconds a request's headers and its body may take to arrive, and it may wait for "
+                            "the model (default 5)")
+    serve.add_argument("--keep-alive", type=positive_float(), default=5.0,
+                       help="seconds an idle keep-alive connection stays open (default 5)")
+    serve.add_argument("--max-connections", type=int_at_least(1), default=1000,
+                       help="open connections per worker; past it requests get 503 (default 1000)")
     serve.add_argument("--drain", type=float_at_least(0), default=10.0,
                        help="on SIGTERM, seconds in-flight requests may take to finish (default 10)")
     serve.add_argument("--no-micro-batch", action="store_true",
@@ -344,7 +349,8 @@ def run_serve(args: argparse.Namespace) -> int:
         model=args.model, backend=args.backend, cutoff=args.cutoff, host=args.host, port=args.port,
         workers=args.workers, max_batch=args.max_batch, max_query_length=args.max_query_length,
         max_body_bytes=args.max_body_bytes, timeout_s=args.timeout, max_k=args.max_k, default_k=args.default_k,
-        micro_batch=not args.no_micro_batch, access_log=not args.no_access_log, drain_s=args.drain))
+        micro_batch=not args.no_micro_batch, access_log=not args.no_access_log, drain_s=args.drain,
+        keep_alive_s=args.keep_alive, max_connections=args.max_connections))
 
 
 def run_info(args: argparse.Namespace) -> int:

@@ -124,6 +124,12 @@ class HybridModel:
             predictions = Predictions(self._labels_of(name, part.labels), part.scores, part.sources)
         return calibrated_one(self.calibration, predictions, query)
 
+    def k_group(self, k: int) -> int:
+        """Requests whose k fall in one group can share a call at their largest k, each cut to
+        its own: a blended top-k sums over ``blend_depth(k)`` categories of each part, which
+        only stays the same while k <= ``BLEND_DEPTH``."""
+        return 0 if self.blend == 0 or self.route_to != "hybrid" or k <= BLEND_DEPTH else k
+
     def blend_depth(self, k: int) -> int:
         """How many categories of each part a blended top-k sums over."""
         return max(k, BLEND_DEPTH)

@@ -12,8 +12,12 @@ import hmac
 import json
 import logging
 import os
+import re
 import signal
 import time
+import uuid
+import weakref
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from datetime import datetime, timezone
 
@@ -24,12 +28,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from qcat.errors import QcatError
-from qcat.serve import loading
+from qcat.serve import loading, memory
 from qcat.serve.batching import DeadlineExceeded, DirectRunner, MicroBatcher
 from qcat.serve.config import RELOAD_TOKEN_ENV, ServeConfig
 from qcat.serve.loading import LoadedModel
 from qcat.serve.metrics import CONTENT_TYPE, ServiceMetrics
+from qcat.serve.http_layer import Lifecycle
 from qcat.serve.openapi import openapi_document
+from qcat.serve.reloads import SingleWorker
 from qcat.serve.requests import HTTPProblem, parse_classify_body, parse_classify_query_string
 
 access_log = logging.getLogger("qcat.serve.access")
@@ -49,30 +55,53 @@ def error_response(status: int, message: str, headers: dict | None = None) -> Re
 
 class ModelSlot:
     """The model being served. ``reload`` loads a new bundle next to the running one (off the
-    event loop) and swaps the reference: requests already running keep the model they took."""
+    event loop) and swaps the reference: requests already running keep the model they took;
+    the old bundle's memory is given back once the last of them ends."""
 
-    def __init__(self, config: ServeConfig, loaded: LoadedModel, metrics: ServiceMetrics) -> None:
+    def __init__(self, config: ServeConfig, loaded: LoadedModel, metrics: ServiceMetrics, reloads) -> None:
         self.config = config
         self.current = loaded
         self.metrics = metrics
+        self.reloads = reloads
         self.lock = asyncio.Lock()
+        # One loading thread: each thread that allocates gets its own malloc arena, and a bundle
+        # loaded by a different thread each time would leave a fragmented heap in every arena.
+        self.loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qcat-reload")
         metrics.serving(loaded.identity)
+        reloads.record(reloads.asked(), False, loaded.bundle_hash)
 
-    async def reload(self) -> tuple[LoadedModel, LoadedModel]:
-        """(old, new); raises QcatError (the old model keeps serving) if the bundle is refused."""
+    async def reload(self, generation: int) -> tuple[str, LoadedModel]:
+        """(the old bundle's hash, the new model), recorded as ``generation`` of the reloads;
+        raises QcatError (the old model keeps serving) if the bundle is refused."""
         async with self.lock:
             try:
-                new = await asyncio.get_running_loop().run_in_executor(None, loading.load, self.config)
+                new = await asyncio.get_running_loop().run_in_executor(self.loader, loading.load, self.config)
             except QcatError as exc:
+                self.reloads.record(generation, True, self.current.bundle_hash)
                 self.metrics.reloads.labels("refused").inc()
                 log.warning("reload refused, still serving %s: %s", self.current.bundle_hash[:12], exc)
                 raise
             old, self.current = self.current, new
+            self.reloads.record(generation, False, new.bundle_hash)
             self.metrics.reloads.labels("ok").inc()
             self.metrics.serving(new.identity, old.identity)
             log.warning("reloaded: now serving %s (was %s), loaded in %.2f s",
                         new.bundle_hash[:12], old.bundle_hash[:12], new.load_seconds)
-            return old, new
+            weakref.finalize(old, memory.give_back)  # once the last request using it has ended
+            return old.bundle_hash, new
+
+
+REQUEST_ID = re.compile(rb"[A-Za-z0-9._:/+=-]{1,128}")
+
+
+def request_id_of(headers: list[tuple[bytes, bytes]]) -> bytes:
+    """The client's ``X-Request-ID`` if it is a plain token (letters, digits, ``._:/+=-``, at
+    most 128), else a new one: it is echoed in the response and the access log, so nothing
+    else (no newline, no quote) may pass."""
+    for name, value in headers:
+        if name == b"x-request-id" and REQUEST_ID.fullmatch(value):
+            return value
+    return uuid.uuid4().hex.encode("ascii")
 
 
 ROUTES = ("/v1/classify", "/v1/model", "/v1/reload", "/healthz", "/readyz", "/metrics", "/openapi.json")
@@ -91,10 +120,12 @@ class ObservedApp:
             return await self.app(scope, receive, send)
         started = time.perf_counter()
         status = [500]
+        request_id = request_id_of(scope["headers"])
 
         async def observed_send(message):
             if message["type"] == "http.response.start":
                 status[0] = message["status"]
+                message = message | {"headers": list(message.get("headers", [])) + [(b"x-request-id", request_id)]}
             await send(message)
 
         try:
@@ -108,18 +139,21 @@ class ObservedApp:
                 client = scope.get("client")
                 access_log.info(json.dumps({
                     "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
-                    "pid": os.getpid(), "method": scope["method"], "path": scope["path"],
+                    "pid": os.getpid(), "request_id": request_id.decode("ascii"),
+                    "method": scope["method"], "path": scope["path"],
                     "status": status[0], "ms": round(elapsed * 1000, 3),
                     "queries": scope.get("state", {}).get("queries"),
                     "client": f"{client[0]}:{client[1]}" if client else None,
                 }, ensure_ascii=False))
 
 
-def create_app(config: ServeConfig, loaded: LoadedModel, on_reloaded=None) -> ObservedApp:
-    """The ASGI application serving ``loaded``. ``on_reloaded()`` is called after a reload
-    requested over HTTP succeeds (the pre-fork runner uses it to reload the other workers)."""
+def create_app(config: ServeConfig, loaded: LoadedModel, reloads=None, lifecycle: Lifecycle | None = None) -> ObservedApp:
+    """The ASGI application serving ``loaded``. ``reloads`` (:mod:`qcat.serve.reloads`) tells a
+    reload how to reach the other workers, if any; ``lifecycle`` says when the process drains."""
+    reloads = reloads if reloads is not None else SingleWorker()
+    lifecycle = lifecycle if lifecycle is not None else Lifecycle()
     metrics = ServiceMetrics()
-    slot = ModelSlot(config, loaded, metrics)
+    slot = ModelSlot(config, loaded, metrics, reloads)
     runner = (MicroBatcher(metrics, config.max_query_length, config.max_batch) if config.micro_batch
               else DirectRunner(metrics, config.max_query_length))
 
@@ -179,17 +213,26 @@ def create_app(config: ServeConfig, loaded: LoadedModel, on_reloaded=None) -> Ob
             return error_response(401, "reload needs the header 'Authorization: Bearer <token>' with the "
                                        f"token in {RELOAD_TOKEN_ENV}", {"WWW-Authenticate": "Bearer"})
         try:
-            old, new = await slot.reload()
+            previous_hash, new = await slot.reload(reloads.ask())
         except QcatError as exc:
             return error_response(422, f"bundle refused, still serving {slot.current.bundle_hash}: {exc}")
-        if on_reloaded is not None:
-            on_reloaded()
-        return json_response({"reloaded": True, "previous_bundle_hash": old.bundle_hash, "model": new.summary()})
+        states, in_time = await reloads.everywhere(reloads.asked())
+        workers = [state.to_json() for state in states]
+        behind = [state for state in states if state.refused or state.bundle_hash != new.bundle_hash]
+        if behind or not in_time:
+            late = "" if in_time else " (not every worker reloaded in time)"
+            return json_response({"error": f"this worker serves {new.bundle_hash}, but {len(behind)} of "
+                                           f"{len(states)} workers serve another bundle{late}: reload again",
+                                  "workers": workers}, 500)
+        return json_response({"reloaded": True, "previous_bundle_hash": previous_hash, "model": new.summary(),
+                              "workers": workers})
 
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
+        if lifecycle.draining:
+            return json_response({"status": "draining", **slot.current.identity}, 503)
         return json_response({"status": "ready", **slot.current.identity})
 
     async def prometheus(request: Request) -> Response:
@@ -210,7 +253,7 @@ def create_app(config: ServeConfig, loaded: LoadedModel, on_reloaded=None) -> Ob
     def reload_on_sighup() -> None:
         async def run():
             try:
-                await slot.reload()
+                await slot.reload(reloads.asked())
             except QcatError:
                 pass  # logged by ModelSlot.reload; the old model keeps serving
         asyncio.get_running_loop().create_task(run())
@@ -239,4 +282,5 @@ def create_app(config: ServeConfig, loaded: LoadedModel, on_reloaded=None) -> Ob
         exception_handlers={HTTPException: http_error, Exception: internal_error},
         lifespan=lifespan,
     )
+    app.router.redirect_slashes = False  # /v1/classify/ is a 404 with a JSON error, not a 307
     return ObservedApp(app, metrics, config.access_log)

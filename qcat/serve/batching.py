@@ -1,9 +1,11 @@
 """The model call behind ``/v1/classify``: two runners with one interface.
 
 ``DirectRunner`` classifies each request on its own, on the event loop. ``MicroBatcher`` queues
-requests and classifies all that are waiting (same model, same k) in one call, up to
-``max_queries``: concurrent small requests share the model's fixed per-call cost, with no added
-wait, since a batch is whatever arrived while the previous call ran. Both run the model on the
+requests and classifies all that are waiting (same model) in one call, up to ``max_queries``:
+concurrent small requests share the model's fixed per-call cost, with no added wait, since a
+batch is whatever arrived while the previous call ran. Requests for different k share the call
+at their largest k, each cut to its own (``Classifier.k_group`` says which k may share).
+A lone query takes the model's compiled single-query path. Both run the model on the
 event loop thread (it holds the GIL anyway), so a call is never shared between threads.
 A request that has waited past its deadline is answered 503 and not computed.
 """
@@ -11,7 +13,7 @@ A request that has waited past its deadline is answered 503 and not computed.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from qcat.classifier import Classification, Failure
 from qcat.serve.loading import LoadedModel
@@ -28,6 +30,12 @@ def _run(loaded: LoadedModel, queries: list[str], k: int, max_length: int, metri
     answers = loaded.classifier.classify_each(queries, k, max_length)
     metrics.model_calls.observe(len(queries))
     return answers
+
+
+def cut(answers: list[Answer], k: int) -> list[Answer]:
+    """Answers computed at a larger k, cut to the top ``k``."""
+    return [replace(a, categories=a.categories[:k]) if isinstance(a, Classification) and len(a.categories) > k else a
+            for a in answers]
 
 
 class DirectRunner:
@@ -92,11 +100,13 @@ class MicroBatcher:
             raise DeadlineExceeded() from None
 
     def _take_batch(self) -> list[_Job]:
-        """The oldest job and the waiting jobs with its model and k, up to ``max_queries``."""
+        """The oldest job and the waiting jobs with its model and k group, up to ``max_queries``."""
         first = self._jobs[0]
+        group = first.loaded.classifier.k_group(first.k)
         batch, size, rest = [], 0, []
         for job in self._jobs:
-            fits = job.loaded is first.loaded and job.k == first.k and (not batch or size + len(job.queries) <= self.max_queries)
+            fits = (job.loaded is first.loaded and job.loaded.classifier.k_group(job.k) == group
+                    and (not batch or size + len(job.queries) <= self.max_queries))
             if fits:
                 batch.append(job)
                 size += len(job.queries)
@@ -119,15 +129,16 @@ class MicroBatcher:
                 batch = [job for job in batch if not job.future.done()]
                 if batch:
                     queries = [query for job in batch for query in job.queries]
+                    k = max(job.k for job in batch)
                     try:
-                        answers = _run(batch[0].loaded, queries, batch[0].k, self.max_length, self.metrics)
+                        answers = _run(batch[0].loaded, queries, k, self.max_length, self.metrics)
                     except Exception as exc:  # a model failure fails its batch's requests, not the service
                         for job in batch:
                             job.future.set_exception(exc)
                     else:
                         start = 0
                         for job in batch:
-                            job.future.set_result(answers[start:start + len(job.queries)])
+                            job.future.set_result(cut(answers[start:start + len(job.queries)], job.k))
                             start += len(job.queries)
                 # Let the loop read the requests that arrived during the call before the next one.
                 await asyncio.sleep(0)

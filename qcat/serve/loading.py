@@ -49,14 +49,15 @@ class LoadedModel:
 
 
 def load(config: ServeConfig) -> LoadedModel:
-    """Load and verify the bundle ``config`` names. The path is resolved once, so a symlink
+    """Load and verify the bundle ``config`` names, and make its single-query path ready (no
+    request pays for compiling it). The path is resolved once, so a symlink
     repointed during the load cannot mix two bundles; a manifest that changes while loading
     is refused."""
     configured = config.model if config.model is not None else default_model_dir()
     directory = Path(configured).resolve()
     started = time.perf_counter()
     before = _manifest_hash(directory)
-    classifier = Classifier.load(directory, backend=config.backend, cutoff=config.cutoff)
+    classifier = Classifier.load(directory, backend=config.backend, cutoff=config.cutoff).compile()
     if _manifest_hash(directory) != before:
         raise BundleError(f"model bundle {directory} changed while it was being loaded; try again")
     return LoadedModel(classifier, Path(configured), before,

@@ -5,12 +5,14 @@ here: they become per-item errors in the response, like ``qcat classify``."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from qcat.serve.config import ServeConfig
 
 CLASSIFY_FIELDS = ("queries", "k")
+ASCII_DIGITS = re.compile(r"[0-9]{1,9}")
 
 
 class HTTPProblem(Exception):
@@ -56,6 +58,9 @@ def parse_classify_body(body: bytes, config: ServeConfig) -> ClassifyRequest:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise HTTPProblem(400, f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise HTTPProblem(400, "request body is nested too deeply: send a JSON object like "
+                               '{"queries": ["..."], "k": 5}') from None
     if not isinstance(data, dict):
         raise HTTPProblem(400, f'request body must be a JSON object like {{"queries": ["..."], "k": 5}}, got {_json_type(data)}')
     unknown = sorted(set(data) - set(CLASSIFY_FIELDS))
@@ -98,9 +103,7 @@ def parse_classify_query_string(raw: bytes, config: ServeConfig) -> ClassifyRequ
         raise HTTPProblem(400, "parameter q is missing: GET /v1/classify?q=QUERY[&k=5]")
     k = config.default_k
     if "k" in fields:
-        try:
-            k = int(fields["k"][0])
-        except ValueError:
-            raise HTTPProblem(400, f"k must be an integer, got {fields['k'][0]!r}") from None
-        k = check_k(k, config)
+        if not ASCII_DIGITS.fullmatch(fields["k"][0]):  # int() also takes "5_0", " 5" and "٥"
+            raise HTTPProblem(400, f"k must be an integer written in the digits 0-9, got {fields['k'][0]!r}")
+        k = check_k(int(fields["k"][0]), config)
     return ClassifyRequest(fields["q"], k)

@@ -15,9 +15,10 @@ import socket
 import sys
 
 from qcat.errors import InputError, QcatError
-from qcat.serve import loading
+from qcat.serve import loading, memory
 from qcat.serve.config import ServeConfig
 from qcat.serve.loading import LoadedModel
+from qcat.serve.reloads import PreforkedWorker, ReloadBoard
 
 log = logging.getLogger("qcat.serve")
 SUPERVISED = (signal.SIGHUP, signal.SIGTERM, signal.SIGINT, signal.SIGCHLD)
@@ -27,11 +28,13 @@ def serve(config: ServeConfig) -> int:
     """Load and verify the model, listen, serve until stopped. Errors before serving (a bad
     bundle, a port in use) are ``QcatError``s with one-line messages."""
     _configure_logging()
+    memory.keep_large_allocations_returnable()
     loaded = loading.load(config)
     if config.workers == 1:
         sock = _listen(config)
         _announce(config, loaded, sock.getsockname()[:2])
-        _run_worker(config, loaded, sock)
+        startup, loaded = [loaded], None  # the app takes it: once reloaded, nothing here keeps it alive
+        _run_worker(config, startup, sock)
         return 0
     return _supervise(config, loaded)
 
@@ -80,14 +83,19 @@ def _bound(config: ServeConfig, port: int | None, reuse_port: bool) -> socket.so
     return sock
 
 
-def _run_worker(config: ServeConfig, loaded: LoadedModel, sock: socket.socket, on_reloaded=None) -> None:
+def _run_worker(config: ServeConfig, startup: list[LoadedModel], sock: socket.socket, reloads=None) -> None:
+    """Serve on ``sock``. ``startup`` holds the model to start with; the worker takes it out, so
+    that after a reload no frame keeps the startup bundle's memory."""
     import uvicorn
 
     from qcat.serve.app import create_app
+    from qcat.serve.http_layer import DrainingServer, Lifecycle, guarded_protocol
 
-    app = create_app(config, loaded, on_reloaded)
-    server = uvicorn.Server(uvicorn.Config(
-        app, loop="uvloop", http="httptools", lifespan="on", access_log=False, log_level="warning",
+    lifecycle = Lifecycle()
+    app = create_app(config, startup.pop(), reloads, lifecycle)
+    server = DrainingServer(lifecycle, uvicorn.Config(
+        app, loop="uvloop", http=guarded_protocol(config.timeout_s, config.max_connections, lifecycle),
+        lifespan="on", access_log=False, log_level="warning", timeout_keep_alive=config.keep_alive_s,
         timeout_graceful_shutdown=config.drain_s, server_header=False))
     server.run(sockets=[sock])
 
@@ -100,11 +108,12 @@ def _supervise(config: ServeConfig, loaded: LoadedModel) -> int:
     placeholder = _bound(config, None, reuse_port=True)
     port = placeholder.getsockname()[1]
     signal.pthread_sigmask(signal.SIG_BLOCK, SUPERVISED)
-    children: set[int] = set()
+    children: dict[int, int] = {}  # pid -> its slot on the reload board
     parent = os.getpid()
+    board = ReloadBoard(config.workers)
     ready_read, ready_write = os.pipe()
 
-    def spawn(model: LoadedModel, at_start: bool) -> None:
+    def spawn(model: LoadedModel, slot: int, at_start: bool) -> None:
         pid = os.fork()
         if pid == 0:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, SUPERVISED)
@@ -116,16 +125,17 @@ def _supervise(config: ServeConfig, loaded: LoadedModel) -> int:
                     os.close(ready_read)
                     os.write(ready_write, b".")
                     os.close(ready_write)
-                _run_worker(config, model, sock, on_reloaded=lambda: os.kill(parent, signal.SIGHUP))
+                startup, model = [model], None
+                _run_worker(config, startup, sock, PreforkedWorker(board, slot, parent))
             except BaseException:
                 log.exception("worker failed")
                 code = 1
             finally:
                 os._exit(code)
-        children.add(pid)
+        children[pid] = slot
 
-    for _ in range(config.workers):
-        spawn(loaded, at_start=True)
+    for slot in range(config.workers):
+        spawn(loaded, slot, at_start=True)
     os.close(ready_write)
     listening = b""
     while len(listening) < config.workers:
@@ -141,28 +151,29 @@ def _supervise(config: ServeConfig, loaded: LoadedModel) -> int:
     while children:
         info = signal.sigwaitinfo(SUPERVISED)
         if info.si_signo == signal.SIGHUP:
-            for pid in children - {info.si_pid}:  # a worker that reloaded over HTTP has done so already
+            for pid in set(children) - {info.si_pid}:  # a worker that reloaded over HTTP has done so already
                 os.kill(pid, signal.SIGHUP)
         elif info.si_signo in (signal.SIGTERM, signal.SIGINT):
             stopping = True
             for pid in children:
                 os.kill(pid, signal.SIGTERM)
         else:
-            for pid in _reap(children):
+            for pid, slot in _reap(children):
+                board.clear(slot)
                 if not stopping:
                     log.warning("worker %d exited; starting another", pid)
-                    spawn(_fresh_or(loaded, config), at_start=False)
+                    spawn(_fresh_or(loaded, config), slot, at_start=False)
     return 0
 
 
-def _reap(children: set[int]) -> list[int]:
+def _reap(children: dict[int, int]) -> list[tuple[int, int]]:
+    """(pid, slot) of each worker that has ended."""
     ended = []
     while children:
         pid, _ = os.waitpid(-1, os.WNOHANG)
         if pid == 0:
             break
-        children.discard(pid)
-        ended.append(pid)
+        ended.append((pid, children.pop(pid)))
     return ended
 
 
