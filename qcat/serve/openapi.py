@@ -20,7 +20,11 @@ def openapi_document(config: ServeConfig) -> dict:
         "openapi": "3.1.0",
         "info": {"title": "qcat query categorization", "version": __version__,
                  "description": "Categorize e-commerce search queries into the leaf categories of a taxonomy. "
-                                "Results are the objects of `qcat classify --json`."},
+                                "Results are the objects of `qcat classify --json`. Every response carries "
+                                "`X-Request-ID`: the request's own (letters, digits, `._:/+=-`, at most 128) or "
+                                "a new one; the access log records it. Every error is JSON, `{\"error\": ...}`, "
+                                "including 400 for a request the HTTP parser cannot read, 408 for headers that "
+                                "do not arrive within --timeout and 503 past --max-connections."},
         "paths": {
             "/v1/classify": {
                 "get": {
@@ -29,7 +33,7 @@ def openapi_document(config: ServeConfig) -> dict:
                         {"name": "q", "in": "query", "required": True, "schema": {"type": "string"}},
                         {"name": "k", "in": "query", "required": False, "schema": k},
                     ],
-                    "responses": {"200": classified, "400": error, "503": error},
+                    "responses": {"200": classified, "400": error, "408": error, "503": error},
                 },
                 "post": {
                     "summary": "Classify a batch of queries",
@@ -47,17 +51,27 @@ def openapi_document(config: ServeConfig) -> dict:
                 "summary": "Load the model directory again, verify it and swap it in",
                 "description": f"Needs `Authorization: Bearer <token>` with the token the service was started "
                                f"with in {RELOAD_TOKEN_ENV}. A bundle that fails verification is refused and "
-                               "the old one keeps serving.",
+                               "the old one keeps serving. With several workers, the answer comes once every "
+                               "worker has reloaded: a 200 means all of them serve the new bundle.",
                 "security": [{"reloadToken": []}],
-                "responses": {"200": {"description": "reloaded", "content": {"application/json": {"schema": {
-                    "type": "object", "required": ["reloaded", "previous_bundle_hash", "model"],
+                "responses": {"200": {"description": "reloaded: every worker now serves the new bundle",
+                                      "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["reloaded", "previous_bundle_hash", "model", "workers"],
                     "properties": {"reloaded": {"const": True}, "previous_bundle_hash": {"type": "string"},
-                                   "model": {"$ref": "#/components/schemas/ModelSummary"}}}}}},
-                              "401": error, "403": error, "422": error},
+                                   "model": {"$ref": "#/components/schemas/ModelSummary"},
+                                   "workers": {"type": "array", "items": {"$ref": "#/components/schemas/Worker"}}}}}}},
+                              "401": error, "403": error, "422": error,
+                              "500": {"description": "this worker reloaded, but some other worker serves another "
+                                                     "bundle (or did not reload in time): reload again",
+                                      "content": {"application/json": {"schema": {
+                                          "type": "object", "required": ["error", "workers"], "properties": {
+                                              "error": {"type": "string"}, "workers": {"type": "array", "items": {
+                                                  "$ref": "#/components/schemas/Worker"}}}}}}}},
             }},
             "/healthz": {"get": {"summary": "Liveness", "responses": {"200": _json("Status", "alive")}}},
             "/readyz": {"get": {"summary": "Readiness: a verified model is loaded",
-                                "responses": {"200": _json("Status", "ready")}}},
+                                "responses": {"200": _json("Status", "ready"),
+                                              "503": _json("Status", "draining: the process is shutting down")}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {
                 "description": "Prometheus text format", "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
             "/openapi.json": {"get": {"summary": "This document", "responses": {"200": {
@@ -95,6 +109,9 @@ def openapi_document(config: ServeConfig) -> dict:
                                                 "load_seconds": {"type": "number"}, "labels": {"type": "integer"},
                                                 "directory": {"type": "string"}}},
                 "Status": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}},
+                "Worker": {"type": "object", "required": ["pid", "bundle_hash", "last_reload"], "properties": {
+                    "pid": {"type": "integer"}, "bundle_hash": {"type": "string"},
+                    "last_reload": {"enum": ["ok", "refused"]}}},
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
             },
         },

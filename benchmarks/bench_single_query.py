@@ -1,0 +1,113 @@
+"""One query at a time, in one process: what a search engine pays per query for the shipped model.
+
+On the real-text test queries (1,000 whole held-out titles and 1,000 first-two-token cuts,
+``real-title`` and ``real-2tok``), each model classifies one query per call, top 5, three
+passes with the tokenizer's cache emptied before each (so normalization is paid every time):
+
+- the shipped demo model (hybrid: NB + XReg blend) through the compiled single-query path
+  (``Classifier.compile()``, as ``qcat serve`` loads it) and through the batch path with one
+  query (what every single-query call paid before the compiled path);
+- its own NB part (``--backend nb``), both ways;
+- Omikuji (Parabel trees, the peer of benchmarks/bench_real_text.py, trained here on the demo
+  training split) through its Python ``predict`` of one query, from the query text (tf-idf
+  features included); ``--skip-omikuji`` leaves it out.
+
+It prints p50 / p99 per query in ms, and the ratios the online target is stated in.
+
+    python benchmarks/bench_single_query.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+PASSES = 3
+PER_SET = 1000
+K = 5
+
+
+def real_text_queries() -> list[str]:
+    from training.corpus import Corpus
+
+    corpus = Corpus.open()
+    return [q for name in ("real-title", "real-2tok") for q in list(corpus.query_set(name, "test").queries)[:PER_SET]]
+
+
+def per_query_ms(classify_one, queries: list[str]) -> np.ndarray:
+    """Milliseconds of each call, over ``PASSES`` passes (the tokenizer's cache emptied each time)."""
+    from qcat.normalize import _tokens
+
+    for query in queries[:50]:  # first calls: page faults, lazily built indexes
+        classify_one(query)
+    times = []
+    for _ in range(PASSES):
+        _tokens.cache_clear()
+        for query in queries:
+            started = time.perf_counter()
+            classify_one(query)
+            times.append(time.perf_counter() - started)
+    return 1000 * np.array(times)
+
+
+def omikuji_peer():
+    from bench_real_text import OmikujiPeer
+    from training.corpus import Corpus
+
+    dataset = Corpus.open().dataset("base")
+    with tempfile.TemporaryDirectory(prefix="qcat-omikuji-") as workdir:
+        started = time.perf_counter()
+        peer = OmikujiPeer.train(dataset.train, Path(workdir))
+        print(f"Omikuji trained in {time.perf_counter() - started:.0f} s")
+    return peer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--skip-omikuji", action="store_true", help="leave the Omikuji peer out")
+    args = parser.parse_args()
+
+    from qcat.classifier import Classifier
+
+    queries = real_text_queries()
+    print(f"bench_single_query: {len(queries):,} real-text queries x {PASSES} passes, top {K}; "
+          f"{os.cpu_count()} CPUs, load average {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    started = time.perf_counter()
+    hybrid = Classifier.load().compile()
+    print(f"shipped model loaded and compiled in {time.perf_counter() - started:.2f} s "
+          f"(numba's on-disk cache holds the kernels after the first run)")
+    nb = Classifier.load(backend="nb").compile()
+    rows = {
+        "shipped model (hybrid), compiled single-query path": lambda q: hybrid.classify([q], K),
+        "shipped model (hybrid), batch path with one query": lambda q: hybrid.model.predict([q], K),
+        "its NB part, compiled single-query path": lambda q: nb.classify([q], K),
+        "its NB part, batch path with one query": lambda q: nb.model.predict([q], K),
+    }
+    if not args.skip_omikuji:
+        peer = omikuji_peer()
+        rows["Omikuji (Parabel), predict of one query"] = lambda q: peer.predict([q], K)
+    results = {name: per_query_ms(classify_one, queries) for name, classify_one in rows.items()}
+    print("\n| model, path | p50 ms | p99 ms |\n|---|---:|---:|")
+    for name, times in results.items():
+        print(f"| {name} | {np.percentile(times, 50):.3f} | {np.percentile(times, 99):.3f} |")
+    p50 = {name: float(np.percentile(times, 50)) for name, times in results.items()}
+    shipped = p50["shipped model (hybrid), compiled single-query path"]
+    print(f"\nshipped model p50 / its NB part's p50: {shipped / p50['its NB part, compiled single-query path']:.2f}x "
+          f"(both compiled), {shipped / p50['its NB part, batch path with one query']:.2f}x (NB's batch path)")
+    print(f"shipped model, compiled vs batch path: {p50['shipped model (hybrid), batch path with one query'] / shipped:.1f}x faster")
+    if "Omikuji (Parabel), predict of one query" in p50:
+        print(f"shipped model p50 / Omikuji's: {shipped / p50['Omikuji (Parabel), predict of one query']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
