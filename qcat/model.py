@@ -41,6 +41,12 @@ class Model(Protocol):
         single-query path: what an online caller, one query per request, pays for."""
         ...
 
+    @property
+    def faster_one_by_one(self) -> bool:
+        """Whether a batch is answered faster query by query through ``predict_one`` than by
+        ``predict`` (once compiled): true where the batch path's cost is per-call overhead."""
+        ...
+
     def explain(self, query: str, k: int) -> list[str]:
         """Human-readable lines on how the model scored ``query``."""
         ...

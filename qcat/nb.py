@@ -138,6 +138,10 @@ class NaiveBayesModel:
         labels[:n] = self.lookup_labels[start : start + n]
         scores[:n] = clicks[:n] / clicks.sum()
 
+    # The batch path wins from about 50 queries on (demo NB: 23 µs per query in batches of 100,
+    # 30 µs one by one): one bincount over the batch is cheaper than a kernel call per query.
+    faster_one_by_one = False
+
     def uncalibrated(self) -> "NaiveBayesModel":
         return replace(self, calibration=None)
 

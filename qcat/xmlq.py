@@ -95,6 +95,10 @@ class XMLQModel:
         labels[0, :len(top_labels)], scores[0, :len(top_labels)] = top_labels, top_scores
         return calibrated_one(self.calibration, Predictions(labels, scores, ("xmlq",)), query)
 
+    # One network call per batch wins from about 8 queries on (small preset: 276 µs per query in
+    # batches of 8, 125 in batches of 1,000, 436-612 one by one).
+    faster_one_by_one = False
+
     def uncalibrated(self) -> "XMLQModel":
         return replace(self, calibration=None)
 

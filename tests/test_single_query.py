@@ -98,6 +98,8 @@ def test_a_compiled_classifier_answers_single_queries_as_batches(demo) -> None:
     queries = ["dior gaudron", "king poster bed", "tv", "samsung galaxy s21 case"]
     batch = Classifier.load().classify(queries, 5)
     assert demo.compiled and not Classifier.load().compiled
+    # Batches go query by query where that is faster: XReg and so the demo hybrid, not NB.
+    assert demo.model.faster_one_by_one and demo.model.long.faster_one_by_one and not demo.model.nb.faster_one_by_one
     for query, expected in zip(queries, batch):
         (one,) = demo.classify([query], 5)
         assert (one.source, [c.id for c in one.categories]) == (expected.source, [c.id for c in expected.categories])

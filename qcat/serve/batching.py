@@ -5,7 +5,8 @@ requests and classifies all that are waiting (same model) in one call, up to ``m
 concurrent small requests share the model's fixed per-call cost, with no added wait, since a
 batch is whatever arrived while the previous call ran. Requests for different k share the call
 at their largest k, each cut to its own (``Classifier.k_group`` says which k may share).
-Each query takes the model's compiled single-query path (see ``Classifier.classify``). Both run the model on the
+A lone query takes the model's compiled single-query path, and so does each query of a batch where
+the model is faster one by one (see ``Classifier.classify``). Both run the model on the
 event loop thread (it holds the GIL anyway), so a call is never shared between threads.
 A request that has waited past its deadline is answered 503 and not computed.
 """
