@@ -12,6 +12,7 @@ is bounded in requests and seconds. For each configuration it prints:
 
 Run: python benchmarks/bench_serve.py [--seconds 6] [--requests 20000]
      python benchmarks/bench_serve.py --soak 600    (reloads every 3 s under 8 clients, 2 workers)
+     python benchmarks/bench_serve.py --reload-memory 100   (RSS over 100 reloads, 1 and 2 workers)
 """
 
 from __future__ import annotations
@@ -199,6 +200,25 @@ def soak(seconds: float, reload_every: float = 3.0, clients: int = 8, queries: l
             "memory_mib": memory, "memory_growth": growth, "p99_ms": result.percentile(99), "exit_code": code}
 
 
+def reload_memory(reloads: int, workers: int) -> list[float]:
+    """The service's RSS (all its processes, MiB) at start and after every 10 reloads of the demo
+    model over HTTP, with no traffic."""
+    token = "memory-token"
+    server = ServerProcess(["--model", str(DEMO), "--no-access-log", "--workers", str(workers)],
+                           env={"QCAT_RELOAD_TOKEN": token})
+    request = post_request("/v1/reload", {}, {"Authorization": f"Bearer {token}"})
+    try:
+        samples = [server.rss_mib()]
+        for i in range(1, reloads + 1):
+            status, _ = run(reload_once(server.port, request))
+            assert status == 200, f"reload {i} answered {status}"
+            if i % 10 == 0:
+                samples.append(server.rss_mib())
+    finally:
+        server.stop()
+    return samples
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=6.0, help="longest time per load level (default 6)")
@@ -207,9 +227,18 @@ def main() -> None:
     parser.add_argument("--soak", type=float, default=None, metavar="SECONDS",
                         help="instead: the soak run, reloading every 3 s under 8 clients")
     parser.add_argument("--soak-workers", type=int, default=2, help="workers of the soak run (default 2)")
+    parser.add_argument("--reload-memory", type=int, default=None, metavar="N",
+                        help="instead: RSS over N reloads of the demo model, with 1 and with 2 workers")
     args = parser.parse_args()
     print(f"bench_serve: {os.cpu_count()} CPUs, shared by the server and the load generator; "
           f"load average at the start {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if args.reload_memory:
+        for workers in (1, 2):
+            samples = reload_memory(args.reload_memory, workers)
+            print(f"{workers} worker(s): RSS (MiB) at start and after every 10 reloads: "
+                  f"{[round(m) for m in samples]}; the last vs the one after 10 reloads: "
+                  f"{100 * (samples[-1] / samples[1] - 1):+.1f}%")
+        return
     if args.soak:
         started = time.perf_counter()
         report = soak(args.soak, workers=args.soak_workers)
