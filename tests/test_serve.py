@@ -72,6 +72,21 @@ def test_results_are_the_objects_of_classify_json(server):
     assert status == 200 and single["results"] == expected[:1]
 
 
+def test_min_score_keeps_only_categories_scoring_at_least_it(server):
+    queries = ["king poster bed", "dior gaudron", "lego star wars", "usb c cable"]
+    status, _, everything = call(server.port, "POST", "/v1/classify", {"queries": queries, "k": 10})
+    assert status == 200
+    for floor in (0.05, 0.5, 0.9):
+        status, _, kept = call(server.port, "POST", "/v1/classify", {"queries": queries, "k": 10, "min_score": floor})
+        assert status == 200
+        for full, cut in zip(everything["results"], kept["results"]):
+            assert cut["categories"] == [c for c in full["categories"] if c["score"] >= floor]
+    status, _, single = call(server.port, "GET", "/v1/classify?q=king%20poster%20bed&k=10&min_score=0.05")
+    expected = [c for c in everything["results"][0]["categories"] if c["score"] >= 0.05]
+    assert status == 200 and single["results"][0]["categories"] == expected
+    assert 0 < len(expected) < len(everything["results"][0]["categories"])  # the floor did cut, and not all
+
+
 def test_a_failing_query_does_not_take_its_batch_down(server):
     status, _, body = call(server.port, "POST", "/v1/classify",
                            {"queries": ["king poster bed", "", "?!", "x" * 201, "lego"]})
@@ -108,6 +123,11 @@ def test_a_failing_query_does_not_take_its_batch_down(server):
     ("GET", "/v1/classify/?q=tv", None, 404, "no route /v1/classify/"),
     ("GET", "/healthz/", None, 404, "no route /healthz/"),
     ("GET", "/v1/classify?q=tv&lang=en", None, 400, "unknown parameter 'lang'"),
+    ("GET", "/v1/classify?q=tv&min_score=1.5", None, 400, "min_score must lie in [0, 1]"),
+    ("GET", "/v1/classify?q=tv&min_score=5e-1", None, 400, "min_score must be a decimal number in [0, 1]"),
+    ("GET", "/v1/classify?q=tv&min_score=nan", None, 400, "min_score must be a decimal number in [0, 1]"),
+    ("POST", "/v1/classify", {"queries": ["tv"], "min_score": "0.5"}, 400, "min_score must be a number in [0, 1], got string"),
+    ("POST", "/v1/classify", {"queries": ["tv"], "min_score": -0.1}, 400, "min_score must lie in [0, 1]"),
     ("GET", "/v2/classify", None, 404, "no route /v2/classify"),
     ("PUT", "/v1/classify", b"{}", 405, "PUT is not allowed on /v1/classify"),
 ])
@@ -298,9 +318,9 @@ def test_requests_finish_on_the_model_they_started_with():
         batcher = MicroBatcher(ServiceMetrics(), 1000, 1000)
         await batcher.start()
         deadline = asyncio.get_running_loop().time() + 30
-        answers = await asyncio.gather(batcher.classify(hybrid, ["lego"], 5, deadline),
-                                       batcher.classify(nb, ["lego"], 5, deadline),
-                                       batcher.classify(hybrid, ["tv"], 5, deadline))
+        answers = await asyncio.gather(batcher.classify(hybrid, ["lego"], 5, None, deadline),
+                                       batcher.classify(nb, ["lego"], 5, None, deadline),
+                                       batcher.classify(hybrid, ["tv"], 5, None, deadline))
         await batcher.stop()
         return answers
 

@@ -200,8 +200,9 @@ def test_a_reload_200_means_every_worker_serves_the_new_bundle(tmp_path):
 
 
 def test_micro_batches_share_one_call_across_k():
-    """Requests for k = 1, 5 and 20 share one model call at k = 20, each cut to its own k; a blended
-    hybrid's k = 30 sums over more categories of each part, so it gets a call of its own."""
+    """Requests for k = 1, 5 and 20 share one model call at k = 20, each cut to its own k and
+    min_score; a blended hybrid's k = 30 sums over more categories of each part, so it gets a call
+    of its own."""
     import asyncio
 
     from qcat.serve.batching import MicroBatcher
@@ -211,19 +212,23 @@ def test_micro_batches_share_one_call_across_k():
 
     loaded = load(ServeConfig(model=DEMO))
     metrics = ServiceMetrics()
-    asks = [(["king poster bed", "lego"], 1), (["dior gaudron"], 5), (["usb c cable"], 20), (["tv stand"], 30)]
+    asks = [(["king poster bed", "lego"], 1, None), (["dior gaudron"], 5, 0.2), (["usb c cable"], 20, None),
+            (["tv stand"], 30, 0.01)]
 
     async def scenario():
         batcher = MicroBatcher(metrics, 1000, 1000)
         await batcher.start()
         deadline = asyncio.get_running_loop().time() + 30
-        answers = await asyncio.gather(*(batcher.classify(loaded, queries, k, deadline) for queries, k in asks))
+        answers = await asyncio.gather(*(batcher.classify(loaded, queries, k, floor, deadline)
+                                         for queries, k, floor in asks))
         await batcher.stop()
         return answers
 
     answers = asyncio.run(scenario())
-    for (queries, k), got in zip(asks, answers):
-        expected = loaded.classifier.classify(queries, k)
-        assert [a.to_json() for a in got] == [e.to_json() for e in expected]
+    for (queries, k, floor), got in zip(asks, answers):
+        expected = [e.to_json() for e in loaded.classifier.classify(queries, k)]
+        for e in expected:
+            e["categories"] = [c for c in e["categories"] if floor is None or c["score"] >= floor]
+        assert [a.to_json() for a in got] == expected
     calls = metrics.model_calls.collect()[0].samples
     assert next(s.value for s in calls if s.name.endswith("_count")) == 2

@@ -187,7 +187,7 @@ def create_app(config: ServeConfig, loaded: LoadedModel, reloads=None, lifecycle
         request.state.queries = len(parsed.queries)
         loaded = slot.current  # this request's model, whatever a reload does meanwhile
         try:
-            answers = await runner.classify(loaded, parsed.queries, parsed.k, deadline)
+            answers = await runner.classify(loaded, parsed.queries, parsed.k, parsed.min_score, deadline)
         except DeadlineExceeded:
             return error_response(503, f"the service is overloaded: the request waited more than "
                                        f"{config.timeout_s:g} s for the model", {"Retry-After": "1"})

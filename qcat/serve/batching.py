@@ -4,7 +4,8 @@
 requests and classifies all that are waiting (same model) in one call, up to ``max_queries``:
 concurrent small requests share the model's fixed per-call cost, with no added wait, since a
 batch is whatever arrived while the previous call ran. Requests for different k share the call
-at their largest k, each cut to its own (``Classifier.k_group`` says which k may share).
+at their largest k, each cut to its own (``Classifier.k_group`` says which k may share), and
+each request's ``min_score`` is applied to its own answers.
 A lone query takes the model's compiled single-query path, and so does each query of a batch where
 the model is faster one by one (see ``Classifier.classify``). Both run the model on the
 event loop thread (it holds the GIL anyway), so a call is never shared between threads.
@@ -33,10 +34,12 @@ def _run(loaded: LoadedModel, queries: list[str], k: int, max_length: int, metri
     return answers
 
 
-def cut(answers: list[Answer], k: int) -> list[Answer]:
-    """Answers computed at a larger k, cut to the top ``k``."""
-    return [replace(a, categories=a.categories[:k]) if isinstance(a, Classification) and len(a.categories) > k else a
-            for a in answers]
+def cut(answers: list[Answer], k: int, min_score: float | None) -> list[Answer]:
+    """Answers computed at a larger k (or at this one), cut to the top ``k`` categories and to
+    those scoring at least ``min_score``."""
+    floor = -1.0 if min_score is None else min_score
+    return [replace(a, categories=tuple(c for c in a.categories[:k] if c.score >= floor))
+            if isinstance(a, Classification) else a for a in answers]
 
 
 class DirectRunner:
@@ -50,10 +53,11 @@ class DirectRunner:
     async def stop(self) -> None:
         pass
 
-    async def classify(self, loaded: LoadedModel, queries: list[str], k: int, deadline: float) -> list[Answer]:
+    async def classify(self, loaded: LoadedModel, queries: list[str], k: int, min_score: float | None,
+                       deadline: float) -> list[Answer]:
         if asyncio.get_running_loop().time() > deadline:
             raise DeadlineExceeded()
-        return _run(loaded, queries, k, self.max_length, self.metrics)
+        return cut(_run(loaded, queries, k, self.max_length, self.metrics), k, min_score)
 
 
 @dataclass
@@ -61,6 +65,7 @@ class _Job:
     loaded: LoadedModel
     queries: list[str]
     k: int
+    min_score: float | None
     deadline: float
     future: asyncio.Future = field(repr=False)
 
@@ -90,9 +95,10 @@ class MicroBatcher:
                 job.future.set_exception(DeadlineExceeded())
         self._jobs.clear()
 
-    async def classify(self, loaded: LoadedModel, queries: list[str], k: int, deadline: float) -> list[Answer]:
+    async def classify(self, loaded: LoadedModel, queries: list[str], k: int, min_score: float | None,
+                       deadline: float) -> list[Answer]:
         loop = asyncio.get_running_loop()
-        job = _Job(loaded, queries, k, deadline, loop.create_future())
+        job = _Job(loaded, queries, k, min_score, deadline, loop.create_future())
         self._jobs.append(job)
         self._wakeup.set()
         try:
@@ -139,7 +145,7 @@ class MicroBatcher:
                     else:
                         start = 0
                         for job in batch:
-                            job.future.set_result(cut(answers[start:start + len(job.queries)], job.k))
+                            job.future.set_result(cut(answers[start:start + len(job.queries)], job.k, job.min_score))
                             start += len(job.queries)
                 # Let the loop read the requests that arrived during the call before the next one.
                 await asyncio.sleep(0)

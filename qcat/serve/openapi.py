@@ -16,6 +16,9 @@ def openapi_document(config: ServeConfig) -> dict:
     classified = _json("ClassifyResponse", "one result per query, in order")
     k = {"type": "integer", "minimum": 1, "maximum": config.max_k, "default": config.default_k,
          "description": "categories per query"}
+    min_score = {"type": "number", "minimum": 0, "maximum": 1,
+                 "description": "only categories scoring at least this (a calibrated probability where the "
+                                "result says calibrated); a query may then get none. Default: the top k."}
     return {
         "openapi": "3.1.0",
         "info": {"title": "qcat query categorization", "version": __version__,
@@ -32,6 +35,7 @@ def openapi_document(config: ServeConfig) -> dict:
                     "parameters": [
                         {"name": "q", "in": "query", "required": True, "schema": {"type": "string"}},
                         {"name": "k", "in": "query", "required": False, "schema": k},
+                        {"name": "min_score", "in": "query", "required": False, "schema": min_score},
                     ],
                     "responses": {"200": classified, "400": error, "408": error, "503": error},
                 },
@@ -83,7 +87,7 @@ def openapi_document(config: ServeConfig) -> dict:
                 "ClassifyRequest": {
                     "type": "object", "required": ["queries"], "additionalProperties": False,
                     "properties": {"queries": {"type": "array", "minItems": 1, "maxItems": config.max_batch,
-                                               "items": {"type": "string"}}, "k": k}},
+                                               "items": {"type": "string"}}, "k": k, "min_score": min_score}},
                 "Category": {"type": "object", "required": ["id", "path", "score"], "properties": {
                     "id": {"type": "string"}, "path": {"type": "string", "description": "A > B > C"},
                     "score": {"type": "number", "description": "the probability that the category is right where "

@@ -11,8 +11,9 @@ from urllib.parse import parse_qsl
 
 from qcat.serve.config import ServeConfig
 
-CLASSIFY_FIELDS = ("queries", "k")
+CLASSIFY_FIELDS = ("queries", "k", "min_score")
 ASCII_DIGITS = re.compile(r"[0-9]{1,9}")
+ASCII_DECIMAL = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?|\.[0-9]{1,9}")
 
 
 class HTTPProblem(Exception):
@@ -28,6 +29,7 @@ class HTTPProblem(Exception):
 class ClassifyRequest:
     queries: list[str]
     k: int
+    min_score: float | None = None  # only categories scoring at least this
 
 
 def _json_type(value) -> str:
@@ -46,6 +48,16 @@ def check_k(value, config: ServeConfig, field: str = "k") -> int:
     if not 1 <= value <= config.max_k:
         raise HTTPProblem(400, f"{field} must lie in 1..{config.max_k}, got {value}")
     return value
+
+
+def check_min_score(value, field: str = "min_score") -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise HTTPProblem(400, f"{field} must be a number in [0, 1], got {_json_type(value)}")
+    if not 0 <= value <= 1:
+        raise HTTPProblem(400, f"{field} must lie in [0, 1] (a calibrated probability), got {value}")
+    return float(value)
 
 
 def parse_classify_body(body: bytes, config: ServeConfig) -> ClassifyRequest:
@@ -79,7 +91,7 @@ def parse_classify_body(body: bytes, config: ServeConfig) -> ClassifyRequest:
         if not isinstance(query, str):
             raise HTTPProblem(400, f"queries[{i}] must be a string, got {_json_type(query)}")
     k = check_k(data.get("k", config.default_k), config)
-    return ClassifyRequest(queries, k)
+    return ClassifyRequest(queries, k, check_min_score(data.get("min_score")))
 
 
 def parse_classify_query_string(raw: bytes, config: ServeConfig) -> ClassifyRequest:
@@ -92,9 +104,9 @@ def parse_classify_query_string(raw: bytes, config: ServeConfig) -> ClassifyRequ
     fields: dict[str, list[str]] = {}
     for name, value in pairs:
         fields.setdefault(name, []).append(value)
-    unknown = sorted(set(fields) - {"q", "k"})
+    unknown = sorted(set(fields) - {"q", "k", "min_score"})
     if unknown:
-        raise HTTPProblem(400, f"unknown parameter {unknown[0]!r}; the parameters are q and k")
+        raise HTTPProblem(400, f"unknown parameter {unknown[0]!r}; the parameters are q, k and min_score")
     for name, values in fields.items():
         if len(values) > 1:
             raise HTTPProblem(400, f"parameter {name} is given {len(values)} times; GET classifies one query "
@@ -106,4 +118,10 @@ def parse_classify_query_string(raw: bytes, config: ServeConfig) -> ClassifyRequ
         if not ASCII_DIGITS.fullmatch(fields["k"][0]):  # int() also takes "5_0", " 5" and "٥"
             raise HTTPProblem(400, f"k must be an integer written in the digits 0-9, got {fields['k'][0]!r}")
         k = check_k(int(fields["k"][0]), config)
-    return ClassifyRequest(fields["q"], k)
+    min_score = None
+    if "min_score" in fields:
+        if not ASCII_DECIMAL.fullmatch(fields["min_score"][0]):
+            raise HTTPProblem(400, f"min_score must be a decimal number in [0, 1] written in the digits 0-9, "
+                                   f"got {fields['min_score'][0]!r}")
+        min_score = check_min_score(float(fields["min_score"][0]))
+    return ClassifyRequest(fields["q"], k, min_score)
