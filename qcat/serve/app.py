@@ -29,6 +29,7 @@ from starlette.routing import Route
 
 from qcat.errors import QcatError
 from qcat.serve import loading, memory
+from qcat.serve.access_log import AccessLog
 from qcat.serve.batching import DeadlineExceeded, DirectRunner, MicroBatcher
 from qcat.serve.config import RELOAD_TOKEN_ENV, ServeConfig
 from qcat.serve.loading import LoadedModel
@@ -38,7 +39,6 @@ from qcat.serve.openapi import openapi_document
 from qcat.serve.reloads import SingleWorker
 from qcat.serve.requests import HTTPProblem, parse_classify_body, parse_classify_query_string
 
-access_log = logging.getLogger("qcat.serve.access")
 log = logging.getLogger("qcat.serve")
 JSON = "application/json"
 
@@ -110,10 +110,12 @@ ROUTES = ("/v1/classify", "/v1/model", "/v1/reload", "/healthz", "/readyz", "/me
 class ObservedApp:
     """ASGI wrapper: request metrics and one JSON access-log line per request."""
 
-    def __init__(self, app, metrics: ServiceMetrics, access_log_on: bool) -> None:
+    def __init__(self, app, metrics: ServiceMetrics, access_log: AccessLog | None) -> None:
         self.app = app
         self.metrics = metrics
-        self.access_log_on = access_log_on
+        self.access_log = access_log
+        self._requests = {}  # (route, method, status) -> its counter: labels() costs more than inc()
+        self._latency = {route: metrics.latency.labels(route) for route in ROUTES + ("other",)}
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -133,18 +135,22 @@ class ObservedApp:
         finally:
             elapsed = time.perf_counter() - started
             route = scope["path"] if scope["path"] in ROUTES else "other"
-            self.metrics.requests.labels(route, scope["method"], str(status[0])).inc()
-            self.metrics.latency.labels(route).observe(elapsed)
-            if self.access_log_on:
+            key = (route, scope["method"], status[0])
+            counter = self._requests.get(key)
+            if counter is None:
+                counter = self._requests[key] = self.metrics.requests.labels(route, scope["method"], str(status[0]))
+            counter.inc()
+            self._latency[route].observe(elapsed)
+            if self.access_log is not None:
                 client = scope.get("client")
-                access_log.info(json.dumps({
+                self.access_log.write({
                     "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
                     "pid": os.getpid(), "request_id": request_id.decode("ascii"),
                     "method": scope["method"], "path": scope["path"],
                     "status": status[0], "ms": round(elapsed * 1000, 3),
                     "queries": scope.get("state", {}).get("queries"),
                     "client": f"{client[0]}:{client[1]}" if client else None,
-                }, ensure_ascii=False))
+                })
 
 
 def create_app(config: ServeConfig, loaded: LoadedModel, reloads=None, lifecycle: Lifecycle | None = None) -> ObservedApp:
@@ -283,4 +289,4 @@ def create_app(config: ServeConfig, loaded: LoadedModel, reloads=None, lifecycle
         lifespan=lifespan,
     )
     app.router.redirect_slashes = False  # /v1/classify/ is a 404 with a JSON error, not a 307
-    return ObservedApp(app, metrics, config.access_log)
+    return ObservedApp(app, metrics, AccessLog() if config.access_log else None)

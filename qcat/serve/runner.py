@@ -48,12 +48,6 @@ def _announce(config: ServeConfig, loaded: LoadedModel, address: tuple) -> None:
 
 
 def _configure_logging() -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    access = logging.getLogger("qcat.serve.access")
-    access.addHandler(handler)
-    access.setLevel(logging.INFO)
-    access.propagate = False
     service = logging.StreamHandler(sys.stderr)
     service.setFormatter(logging.Formatter("qcat serve [%(process)d]: %(message)s"))
     log.addHandler(service)
