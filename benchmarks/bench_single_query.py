@@ -20,6 +20,7 @@ It prints p50 / p99 per query in ms, and the ratios the online target is stated 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -67,9 +68,24 @@ def omikuji_peer():
     dataset = Corpus.open().dataset("base")
     with tempfile.TemporaryDirectory(prefix="qcat-omikuji-") as workdir:
         started = time.perf_counter()
-        peer = OmikujiPeer.train(dataset.train, Path(workdir))
+        with progress_bars_silenced():
+            peer = OmikujiPeer.train(dataset.train, Path(workdir))
         print(f"Omikuji trained in {time.perf_counter() - started:.0f} s")
     return peer
+
+
+@contextlib.contextmanager
+def progress_bars_silenced():
+    """Omikuji (Rust) draws its progress bars on file descriptor 2: send them to /dev/null."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def main() -> None:
