@@ -274,6 +274,7 @@ def create_app(config: ServeConfig, loaded: LoadedModel, reloads=None, lifecycle
         finally:
             loop.remove_signal_handler(signal.SIGHUP)
             await runner.stop()
+            slot.loader.shutdown(wait=False)
 
     app = Starlette(
         routes=[
