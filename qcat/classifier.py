@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import importlib
 import os
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from typing import Sequence
 
 from qcat.bundle import Manifest, load_bundle_taxonomy, read_manifest
 from qcat.calibration import scores_calibrated
-from qcat.errors import BundleError, QcatError
+from qcat.errors import BundleError, InputError, QcatError
 from qcat.model import Model
 from qcat.normalize import normalize, tokenize
 from qcat.taxonomy import Taxonomy
@@ -90,6 +91,16 @@ class Classification:
         }
 
 
+def check_min_score(min_score: float | None) -> float:
+    """``min_score`` as the lowest score kept (None: every score, -inf); a number in [0, 1] or
+    an InputError naming the value."""
+    if min_score is None:
+        return -math.inf
+    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0 <= min_score <= 1:
+        raise InputError(f"min_score {min_score!r}: must be a number in [0, 1] (a calibrated probability)")
+    return float(min_score)
+
+
 @dataclass(frozen=True)
 class Failure:
     """A query of a batch that could not be classified, and why (the rest of its batch is)."""
@@ -143,25 +154,28 @@ class Classifier:
                 raise QcatError(f"{directory} is a {model.backend} model: --cutoff needs a hybrid bundle")
         return cls(model, model.taxonomy, directory, manifest)
 
-    def classify(self, queries: Sequence[str], k: int = 5) -> list[Classification]:
+    def classify(self, queries: Sequence[str], k: int = 5, min_score: float | None = None) -> list[Classification]:
+        """The top ``k`` categories of each query; with ``min_score``, only those scoring at least
+        that (none when no category does)."""
+        floor = check_min_score(min_score)
         predictions = self.model.predict(queries, k)
         results = []
         for query, labels, scores, source in zip(queries, predictions.labels, predictions.scores, predictions.sources):
             categories = tuple(
                 Category(self.model.labels[label], self._label_paths[label], float(score))
                 for label, score in zip(labels.tolist(), scores.tolist())
-                if label >= 0
+                if label >= 0 and score >= floor
             )
             results.append(Classification(query, normalize(query), self.model.backend, source, categories,
                                           self._calibrated(source)))
         return results
 
-    def classify_each(self, queries: Sequence[str], k: int = 5,
-                      max_length: int | None = None) -> list["Classification | Failure"]:
+    def classify_each(self, queries: Sequence[str], k: int = 5, max_length: int | None = None,
+                      min_score: float | None = None) -> list["Classification | Failure"]:
         """Like ``classify``, but a query that cannot be classified (see ``query_problem``) gets
         a ``Failure`` in its place instead of failing the batch."""
         problems = [query_problem(query, max_length) for query in queries]
-        answers = iter(self.classify([q for q, problem in zip(queries, problems) if problem is None], k))
+        answers = iter(self.classify([q for q, problem in zip(queries, problems) if problem is None], k, min_score))
         return [Failure(query, problem) if problem else next(answers) for query, problem in zip(queries, problems)]
 
     def explain(self, query: str, k: int = 5) -> list[str]:

@@ -30,7 +30,8 @@ from qcat.normalize import normalize
 
 SEEN_FILE = "seen_queries.npz"
 # What makes two training sets the same data: content hashes and settings, never paths.
-IDENTITY_KEYS = ("log_sha256", "taxonomy_sha256", "period", "min_clicks", "split_seed", "internal_nodes")
+IDENTITY_KEYS = ("log_sha256", "taxonomy_sha256", "period", "min_clicks", "split_seed", "internal_nodes",
+                 "catalog_sha256", "catalog_only")
 
 
 def file_source(kind: str, path: Path) -> dict:
