@@ -21,7 +21,8 @@ import numpy as np
 from qcat.bundle import sha256_file
 from qcat.normalize import normalize
 from training.catalog_ingest import CatalogReport, Listings, ingest_catalog
-from training.catalog_source import CatalogPairs, CatalogSettings, cold_start, cold_start_dataset, with_log
+from training.catalog_source import (CatalogPairs, CatalogSettings, cold_start, cold_start_dataset, cold_start_split,
+                                     with_log)
 from training.dataset import Dataset
 from training.short_forms import RULES, category_pairs, short_forms
 
@@ -43,13 +44,15 @@ def held_out_listings(corpus) -> tuple[frozenset[str], Listings | None]:
 
 def held_out_texts(held: Listings, training: Listings) -> frozenset[str]:
     """Every text a held-out listing could be asked as: its title and all its short forms, by
-    every rule (``catgram`` with the training listings' frequent pairs, as training cuts them)."""
-    forms = short_forms(held.title, held.brand, held.category, RULES,
-                        frequent=category_pairs(training.title, training.category))
+    every rule; ``catgram`` forms both with the training listings' frequent pairs (as training
+    cuts them) and with those of all listings (as if the held-out ones were counted too)."""
     texts = set(held.title.tolist())
-    for per_listing in forms.values():
-        for listing_forms in per_listing:
-            texts.update(listing_forms)
+    everyone = np.concatenate([training.title, held.title]), np.concatenate([training.category, held.category])
+    for frequent in (category_pairs(training.title, training.category), category_pairs(*everyone)):
+        forms = short_forms(held.title, held.brand, held.category, RULES, frequent=frequent)
+        for per_listing in forms.values():
+            for listing_forms in per_listing:
+                texts.update(listing_forms)
     return frozenset(t for t in texts if t)
 
 
@@ -106,7 +109,8 @@ class CatalogData:
         is_held = np.fromiter((i in held_ids for i in listings.listing_id), dtype=bool, count=len(listings))
         training = listings.subset(~is_held)
         left_out = {"held_out_listings": int(is_held.sum())}
-        exclude = held_out_texts(held, training) if held is not None else frozenset()
+        trains = training.subset(cold_start_split(training, self.split_seed) == 0) if self.catalog_only else training
+        exclude = held_out_texts(held, trains) if held is not None else frozenset()
         if self.catalog_only:
             source, held_table = cold_start(training, self.split_seed, exclude, left_out)
             self._loaded["held_table"] = held_table
