@@ -31,7 +31,7 @@ def build_demo(args: argparse.Namespace) -> int:
     corpus_dir = args.corpus_out or DEMO_DIR
     model_dir = args.model_out or Path(__file__).resolve().parent.parent / "qcat" / "demo_model"
     if getattr(args, "model_only", False):
-        return write_demo_model(Corpus.open(corpus_dir), model_dir, started)
+        return write_demo_model(Corpus.open(corpus_dir), model_dir, started, getattr(args, "catalog_source", "choose"))
     source = args.catalog or DEMO_DIR / "catalog.csv.gz"
     catalog = load_catalog(source)
     corpus_dir.mkdir(parents=True, exist_ok=True)
@@ -70,48 +70,97 @@ def build_demo(args: argparse.Namespace) -> int:
     whole_year = corpus.ingest("all", taxonomy).table
     print("whole-year log statistics (eBay Table 1):")
     print(format_stats(table1_stats(whole_year, brands=catalog_brand_queries(catalog))))
-    return write_demo_model(corpus, model_dir, started)
+    return write_demo_model(corpus, model_dir, started, getattr(args, "catalog_source", "choose"))
 
 
-def write_demo_model(corpus, model_dir: Path, started: float) -> int:
+def write_demo_model(corpus, model_dir: Path, started: float, catalog: str = "choose") -> int:
     import shutil
 
-    model, dataset = build_demo_model(corpus)
+    model, dataset, also_seen = build_demo_model(corpus, catalog)
     if model_dir.exists():
         shutil.rmtree(model_dir)
-    save_bundle(model, model_dir, dataset)
+    save_bundle(model, model_dir, dataset, also_seen)
     print(f"demo model: {json.dumps(model.metrics['selection']['chosen'])}, test {json.dumps(model.metrics['test'])} "
           f"-> {model_dir}")
     print(f"done in {time.perf_counter() - started:.1f} s")
     return 0
 
 
-def build_demo_model(corpus):
-    """The shipped model: NB and XReg trained on the base period, and the hybrid of the two
-    that wins the validation objective (:mod:`training.selection`), every part calibrated;
-    returned with the dataset it was trained on."""
+def build_demo_model(corpus, catalog: str = "choose"):
+    """The shipped model: NB and XReg trained on the base period, and the hybrid of the two that
+    wins the validation objective (:mod:`training.selection`), every part calibrated. With
+    ``catalog`` ``choose`` (default) it is built twice, on the log alone and on the log plus the
+    corpus's own catalog (:mod:`training.catalog_data`, held-out listings excluded), and the one
+    with the higher validation objective ships; ``log`` or ``both`` builds that one only.
+    Returns the hybrid, the dataset its NB part trained on and the XReg part's seen queries."""
+    from training.catalog_data import CatalogData
+
+    if catalog not in CATALOG_CHOICES:
+        raise ValueError(f"catalog must be one of {CATALOG_CHOICES}, got {catalog!r}")
+    built = {}
+    if catalog in ("choose", "log"):
+        built["log"] = build_hybrid(corpus)
+    if catalog in ("choose", "both"):
+        built["log + catalog"] = build_hybrid(corpus, CatalogData(corpus.path("catalog"), corpus, period="base"))
+    scores = {name: hybrid_objective(result[0]) for name, result in built.items()}
+    best = max(scores, key=lambda name: (scores[name], name == "log"))  # a tie keeps the log-only model
+    if len(built) > 1:
+        print("demo model, validation objective: " + ", ".join(f"{name} {score:.4f}" for name, score in scores.items())
+              + f" -> ships {best}")
+    return built[best]
+
+
+CATALOG_CHOICES = ("choose", "log", "both")
+
+
+def hybrid_objective(hybrid) -> float:
+    """The validation objective of the hybrid's chosen row (:func:`training.selection.select_hybrid`)."""
+    chosen = hybrid.metrics["selection"]["chosen"]
+    return next(row["objective"] for row in hybrid.metrics["selection"]["table"]
+                if all(row[key] == value for key, value in chosen.items()))
+
+
+def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print):
+    """NB and XReg (|w| >= :data:`DEMO_XREG_PRUNE`) on the corpus's base period, or with ``catalog``
+    (a :class:`training.catalog_data.CatalogData`: catalog settings chosen per part on the objective
+    unless ``fixed``), and the hybrid of the two chosen on the objective. Returns the hybrid, the
+    NB part's dataset and the fingerprints of the XReg part's seen queries."""
     from qcat.hybrid import CUTOFFS
     from training import nb_trainer
     from training.calibrate import fit_calibration
-    from training.provenance import corpus_source
+    from training.cli import seen_queries
+    from training.provenance import catalog_source, corpus_source, fingerprints
     from training.selection import select_hybrid, validation_sets
     from training.table_metrics import evaluate_pr
     from training.xreg.trainer import XRegConfig
     from training.xreg.trainer import fit as fit_xreg
 
     dataset = corpus.dataset("base")
-    sets = validation_sets(dataset, corpus)
+    sets = validation_sets(dataset if catalog is None else catalog.dataset()[0], catalog or corpus)
     data = corpus_source(corpus, "base")
     print_objective(sets)
-    nb = nb_trainer.fit(dataset, sets=sets)
-    nb.config["data"] = data
-    print(f"NB: threshold {nb.config['threshold']:g}, alpha {nb.config['alpha']:g}")
-    xreg = fit_xreg(dataset, XRegConfig(prune=DEMO_XREG_PRUNE), progress=lambda message: print("  XReg " + message))
-    xreg.config["data"] = data
+
+    def nb_fit(train, sets):
+        return nb_trainer.fit(train, sets=sets)
+
+    def xreg_fit(train, sets):
+        return fit_xreg(train, XRegConfig(prune=DEMO_XREG_PRUNE), progress=lambda message: log("  XReg " + message))
+
+    if catalog is None:
+        nb, nb_data, xreg, xreg_data = nb_fit(dataset, sets), data, xreg_fit(dataset, sets), dataset
+        parts_data = {"nb": data, "xreg": data}
+    else:
+        data = data | catalog_source(catalog.catalog, corpus, catalog.catalog_only)
+        nb, nb_data, nb_record = catalog.fit(nb_fit, sets, dict(fixed or {}), "NB", log)
+        xreg, xreg_data, xreg_record = catalog.fit(xreg_fit, sets, dict(fixed or {}), "XReg", log)
+        parts_data = {"nb": data | {"catalog_training": nb_record}, "xreg": data | {"catalog_training": xreg_record}}
+    nb.config["data"], xreg.config["data"] = parts_data["nb"], parts_data["xreg"]
+    log(f"NB: threshold {nb.config['threshold']:g}, alpha {nb.config['alpha']:g}")
     xreg.calibration = fit_calibration(xreg, sets)
     hybrid = select_hybrid(nb, {"xreg": xreg}, sets, nb.taxonomy.merge(xreg.taxonomy), CUTOFFS,
                            config={"data": data}, progress=print_selection_row(sets))
+    test = nb_data.test
     for part in (hybrid.nb, hybrid.long):
-        part.metrics["test"] = evaluate_pr(part, dataset.test)
-    hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)
-    return hybrid, dataset
+        part.metrics["test"] = evaluate_pr(part, test)
+    hybrid.metrics["test"] = evaluate_pr(hybrid, test)
+    return hybrid, nb_data if catalog is not None else dataset, [fingerprints(seen_queries(xreg_data))]

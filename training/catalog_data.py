@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 
-from qcat.bundle import sha256_file
 from qcat.normalize import normalize
 from training.catalog_ingest import CatalogReport, Listings, ingest_catalog
 from training.catalog_source import (CatalogPairs, CatalogSettings, cold_start, cold_start_dataset, cold_start_split,
@@ -133,6 +132,29 @@ class CatalogData:
 
     def record(self, report: CatalogReport, settings: CatalogSettings, counts: dict, table: list[dict]) -> dict:
         """The manifest's record of the catalog: file, hash, rows, chosen settings, the choice."""
-        return {"catalog": str(self.catalog.resolve()), "catalog_sha256": sha256_file(self.catalog),
-                "catalog_only": self.catalog_only, "ingest": report.as_dict(), "settings": settings.as_dict(),
-                "pairs": counts, "selection": table}
+        from training.provenance import catalog_source
+
+        return catalog_source(self.catalog, self.base, self.catalog_only) | {
+            "ingest": report.as_dict(), "settings": settings.as_dict(), "pairs": counts, "selection": table}
+
+    def fit(self, fit_one, sets, fixed: dict, name: str, log=print) -> tuple[object, Dataset, dict]:
+        """``fit_one(dataset, sets) -> model`` once per catalog setting (:func:`training.catalog_source.choose`:
+        ``fixed`` settings are not varied), keeping the best on the validation objective ``sets``;
+        returns the model, its dataset and the manifest's record of the catalog."""
+        from training.catalog_source import choose
+        from training.selection import objective
+
+        def fit(settings):
+            model = fit_one(self.dataset(settings)[0], sets)
+            return model, objective(model, sets)[0]
+
+        log(f"catalog settings ({name}): title weight / short weight / rules -> validation objective")
+        model, settings, table = choose(fit, fixed, progress=lambda row: log(
+            f"  catalog {row['title_weight']:g} / {row['short_weight']:g} / {','.join(row['rules']) or '-'}: "
+            f"{row['objective']:.4f}"))
+        dataset, counts = self.dataset(settings)
+        chosen = settings.as_dict()
+        log(f"{name}: chose catalog title weight {chosen['title_weight']:g}, short weight {chosen['short_weight']:g}, "
+            f"rules {', '.join(chosen['rules']) or 'none'} ({counts['pairs_used']:,} catalog pairs used, "
+            f"{counts['pairs_left_out']:,} left out)")
+        return model, dataset, self.record(self.prepare()[1], settings, counts, table)

@@ -190,7 +190,7 @@ def _catalog_data(args: argparse.Namespace, data):
     """``data`` (a corpus or log and its ``data`` block, or None) with the catalog (checked, not yet read)."""
     from training.catalog_data import CatalogData
     from training.corpus import LogCorpus
-    from training.provenance import file_source
+    from training.provenance import catalog_source, file_source
 
     if not args.catalog.is_file():
         raise InputError(f"--catalog {args.catalog}: no such file")
@@ -213,7 +213,7 @@ def _catalog_data(args: argparse.Namespace, data):
                               base.split_seed if is_log else base.meta.get("split_seed", 0), base.internal_nodes,
                               None if is_log else args.period)
         source = dict(source)
-    return catalog, source | file_source("catalog", args.catalog) | {"catalog_only": catalog.catalog_only}
+    return catalog, source | catalog_source(args.catalog, catalog.base, catalog.catalog_only)
 
 
 def _base_data(args: argparse.Namespace):
@@ -303,8 +303,6 @@ def fit_on_data(args: argparse.Namespace, data, fit_one, name: str):
     catalog once per catalog setting (:func:`training.catalog_source.choose`), keeping the best
     on the validation objective. Returns the model, its dataset, ``data`` block and sets."""
     from training.catalog_data import CatalogData
-    from training.catalog_source import choose
-    from training.selection import objective
 
     corpus, source = data
     if not isinstance(corpus, CatalogData):
@@ -312,21 +310,8 @@ def fit_on_data(args: argparse.Namespace, data, fit_one, name: str):
         return fit_one(dataset, sets), dataset, source, sets
     dataset, source, sets = load_dataset(args, data)
     print_objective(sets)
-
-    def fit(settings):
-        model = fit_one(corpus.dataset(settings)[0], sets)
-        return model, objective(model, sets)[0]
-
-    print(f"catalog settings ({name}): title weight, short weight, rules -> validation objective")
-    model, settings, table = choose(fit, catalog_flags(args), progress=lambda row: print(
-        f"  catalog {row['title_weight']:g} / {row['short_weight']:g} / {','.join(row['rules']) or '-'}: "
-        f"{row['objective']:.4f}"))
-    dataset, counts = corpus.dataset(settings)
-    source["catalog_training"] = corpus.record(corpus.prepare()[1], settings, counts, table)
-    print(f"chose catalog title weight {settings.title_weight:g}, short weight {settings.as_dict()['short_weight']:g}, "
-          f"rules {', '.join(settings.as_dict()['rules']) or 'none'} ({counts['pairs_used']:,} catalog pairs used, "
-          f"{counts['pairs_left_out']:,} left out)")
-    return model, dataset, source, sets
+    model, dataset, record = corpus.fit(fit_one, sets, catalog_flags(args), name)
+    return model, dataset, source | {"catalog_training": record}, sets
 
 
 def save_bundle(model, out: Path, dataset, also_seen=()) -> None:
@@ -353,9 +338,10 @@ def data_args_from(args: argparse.Namespace, recorded: dict, where: Path) -> Non
     that combines bundles reads the data they were trained on, never a default corpus."""
     from training.provenance import check_file_unchanged
 
-    if args.catalog is None and "catalog" in recorded:
+    if args.catalog is None and "catalog" in recorded and recorded["catalog"] != "corpus":
         check_file_unchanged(recorded, "catalog", where)
         args.catalog = Path(recorded["catalog"])
+    if "catalog" in recorded:
         args.catalog_only = args.catalog_only or bool(recorded.get("catalog_only"))
     if args.log is None and args.corpus is None:
         if "catalog" in recorded and "log_sha256" not in recorded:  # a catalog alone (cold start)
@@ -383,6 +369,10 @@ def data_args_from(args: argparse.Namespace, recorded: dict, where: Path) -> Non
         args.internal_nodes = recorded.get("internal_nodes") if args.internal_nodes is None else args.internal_nodes
     elif args.period is None:
         args.period = recorded.get("period")
+    if args.catalog is None and recorded.get("catalog") == "corpus":  # the corpus's own catalog file
+        from training.corpus import Corpus
+
+        args.catalog = Corpus.open(args.corpus).path("catalog")
 
 
 def seen_queries(dataset) -> list[str]:

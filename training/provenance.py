@@ -45,6 +45,16 @@ def log_source(log) -> dict:
             | {"min_clicks": log.min_clicks, "split_seed": log.split_seed, "internal_nodes": log.internal_nodes})
 
 
+def catalog_source(catalog: Path, corpus=None, catalog_only: bool = False) -> dict:
+    """The catalog keys of a ``data`` block (``qcat train --catalog``): its path, or ``corpus``
+    for the corpus's own catalog file (so the demo's record names no machine's path), its hash
+    and whether it trained alone."""
+    own = corpus is not None and hasattr(corpus, "meta") and "catalog" in corpus.meta \
+        and Path(catalog).resolve() == corpus.path("catalog").resolve()
+    return {"catalog": "corpus" if own else str(Path(catalog).resolve()), "catalog_sha256": sha256_file(catalog),
+            "catalog_only": bool(catalog_only)}
+
+
 def corpus_source(corpus, period: str) -> dict:
     """The ``data`` block of a model trained on a period of a corpus (:class:`training.corpus.Corpus`);
     the demo corpus is named ``demo``, wherever the package is installed."""
