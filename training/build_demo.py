@@ -102,7 +102,7 @@ def build_demo_model(corpus, catalog: str = "choose"):
         built["log"] = build_hybrid(corpus)
     if catalog in ("choose", "both"):
         built["log + catalog"] = build_hybrid(corpus, CatalogData(corpus.path("catalog"), corpus, period="base"))
-    scores = {name: hybrid_objective(result[0]) for name, result in built.items()}
+    scores = {name: hybrid_objective(result[0].metrics) for name, result in built.items()}
     best = max(scores, key=lambda name: (scores[name], name == "log"))  # a tie keeps the log-only model
     if len(built) > 1:
         print("demo model, validation objective: " + ", ".join(f"{name} {score:.4f}" for name, score in scores.items())
@@ -113,17 +113,24 @@ def build_demo_model(corpus, catalog: str = "choose"):
 CATALOG_CHOICES = ("choose", "log", "both")
 
 
-def hybrid_objective(hybrid) -> float:
-    """The validation objective of the hybrid's chosen row (:func:`training.selection.select_hybrid`)."""
-    chosen = hybrid.metrics["selection"]["chosen"]
-    return next(row["objective"] for row in hybrid.metrics["selection"]["table"]
+def hybrid_objective(metrics: dict) -> float:
+    """The validation objective of a hybrid's chosen row, from its ``metrics``
+    (:func:`training.selection.select_hybrid`)."""
+    chosen = metrics["selection"]["chosen"]
+    return next(row["objective"] for row in metrics["selection"]["table"]
                 if all(row[key] == value for key, value in chosen.items()))
+
+
+def _part_settings(fixed: dict | None, part: str) -> dict:
+    """The catalog settings fixed for one part: ``fixed[part]`` where given per part, else ``fixed``."""
+    fixed = fixed or {}
+    return dict(fixed[part]) if part in fixed else {k: v for k, v in fixed.items() if k not in ("nb", "xreg")}
 
 
 def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print):
     """NB and XReg (|w| >= :data:`DEMO_XREG_PRUNE`) on the corpus's base period, or with ``catalog``
     (a :class:`training.catalog_data.CatalogData`: catalog settings chosen per part on the objective
-    unless ``fixed``), and the hybrid of the two chosen on the objective. Returns the hybrid, the
+    except those ``fixed``, given for both parts or per part as ``{"nb": ..., "xreg": ...}``), and the hybrid of the two chosen on the objective. Returns the hybrid, the
     NB part's dataset and the fingerprints of the XReg part's seen queries."""
     from qcat.hybrid import CUTOFFS
     from training import nb_trainer
@@ -151,8 +158,8 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print):
         parts_data = {"nb": data, "xreg": data}
     else:
         data = data | catalog_source(catalog.catalog, corpus, catalog.catalog_only)
-        nb, nb_data, nb_record = catalog.fit(nb_fit, sets, dict(fixed or {}), "NB", log)
-        xreg, xreg_data, xreg_record = catalog.fit(xreg_fit, sets, dict(fixed or {}), "XReg", log)
+        nb, nb_data, nb_record = catalog.fit(nb_fit, sets, _part_settings(fixed, "nb"), "NB", log)
+        xreg, xreg_data, xreg_record = catalog.fit(xreg_fit, sets, _part_settings(fixed, "xreg"), "XReg", log)
         parts_data = {"nb": data | {"catalog_training": nb_record}, "xreg": data | {"catalog_training": xreg_record}}
     nb.config["data"], xreg.config["data"] = parts_data["nb"], parts_data["xreg"]
     log(f"NB: threshold {nb.config['threshold']:g}, alpha {nb.config['alpha']:g}")
