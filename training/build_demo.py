@@ -74,25 +74,53 @@ def build_demo(args: argparse.Namespace) -> int:
 
 
 def write_demo_model(corpus, model_dir: Path, started: float, catalog: str = "choose") -> int:
+    """Build the demo model's candidates (:func:`build_demo_models`) and ship, of those that keep
+    the corpus and the model within :data:`SHIPPED_LIMIT`, the one with the higher validation
+    objective (a tie keeps the log-only model)."""
     import shutil
+    import tempfile
 
-    model, dataset, also_seen = build_demo_model(corpus, catalog)
-    if model_dir.exists():
-        shutil.rmtree(model_dir)
-    save_bundle(model, model_dir, dataset, also_seen)
+    candidates = build_demo_models(corpus, catalog)
+    corpus_bytes = _bytes(corpus.directory)
+    with tempfile.TemporaryDirectory(prefix="qcat-demo-", dir=model_dir.parent) as scratch:
+        fits, lines = {}, []
+        for name, (model, dataset, also_seen) in candidates.items():
+            directory = Path(scratch) / name.replace(" ", "_").replace("+", "and")
+            save_bundle(model, directory, dataset, also_seen)
+            total = corpus_bytes + _bytes(directory)
+            objective = hybrid_objective(model.metrics)
+            lines.append(f"{name}: validation objective {objective:.4f}, corpus + model {total / 2**20:.1f} MiB")
+            if total < SHIPPED_LIMIT:
+                fits[name] = (objective, name == "log", directory, model)
+        if not fits:
+            raise SystemExit("no demo model candidate keeps the corpus and model under 25 MiB:\n" + "\n".join(lines))
+        best = max(fits, key=lambda name: fits[name][:2])
+        print("demo model candidates: " + "; ".join(lines) + f" -> ships {best}"
+              + ("" if len(fits) == len(candidates) else " (the others exceed 25 MiB)"))
+        if model_dir.exists():
+            shutil.rmtree(model_dir)
+        shutil.move(str(fits[best][2]), str(model_dir))
+    model = fits[best][3]
     print(f"demo model: {json.dumps(model.metrics['selection']['chosen'])}, test {json.dumps(model.metrics['test'])} "
           f"-> {model_dir}")
     print(f"done in {time.perf_counter() - started:.1f} s")
     return 0
 
 
-def build_demo_model(corpus, catalog: str = "choose"):
-    """The shipped model: NB and XReg trained on the base period, and the hybrid of the two that
-    wins the validation objective (:mod:`training.selection`), every part calibrated. With
-    ``catalog`` ``choose`` (default) it is built twice, on the log alone and on the log plus the
-    corpus's own catalog (:mod:`training.catalog_data`, held-out listings excluded), and the one
-    with the higher validation objective ships; ``log`` or ``both`` builds that one only.
-    Returns the hybrid, the dataset its NB part trained on and the XReg part's seen queries."""
+SHIPPED_LIMIT = 25 * 2**20  # bytes: the demo corpus and model together (tests/test_demo_corpus.py)
+
+
+def _bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in Path(directory).rglob("*") if p.is_file())
+
+
+def build_demo_models(corpus, catalog: str = "choose") -> dict:
+    """The demo model's candidates, name -> (hybrid, dataset, also-seen fingerprints)
+    (:func:`build_hybrid`): NB and XReg trained on the base period, and the hybrid of the two
+    that wins the validation objective (:mod:`training.selection`), every part calibrated.
+    ``catalog``: ``log`` (the simulated log alone), ``both`` (the log plus the corpus's own
+    catalog, :mod:`training.catalog_data`, held-out listings excluded) or ``choose`` (both
+    candidates; :func:`write_demo_model` ships one)."""
     from training.catalog_data import CatalogData
 
     if catalog not in CATALOG_CHOICES:
@@ -102,12 +130,7 @@ def build_demo_model(corpus, catalog: str = "choose"):
         built["log"] = build_hybrid(corpus)
     if catalog in ("choose", "both"):
         built["log + catalog"] = build_hybrid(corpus, CatalogData(corpus.path("catalog"), corpus, period="base"))
-    scores = {name: hybrid_objective(result[0].metrics) for name, result in built.items()}
-    best = max(scores, key=lambda name: (scores[name], name == "log"))  # a tie keeps the log-only model
-    if len(built) > 1:
-        print("demo model, validation objective: " + ", ".join(f"{name} {score:.4f}" for name, score in scores.items())
-              + f" -> ships {best}")
-    return built[best]
+    return built
 
 
 CATALOG_CHOICES = ("choose", "log", "both")
@@ -154,7 +177,7 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print):
         return fit_xreg(train, XRegConfig(prune=DEMO_XREG_PRUNE), progress=lambda message: log("  XReg " + message))
 
     if catalog is None:
-        nb, nb_data, xreg, xreg_data = nb_fit(dataset, sets), data, xreg_fit(dataset, sets), dataset
+        nb, nb_data, xreg, xreg_data = nb_fit(dataset, sets), dataset, xreg_fit(dataset, sets), dataset
         parts_data = {"nb": data, "xreg": data}
     else:
         data = data | catalog_source(catalog.catalog, corpus, catalog.catalog_only)
@@ -170,4 +193,4 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print):
     for part in (hybrid.nb, hybrid.long):
         part.metrics["test"] = evaluate_pr(part, test)
     hybrid.metrics["test"] = evaluate_pr(hybrid, test)
-    return hybrid, nb_data if catalog is not None else dataset, [fingerprints(seen_queries(xreg_data))]
+    return hybrid, nb_data, [fingerprints(seen_queries(xreg_data))]
