@@ -10,7 +10,8 @@ on the objective, XReg with |w| >= 1, the hybrid's cutoff and blend chosen on th
   chosen per part on the validation objective (``--both DIR``: a bundle built by
   ``qcat data build-demo --model-only --catalog-source both``, else built here);
 - ``catalog only``: the catalog alone (cold start; its own held-out titles validate beside
-  the real-text sets), built here;
+  the real-text sets): ``--catalog-only DIR``, a hybrid of ``qcat train nb|xreg --catalog
+  training/demo/catalog.csv.gz --catalog-only`` (XReg ``--prune 1``), else built here;
 - ``log + titles``: the chosen title weights, no short forms; and one row per short-form rule:
   each part's chosen title and short weights (a short weight of 1 where a part chose none)
   with that rule alone, built here.
@@ -22,7 +23,7 @@ against ``log only`` over the same queries (two-sided p, 20,000 draws, seeded).
 the cut, not the shoppers' queries (compare ``real-queries``, small as it is).
 
     nice -n 19 env NUMBA_NUM_THREADS=1 python benchmarks/bench_catalog.py --work /tmp/catalog_bench \\
-        --log-only /tmp/demo_log --both /tmp/demo_both --out docs/catalog_bench.json
+        --log-only /tmp/demo_log --both /tmp/demo_both [--catalog-only /tmp/cold-hybrid] --out catalog_bench.json
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ def main(argv=None) -> int:
     parser.add_argument("--work", type=Path, required=True, help="directory for the bundles built here")
     parser.add_argument("--log-only", type=Path, default=None)
     parser.add_argument("--both", type=Path, default=None)
+    parser.add_argument("--catalog-only", type=Path, default=None)
     parser.add_argument("--out", type=Path, required=True, help="JSON of every figure")
     args = parser.parse_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -125,7 +127,8 @@ def main(argv=None) -> int:
     models = {}
     models["log only"] = load_or_build("log only", args.log_only, args.work, lambda: build_hybrid(corpus))
     models["log + catalog"] = load_or_build("log + catalog", args.both, args.work, lambda: build_hybrid(corpus, data()))
-    models["catalog only"] = load_or_build("catalog only", None, args.work, lambda: build_hybrid(corpus, data(True)))
+    models["catalog only"] = load_or_build("catalog only", args.catalog_only, args.work,
+                                           lambda: build_hybrid(corpus, data(True)))
     chosen = chosen_settings(models["log + catalog"][1])
     print("log + catalog chose: " + json.dumps(chosen))
 

@@ -149,7 +149,8 @@ def cold_start(listings: Listings, seed: int, exclude=frozenset(), left_out: dic
     """The training listings' pairs (:class:`CatalogPairs`) and the catalog's own validation and
     test titles, for a dataset of the catalog alone (:func:`cold_start_dataset`)."""
     split = cold_start_split(listings, seed)
-    held = listings.subset(split != 0)
+    excluded = np.fromiter((t in exclude for t in listings.title), dtype=bool, count=len(listings))
+    held = listings.subset((split != 0) & ~excluded)  # a held-out text is no validation title either
     held_table = merge_pairs(_empty_table(), held.title, held.category, np.ones(len(held)))
     source = CatalogPairs.build(listings.subset(split == 0), frozenset(exclude) | frozenset(held.title.tolist()),
                                 left_out)
