@@ -248,3 +248,35 @@ def test_catalog_flags_need_catalog(tmp_path):
     assert result.returncode != 0 and "--short-weight is for --catalog FILE" in result.stderr
     result = qcat("train", "nb", "--catalog", tmp_path / "missing.csv", "--out", tmp_path / "x")
     assert result.returncode != 0 and "--catalog" in result.stderr and "no such file" in result.stderr
+
+
+def test_build_demo_ships_the_best_objective_that_fits_the_size_limit(tmp_path, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from training import build_demo
+
+    class Candidate:
+        def __init__(self, objective, size):
+            self.metrics = {"selection": {"chosen": {"cutoff": 1}, "table": [{"cutoff": 1, "objective": objective}]},
+                            "test": {}}
+            self.size = size
+
+        def save(self, directory):
+            (directory / "blob").write_bytes(b"x" * self.size)
+
+    dataset = SimpleNamespace(table=SimpleNamespace(queries=np.asarray(["a"], dtype=object)),
+                              split=np.zeros(1, dtype=np.int8))
+    corpus = SimpleNamespace(directory=tmp_path / "corpus")
+    corpus.directory.mkdir()
+    (corpus.directory / "log").write_bytes(b"x" * 1000)
+    monkeypatch.setattr(build_demo, "SHIPPED_LIMIT", 20_000)
+    for catalog_size, ships in ((3000, 3000), (30_000, 1000)):
+        monkeypatch.setattr(build_demo, "build_demo_models", lambda corpus, catalog: {
+            "log": (Candidate(0.60, 1000), dataset, []), "log + catalog": (Candidate(0.61, catalog_size), dataset, [])})
+        build_demo.write_demo_model(corpus, tmp_path / "model", 0.0)
+        assert (tmp_path / "model" / "blob").stat().st_size == ships
+        assert ("ships log + catalog" if ships == 3000 else "ships log (the others exceed 25 MiB)") in capsys.readouterr().out
+    monkeypatch.setattr(build_demo, "build_demo_models", lambda corpus, catalog: {
+        "log": (Candidate(0.60, 30_000), dataset, [])})
+    with pytest.raises(SystemExit, match="no demo model candidate"):
+        build_demo.write_demo_model(corpus, tmp_path / "model", 0.0)
