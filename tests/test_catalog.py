@@ -280,3 +280,18 @@ def test_build_demo_ships_the_best_objective_that_fits_the_size_limit(tmp_path, 
         "log": (Candidate(0.60, 30_000), dataset, [])})
     with pytest.raises(SystemExit, match="no demo model candidate"):
         build_demo.write_demo_model(corpus, tmp_path / "model", 0.0)
+
+
+def test_xmlq_trains_on_a_catalog_alone(tmp_path):
+    pytest.importorskip("tensorflow")
+    from_paths(PATHS).save_tsv(tmp_path / "taxonomy.tsv")
+    _toy_catalog(tmp_path / "listings.csv")
+    result = qcat("train", "xmlq", "--catalog", tmp_path / "listings.csv", "--taxonomy", tmp_path / "taxonomy.tsv",
+                  "--title-weight", "3", "--short-weight", "1", "--short-forms", "lead2", "--epochs", "1",
+                  "--out", tmp_path / "xmlq")
+    assert result.returncode == 0, result.stderr
+    record = json.loads((tmp_path / "xmlq" / "manifest.json").read_text())["config"]["data"]["catalog_training"]
+    assert record["settings"] == {"title_weight": 3.0, "short_weight": 1.0, "rules": ["lead2"]}
+    augment = qcat("train", "xmlq", "--catalog", tmp_path / "listings.csv", "--taxonomy", tmp_path / "taxonomy.tsv",
+                   "--augment", "rare", "--out", tmp_path / "x2")
+    assert augment.returncode == 2 and "does not combine with --catalog" in augment.stderr
