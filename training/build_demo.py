@@ -153,8 +153,9 @@ def _part_settings(fixed: dict | None, part: str) -> dict:
 def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print):
     """NB and XReg (|w| >= :data:`DEMO_XREG_PRUNE`) on the corpus's base period, or with ``catalog``
     (a :class:`training.catalog_data.CatalogData`: catalog settings chosen per part on the objective
-    except those ``fixed``, given for both parts or per part as ``{"nb": ..., "xreg": ...}``), and the hybrid of the two chosen on the objective. Returns the hybrid, the
-    NB part's dataset and the fingerprints of the XReg part's seen queries."""
+    except those ``fixed``, given for both parts or per part as ``{"nb": ..., "xreg": ...}``), and
+    the hybrid of the two chosen on the objective. Returns the hybrid, the NB part's dataset and
+    the fingerprints of the XReg part's seen queries."""
     from qcat.hybrid import CUTOFFS
     from training import nb_trainer
     from training.calibrate import fit_calibration

@@ -21,7 +21,6 @@ other model choice is (:mod:`training.selection`).
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
