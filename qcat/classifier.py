@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import importlib
 import os
 from dataclasses import dataclass
@@ -96,7 +97,7 @@ def check_min_score(min_score: float | None) -> float:
     an InputError naming the value."""
     if min_score is None:
         return -math.inf
-    if isinstance(min_score, bool) or not isinstance(min_score, (int, float)) or not 0 <= min_score <= 1:
+    if isinstance(min_score, bool) or not isinstance(min_score, numbers.Real) or not 0 <= min_score <= 1:
         raise InputError(f"min_score {min_score!r}: must be a number in [0, 1] (a calibrated probability)")
     return float(min_score)
 
