@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import math
+import numbers
 import importlib
 import os
 from dataclasses import dataclass
@@ -14,7 +16,7 @@ import numpy as np
 
 from qcat.bundle import Manifest, load_bundle_taxonomy, read_manifest
 from qcat.calibration import scores_calibrated
-from qcat.errors import BundleError, QcatError
+from qcat.errors import BundleError, InputError, QcatError
 from qcat.model import Model
 from qcat.normalize import normalize, tokenize
 from qcat.taxonomy import Taxonomy
@@ -93,6 +95,16 @@ class Classification:
         }
 
 
+def check_min_score(min_score: float | None) -> float:
+    """``min_score`` as the lowest score kept (None: every score, -inf); a number in [0, 1] or
+    an InputError naming the value."""
+    if min_score is None:
+        return -math.inf
+    if isinstance(min_score, bool) or not isinstance(min_score, numbers.Real) or not 0 <= min_score <= 1:
+        raise InputError(f"min_score {min_score!r}: must be a number in [0, 1] (a calibrated probability)")
+    return float(min_score)
+
+
 @dataclass(frozen=True)
 class Failure:
     """A query of a batch that could not be classified, and why (the rest of its batch is)."""
@@ -159,26 +171,32 @@ class Classifier:
         self.compiled = True
         return self
 
-    def classify(self, queries: Sequence[str], k: int = 5) -> list[Classification]:
-        """Top-k categories of each query, the same answers whichever path they take. Once
+    def classify(self, queries: Sequence[str], k: int = 5, min_score: float | None = None) -> list[Classification]:
+        """The top ``k`` categories of each query; with ``min_score``, only those scoring at least
+        that (none when no category does). The same answers whichever path they take: once
         ``compile`` has run, a single query goes through the compiled single-query path, and so
         does each query of a batch where the model is faster one by one (``faster_one_by_one``:
         XReg and the demo hybrid are, at every batch size); otherwise the model's batch path,
         which needs no compilation, answers."""
+        floor = check_min_score(min_score)
         if self.compiled and (len(queries) == 1 or self.model.faster_one_by_one):
-            return [self.classify_one(query, k) for query in queries]
+            return [self._one(query, k, floor) for query in queries]
         predictions = self.model.predict(queries, k)
-        return [self._classification(query, labels, scores, source) for query, labels, scores, source
+        return [self._classification(query, labels, scores, source, floor) for query, labels, scores, source
                 in zip(queries, predictions.labels, predictions.scores, predictions.sources)]
 
-    def classify_one(self, query: str, k: int = 5) -> Classification:
+    def classify_one(self, query: str, k: int = 5, min_score: float | None = None) -> Classification:
         """One query through the compiled single-query path (compiled on first use)."""
-        predictions = self.model.predict_one(query, k)
-        return self._classification(query, predictions.labels[0], predictions.scores[0], predictions.sources[0])
+        return self._one(query, k, check_min_score(min_score))
 
-    def _classification(self, query: str, labels: np.ndarray, scores: np.ndarray, source: str) -> Classification:
+    def _one(self, query: str, k: int, floor: float) -> Classification:
+        predictions = self.model.predict_one(query, k)
+        return self._classification(query, predictions.labels[0], predictions.scores[0], predictions.sources[0], floor)
+
+    def _classification(self, query: str, labels: np.ndarray, scores: np.ndarray, source: str,
+                        floor: float) -> Classification:
         categories = tuple(Category(self.model.labels[label], self._label_paths[label], score)
-                           for label, score in zip(labels.tolist(), scores.tolist()) if label >= 0)
+                           for label, score in zip(labels.tolist(), scores.tolist()) if label >= 0 and score >= floor)
         return Classification(query, normalize(query), self.model.backend, source, categories, self._calibrated(source))
 
     def k_group(self, k: int) -> int:
@@ -186,12 +204,12 @@ class Classifier:
         largest k, each answer cut to its own k (the same categories and scores)."""
         return self.model.k_group(k) if self.model.backend == "hybrid" else 0
 
-    def classify_each(self, queries: Sequence[str], k: int = 5,
-                      max_length: int | None = None) -> list["Classification | Failure"]:
+    def classify_each(self, queries: Sequence[str], k: int = 5, max_length: int | None = None,
+                      min_score: float | None = None) -> list["Classification | Failure"]:
         """Like ``classify``, but a query that cannot be classified (see ``query_problem``) gets
         a ``Failure`` in its place instead of failing the batch."""
         problems = [query_problem(query, max_length) for query in queries]
-        answers = iter(self.classify([q for q, problem in zip(queries, problems) if problem is None], k))
+        answers = iter(self.classify([q for q, problem in zip(queries, problems) if problem is None], k, min_score))
         return [Failure(query, problem) if problem else next(answers) for query, problem in zip(queries, problems)]
 
     def explain(self, query: str, k: int = 5) -> list[str]:

@@ -120,6 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
                                "or route by length (default)")
     classify.add_argument("--cutoff", type=int, choices=(1, 2, 3, 4), default=None,
                           help="with a hybrid bundle: queries of at most this many tokens go to NB (default: the bundle's)")
+    classify.add_argument("--min-score", type=share(), default=None, metavar="P",
+                          help="return only categories scoring at least P, in [0, 1] (calibrated probabilities; a "
+                               "query may get none); default: the top k whatever their scores")
 
     info = commands.add_parser("info", help="show a model bundle's manifest summary (and verify it)")
     info.add_argument("model", type=Path, metavar="MODEL_DIR")
@@ -225,7 +228,7 @@ def run_classify(args: argparse.Namespace) -> int:
     failures = classified = 0
     for batch in _batches(sources, BATCH):
         readable = [query for _, query in batch if not isinstance(query, Failure)]
-        answers = iter(classifier.classify_each(readable, args.k))
+        answers = iter(classifier.classify_each(readable, args.k, min_score=args.min_score))
         for where, query in batch:
             answer = query if isinstance(query, Failure) else next(answers)
             if isinstance(answer, Failure):
@@ -280,6 +283,8 @@ def print_result(result, classifier, args: argparse.Namespace) -> None:
             print(f"  # {line}")
     for rank, category in enumerate(result.categories, start=1):
         print(f"  {rank:>2}. {category.score:.3f}  {category.id:<10} {category.path}")
+    if not result.categories and getattr(args, "min_score", None) is not None:
+        print(f"      (no category scores at least {args.min_score:g})")
 
 
 def read_query_file(path: Path) -> tuple[list[str], list[int]]:

@@ -31,7 +31,7 @@ def build_demo(args: argparse.Namespace) -> int:
     corpus_dir = args.corpus_out or DEMO_DIR
     model_dir = args.model_out or Path(__file__).resolve().parent.parent / "qcat" / "demo_model"
     if getattr(args, "model_only", False):
-        return write_demo_model(Corpus.open(corpus_dir), model_dir, started)
+        return write_demo_model(Corpus.open(corpus_dir), model_dir, started, getattr(args, "catalog_source", "choose"))
     source = args.catalog or DEMO_DIR / "catalog.csv.gz"
     catalog = load_catalog(source)
     corpus_dir.mkdir(parents=True, exist_ok=True)
@@ -70,48 +70,128 @@ def build_demo(args: argparse.Namespace) -> int:
     whole_year = corpus.ingest("all", taxonomy).table
     print("whole-year log statistics (eBay Table 1):")
     print(format_stats(table1_stats(whole_year, brands=catalog_brand_queries(catalog))))
-    return write_demo_model(corpus, model_dir, started)
+    return write_demo_model(corpus, model_dir, started, getattr(args, "catalog_source", "choose"))
 
 
-def write_demo_model(corpus, model_dir: Path, started: float) -> int:
+def write_demo_model(corpus, model_dir: Path, started: float, catalog: str = "choose") -> int:
+    """Build the demo model's candidates (:func:`build_demo_models`) and ship, of those that keep
+    the corpus and the model within :data:`SHIPPED_LIMIT`, the one with the higher validation
+    objective (a tie keeps the log-only model)."""
     import shutil
+    import tempfile
 
-    model, dataset = build_demo_model(corpus)
-    if model_dir.exists():
-        shutil.rmtree(model_dir)
-    save_bundle(model, model_dir, dataset)
+    candidates = build_demo_models(corpus, catalog)
+    corpus_bytes = _bytes(corpus.directory)
+    with tempfile.TemporaryDirectory(prefix="qcat-demo-", dir=model_dir.parent) as scratch:
+        fits, lines = {}, []
+        for name, (model, dataset, also_seen) in candidates.items():
+            directory = Path(scratch) / name.replace(" ", "_").replace("+", "and")
+            save_bundle(model, directory, dataset, also_seen)
+            total = corpus_bytes + _bytes(directory)
+            objective = hybrid_objective(model.metrics)
+            lines.append(f"{name}: validation objective {objective:.4f}, corpus + model {total / 2**20:.1f} MiB")
+            if total < SHIPPED_LIMIT:
+                fits[name] = (objective, name == "log", directory, model)
+        if not fits:
+            raise SystemExit("no demo model candidate keeps the corpus and model under 25 MiB:\n" + "\n".join(lines))
+        best = max(fits, key=lambda name: fits[name][:2])
+        print("demo model candidates: " + "; ".join(lines) + f" -> ships {best}"
+              + ("" if len(fits) == len(candidates) else " (the others exceed 25 MiB)"))
+        if model_dir.exists():
+            shutil.rmtree(model_dir)
+        shutil.move(str(fits[best][2]), str(model_dir))
+    model = fits[best][3]
     print(f"demo model: {json.dumps(model.metrics['selection']['chosen'])}, test {json.dumps(model.metrics['test'])} "
           f"-> {model_dir}")
     print(f"done in {time.perf_counter() - started:.1f} s")
     return 0
 
 
-def build_demo_model(corpus):
-    """The shipped model: NB and XReg trained on the base period, and the hybrid of the two
-    that wins the validation objective (:mod:`training.selection`), every part calibrated;
-    returned with the dataset it was trained on."""
+SHIPPED_LIMIT = 25 * 2**20  # bytes: the demo corpus and model together (tests/test_demo_corpus.py)
+
+
+def _bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in Path(directory).rglob("*") if p.is_file())
+
+
+def build_demo_models(corpus, catalog: str = "choose") -> dict:
+    """The demo model's candidates, name -> (hybrid, dataset, also-seen fingerprints)
+    (:func:`build_hybrid`): NB and XReg trained on the base period, and the hybrid of the two
+    that wins the validation objective (:mod:`training.selection`), every part calibrated.
+    ``catalog``: ``log`` (the simulated log alone), ``both`` (the log plus the corpus's own
+    catalog, :mod:`training.catalog_data`, held-out listings excluded) or ``choose`` (both
+    candidates; :func:`write_demo_model` ships one)."""
+    from training.catalog_data import CatalogData
+
+    if catalog not in CATALOG_CHOICES:
+        raise ValueError(f"catalog must be one of {CATALOG_CHOICES}, got {catalog!r}")
+    built = {}
+    if catalog in ("choose", "log"):
+        built["log"] = build_hybrid(corpus)
+    if catalog in ("choose", "both"):
+        built["log + catalog"] = build_hybrid(corpus, CatalogData(corpus.path("catalog"), corpus, period="base"))
+    return built
+
+
+CATALOG_CHOICES = ("choose", "log", "both")
+
+
+def hybrid_objective(metrics: dict) -> float:
+    """The validation objective of a hybrid's chosen row, from its ``metrics``
+    (:func:`training.selection.select_hybrid`)."""
+    chosen = metrics["selection"]["chosen"]
+    return next(row["objective"] for row in metrics["selection"]["table"]
+                if all(row[key] == value for key, value in chosen.items()))
+
+
+def _part_settings(fixed: dict | None, part: str) -> dict:
+    """The catalog settings fixed for one part: ``fixed[part]`` where given per part, else ``fixed``."""
+    fixed = fixed or {}
+    return dict(fixed[part]) if part in fixed else {k: v for k, v in fixed.items() if k not in ("nb", "xreg")}
+
+
+def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print):
+    """NB and XReg (|w| >= :data:`DEMO_XREG_PRUNE`) on the corpus's base period, or with ``catalog``
+    (a :class:`training.catalog_data.CatalogData`: catalog settings chosen per part on the objective
+    except those ``fixed``, given for both parts or per part as ``{"nb": ..., "xreg": ...}``), and
+    the hybrid of the two chosen on the objective. Returns the hybrid, the NB part's dataset and
+    the fingerprints of the XReg part's seen queries."""
     from qcat.hybrid import CUTOFFS
     from training import nb_trainer
     from training.calibrate import fit_calibration
-    from training.provenance import corpus_source
+    from training.cli import seen_queries
+    from training.provenance import catalog_source, corpus_source, fingerprints
     from training.selection import select_hybrid, validation_sets
     from training.table_metrics import evaluate_pr
     from training.xreg.trainer import XRegConfig
     from training.xreg.trainer import fit as fit_xreg
 
     dataset = corpus.dataset("base")
-    sets = validation_sets(dataset, corpus)
+    sets = validation_sets(dataset if catalog is None else catalog.dataset()[0], catalog or corpus)
     data = corpus_source(corpus, "base")
     print_objective(sets)
-    nb = nb_trainer.fit(dataset, sets=sets)
-    nb.config["data"] = data
-    print(f"NB: threshold {nb.config['threshold']:g}, alpha {nb.config['alpha']:g}")
-    xreg = fit_xreg(dataset, XRegConfig(prune=DEMO_XREG_PRUNE), progress=lambda message: print("  XReg " + message))
-    xreg.config["data"] = data
+
+    def nb_fit(train, sets):
+        return nb_trainer.fit(train, sets=sets)
+
+    def xreg_fit(train, sets):
+        return fit_xreg(train, XRegConfig(prune=DEMO_XREG_PRUNE), progress=lambda message: log("  XReg " + message))
+
+    if catalog is None:
+        nb, nb_data, xreg, xreg_data = nb_fit(dataset, sets), dataset, xreg_fit(dataset, sets), dataset
+        parts_data = {"nb": data, "xreg": data}
+    else:
+        data = data | catalog_source(catalog.catalog, corpus, catalog.catalog_only)
+        nb, nb_data, nb_record = catalog.fit(nb_fit, sets, _part_settings(fixed, "nb"), "NB", log)
+        xreg, xreg_data, xreg_record = catalog.fit(xreg_fit, sets, _part_settings(fixed, "xreg"), "XReg", log)
+        parts_data = {"nb": data | {"catalog_training": nb_record}, "xreg": data | {"catalog_training": xreg_record}}
+    nb.config["data"], xreg.config["data"] = parts_data["nb"], parts_data["xreg"]
+    log(f"NB: threshold {nb.config['threshold']:g}, alpha {nb.config['alpha']:g}")
     xreg.calibration = fit_calibration(xreg, sets)
     hybrid = select_hybrid(nb, {"xreg": xreg}, sets, nb.taxonomy.merge(xreg.taxonomy), CUTOFFS,
                            config={"data": data}, progress=print_selection_row(sets))
+    test = nb_data.test
     for part in (hybrid.nb, hybrid.long):
-        part.metrics["test"] = evaluate_pr(part, dataset.test)
-    hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)
-    return hybrid, dataset
+        part.metrics["test"] = evaluate_pr(part, test)
+    hybrid.metrics["test"] = evaluate_pr(hybrid, test)
+    return hybrid, nb_data, [fingerprints(seen_queries(xreg_data))]

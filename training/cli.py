@@ -77,7 +77,31 @@ def _add_data_source(parser: argparse.ArgumentParser) -> None:
                         help="rows naming a non-leaf category: other (default) counts them for an explicit Other leaf "
                         "under the node, refuse stops with their counts, keep trains on the node itself (the model "
                         "may then answer it)")
+    catalog = parser.add_argument_group("catalog (listings as a second training source; README, \"Training on the catalog\")")
+    catalog.add_argument("--catalog", type=Path, default=None, metavar="FILE",
+                         help="listings (listing_id, title, category or category_path[, brand, popularity]; CSV, TSV, "
+                              "Parquet or JSONL) whose titles and short forms join the training split")
+    catalog.add_argument("--catalog-only", action="store_true",
+                         help="train on the catalog alone (cold start), also with a corpus (its real-text sets still "
+                              "validate); without --corpus or --log give --taxonomy")
+    catalog.add_argument("--title-weight", type=positive_float(), default=None,
+                         help="clicks one listing's title counts for (default: chosen from 1, 3, 10)")
+    catalog.add_argument("--short-weight", type=float_at_least(0), default=None,
+                         help="clicks each short form of a title counts for, 0 = none (default: chosen from 0, 1, 3)")
+    catalog.add_argument("--short-forms", type=rule_list, default=None, metavar="RULES",
+                         help="comma-separated short-form rules from lead2, lead3, nobrand, brandnoun, catgram, or all "
+                              "(default: chosen, starting from all)")
     parser.add_argument("--out", type=Path, required=True, help="model bundle directory to write")
+
+
+def rule_list(text: str) -> tuple[str, ...]:
+    """``--short-forms``: an argparse ``type``."""
+    from training.short_forms import parse_rules
+
+    try:
+        return parse_rules(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _add_train_commands(sub: argparse._SubParsersAction) -> None:
@@ -152,9 +176,56 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
 def data_from_args(args: argparse.Namespace):
     """The corpus or click log the data flags name (checked, not yet read) and its ``data``
     block (:mod:`training.provenance`)."""
+    data = _base_data(args)
+    if args.catalog is None:
+        for flag, value in (("--catalog-only", args.catalog_only), ("--title-weight", args.title_weight),
+                            ("--short-weight", args.short_weight), ("--short-forms", args.short_forms)):
+            if value not in (None, False):
+                raise InputError(f"{flag} is for --catalog FILE")
+        return data
+    return _catalog_data(args, data)
+
+
+def _catalog_data(args: argparse.Namespace, data):
+    """``data`` (a corpus or log and its ``data`` block, or None) with the catalog (checked, not yet read)."""
+    from training.catalog_data import CatalogData
+    from training.corpus import LogCorpus
+    from training.provenance import catalog_source, file_source
+
+    if not args.catalog.is_file():
+        raise InputError(f"--catalog {args.catalog}: no such file")
+    if data is None:
+        if args.taxonomy is None:
+            raise InputError("--catalog without --log or --corpus (cold start) needs --taxonomy")
+        if not args.taxonomy.is_file():
+            raise InputError(f"--taxonomy {args.taxonomy}: no such file")
+        args.catalog_only = True
+        catalog = CatalogData(args.catalog, None, args.taxonomy, True, args.split_seed or 0,
+                              args.internal_nodes or "other", None)
+        source = file_source("taxonomy", args.taxonomy) | {"split_seed": catalog.split_seed,
+                                                           "internal_nodes": catalog.internal_nodes}
+    else:
+        base, source = data
+        if args.catalog_only and isinstance(base, LogCorpus):
+            raise InputError("--catalog-only trains without the log: drop --log (give --taxonomy)")
+        is_log = isinstance(base, LogCorpus)
+        catalog = CatalogData(args.catalog, base, None, args.catalog_only,
+                              base.split_seed if is_log else base.meta.get("split_seed", 0), base.internal_nodes,
+                              None if is_log else args.period)
+        source = dict(source)
+    return catalog, source | catalog_source(args.catalog, catalog.base, catalog.catalog_only)
+
+
+def _base_data(args: argparse.Namespace):
+    """The corpus or click log of the data flags and its ``data`` block; None for a catalog
+    alone (``--catalog`` and ``--taxonomy`` without ``--corpus`` or ``--log``)."""
     from training.corpus import Corpus, LogCorpus
     from training.provenance import corpus_source, log_source
 
+    if args.catalog is not None and args.log is None and args.corpus is None and args.taxonomy is not None:
+        if args.period is not None:
+            raise InputError(f"--period {args.period} is for a corpus; a catalog alone is one period")
+        return None
     if args.log is not None:
         if args.taxonomy is None:
             raise InputError("--log needs --taxonomy")
@@ -186,20 +257,61 @@ def load_dataset(args: argparse.Namespace, data=None):
     """The training data, where it came from (the ``data`` block every bundle records) and the
     validation sets model choices are made on (:func:`training.selection.validation_sets`: a
     corpus's real-text sets count too). ``data``: :func:`data_from_args`'s answer, if known."""
+    from training.catalog_data import CatalogData
     from training.corpus import LogCorpus
     from training.selection import validation_sets
 
     corpus, source = data or data_from_args(args)
+    if isinstance(corpus, CatalogData):
+        if isinstance(corpus.base, LogCorpus):
+            _print_log_report(args, corpus.base)
+        dataset, counts = corpus.dataset(fixed_settings(args))
+        print(corpus.prepare()[1].format())
+        return dataset, source, validation_sets(dataset, corpus)
     if isinstance(corpus, LogCorpus):
-        report = corpus.ingest().report
-        print(report.format())
-        if report.nothing_kept():
-            raise InputError(f"{args.log}: {report.nothing_kept()}; nothing to train on")
-        dataset = corpus.dataset()
-        warn_if_small(dataset, report)
+        dataset = _print_log_report(args, corpus)
     else:
         dataset = corpus.dataset(args.period)
     return dataset, source, validation_sets(dataset, corpus)
+
+
+def _print_log_report(args: argparse.Namespace, corpus):
+    """Print a click log's ingestion report; refuse a log that leaves nothing; warn when it is small."""
+    report = corpus.ingest().report
+    print(report.format())
+    if report.nothing_kept():
+        raise InputError(f"{args.log}: {report.nothing_kept()}; nothing to train on")
+    dataset = corpus.dataset()
+    warn_if_small(dataset, report)
+    return dataset
+
+
+def fixed_settings(args: argparse.Namespace):
+    """The catalog settings the flags give, defaults for the others (for a single dataset)."""
+    from training.catalog_source import CatalogSettings
+
+    fixed = {k: v for k, v in catalog_flags(args).items() if v is not None}
+    return CatalogSettings(**fixed)
+
+
+def catalog_flags(args: argparse.Namespace) -> dict:
+    return {"title_weight": args.title_weight, "short_weight": args.short_weight, "rules": args.short_forms}
+
+
+def fit_on_data(args: argparse.Namespace, data, fit_one, name: str):
+    """Train with ``fit_one(dataset, sets) -> model`` on the data flags' data: once, or with a
+    catalog once per catalog setting (:func:`training.catalog_source.choose`), keeping the best
+    on the validation objective. Returns the model, its dataset, ``data`` block and sets."""
+    from training.catalog_data import CatalogData
+
+    corpus, source = data
+    if not isinstance(corpus, CatalogData):
+        dataset, source, sets = load_dataset(args, data)
+        return fit_one(dataset, sets), dataset, source, sets
+    dataset, source, sets = load_dataset(args, data)
+    print_objective(sets)
+    model, dataset, record = corpus.fit(fit_one, sets, catalog_flags(args), name)
+    return model, dataset, source | {"catalog_training": record}, sets
 
 
 def save_bundle(model, out: Path, dataset, also_seen=()) -> None:
@@ -226,8 +338,18 @@ def data_args_from(args: argparse.Namespace, recorded: dict, where: Path) -> Non
     that combines bundles reads the data they were trained on, never a default corpus."""
     from training.provenance import check_file_unchanged
 
+    if args.catalog is None and "catalog" in recorded and recorded["catalog"] != "corpus":
+        check_file_unchanged(recorded, "catalog", where)
+        args.catalog = Path(recorded["catalog"])
+    if "catalog" in recorded:
+        args.catalog_only = args.catalog_only or bool(recorded.get("catalog_only"))
     if args.log is None and args.corpus is None:
-        if "log" in recorded:
+        if "catalog" in recorded and "log_sha256" not in recorded:  # a catalog alone (cold start)
+            check_file_unchanged(recorded, "taxonomy", where)
+            args.taxonomy = args.taxonomy or Path(recorded["taxonomy"])
+            args.split_seed = recorded.get("split_seed") if args.split_seed is None else args.split_seed
+            args.internal_nodes = recorded.get("internal_nodes") if args.internal_nodes is None else args.internal_nodes
+        elif "log" in recorded:
             for kind in ("log", "taxonomy"):
                 if kind in recorded:
                     check_file_unchanged(recorded, kind, where)
@@ -247,6 +369,10 @@ def data_args_from(args: argparse.Namespace, recorded: dict, where: Path) -> Non
         args.internal_nodes = recorded.get("internal_nodes") if args.internal_nodes is None else args.internal_nodes
     elif args.period is None:
         args.period = recorded.get("period")
+    if args.catalog is None and recorded.get("catalog") == "corpus":  # the corpus's own catalog file
+        from training.corpus import Corpus
+
+        args.catalog = Corpus.open(args.corpus).path("catalog")
 
 
 def seen_queries(dataset) -> list[str]:
@@ -282,17 +408,23 @@ def run_train_nb(args: argparse.Namespace) -> int:
     from training.table_metrics import evaluate_pr
 
     started = time.perf_counter()
-    dataset, source, sets = load_dataset(args, data_from_args(args))
-    print(f"dataset: {len(dataset.table.queries):,} queries, {len(dataset.table):,} pairs, "
-          f"{len(dataset.table.categories):,} categories ({time.perf_counter() - started:.1f} s)")
-    print_objective(sets)
-    model = nb_trainer.fit(
-        dataset,
-        progress=lambda t, a, s, per_set: print(
-            f"  threshold {t:g} alpha {a:g}: objective {s:.4f} ("
-            + ", ".join(f"{name} {value:.4f}" for name, value in per_set.items()) + ")"),
-        sets=sets,
-    )
+    data = data_from_args(args)
+    quiet = args.catalog is not None  # one grid per catalog setting: the settings' table is printed instead
+
+    def fit_one(dataset, sets):
+        print(f"dataset: {len(dataset.table.queries):,} queries, {len(dataset.table):,} pairs, "
+              f"{len(dataset.table.categories):,} categories ({time.perf_counter() - started:.1f} s)")
+        if not quiet:
+            print_objective(sets)
+        return nb_trainer.fit(
+            dataset,
+            progress=None if quiet else lambda t, a, s, per_set: print(
+                f"  threshold {t:g} alpha {a:g}: objective {s:.4f} ("
+                + ", ".join(f"{name} {value:.4f}" for name, value in per_set.items()) + ")"),
+            sets=sets,
+        )
+
+    model, dataset, source, sets = fit_on_data(args, data, fit_one, "NB")
     model.config["data"] = source
     model.metrics["test"] = evaluate_pr(model, dataset.test)
     save_bundle(model, args.out, dataset)
@@ -313,6 +445,8 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
                          f"k of the B sampled negatives are kept")
     data = data_from_args(args)  # data flags are checked before TensorFlow is imported (~5 s)
     if args.augment:
+        if args.catalog is not None:
+            raise InputError("--augment draws from a corpus's candidate period; it does not combine with --catalog")
         augment_steps(args)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # C++ info and warnings; Python errors still surface
     from training.calibrate import describe_fit, fit_calibration
@@ -335,22 +469,30 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    dataset, source, sets = load_dataset(args, data)
-    check_trainable(dataset, sets, "XML-Q")
-    train_table, weights = None, None
-    if args.augment:
-        dataset, train_table, weights, report = augmented_dataset(args, dataset)
-        source["augmentation"] = report
-        print("augmentation: " + json.dumps({k: v for k, v in report.items() if k != "steps"}))
-    prepared = prepare(dataset, config, train=train_table, train_weights=weights)
-    print(f"dataset: {len(prepared.train_tokens):,} train queries, vocabulary {len(prepared.vocabulary):,}, "
-          f"{len(prepared.labels):,} labels ({time.perf_counter() - started:.1f} s)")
     checkpoint = args.out.parent / f"{args.out.name}.checkpoints" / "best.weights.h5"
-    network, summary = train(prepared, config, checkpoint=checkpoint, verbose=1 if sys.stdout.isatty() else 2,
-                             strategy=strategy)
-    summary["data"] = source
-    model = bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy,
-                         config=summary.pop("config") | {"data": source}, metrics=summary)
+    augmentation = {}
+
+    def fit_one(dataset, sets):
+        check_trainable(dataset, sets, "XML-Q")
+        train_table, weights = None, None
+        if args.augment:
+            dataset, train_table, weights, report = augmented_dataset(args, dataset)
+            augmentation.update(report)
+            print("augmentation: " + json.dumps({k: v for k, v in report.items() if k != "steps"}))
+        prepared = prepare(dataset, config, train=train_table, train_weights=weights)
+        print(f"dataset: {len(prepared.train_tokens):,} train queries, vocabulary {len(prepared.vocabulary):,}, "
+              f"{len(prepared.labels):,} labels ({time.perf_counter() - started:.1f} s)")
+        network, summary = train(prepared, config, checkpoint=checkpoint, verbose=1 if sys.stdout.isatty() else 2,
+                                 strategy=strategy)
+        return bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy,
+                            config=summary.pop("config"), metrics=summary)
+
+    model, dataset, source, sets = fit_on_data(args, data, fit_one, "XML-Q")
+    if augmentation:
+        source["augmentation"] = augmentation
+    model.config["data"] = source
+    model.metrics["data"] = source
+    summary = model.metrics
     model.calibration = fit_calibration(model, sets)
     print(describe_fit(model.calibration))
     model.metrics["test"] = evaluate_pr(model, dataset.test)
@@ -375,11 +517,14 @@ def run_train_xreg(args: argparse.Namespace) -> int:
                             prune=args.prune, seed=args.seed, threads=args.threads)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    dataset, source, sets = load_dataset(args, data)
-    print(f"dataset: {len(dataset.table.queries):,} queries, {len(dataset.table):,} pairs, "
-          f"{len(dataset.table.categories):,} categories ({time.perf_counter() - started:.1f} s)")
-    check_trainable(dataset, sets, "XReg")
-    model = fit(dataset, config, progress=lambda message: print("  " + message))
+
+    def fit_one(dataset, sets):
+        print(f"dataset: {len(dataset.table.queries):,} queries, {len(dataset.table):,} pairs, "
+              f"{len(dataset.table.categories):,} categories ({time.perf_counter() - started:.1f} s)")
+        check_trainable(dataset, sets, "XReg")
+        return fit(dataset, config, progress=lambda message: print("  " + message))
+
+    model, dataset, source, sets = fit_on_data(args, data, fit_one, "XReg")
     model.calibration = fit_calibration(model, sets)
     print(describe_fit(model.calibration))
     model.config["data"] = source

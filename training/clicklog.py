@@ -89,18 +89,8 @@ class IngestReport:
         ]
         if self.rows_outside_dates:
             lines.append(f"  {self.rows_outside_dates:,} rows outside the date range (not used)")
-        for reason, count in self.skipped.most_common():
-            shown = ", ".join(f"row {row}: {value!r}" if row is not None else repr(value)
-                              for row, value in self.examples.get(reason, []))
-            lines.append(f"  skipped {count:,} rows: {REASONS[reason]} (e.g. {shown})")
-        if self.internal:
-            rows = sum(r for r, _, _ in self.internal.values())
-            shown = "; ".join(f"{node} {count:,} rows" + (f" -> {to}" if to != node else "")
-                              for node, (count, _, to) in sorted(self.internal.items(), key=lambda x: -x[1][0])[:5])
-            rule = {"other": "counted for an Other leaf under each node", "keep": "kept as categories (--internal-nodes keep)",
-                    "refuse": "refused"}[self.internal_nodes]
-            lines.append(f"  {rows:,} rows name {len(self.internal):,} internal (non-leaf) categories, {rule} "
-                         f"(e.g. {shown})")
+        lines += format_skipped(self.skipped, self.examples, REASONS)
+        lines += format_internal(self.internal, self.internal_nodes)
         if self.impression_conflicts:
             shown = "; ".join(f"{query!r} on {day or 'no date'}: {low:g} vs {high:g}"
                               for query, day, low, high in self.impression_conflict_examples)
@@ -130,6 +120,37 @@ class IngestReport:
                 f"clicks without counts, use --min-clicks 1")
 
 
+def format_skipped(skipped: Counter, examples: dict[str, list[tuple[int | None, str]]], reasons: dict[str, str]) -> list[str]:
+    """One line per reason rows were skipped for, most rows first, with examples (row, value)."""
+    lines = []
+    for reason, count in skipped.most_common():
+        shown = ", ".join(f"row {row}: {value!r}" if row is not None else repr(value)
+                          for row, value in examples.get(reason, []))
+        lines.append(f"  skipped {count:,} rows: {reasons[reason]} (e.g. {shown})")
+    return lines
+
+
+def format_internal(internal: dict[str, tuple[int, float, str]], rule: str) -> list[str]:
+    """The line on rows naming internal (non-leaf) categories and what the rule did with them."""
+    if not internal:
+        return []
+    rows = sum(r for r, _, _ in internal.values())
+    shown = "; ".join(f"{node} {count:,} rows" + (f" -> {to}" if to != node else "")
+                      for node, (count, _, to) in sorted(internal.items(), key=lambda x: -x[1][0])[:5])
+    done = {"other": "counted for an Other leaf under each node", "keep": "kept as categories (--internal-nodes keep)",
+            "refuse": "refused"}[rule]
+    return [f"  {rows:,} rows name {len(internal):,} internal (non-leaf) categories, {done} (e.g. {shown})"]
+
+
+def refuse_internal(internal: dict[str, tuple[int, float, str]], taxonomy: Taxonomy) -> None:
+    """The ``refuse`` rule's error: the counts of rows naming internal nodes, the largest first."""
+    shown = ", ".join(f"{node} ({taxonomy.path_of(node)}): {rows:,} rows"
+                      for node, (rows, _, _) in sorted(internal.items(), key=lambda x: -x[1][0])[:3])
+    raise InputError(f"{sum(r for r, _, _ in internal.values()):,} rows name {len(internal):,} "
+                     f"internal (non-leaf) categories of the taxonomy, e.g. {shown}; map them to leaves, or use "
+                     f"--internal-nodes other (an Other leaf under each) or keep")
+
+
 @dataclass(frozen=True)
 class IngestResult:
     table: ClickTable
@@ -137,12 +158,12 @@ class IngestResult:
     taxonomy: Taxonomy  # the taxonomy the table's categories belong to (with any Other leaves added)
 
 
-def detect_format(path: str | Path) -> str:
+def detect_format(path: str | Path, kind: str = "click-log") -> str:
     name = str(path).rstrip("/").rsplit("/", 1)[-1].lower().removesuffix(".gz")
     for suffix, fmt in ((".parquet", "parquet"), (".jsonl", "jsonl"), (".ndjson", "jsonl"), (".json", "jsonl"), (".tsv", "tsv"), (".csv", "csv")):
         if name.endswith(suffix):
             return fmt
-    raise InputError(f"{path}: cannot tell the click-log format from the name; use .csv, .tsv, .parquet or .jsonl")
+    raise InputError(f"{path}: cannot tell the {kind} format from the name; use .csv, .tsv, .parquet or .jsonl")
 
 
 def ingest(
@@ -257,11 +278,7 @@ def _check_rows(engine: IngestEngine, report: IngestReport, category_map: dict, 
         if named in counted_as:
             report.internal[named] = (int(rows), float(clicks), counted_as[named])
     if report.internal and report.internal_nodes == "refuse":
-        shown = ", ".join(f"{node} ({taxonomy.path_of(node)}): {rows:,} rows"
-                          for node, (rows, _, _) in sorted(report.internal.items(), key=lambda x: -x[1][0])[:3])
-        raise InputError(f"{sum(r for r, _, _ in report.internal.values()):,} rows name {len(report.internal):,} "
-                         f"internal (non-leaf) categories of the taxonomy, e.g. {shown}; map them to leaves, or use "
-                         f"--internal-nodes other (an Other leaf under each) or keep")
+        refuse_internal(report.internal, taxonomy)
 
 
 def _as_date(value: date | str | None) -> date | None:

@@ -59,6 +59,10 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--model-only", action="store_true",
                       help="retrain only the demo model, on the corpus as it is (the simulated log is deterministic: "
                            "rebuilding it gives the same rows)")
+    demo.add_argument("--catalog-source", choices=("choose", "log", "both"), default="choose",
+                      help="train the model on the simulated log alone, on the log plus the catalog's listings and "
+                           "short forms (held-out listings excluded), or build both and ship, of those that keep the "
+                           "corpus and model under 25 MiB, the one with the higher validation objective (default choose)")
     demo.set_defaults(run=run_build_demo)
 
 

@@ -18,7 +18,7 @@ import duckdb
 import numpy as np
 
 from qcat.errors import InputError
-from training.ingest_engine import COLUMNS, check_header
+from training.ingest_engine import COLUMNS, REQUIRED, check_header
 from training.ingest_text import read_delimited, read_jsonl
 from training.ingest_sql import DUCKDB_MACROS
 
@@ -61,12 +61,14 @@ class DuckDBEngine:
         self.con.execute("set preserve_insertion_order = false")
         self.con.execute(DUCKDB_MACROS)
 
-    def read(self, path: str, fmt: str) -> None:
+    def read(self, path: str, fmt: str, columns: tuple[str, ...] = COLUMNS, required: tuple = REQUIRED) -> None:
+        """``raw`` from a file of ``columns`` (default a click log's; a catalog's in
+        :mod:`training.catalog_ingest`), refusing one without the ``required`` ones."""
         path = Path(path)
         if fmt == "parquet":
             if not path.is_file():
                 raise InputError(f"{path}: no such file")
-            self._view_parquet(path)
+            self._view_parquet(path, columns, required)
             return
         try:
             raw = path.read_bytes()
@@ -80,18 +82,19 @@ class DuckDBEngine:
                 raw = gzip.decompress(raw)
             except (OSError, EOFError, zlib.error) as exc:
                 raise InputError(f"{path}: its name ends in .gz but it is not a valid gzip file ({exc})") from None
-        rows = read_jsonl(raw) if fmt == "jsonl" else read_delimited(raw, "\t" if fmt == "tsv" else ",")
+        rows = (read_jsonl(raw, columns, required) if fmt == "jsonl"
+                else read_delimited(raw, "\t" if fmt == "tsv" else ",", columns, required))
         self.register("raw", rows.arrays())
 
-    def _view_parquet(self, path: Path) -> None:
+    def _view_parquet(self, path: Path, columns: tuple[str, ...], required: tuple) -> None:
         """``raw`` as a view over the file: one scan per query, no copy of the log."""
         try:
             names = [r[0].lower() for r in self.con.execute("describe select * from read_parquet(?)", [str(path)]).fetchall()]
         except duckdb.Error as exc:
             raise InputError(f"cannot read Parquet: {str(exc).splitlines()[0]}") from None
-        check_header(names)
+        check_header(names, required)
         select = ", ".join(
-            f'cast("{c}" as varchar) as "{c}"' if c in names else f'cast(null as varchar) as "{c}"' for c in COLUMNS
+            f'cast("{c}" as varchar) as "{c}"' if c in names else f'cast(null as varchar) as "{c}"' for c in columns
         )
         self.con.execute(
             f"create view raw as select cast(file_row_number + 1 as bigint) as row, {select}, "

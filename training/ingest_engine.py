@@ -59,7 +59,10 @@ class IngestEngine(Protocol):
         ...
 
 
-def check_header(header: Sequence[str]) -> None:
-    missing = [c for c in REQUIRED if c not in header]
+def check_header(header: Sequence[str], required: Sequence[str] = REQUIRED) -> None:
+    """Refuse a header without every ``required`` column; a tuple inside ``required`` is met by any one of its
+    names (a catalog's ``category`` or ``category_path``)."""
+    missing = [c if isinstance(c, str) else " or ".join(c) for c in required
+               if not (c in header if isinstance(c, str) else any(name in header for name in c))]
     if missing:
         raise InputError(f"missing column(s) {', '.join(missing)} (found: {', '.join(header) or 'none'})")

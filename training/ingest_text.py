@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from qcat.errors import InputError
-from training.ingest_engine import COLUMNS, check_header
+from training.ingest_engine import COLUMNS, REQUIRED, check_header
 
 
 @dataclass
@@ -18,14 +18,18 @@ class _RawRows:
     """Rows as read: string columns (None where absent) plus data row numbers; rows that
     could not be decoded or split keep their reason in ``bad``."""
 
+    names: tuple[str, ...] = COLUMNS  # the columns kept (a click log's, or a catalog's)
     row: list[int] = field(default_factory=list)
-    columns: dict[str, list] = field(default_factory=lambda: {c: [] for c in COLUMNS})
+    columns: dict[str, list] = field(default_factory=dict)
     bad: list[str | None] = field(default_factory=list)
     bad_value: list[str | None] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.columns = self.columns or {c: [] for c in self.names}
+
     def add(self, row: int, record: dict) -> None:
         self.row.append(row)
-        for column in COLUMNS:
+        for column in self.names:
             value = record.get(column)
             self.columns[column].append(None if value is None else str(value))
         self.bad.append(None)
@@ -55,8 +59,9 @@ def _decoded_lines(raw: bytes, rows: _RawRows, first_data_line: int):
         yield number, text.removesuffix("\r")
 
 
-def read_delimited(raw: bytes, delimiter: str) -> _RawRows:
-    rows = _RawRows()
+def read_delimited(raw: bytes, delimiter: str, columns: tuple[str, ...] = COLUMNS,
+                   required: tuple[str, ...] = REQUIRED) -> _RawRows:
+    rows = _RawRows(columns)
     lines = _decoded_lines(raw.removeprefix(b"\xef\xbb\xbf"), rows, first_data_line=2)
     numbered, texts = [], []
 
@@ -71,7 +76,7 @@ def read_delimited(raw: bytes, delimiter: str) -> _RawRows:
     if header is None:
         return rows
     header = [h.strip().lower() for h in header]
-    check_header(header)
+    check_header(header, required)
     while True:
         first_line = reader.line_num  # lines read before this record: it starts on the next
         try:
@@ -91,8 +96,8 @@ def read_delimited(raw: bytes, delimiter: str) -> _RawRows:
     return rows
 
 
-def read_jsonl(raw: bytes) -> _RawRows:
-    rows = _RawRows()
+def read_jsonl(raw: bytes, columns: tuple[str, ...] = COLUMNS, required: tuple[str, ...] = REQUIRED) -> _RawRows:
+    rows = _RawRows(columns)
     seen_columns: set[str] = set()
     for number, text in _decoded_lines(raw, rows, first_data_line=1):
         if not text.strip():
@@ -108,5 +113,5 @@ def read_jsonl(raw: bytes) -> _RawRows:
         seen_columns.update(record)
         rows.add(number, {k.lower(): v for k, v in record.items()})
     if any(reason is None for reason in rows.bad):
-        check_header([c.lower() for c in seen_columns])
+        check_header([c.lower() for c in seen_columns], required)
     return rows

@@ -30,7 +30,8 @@ from qcat.normalize import normalize
 
 SEEN_FILE = "seen_queries.npz"
 # What makes two training sets the same data: content hashes and settings, never paths.
-IDENTITY_KEYS = ("log_sha256", "taxonomy_sha256", "period", "min_clicks", "split_seed", "internal_nodes")
+IDENTITY_KEYS = ("log_sha256", "taxonomy_sha256", "period", "min_clicks", "split_seed", "internal_nodes",
+                 "catalog_sha256", "catalog_only")
 
 
 def file_source(kind: str, path: Path) -> dict:
@@ -42,6 +43,16 @@ def log_source(log) -> dict:
     """The ``data`` block of a model trained on a click log (a :class:`training.corpus.LogCorpus`)."""
     return (file_source("log", log.log) | file_source("taxonomy", log.taxonomy_path)
             | {"min_clicks": log.min_clicks, "split_seed": log.split_seed, "internal_nodes": log.internal_nodes})
+
+
+def catalog_source(catalog: Path, corpus=None, catalog_only: bool = False) -> dict:
+    """The catalog keys of a ``data`` block (``qcat train --catalog``): its path, or ``corpus``
+    for the corpus's own catalog file (so the demo's record names no machine's path), its hash
+    and whether it trained alone."""
+    own = corpus is not None and hasattr(corpus, "meta") and "catalog" in corpus.meta \
+        and Path(catalog).resolve() == corpus.path("catalog").resolve()
+    return {"catalog": "corpus" if own else str(Path(catalog).resolve()), "catalog_sha256": sha256_file(catalog),
+            "catalog_only": bool(catalog_only)}
 
 
 def corpus_source(corpus, period: str) -> dict:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field, replace
 
-from qcat.classifier import Classification, Failure
+from qcat.classifier import Classification, Failure, check_min_score
 from qcat.serve.loading import LoadedModel
 from qcat.serve.metrics import ServiceMetrics
 
@@ -37,7 +37,7 @@ def _run(loaded: LoadedModel, queries: list[str], k: int, max_length: int, metri
 def cut(answers: list[Answer], k: int, min_score: float | None) -> list[Answer]:
     """Answers computed at a larger k (or at this one), cut to the top ``k`` categories and to
     those scoring at least ``min_score``."""
-    floor = -1.0 if min_score is None else min_score
+    floor = check_min_score(min_score)  # the classifier's rule: one call serves requests of several floors
     return [replace(a, categories=tuple(c for c in a.categories[:k] if c.score >= floor))
             if isinstance(a, Classification) else a for a in answers]
 
