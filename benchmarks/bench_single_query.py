@@ -14,7 +14,13 @@ passes with the tokenizer's cache emptied before each (so normalization is paid 
 
 It prints p50 / p99 per query in ms, and the ratios the online target is stated in.
 
+``--batch-sizes`` instead times batches: µs per query through each model's batch path
+(``predict``) and one by one through its compiled path (``predict_one``), for batches of 8, 100
+and 1,000 of the same queries, for the demo model, its NB and XReg parts, and any ``--xmlq DIR``
+bundle (what ``faster_one_by_one`` is set from).
+
     python benchmarks/bench_single_query.py
+    python benchmarks/bench_single_query.py --batch-sizes [--xmlq DIR]
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 PASSES = 3
+BATCH_SIZES = (8, 100, 1000)
 PER_SET = 1000
 K = 5
 
@@ -59,6 +66,33 @@ def per_query_ms(classify_one, queries: list[str]) -> np.ndarray:
             classify_one(query)
             times.append(time.perf_counter() - started)
     return 1000 * np.array(times)
+
+
+def batch_sizes(models: dict, queries: list[str]) -> None:
+    """µs per query, batch path against one by one, at each batch size (best of 3 runs)."""
+    print("\n| model | batch size | batch path µs/query | one by one µs/query |\n|---|---:|---:|---:|")
+    for name, model in models.items():
+        model.predict_one(queries[0], K)
+        for size in BATCH_SIZES:
+            def batched():
+                for start in range(0, len(queries), size):
+                    model.predict(queries[start:start + size], K)
+
+            def one_by_one():
+                for query in queries:
+                    model.predict_one(query, K)
+
+            times = [best_of_3(run) / len(queries) * 1e6 for run in (batched, one_by_one)]
+            print(f"| {name} | {size:,} | {times[0]:.0f} | {times[1]:.0f} |")
+
+
+def best_of_3(run) -> float:
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - started)
+    return best
 
 
 def omikuji_peer():
@@ -91,11 +125,22 @@ def progress_bars_silenced():
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-omikuji", action="store_true", help="leave the Omikuji peer out")
+    parser.add_argument("--batch-sizes", action="store_true", help="instead: batch path against one by one")
+    parser.add_argument("--xmlq", type=Path, default=None, help="with --batch-sizes: an XML-Q bundle to time too")
     args = parser.parse_args()
 
     from qcat.classifier import Classifier
 
     queries = real_text_queries()
+    if args.batch_sizes:
+        demo = Classifier.load().compile().model
+        models = {"demo hybrid": demo, "its NB part": demo.nb, "its XReg part": demo.long}
+        if args.xmlq is not None:
+            models[f"XML-Q {args.xmlq}"] = Classifier.load(args.xmlq).compile().model
+        print(f"bench_single_query --batch-sizes: {len(queries):,} real-text queries, top {K}, best of 3; "
+              f"load average {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        batch_sizes(models, queries)
+        return
     print(f"bench_single_query: {len(queries):,} real-text queries x {PASSES} passes, top {K}; "
           f"{os.cpu_count()} CPUs, load average {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
     started = time.perf_counter()

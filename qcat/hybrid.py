@@ -127,7 +127,7 @@ class HybridModel:
     @property
     def faster_one_by_one(self) -> bool:
         """As its long part: it answers most queries of a batch, and costs most (the demo hybrid:
-        104-112 µs per query one by one, against 172-711 µs batched)."""
+        about 92 µs per query one by one, against 154-273 µs batched)."""
         return self.long.faster_one_by_one
 
     def k_group(self, k: int) -> int:

@@ -138,8 +138,9 @@ class NaiveBayesModel:
         labels[:n] = self.lookup_labels[start : start + n]
         scores[:n] = clicks[:n] / clicks.sum()
 
-    # The batch path wins from about 50 queries on (demo NB: 23 µs per query in batches of 100,
-    # 30 µs one by one): one bincount over the batch is cheaper than a kernel call per query.
+    # The batch path wins from some tens of queries on (demo NB: 17 µs per query in batches of 100,
+    # 19 one by one; benchmarks/bench_single_query.py --batch-sizes): one bincount over the batch
+    # is cheaper than a kernel call per query.
     faster_one_by_one = False
 
     def uncalibrated(self) -> "NaiveBayesModel":

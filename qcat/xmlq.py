@@ -95,8 +95,9 @@ class XMLQModel:
         labels[0, :len(top_labels)], scores[0, :len(top_labels)] = top_labels, top_scores
         return calibrated_one(self.calibration, Predictions(labels, scores, ("xmlq",)), query)
 
-    # One network call per batch wins from about 8 queries on (small preset: 276 µs per query in
-    # batches of 8, 125 in batches of 1,000, 436-612 one by one).
+    # One network call per batch wins from a few queries on (small preset on the Best Buy sample:
+    # 154 µs per query in batches of 8, 50-63 in batches of 100-1,000, about 510 one by one;
+    # benchmarks/bench_single_query.py --batch-sizes --xmlq DIR).
     faster_one_by_one = False
 
     def uncalibrated(self) -> "XMLQModel":

@@ -200,8 +200,9 @@ class XRegModel:
             return [(0, len(self.trees), arrays(self._stacked))]
         return [(0, 1, arrays(tree)) for tree in self.trees]
 
-    # One by one at every batch size (demo XReg: 63 µs per query against 137-236 µs batched):
-    # the batch path's numpy calls per tree level cost more than the arithmetic.
+    # One by one at every batch size (demo XReg: about 50 µs per query against 122-187 µs batched;
+    # benchmarks/bench_single_query.py --batch-sizes): the batch path's numpy calls per tree level
+    # cost more than the arithmetic.
     faster_one_by_one = True
 
     def uncalibrated(self) -> "XRegModel":
