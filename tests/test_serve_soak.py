@@ -1,6 +1,7 @@
-"""Soak: `qcat serve` (2 workers) under 8 concurrent clients for 30 s while its model directory is repointed
-and reloaded every 3 s (NB part, a tampered copy, the demo hybrid, ...). Bounded; the 60 s run
-and its figures are in docs/benchmarks.md (python benchmarks/bench_serve.py --soak 60)."""
+"""Soak: `qcat serve` (2 workers) under 8 concurrent clients for 30 s while its model directory is
+repointed and reloaded every 3 s (NB part, a tampered copy, the demo hybrid, ...), and memory over
+50 reloads. Bounded; the 10-minute run and its figures are in docs/benchmarks.md
+(python benchmarks/bench_serve.py --soak 600, --reload-memory 100)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from bench_serve import soak  # noqa: E402
+from bench_serve import reload_memory, soak  # noqa: E402
 
 
 def test_reloads_under_load_fail_no_request_and_keep_memory_flat():
@@ -20,4 +21,15 @@ def test_reloads_under_load_fail_no_request_and_keep_memory_flat():
     assert len(report["reloads"]) >= 6 and report["reloads"] == expected
     assert report["bundles_seen"] == 2  # the NB part and the demo hybrid both answered
     assert report["wrong_bundle"] == 0  # after a reload's 200, every worker answers with its bundle
-    assert abs(report["memory_growth"]) <= 0.10, report["memory_mib"]
+    # A 30 s run holds only ~9 reloads: with 2 workers, memory is still settling then (+9% from
+    # 10 to 30 reloads, flat after: docs/benchmarks.md), and two runs gave +17%. This bound only
+    # catches a gross leak (a bundle kept per reload and worker adds ~150 MiB each time); the
+    # flatness itself is test_memory_is_flat_over_reloads' and the 10-minute soak's.
+    assert report["memory_growth"] <= 0.5, report["memory_mib"]
+
+
+def test_memory_is_flat_over_reloads():
+    """One worker, 50 reloads of the demo model: the RSS after 50 is within 2% of that after 30
+    (it settles by then; an old bundle kept, or 1 MiB lost per reload as before, fails this)."""
+    samples = reload_memory(50, workers=1)
+    assert samples[-1] <= samples[3] * 1.02, samples
