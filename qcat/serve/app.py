@@ -68,7 +68,7 @@ class ModelSlot:
         # loaded by a different thread each time would leave a fragmented heap in every arena.
         self.loader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="qcat-reload")
         metrics.serving(loaded.identity)
-        reloads.record(reloads.asked(), False, loaded.bundle_hash)
+        reloads.record(reloads.startup_generation, False, loaded.bundle_hash)
 
     async def reload(self, generation: int) -> tuple[str, LoadedModel]:
         """(the old bundle's hash, the new model), recorded as ``generation`` of the reloads;
@@ -269,6 +269,7 @@ def create_app(config: ServeConfig, loaded: LoadedModel, reloads=None, lifecycle
         await runner.start()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGHUP, reload_on_sighup)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})  # a pre-forked worker starts with it blocked
         try:
             yield
         finally:

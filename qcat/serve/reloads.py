@@ -78,6 +78,8 @@ class ReloadBoard:
 class SingleWorker:
     """Reloads of a service with one worker: nothing to coordinate."""
 
+    startup_generation = 0
+
     def __init__(self) -> None:
         self._generation = 0
         self._state: WorkerState | None = None
@@ -99,10 +101,14 @@ class SingleWorker:
 class PreforkedWorker:
     """Reloads of one of several pre-forked workers (see the module docstring)."""
 
-    def __init__(self, board: ReloadBoard, slot: int, supervisor: int) -> None:
+    def __init__(self, board: ReloadBoard, slot: int, supervisor: int, startup_generation: int) -> None:
         self.board = board
         self.slot = slot
         self.supervisor = supervisor
+        # The generation the worker's first bundle was loaded for: 0 at start; a replacement
+        # worker's, the one asked for when the supervisor loaded it. (Not the one asked for when
+        # the worker comes up: a reload asked for meanwhile is not in its bundle.)
+        self.startup_generation = startup_generation
 
     def ask(self) -> int:
         return self.board.ask()

@@ -107,10 +107,12 @@ def _supervise(config: ServeConfig, loaded: LoadedModel) -> int:
     board = ReloadBoard(config.workers)
     ready_read, ready_write = os.pipe()
 
-    def spawn(model: LoadedModel, slot: int, at_start: bool) -> None:
+    def spawn(model: LoadedModel, slot: int, at_start: bool, generation: int) -> None:
         pid = os.fork()
         if pid == 0:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, SUPERVISED)
+            # SIGHUP stays blocked until the app handles it (a reload asked for meanwhile waits,
+            # instead of ending the worker by SIGHUP's default action).
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, set(SUPERVISED) - {signal.SIGHUP})
             code = 0
             try:
                 placeholder.close()
@@ -120,7 +122,7 @@ def _supervise(config: ServeConfig, loaded: LoadedModel) -> int:
                     os.write(ready_write, b".")
                     os.close(ready_write)
                 startup, model = [model], None
-                _run_worker(config, startup, sock, PreforkedWorker(board, slot, parent))
+                _run_worker(config, startup, sock, PreforkedWorker(board, slot, parent, generation))
             except BaseException:
                 log.exception("worker failed")
                 code = 1
@@ -129,7 +131,7 @@ def _supervise(config: ServeConfig, loaded: LoadedModel) -> int:
         children[pid] = slot
 
     for slot in range(config.workers):
-        spawn(loaded, slot, at_start=True)
+        spawn(loaded, slot, at_start=True, generation=0)
     os.close(ready_write)
     listening = b""
     while len(listening) < config.workers:
@@ -156,7 +158,8 @@ def _supervise(config: ServeConfig, loaded: LoadedModel) -> int:
                 board.clear(slot)
                 if not stopping:
                     log.warning("worker %d exited; starting another", pid)
-                    spawn(_fresh_or(loaded, config), slot, at_start=False)
+                    generation = board.asked()  # what the bundle loaded now is at least as new as
+                    spawn(_fresh_or(loaded, config), slot, at_start=False, generation=generation)
     return 0
 
 
