@@ -8,7 +8,8 @@ import json
 import time
 from pathlib import Path
 
-from training.cli import print_objective, print_selection_row, save_bundle
+from training.cli import print_selection_row, save_bundle
+from training.data_flags import print_objective
 from training.corpus import DEMO_DIR, META_FILE, Corpus
 
 HOLDOUT_FRACTION = 0.1  # share of the demo catalog's listings kept from the simulator (real-title sets)

@@ -38,8 +38,12 @@ def cut(answers: list[Answer], k: int, min_score: float | None) -> list[Answer]:
     """Answers computed at a larger k (or at this one), cut to the top ``k`` categories and to
     those scoring at least ``min_score``."""
     floor = check_min_score(min_score)  # the classifier's rule: one call serves requests of several floors
-    return [replace(a, categories=tuple(c for c in a.categories[:k] if c.score >= floor))
-            if isinstance(a, Classification) else a for a in answers]
+    return [_cut(a, k, floor) if isinstance(a, Classification) else a for a in answers]
+
+
+def _cut(answer: Classification, k: int, floor: float) -> Classification:
+    kept = tuple(c for c in answer.categories[:k] if c.score >= floor)
+    return answer if len(kept) == len(answer.categories) else replace(answer, categories=kept)
 
 
 class DirectRunner:
