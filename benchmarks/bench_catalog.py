@@ -11,7 +11,7 @@ on the objective, XReg with |w| >= 1, the hybrid's cutoff and blend chosen on th
   ``qcat data build-demo --model-only --catalog-source both``, else built here);
 - ``catalog only``: the catalog alone (cold start; its own held-out titles validate beside
   the real-text sets): ``--catalog-only DIR``, a hybrid of ``qcat train nb|xreg --catalog
-  training/demo/catalog.csv.gz --catalog-only`` (XReg ``--prune 1``), else built here;
+  demo/qcat_demo/corpus/catalog.csv.gz --catalog-only`` (XReg ``--prune 1``), else built here;
 - ``log + titles``: the chosen title weights, no short forms; and one row per short-form rule:
   each part's chosen title and short weights (a short weight of 1 where a part chose none)
   with that rule alone, built here.

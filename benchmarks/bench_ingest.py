@@ -2,7 +2,7 @@
 
     python benchmarks/bench_ingest.py generate --rows 10000000 --out /tmp/log.parquet
     /usr/bin/time -v python -m qcat.cli data ingest /tmp/log.parquet \\
-        --taxonomy training/demo/taxonomy.tsv --out /tmp/table.parquet
+        --taxonomy demo/qcat_demo/corpus/taxonomy.tsv --out /tmp/table.parquet
 
 Queries are drawn Zipf-like from ``--queries`` distinct strings, each with a few categories
 of the demo taxonomy; clicks, impressions and dates are random. Written in chunks, so
@@ -53,7 +53,7 @@ def main() -> None:
     gen = sub.add_parser("generate")
     gen.add_argument("--rows", type=int, default=10_000_000)
     gen.add_argument("--queries", type=int, default=300_000)
-    gen.add_argument("--taxonomy", type=Path, default=Path(__file__).resolve().parent.parent / "training/demo/taxonomy.tsv")
+    gen.add_argument("--taxonomy", type=Path, default=Path(__file__).resolve().parent.parent / "demo/qcat_demo/corpus/taxonomy.tsv")
     gen.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     started = time.perf_counter()

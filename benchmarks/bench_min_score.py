@@ -5,7 +5,7 @@ and 0.9, on the real-text test sets; and the precision/coverage curve over P, as
 The scores are the bundle's own (calibrated where it is), exactly those ``qcat classify``
 prints (:func:`qcat.classifier.load_model` ``.predict``).
 
-    python benchmarks/bench_min_score.py --model "shipped=qcat/demo_model" --model "log only=/tmp/demo_log" \\
+    python benchmarks/bench_min_score.py --model "shipped=demo/qcat_demo/model" --model "log only=/tmp/demo_log" \\
         --out docs/min_score.json --plot docs/min_score.svg
 """
 

@@ -32,7 +32,7 @@ The peers:
   takes no seed, so its figures move a little between runs (two runs: simulated PR@1
   .901/.903, real-title PR@1 .727/.733).
 
-    python benchmarks/bench_real_text.py --model NB=qcat/demo_model \\
+    python benchmarks/bench_real_text.py --model NB=demo/qcat_demo/model \\
         --model XReg=/tmp/xreg --model "NB+XReg=/tmp/hybrid" --out real_text.json
 
 ``--skip-peers`` scores the bundles only; ``--real-split validation`` scores real-title and

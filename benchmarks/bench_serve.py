@@ -33,7 +33,7 @@ import numpy as np
 
 from serve_load import REPO, ServerProcess, drive, get_request, post_request, run
 
-DEMO = REPO / "qcat" / "demo_model"
+DEMO = REPO / "demo" / "qcat_demo" / "model"
 SINGLE_LEVELS = (1, 8, 64)
 BATCH_SIZE = 100
 BATCH_CLIENTS = 8  # the kernel spreads connections over workers by hash: 8 leave none idle (4: 1 in 8 runs would)

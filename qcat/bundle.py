@@ -116,8 +116,13 @@ def read_manifest(directory: str | Path, verify: bool = True) -> Manifest:
     if not isinstance(data, dict) or not isinstance(data.get("files"), dict) or not isinstance(data.get("backend"), str) \
             or not all(isinstance(k, str) and isinstance(v, str) for k, v in data["files"].items()):
         raise BundleError(f"{path} is not a qcat manifest (it needs a backend name and a files object of hashes)")
-    if data.get("format_version") != FORMAT_VERSION:
-        raise BundleError(f"{path}: bundle format {data.get('format_version')!r} is not supported (expected {FORMAT_VERSION})")
+    found = data.get("format_version")
+    if isinstance(found, int) and not isinstance(found, bool) and found > FORMAT_VERSION:
+        raise BundleError(f"{path}: bundle format {found} was written by a newer qcat "
+                          f"({data.get('qcat_version', 'unknown version')}) than this one ({__version__}, reads format "
+                          f"{FORMAT_VERSION}): upgrade qcat (pip install -U qcat)")
+    if found != FORMAT_VERSION:
+        raise BundleError(f"{path}: bundle format {found!r} is not supported (expected {FORMAT_VERSION})")
     manifest = Manifest(directory, data)
     if verify:
         for name, expected in data["files"].items():

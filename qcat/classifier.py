@@ -8,7 +8,6 @@ import numbers
 import importlib
 import os
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
@@ -16,6 +15,7 @@ import numpy as np
 
 from qcat.bundle import Manifest, load_bundle_taxonomy, read_manifest
 from qcat.calibration import scores_calibrated
+from qcat.demo import demo_model_dir
 from qcat.errors import BundleError, InputError, QcatError
 from qcat.model import Model
 from qcat.normalize import normalize, tokenize
@@ -33,10 +33,11 @@ WARM_UP_QUERIES = ("qcat", "qcat warm up query")  # one token (NB in a hybrid) a
 
 
 def default_model_dir() -> Path:
-    """``$QCAT_MODEL`` if set, else the demo model shipped inside the package."""
+    """``$QCAT_MODEL`` if set, else the demo model of the qcat-demo distribution (an error
+    saying how to install it when it is not)."""
     if os.environ.get(MODEL_ENV):
         return Path(os.environ[MODEL_ENV])
-    return Path(str(resources.files("qcat") / "demo_model"))
+    return demo_model_dir()
 
 
 def load_model(directory: str | Path) -> Model:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import math
 import os
@@ -16,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from qcat import __version__
 from qcat.errors import EmptyQueryError, InputError, QcatError
 
 # command -> (module with main(command, argv), one-line help)
@@ -27,6 +29,19 @@ DELEGATED = {
     "db": ("judging_app.cli", "judging store migrations: upgrade, downgrade, current"),
     "judge": ("judging_app.cli", "side-by-side human judging: create-session, add-judge, app, report, export"),
 }
+# The extra each delegated command needs, the modules each extra brings (pyproject.toml's
+# optional dependencies; a test keeps the two in step) and the extras each includes: a command
+# whose extra is missing names it, with the pip line, before it parses or imports anything.
+COMMAND_EXTRAS = {"data": "data", "train": "train", "evaluate": "eval", "golden": "eval", "db": "judge", "judge": "judge"}
+EXTRA_MODULES = {
+    "data": ("scipy", "duckdb", "pyarrow", "rich"),
+    "train": ("keras", "tf2onnx", "onnx"),
+    "eval": ("matplotlib", "bm25s"),
+    "judge": ("streamlit", "sqlalchemy", "alembic", "psycopg"),
+    "spark": ("pyspark",),
+}
+EXTRA_INCLUDES = {"train": ("data",), "eval": ("data",), "judge": ("eval", "data"), "spark": ("data",)}
+KERAS_BACKENDS = {"tensorflow", "jax", "torch"}
 BATCH = 2048
 
 
@@ -106,6 +121,7 @@ MAX_THREADS = 256
 
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="qcat", description="Categorize e-commerce search queries into leaf categories.")
+    parser.add_argument("--version", action="store_true", help="print qcat's version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     classify = commands.add_parser("classify", help="classify queries (arguments, or one per line on stdin)")
@@ -175,9 +191,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
+        if argv[:1] == ["--version"]:
+            print(f"qcat {__version__}")
+            return 0
         if argv and argv[0] in DELEGATED:
-            module = importlib.import_module(DELEGATED[argv[0]][0])
-            return module.main(argv[0], argv[1:])
+            require_extra(argv[0])
+            try:
+                module = importlib.import_module(DELEGATED[argv[0]][0])
+                return module.main(argv[0], argv[1:])
+            except ModuleNotFoundError as exc:
+                raise missing_extra(argv[0], exc) from None
         args = build_parser().parse_args(argv)
         if args.command == "classify":
             return run_classify(args)
@@ -200,6 +223,35 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"qcat: internal error: {type(exc).__name__}: {exc} (set QCAT_DEBUG=1 for details)", file=sys.stderr)
         return 70
+
+
+def extra_error(command: str, extras: str, module: str) -> InputError:
+    return InputError(f"qcat {command} needs the '{extras}' extra (module {module!r} is missing): "
+                      f'pip install "qcat[{extras}]"')
+
+
+def require_extra(command: str) -> None:
+    """Refuse a command whose extra is not installed, naming the extra."""
+    extra = COMMAND_EXTRAS[command]
+    for name in (extra, *EXTRA_INCLUDES.get(extra, ())):
+        for module in EXTRA_MODULES[name]:
+            if importlib.util.find_spec(module) is None:
+                raise extra_error(command, extra, module)
+
+
+def missing_extra(command: str, exc: ModuleNotFoundError) -> Exception:
+    """The one-line error for a module an option of a command needs (``--engine spark``: pyspark;
+    XML-Q: a Keras backend), or ``exc`` itself when no extra brings the module (a bug)."""
+    module = (exc.name or "").split(".")[0]
+    if module in KERAS_BACKENDS:
+        return InputError(f"qcat {command}: XML-Q needs a Keras backend and {module!r} is not installed: "
+                          f"pip install tensorflow-cpu (or tensorflow[and-cuda], or jax[cuda12] with KERAS_BACKEND=jax)")
+    extra = next((name for name, modules in EXTRA_MODULES.items() if module in modules), None)
+    if extra is None:
+        return exc
+    wanted = COMMAND_EXTRAS[command]
+    covered = {wanted, *EXTRA_INCLUDES.get(wanted, ())}
+    return extra_error(command, wanted if extra in covered else f"{wanted},{extra}", module)
 
 
 def _batches(items: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
@@ -370,7 +422,8 @@ def run_info(args: argparse.Namespace) -> int:
         return 0
     data = manifest.data
     print(f"model bundle   {manifest.directory}")
-    print(f"backend        {data['backend']}  (format {data['format_version']}, qcat {data.get('qcat_version')})")
+    print(f"backend        {data['backend']}  (format {data['format_version']}, built by qcat {data.get('qcat_version')}; "
+          f"read by qcat {__version__})")
     print(f"created        {data.get('created')}")
     print(f"labels         {len(model.labels):,} categories")
     print(f"taxonomy hash  {data['taxonomy_hash'][:16]}…   vocabulary hash {str(data.get('vocabulary_hash'))[:16]}…")

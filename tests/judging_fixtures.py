@@ -68,8 +68,8 @@ def demo_db(tmp_path_factory) -> tuple[Path, list[str]]:
         assert result.returncode == 0, result.stderr
         assert "shown only this once" in result.stderr
         tokens.append(result.stdout.strip())
-    result = qcat("judge", "create-session", "--baseline", ROOT / "qcat" / "demo_model", "--target",
-                  ROOT / "qcat" / "demo_model", "--queries", DEMO_QUERIES, "--name", "demo", "--url", f"sqlite:///{path}")
+    result = qcat("judge", "create-session", "--baseline", ROOT / "demo" / "qcat_demo" / "model", "--target",
+                  ROOT / "demo" / "qcat_demo" / "model", "--queries", DEMO_QUERIES, "--name", "demo", "--url", f"sqlite:///{path}")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "1"
     return path, tokens

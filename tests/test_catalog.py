@@ -146,10 +146,11 @@ def _held_out_texts(corpus, training_titles, training_categories):
 def test_no_held_out_title_or_short_form_of_one_reaches_training(catalog_only):
     from training.catalog_data import CatalogData
     from training.catalog_source import CatalogPairs
-    from training.corpus import DEMO_DIR, Corpus
+    from qcat.demo import demo_corpus_dir
+    from training.corpus import Corpus
 
     corpus = Corpus.open()
-    data = CatalogData(DEMO_DIR / "catalog.csv.gz", corpus, catalog_only=catalog_only, period="base")
+    data = CatalogData(demo_corpus_dir() / "catalog.csv.gz", corpus, catalog_only=catalog_only, period="base")
     source, _ = data.prepare()
     held_ids, held_texts = _held_out_texts(corpus, source.listings.title, source.listings.category)
     assert len(held_ids) == 3083 and not held_ids & set(source.listings.listing_id.tolist())

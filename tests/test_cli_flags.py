@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 CLICKS = DATA / "bestbuy_clicks_sample.csv"
 BESTBUY = DATA / "bestbuy_categories_2016.json.gz"
-DEMO = ROOT / "qcat" / "demo_model"
+DEMO = ROOT / "demo" / "qcat_demo" / "model"
 TV = "abcat0101001"
 
 LOG = ["--log", "LOG", "--taxonomy", "TAX"]

@@ -5,7 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from training.corpus import DEMO_DIR, Corpus
+from qcat.demo import demo_corpus_dir
+from training.corpus import Corpus
 from training.logstats import table1_stats
 from training.simulate import catalog_brand_queries
 
@@ -50,5 +51,5 @@ def test_splits_are_disjoint_by_query(corpus):
 
 
 def test_shipped_data_and_models_stay_under_25_mb():
-    shipped = [*DEMO_DIR.rglob("*"), *(ROOT / "qcat" / "demo_model").rglob("*")]
+    shipped = [*demo_corpus_dir().rglob("*"), *(ROOT / "demo" / "qcat_demo" / "model").rglob("*")]
     assert sum(p.stat().st_size for p in shipped if p.is_file()) < 25 * 2**20

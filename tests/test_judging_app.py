@@ -181,7 +181,7 @@ def test_without_a_configured_session_the_judge_chooses_one(app_env, monkeypatch
 
 def test_judges_see_neutral_session_names_never_the_models_compared(app_env, monkeypatch):
     store, tokens, session_id = app_env
-    store_session(store, "demo_model vs xreg-model", "qcat/demo_model", "models/xreg-model",
+    store_session(store, "demo_model vs xreg-model", "demo/qcat_demo/model", "models/xreg-model",
                   [QuerySpec("only query", "tail", [Listing("x")], [Listing("y")])], display_name="Spring round")
     monkeypatch.delenv("QCAT_JUDGE_SESSION")
     at = sign_in(tokens["ann"])

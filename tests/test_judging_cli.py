@@ -33,7 +33,7 @@ def test_create_session_samples_a_third_per_segment_and_stores_both_top5_lists(d
         assert 1 <= len(lists["baseline"]) <= 5 and lists["baseline"] == lists["target"]  # the same model twice
         hashes = session.scalars(select(Judge.token_hash)).all()
         facts = session.execute(select(ResultItem.listing_id, ResultItem.brand, ResultItem.price)).all()
-    catalog = load_catalog(ROOT / "training" / "demo" / "catalog.csv.gz")
+    catalog = load_catalog(ROOT / "demo" / "qcat_demo" / "corpus" / "catalog.csv.gz")
     row = {listing: i for i, listing in enumerate(catalog.listing_id.tolist())}
     for listing, brand, price in facts:  # copied from the demo catalog, None where it has none
         assert brand == known_brand(catalog.brand[row[listing]]) and price == known_price(catalog.price[row[listing]])
@@ -57,7 +57,7 @@ def test_listing_report_export_and_golden_import_of_a_judged_session(demo_db, tm
     store.dispose()
     listing = qcat("judge", "sessions", "--url", db)
     assert listing.returncode == 0 and "demo" in listing.stdout and f"{QUERIES} with all 3 judges" in listing.stdout
-    assert "(judges see 'Session 1';" in listing.stdout and "demo_model" in listing.stdout  # admins see the models
+    assert "(judges see 'Session 1';" in listing.stdout and "qcat_demo/model" in listing.stdout  # admins see the models
     report = qcat("judge", "report", "demo", "--url", db, "--out", tmp_path / "report", "--bootstrap", 100, "--json")
     assert report.returncode == 0, report.stderr
     data = json.loads(report.stdout)
@@ -98,7 +98,7 @@ def test_db_downgrade_then_commands_say_to_upgrade(tmp_path):
         (("judge", "report", "1", "--url", "postgresql://u:secret@127.0.0.1:1/none"), "cannot connect to the judging database"),
         (("judge", "create-session", "--baseline", "/nonexistent", "--target", "/nonexistent", "--url", "{db}"),
          "does not exist"),
-        (("judge", "create-session", "--baseline", "qcat/demo_model", "--target", "qcat/demo_model", "--queries", "2",
+        (("judge", "create-session", "--baseline", "demo/qcat_demo/model", "--target", "demo/qcat_demo/model", "--queries", "2",
           "--url", "{db}"), "--queries must be at least 3"),
         (("judge", "app", "--session", "42", "--url", "{db}"), "judging session '42' does not exist"),
         (("golden", "import", "{db}", "--golden-session", "7"), "judging session '7' does not exist"),

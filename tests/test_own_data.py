@@ -20,7 +20,7 @@ DATA = ROOT / "tests" / "data"
 CLICKS = DATA / "bestbuy_clicks_sample.csv"
 BESTBUY = DATA / "bestbuy_categories_2016.json.gz"
 GOOGLE = DATA / "google_product_taxonomy_2021-09-21.txt"
-DEMO = ROOT / "qcat" / "demo_model"
+DEMO = ROOT / "demo" / "qcat_demo" / "model"
 TV = "abcat0101001"  # Best Buy: All Flat-Panel TVs
 
 

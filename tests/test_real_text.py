@@ -20,7 +20,8 @@ from qcat.normalize import tokenize
 from qcat.taxonomy import from_paths
 from training.calibrate import isotonic
 from training.catalog import leaf_category_paths, load_catalog
-from training.corpus import DEMO_DIR, Corpus
+from qcat.demo import demo_corpus_dir
+from training.corpus import Corpus
 from training.real_text import map_bestbuy_clicks, table_from_pairs
 from training.selection import choose_hybrid, objective
 from training.simulate import SimulationConfig, simulate_clicklog
@@ -67,7 +68,7 @@ def test_held_out_listings_never_reach_the_simulator(corpus) -> None:
 
 def test_simulating_a_subset_never_uses_the_rest() -> None:
     """simulate_clicklog on catalog.subset(...) generates nothing from the left-out listings."""
-    catalog = load_catalog(DEMO_DIR / "catalog.csv.gz")
+    catalog = load_catalog(demo_corpus_dir() / "catalog.csv.gz")
     rows = np.zeros(len(catalog), dtype=bool)
     rows[::15] = True
     small = catalog.subset(rows)
@@ -99,8 +100,8 @@ def test_real_sets_are_built_from_held_out_titles(corpus) -> None:
 
 
 def test_real_queries_file_is_the_mapped_best_buy_sample() -> None:
-    rows = map_bestbuy_clicks(DATA / "bestbuy_clicks_sample.csv", DEMO_DIR / "bestbuy_category_map.tsv")
-    with open(DEMO_DIR / "real_queries.csv", newline="", encoding="utf-8") as handle:
+    rows = map_bestbuy_clicks(DATA / "bestbuy_clicks_sample.csv", demo_corpus_dir() / "bestbuy_category_map.tsv")
+    with open(demo_corpus_dir() / "real_queries.csv", newline="", encoding="utf-8") as handle:
         shipped = list(csv.DictReader(handle))
     assert rows == shipped
 

@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_serve import tampered_copy  # noqa: E402
 from serve_load import ServerProcess  # noqa: E402
 
-DEMO = REPO / "qcat" / "demo_model"
+DEMO = REPO / "demo" / "qcat_demo" / "model"
 TOKEN = "test-reload-token"
 
 

@@ -28,7 +28,7 @@ SMALL = SimulationConfig(total_searches=1_500_000, long_queries_per_listing=3.0,
 
 def _catalog_path() -> Path | None:
     """The demo corpus's catalog."""
-    meta = ROOT / "training" / "demo" / "corpus.json"
+    meta = ROOT / "demo" / "qcat_demo" / "corpus" / "corpus.json"
     if meta.is_file():
         path = meta.parent / json.loads(meta.read_text(encoding="utf-8")).get("catalog", "")
         if path.is_file():
@@ -200,7 +200,7 @@ def test_default_simulation_reproduces_the_shipped_demo_log(catalog: Catalog, tm
     path = tmp_path / "log.parquet"
     write_log(log, path)
     assert path.stat().st_size < 10_000_000
-    shipped = ROOT / "training" / "demo" / "clicklog.parquet"
+    shipped = ROOT / "demo" / "qcat_demo" / "corpus" / "clicklog.parquet"
     con = duckdb.connect()
     differing = con.execute(
         "select count(*) from ((select * from read_parquet(?) except all select * from read_parquet(?))"

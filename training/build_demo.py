@@ -8,9 +8,10 @@ import json
 import time
 from pathlib import Path
 
+from qcat.demo import demo_corpus_dir, demo_model_dir
 from training.cli import print_selection_row, save_bundle
 from training.data_flags import print_objective
-from training.corpus import DEMO_DIR, META_FILE, Corpus
+from training.corpus import META_FILE, Corpus
 
 HOLDOUT_FRACTION = 0.1  # share of the demo catalog's listings kept from the simulator (real-title sets)
 REAL_QUERIES_FILE = "real_queries.csv"
@@ -29,19 +30,19 @@ def build_demo(args: argparse.Namespace) -> int:
     from training.simulate import SimulationConfig, catalog_brand_queries, simulate_clicklog, write_intents, write_log
 
     started = time.perf_counter()
-    corpus_dir = args.corpus_out or DEMO_DIR
-    model_dir = args.model_out or Path(__file__).resolve().parent.parent / "qcat" / "demo_model"
+    corpus_dir = args.corpus_out or demo_corpus_dir()
+    model_dir = args.model_out or demo_model_dir()
     if getattr(args, "model_only", False):
         return write_demo_model(Corpus.open(corpus_dir), model_dir, started, getattr(args, "catalog_source", "choose"))
-    source = args.catalog or DEMO_DIR / "catalog.csv.gz"
+    source = args.catalog or demo_corpus_dir() / "catalog.csv.gz"
     catalog = load_catalog(source)
     corpus_dir.mkdir(parents=True, exist_ok=True)
     if source.resolve() != (corpus_dir / "catalog.csv.gz").resolve():
         shutil.copyfile(source, corpus_dir / "catalog.csv.gz")
     taxonomy = catalog.taxonomy()  # every listing's category, held out or not
     taxonomy.save_tsv(corpus_dir / "taxonomy.tsv")
-    if (DEMO_DIR / REAL_QUERIES_FILE).resolve() != (corpus_dir / REAL_QUERIES_FILE).resolve():
-        shutil.copyfile(DEMO_DIR / REAL_QUERIES_FILE, corpus_dir / REAL_QUERIES_FILE)
+    if (demo_corpus_dir() / REAL_QUERIES_FILE).resolve() != (corpus_dir / REAL_QUERIES_FILE).resolve():
+        shutil.copyfile(demo_corpus_dir() / REAL_QUERIES_FILE, corpus_dir / REAL_QUERIES_FILE)
     holdout = {"fraction": HOLDOUT_FRACTION, "seed": args.seed}
     simulated = holdout_split(catalog, holdout["fraction"], holdout["seed"]) == 0
     print(f"holding {int((~simulated).sum()):,} of {len(catalog):,} listings out of the simulator (real-text sets)")

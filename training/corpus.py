@@ -1,6 +1,6 @@
 """A corpus directory: catalog, taxonomy, click log and ``corpus.json`` describing them.
 
-The demo corpus ships in ``training/demo``. ``corpus.json`` names the files and the two
+The demo corpus ships in the qcat-demo distribution (``demo/qcat_demo/corpus``). ``corpus.json`` names the files and the two
 periods of the log: the *base* set (the latest half-year, what models train on) and the
 *candidate* set (the half-year before, which augmentation draws from), plus the split
 seed and the click threshold. Optionally, the real-text query sets
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from qcat.demo import demo_corpus_dir
 from qcat.errors import InputError
 from qcat.taxonomy import Taxonomy, load_taxonomy
 from training.catalog import Catalog, load_catalog
@@ -24,7 +25,6 @@ from training.clicklog import IngestResult, ingest
 from training.clicktable import ClickTable
 from training.dataset import Dataset
 
-DEMO_DIR = Path(__file__).resolve().parent / "demo"
 META_FILE = "corpus.json"
 PERIODS = ("base", "candidate", "all")
 
@@ -37,7 +37,7 @@ class Corpus:
 
     @classmethod
     def open(cls, directory: str | Path | None = None) -> "Corpus":
-        directory = Path(directory) if directory is not None else DEMO_DIR
+        directory = Path(directory) if directory is not None else demo_corpus_dir()
         try:
             meta = json.loads((directory / META_FILE).read_text(encoding="utf-8"))
         except FileNotFoundError:

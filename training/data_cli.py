@@ -53,8 +53,8 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
 
     demo = sub.add_parser("build-demo", help="rebuild the demo corpus and the bundled demo model from a catalog")
     demo.add_argument("--catalog", type=Path, default=None, help="listings CSV (default: the demo corpus's catalog)")
-    demo.add_argument("--corpus-out", type=Path, default=None, help="default: training/demo")
-    demo.add_argument("--model-out", type=Path, default=None, help="default: qcat/demo_model")
+    demo.add_argument("--corpus-out", type=Path, default=None, help="default: the installed qcat-demo corpus (demo/qcat_demo/corpus)")
+    demo.add_argument("--model-out", type=Path, default=None, help="default: the installed qcat-demo model (demo/qcat_demo/model)")
     demo.add_argument("--seed", type=int_at_least(0), default=0)
     demo.add_argument("--model-only", action="store_true",
                       help="retrain only the demo model, on the corpus as it is (the simulated log is deterministic: "

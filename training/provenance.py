@@ -25,6 +25,7 @@ from typing import Iterable
 import numpy as np
 
 from qcat.bundle import Manifest, read_manifest, sha256_file
+from qcat.demo import demo_root
 from qcat.errors import InputError
 from qcat.normalize import normalize
 
@@ -55,12 +56,16 @@ def catalog_source(catalog: Path, corpus=None, catalog_only: bool = False) -> di
             "catalog_only": bool(catalog_only)}
 
 
+def is_demo_corpus(directory: Path) -> bool:
+    """Whether ``directory`` is the installed qcat-demo corpus."""
+    root = demo_root()
+    return root is not None and Path(directory).resolve() == (root / "corpus").resolve()
+
+
 def corpus_source(corpus, period: str) -> dict:
     """The ``data`` block of a model trained on a period of a corpus (:class:`training.corpus.Corpus`);
     the demo corpus is named ``demo``, wherever the package is installed."""
-    from training.corpus import DEMO_DIR
-
-    name = "demo" if corpus.directory.resolve() == DEMO_DIR.resolve() else str(corpus.directory)
+    name = "demo" if is_demo_corpus(corpus.directory) else str(corpus.directory)
     return {"corpus": name, "period": period,
             "log_sha256": sha256_file(corpus.path("log")), "taxonomy_sha256": sha256_file(corpus.path("taxonomy")),
             "min_clicks": corpus.meta.get("min_clicks", 3), "split_seed": corpus.meta.get("split_seed", 0),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from qcat import __version__
 from qcat.bundle import MANIFEST, sha256_file
 from qcat.classifier import Classifier, default_model_dir
 from qcat.errors import BundleError
@@ -37,7 +38,8 @@ class LoadedModel:
             "bundle_hash": self.bundle_hash,
             "taxonomy_hash": manifest.data.get("taxonomy_hash"),
             "created": manifest.data.get("created"),
-            "qcat_version": manifest.data.get("qcat_version"),
+            "qcat_version": manifest.data.get("qcat_version"),  # the qcat that built the bundle
+            "served_by": f"qcat {__version__}",
             "labels": len(model.labels),
             "loaded_at": self.loaded_at,
             "load_seconds": round(self.load_seconds, 4),

@@ -107,11 +107,13 @@ def openapi_document(config: ServeConfig) -> dict:
                 "ClassifyResponse": {"type": "object", "required": ["model", "results"], "properties": {
                     "model": {"$ref": "#/components/schemas/ModelIdentity"},
                     "results": {"type": "array", "items": {"$ref": "#/components/schemas/Result"}}}},
-                "ModelSummary": {"type": "object", "required": ["backend", "bundle_hash", "taxonomy_hash", "loaded_at"],
+                "ModelSummary": {"type": "object", "required": ["backend", "bundle_hash", "taxonomy_hash", "loaded_at", "served_by"],
                                  "properties": {"backend": {"type": "string"}, "bundle_hash": {"type": "string"},
                                                 "taxonomy_hash": {"type": "string"}, "loaded_at": {"type": "string"},
                                                 "load_seconds": {"type": "number"}, "labels": {"type": "integer"},
-                                                "directory": {"type": "string"}}},
+                                                "directory": {"type": "string"},
+                                                "qcat_version": {"type": "string", "description": "the qcat that built the bundle"},
+                                                "served_by": {"type": "string", "description": "the qcat serving it"}}},
                 "Status": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}},
                 "Worker": {"type": "object", "required": ["pid", "bundle_hash", "last_reload"], "properties": {
                     "pid": {"type": "integer"}, "bundle_hash": {"type": "string"},

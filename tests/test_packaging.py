@@ -1,0 +1,140 @@
+"""The distributions: the core wheel carries no third-party data, and the core installed alone
+(no extras) classifies and serves, and every other command names the extra it needs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ABSENT_FROM_CORE = ("streamlit", "tensorflow", "duckdb", "pyspark", "matplotlib", "scipy", "keras", "sqlalchemy")
+DATA_SUFFIXES = (".csv", ".gz", ".parquet", ".npz", ".tsv", ".onnx", ".jsonl")
+EXTRA_COMMANDS = {  # a command outside the core -> the extra its error must name
+    ("data", "simulate", "--out", "x"): "data",
+    ("train", "nb", "--out", "x"): "train",
+    ("evaluate", "x"): "eval",
+    ("golden", "evaluate"): "eval",
+    ("db", "current"): "judge",
+    ("judge", "report", "x"): "judge",
+}
+
+
+@pytest.fixture(scope="module")
+def wheels(tmp_path_factory) -> dict[str, Path]:
+    """The core and the demo wheels, built from this checkout."""
+    out = tmp_path_factory.mktemp("wheels")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "-w", str(out), str(ROOT), str(ROOT / "demo")], check=True, capture_output=True)
+    return {"core": next(out.glob("qcat-*.whl")), "demo": next(out.glob("qcat_demo-*.whl"))}
+
+
+def test_the_core_wheel_carries_no_data_and_says_apache(wheels):
+    with zipfile.ZipFile(wheels["core"]) as wheel:
+        names = wheel.namelist()
+        metadata = wheel.read(next(n for n in names if n.endswith("/METADATA"))).decode()
+    assert not [n for n in names if n.endswith(DATA_SUFFIXES) or "catalog" in n.lower() and not n.endswith(".py")]
+    assert not [n for n in names if n.startswith(("qcat_demo/", "tests/"))]
+    assert "License-Expression: Apache-2.0" in metadata
+    assert sum(zipfile.ZipFile(wheels["core"]).getinfo(n).file_size for n in names) < 3_000_000
+
+
+def test_the_demo_wheel_carries_the_model_and_corpus_under_their_own_terms(wheels):
+    with zipfile.ZipFile(wheels["demo"]) as wheel:
+        names = set(wheel.namelist())
+        metadata = wheel.read(next(n for n in names if n.endswith("/METADATA"))).decode()
+        notice = wheel.read(next(n for n in names if n.endswith("licenses/NOTICE.md"))).decode()
+    assert {"qcat_demo/model/manifest.json", "qcat_demo/corpus/catalog.csv.gz", "qcat_demo/corpus/clicklog.parquet"} <= names
+    assert "License-Expression: LicenseRef-qcat-demo-data" in metadata and "Apache" not in metadata.split("\n\n")[0]
+    assert "non-commercial" in notice and "Instacart" in notice
+
+
+@pytest.fixture(scope="module")
+def core_venv(tmp_path_factory, wheels) -> Path:
+    """A fresh virtual environment with the core and the demo installed, no extras."""
+    venv = tmp_path_factory.mktemp("core") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    installed = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
+                                str(wheels["core"]), str(wheels["demo"])], capture_output=True, text=True)
+    if installed.returncode != 0:
+        pytest.fail(f"pip install of the core wheel failed:\n{installed.stderr[-3000:]}")
+    return venv
+
+
+def run_in(venv: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "QCAT_MODEL")}
+    return subprocess.run([str(venv / "bin" / args[0]), *args[1:]], capture_output=True, text=True,
+                          cwd=venv, env=env, timeout=300, **kwargs)
+
+
+def test_the_core_alone_classifies_like_the_checkout(core_venv):
+    installed = run_in(core_venv, "qcat", "classify", "dior gaudron", "--json")
+    here = subprocess.run([sys.executable, "-m", "qcat.cli", "classify", "dior gaudron", "--json"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert installed.returncode == 0, installed.stderr
+    assert json.loads(installed.stdout) == json.loads(here.stdout)
+    assert run_in(core_venv, "qcat", "--version").stdout.strip() == "qcat 0.1.0"
+
+
+def test_the_core_alone_lacks_the_heavy_packages(core_venv):
+    probe = "import importlib.util, json; print(json.dumps([m for m in %r if importlib.util.find_spec(m)]))" \
+        % (ABSENT_FROM_CORE,)
+    result = run_in(core_venv, "python", "-c", probe)
+    assert result.returncode == 0 and json.loads(result.stdout) == []
+
+
+@pytest.mark.parametrize("command", list(EXTRA_COMMANDS), ids=" ".join)
+def test_a_command_outside_the_core_names_its_extra(core_venv, command):
+    result = run_in(core_venv, "qcat", *command)
+    extra = EXTRA_COMMANDS[command]
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    line, = result.stderr.strip().splitlines()
+    assert re.fullmatch(rf"qcat: error: qcat {command[0]} needs the '{extra}' extra \(module '\w+' is missing\): "
+                        rf'pip install "qcat\[{extra}\]"', line), line
+
+
+def test_the_core_alone_serves(core_venv):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "QCAT_MODEL")}
+    log = core_venv / "serve.log"
+    with open(log, "w") as handle:
+        server = subprocess.Popen([str(core_venv / "bin" / "qcat"), "serve", "--port", "0"], cwd=core_venv,
+                                  stdout=handle, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (match := re.search(r"listening on http://127\.0\.0\.1:(\d+)", log.read_text())):
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        url = f"http://127.0.0.1:{match.group(1)}"
+        with urllib.request.urlopen(f"{url}/v1/classify?q=lego+star+wars&k=1", timeout=30) as response:
+            answer = json.load(response)
+        with urllib.request.urlopen(f"{url}/v1/model", timeout=30) as response:
+            model = json.load(response)
+        assert answer["results"][0]["categories"][0]["path"].startswith("Toys")
+        assert model["served_by"] == "qcat 0.1.0" and model["qcat_version"]
+    finally:
+        server.terminate()
+        assert server.wait(60) == 0
+
+
+def test_the_cli_knows_the_extras_pyproject_declares():
+    """qcat.cli's list of the modules each extra brings matches pyproject.toml's extras."""
+    import tomllib
+
+    from qcat.cli import EXTRA_INCLUDES, EXTRA_MODULES
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    for extra, modules in EXTRA_MODULES.items():
+        names = [re.split(r"[\[<>=,; ]", requirement, maxsplit=1)[0] for requirement in extras[extra]]
+        assert set(modules) == {name for name in names if name != "qcat"}, extra
+        included = {inner for requirement in extras[extra] if requirement.startswith("qcat[")
+                    for inner in requirement[5:-1].split(",")}
+        assert included <= {extra, *EXTRA_INCLUDES.get(extra, ())} and set(EXTRA_INCLUDES.get(extra, ())) <= \
+            included | {name for inner in included for name in EXTRA_INCLUDES.get(inner, ())}, extra
