@@ -179,6 +179,8 @@ class Classifier:
         does each query of a batch where the model is faster one by one (``faster_one_by_one``:
         XReg and the demo hybrid are, at every batch size); otherwise the model's batch path,
         which needs no compilation, answers."""
+        if isinstance(queries, str):
+            raise TypeError(f"classify takes a list of queries, not one string: classify([{queries!r}])")
         floor = check_min_score(min_score)
         if self.compiled and (len(queries) == 1 or self.model.faster_one_by_one):
             return [self._one(query, k, floor) for query in queries]
