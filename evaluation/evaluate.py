@@ -29,6 +29,7 @@ from qcat.calibration import calibrated_sources
 from qcat.classifier import load_model
 from qcat.errors import InputError
 from qcat.model import Model
+from qcat.progress import task
 from qcat.taxonomy import OTHER_LEAF, Taxonomy
 from training.clicktable import ClickTable
 from training.corpus import Corpus, LogCorpus
@@ -184,33 +185,35 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
     propensity = propensity or PropensityModel()
     inverse = propensity.inverse(evaluation.train_label_counts, max(evaluation.n_train, 1))
     models = []
-    for name, directory, model in zip(names, model_dirs, loaded):
-        check_labels(model, dataset.taxonomy, Path(directory))
-        entry = {"name": name, "directory": str(directory), "backend": model.backend,
-                 "calibrated": calibrated_sources(model)}
-        entry["overlap"] = training_overlap(read_seen_fingerprints(directory), evaluation, real, chosen)
-        notes += overlap_notes(name, entry["overlap"])
-        if SIMULATED in chosen:
-            tick = time.perf_counter()
-            matched = predict_matched(model, evaluation.queries, evaluation.label_ids, evaluation.truth, PREDICTION_K)
-            entry["predict_seconds"] = time.perf_counter() - tick
-            scores = score_model(matched, evaluation.segment, evaluation.length_bin, _weights(inverse, matched), options)
-            raw = predict_matched(model.uncalibrated(), evaluation.queries, evaluation.label_ids, evaluation.truth, PREDICTION_K)
-            scores.segments["all"]["ECE raw"] = reliability(raw, options.reliability_bins).expected_calibration_error
-            entry |= scores.to_json()
-            progress(f"{name}: PR@1 {scores.segments['all']['PR@1']:.4f} (predicted in {entry['predict_seconds']:.1f} s; "
-                     f"{format_overlap(entry['overlap']['all'])})")
-        entry["query_sets"] = {}
-        for set_name, (queries, truth) in real.items():
-            matched = predict_matched(model, queries, evaluation.label_ids, truth, PREDICTION_K)
-            summary = summarize(matched, _weights(inverse, matched), options)
-            raw = predict_matched(model.uncalibrated(), queries, evaluation.label_ids, truth, PREDICTION_K)
-            summary["ECE raw"] = reliability(raw, options.reliability_bins).expected_calibration_error
-            summary["PR@1 curve"] = pr_curve(matched)
-            entry["query_sets"][set_name] = summary
-            progress(f"{name}: {set_name} PR@1 {summary['PR@1']:.4f}, ECE {summary['ECE raw']:.3f} raw -> "
-                     f"{summary['ECE']:.3f} calibrated ({format_overlap(entry['overlap'][set_name])})")
-        models.append(entry)
+    with task("scoring models", len(loaded)) as advance:
+        for name, directory, model in zip(names, model_dirs, loaded):
+            check_labels(model, dataset.taxonomy, Path(directory))
+            entry = {"name": name, "directory": str(directory), "backend": model.backend,
+                     "calibrated": calibrated_sources(model)}
+            entry["overlap"] = training_overlap(read_seen_fingerprints(directory), evaluation, real, chosen)
+            notes += overlap_notes(name, entry["overlap"])
+            if SIMULATED in chosen:
+                tick = time.perf_counter()
+                matched = predict_matched(model, evaluation.queries, evaluation.label_ids, evaluation.truth, PREDICTION_K)
+                entry["predict_seconds"] = time.perf_counter() - tick
+                scores = score_model(matched, evaluation.segment, evaluation.length_bin, _weights(inverse, matched), options)
+                raw = predict_matched(model.uncalibrated(), evaluation.queries, evaluation.label_ids, evaluation.truth, PREDICTION_K)
+                scores.segments["all"]["ECE raw"] = reliability(raw, options.reliability_bins).expected_calibration_error
+                entry |= scores.to_json()
+                progress(f"{name}: PR@1 {scores.segments['all']['PR@1']:.4f} (predicted in {entry['predict_seconds']:.1f} s; "
+                         f"{format_overlap(entry['overlap']['all'])})")
+            entry["query_sets"] = {}
+            for set_name, (queries, truth) in real.items():
+                matched = predict_matched(model, queries, evaluation.label_ids, truth, PREDICTION_K)
+                summary = summarize(matched, _weights(inverse, matched), options)
+                raw = predict_matched(model.uncalibrated(), queries, evaluation.label_ids, truth, PREDICTION_K)
+                summary["ECE raw"] = reliability(raw, options.reliability_bins).expected_calibration_error
+                summary["PR@1 curve"] = pr_curve(matched)
+                entry["query_sets"][set_name] = summary
+                progress(f"{name}: {set_name} PR@1 {summary['PR@1']:.4f}, ECE {summary['ECE raw']:.3f} raw -> "
+                         f"{summary['ECE']:.3f} calibrated ({format_overlap(entry['overlap'][set_name])})")
+            models.append(entry)
+            advance()
     return {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "source": evaluation.source,

@@ -164,6 +164,10 @@ class Classifier:
         """Make the single-query path ready (its kernels compiled, or loaded from numba's cache,
         and each part's first call made), so that no request pays for it; from then on
         ``classify`` of a single query takes it. ``qcat serve`` compiles at load."""
+        from qcat import kernels
+        from qcat.progress import announce_compilation
+
+        announce_compilation("the single-query kernels", kernels.top_k)
         model = self.model
         parts = [model.part(name) for name in model.parts] if model.backend == "hybrid" else []
         for part in [model] + parts:

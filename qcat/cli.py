@@ -19,6 +19,7 @@ from typing import Iterable, Iterator
 
 from qcat import __version__
 from qcat.errors import EmptyQueryError, InputError, QcatError
+from qcat.progress import QUIET_ENV
 
 # command -> (module with main(command, argv), one-line help)
 DELEGATED = {
@@ -122,6 +123,8 @@ MAX_THREADS = 256
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="qcat", description="Categorize e-commerce search queries into leaf categories.")
     parser.add_argument("--version", action="store_true", help="print qcat's version and exit")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress lines (they are drawn only on a terminal anyway; also QCAT_QUIET=1)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     classify = commands.add_parser("classify", help="classify queries (arguments, or one per line on stdin)")
@@ -194,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         if argv[:1] == ["--version"]:
             print(f"qcat {__version__}")
             return 0
+        if argv[:1] == ["--quiet"]:
+            os.environ[QUIET_ENV] = "1"
+            argv = argv[1:]
         if argv and argv[0] in DELEGATED:
             require_extra(argv[0])
             try:

@@ -35,6 +35,7 @@ import numpy as np
 
 from qcat.errors import InputError, TaxonomyError
 from qcat.normalize import normalize
+from qcat.progress import task
 from qcat.taxonomy import OTHER_SUFFIX, Taxonomy
 from training import ingest_sql as sql
 from training.clicktable import ClickTable
@@ -198,7 +199,8 @@ def ingest(
     try:
         runner = make_engine(engine, spark_master) if owned else engine
         try:
-            return _ingest(runner, str(path), taxonomy, fmt, min_clicks, strict, from_day, to_day, internal_nodes)
+            with task(f"ingesting {path}"):
+                return _ingest(runner, str(path), taxonomy, fmt, min_clicks, strict, from_day, to_day, internal_nodes)
         finally:
             if owned:
                 runner.close()

@@ -10,6 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from qcat.nb import NaiveBayesModel, query_features
+from qcat.progress import task
 from training.calibrate import fit_calibration
 from training.clicktable import ClickTable
 from training.dataset import Dataset, truth_matrix
@@ -132,17 +133,19 @@ def fit(dataset: Dataset, config: NBConfig = NBConfig(), progress=None,
     # (the same top category NaiveBayesModel.predict gives, ties to the lower label).
     scorer = _GridScorer(fc, train, sets)
     best_point, best_score, grid = None, -1.0, []
-    for threshold in config.thresholds:
-        pruned = _prune(fc, threshold)
-        for alpha in config.alphas:
-            per_set = scorer.pr_at_1(pruned, alpha)
-            score = sum(per_set[name] * weight for name, (_, weight) in sets.items())
-            grid.append({"threshold": threshold, "alpha": alpha, "objective": round(score, 5)}
-                        | {f"pr@1 {name}": round(value, 5) for name, value in per_set.items()})
-            if progress:
-                progress(threshold, alpha, score, per_set)
-            if score > best_score:
-                best_point, best_score = (threshold, alpha, pruned), score
+    with task("NB: the threshold x alpha grid", len(config.thresholds) * len(config.alphas)) as advance:
+        for threshold in config.thresholds:
+            pruned = _prune(fc, threshold)
+            for alpha in config.alphas:
+                per_set = scorer.pr_at_1(pruned, alpha)
+                score = sum(per_set[name] * weight for name, (_, weight) in sets.items())
+                grid.append({"threshold": threshold, "alpha": alpha, "objective": round(score, 5)}
+                            | {f"pr@1 {name}": round(value, 5) for name, value in per_set.items()})
+                if progress:
+                    progress(threshold, alpha, score, per_set)
+                if score > best_score:
+                    best_point, best_score = (threshold, alpha, pruned), score
+                advance()
     threshold, alpha, pruned = best_point
     best = build_model(fc, train, dataset, threshold, alpha, asdict(config), pruned=pruned)
     best.calibration = fit_calibration(best, sets)

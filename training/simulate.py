@@ -20,6 +20,7 @@ import duckdb
 import numpy as np
 
 from qcat.errors import InputError
+from qcat.progress import task
 from qcat.taxonomy import Taxonomy
 from training.catalog import Catalog
 from training.simulate_clicks import SearchEngine, click_model, sample_clicks
@@ -82,50 +83,51 @@ class SimulatedLog:
 def simulate_clicklog(catalog: Catalog, taxonomy: Taxonomy,
                       config: SimulationConfig = SimulationConfig()) -> SimulatedLog:
     """Simulate a year of search clicks over ``catalog``; deterministic in ``config.seed``."""
-    listing_category = _listing_categories(catalog, taxonomy)
-    engine = SearchEngine.build(catalog, config)
+    with task("simulating a year of searches and clicks"):
+        listing_category = _listing_categories(catalog, taxonomy)
+        engine = SearchEngine.build(catalog, config)
 
-    queries = generate_queries(catalog, engine.shopper_titles, engine.title_tokens, engine.weight, config,
-                               random_stream(config, "queries"))
-    intent_listing, intent_cat, shares = intents_from_generators(queries, listing_category)
-    typos = add_typos(queries.texts, config.typo_rate, random_stream(config, "typos"))
+        queries = generate_queries(catalog, engine.shopper_titles, engine.title_tokens, engine.weight, config,
+                                   random_stream(config, "queries"))
+        intent_listing, intent_cat, shares = intents_from_generators(queries, listing_category)
+        typos = add_typos(queries.texts, config.typo_rate, random_stream(config, "typos"))
 
-    n_clean = len(queries.texts)
-    texts = queries.texts + typos.texts
-    source = np.concatenate([np.arange(n_clean), typos.source])
-    popularity_rng = random_stream(config, "popularity")
-    clean_noise = popularity_rng.lognormal(0.0, config.popularity_noise, n_clean)
-    clean_volume = zipf_volumes(queries.score * clean_noise, config)
-    typo_noise = popularity_rng.lognormal(0.0, 0.5, len(typos.source))
-    typo_volume = clean_volume[typos.source] * config.typo_popularity * typo_noise
-    volume = np.concatenate([clean_volume, typo_volume])
+        n_clean = len(queries.texts)
+        texts = queries.texts + typos.texts
+        source = np.concatenate([np.arange(n_clean), typos.source])
+        popularity_rng = random_stream(config, "popularity")
+        clean_noise = popularity_rng.lognormal(0.0, config.popularity_noise, n_clean)
+        clean_volume = zipf_volumes(queries.score * clean_noise, config)
+        typo_noise = popularity_rng.lognormal(0.0, 0.5, len(typos.source))
+        typo_volume = clean_volume[typos.source] * config.typo_popularity * typo_noise
+        volume = np.concatenate([clean_volume, typo_volume])
 
-    results, matched, n_terms = engine.search(queries.texts, config.results_per_page)
-    click_p, outcome_cat = click_model(results, matched, n_terms, listing_category, intent_listing, shares,
-                                       len(taxonomy), config, random_stream(config, "noise"))
+        results, matched, n_terms = engine.search(queries.texts, config.results_per_page)
+        click_p, outcome_cat = click_model(results, matched, n_terms, listing_category, intent_listing, shares,
+                                           len(taxonomy), config, random_stream(config, "noise"))
 
-    units = raw_units(texts, volume, config, random_stream(config, "units"))
-    log_rows = sample_clicks(units, source, click_p, outcome_cat, len(taxonomy), config,
-                             random_stream(config, "clicks"))
-    searches = np.bincount(units.query, weights=log_rows.unit_searches, minlength=len(texts)).astype(np.int64)
+        units = raw_units(texts, volume, config, random_stream(config, "units"))
+        log_rows = sample_clicks(units, source, click_p, outcome_cat, len(taxonomy), config,
+                                 random_stream(config, "clicks"))
+        searches = np.bincount(units.query, weights=log_rows.unit_searches, minlength=len(texts)).astype(np.int64)
 
-    intent = QueryIntents(
-        query=np.asarray(texts, dtype=object),
-        source_query=np.asarray(queries.texts, dtype=object)[source],
-        intent_listing_id=catalog.listing_id[intent_listing][source],
-        intent_category=np.asarray(taxonomy.ids, dtype=object)[intent_cat][source],
-        kind=np.asarray(KINDS, dtype=object)[queries.kind][source],
-        n_typos=np.concatenate([np.zeros(n_clean, np.int64), np.ones(len(typos.texts), np.int64)]),
-        searches=searches,
-    )
-    return SimulatedLog(
-        query=units.raw[log_rows.unit],
-        category=np.asarray(taxonomy.ids, dtype=object)[log_rows.category],
-        date=log_rows.date,
-        impressions=log_rows.impressions,
-        clicks=log_rows.clicks,
-        intent=intent,
-    )
+        intent = QueryIntents(
+            query=np.asarray(texts, dtype=object),
+            source_query=np.asarray(queries.texts, dtype=object)[source],
+            intent_listing_id=catalog.listing_id[intent_listing][source],
+            intent_category=np.asarray(taxonomy.ids, dtype=object)[intent_cat][source],
+            kind=np.asarray(KINDS, dtype=object)[queries.kind][source],
+            n_typos=np.concatenate([np.zeros(n_clean, np.int64), np.ones(len(typos.texts), np.int64)]),
+            searches=searches,
+        )
+        return SimulatedLog(
+            query=units.raw[log_rows.unit],
+            category=np.asarray(taxonomy.ids, dtype=object)[log_rows.category],
+            date=log_rows.date,
+            impressions=log_rows.impressions,
+            clicks=log_rows.clicks,
+            intent=intent,
+        )
 
 
 def simulated_search(catalog: Catalog, queries: list[str], config: SimulationConfig = SimulationConfig()) -> np.ndarray:

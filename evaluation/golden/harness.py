@@ -21,6 +21,7 @@ from evaluation.golden.system_metrics import METRICS, QueryJudgments, bootstrap_
 from qcat.classifier import load_model
 from qcat.errors import InputError
 from qcat.normalize import tokenize
+from qcat.progress import task
 from qcat.taxonomy import Taxonomy
 from training.catalog import Catalog
 from training.provenance import format_overlap, overlap, read_seen_fingerprints
@@ -112,17 +113,20 @@ def golden_evaluate(golden: GoldenSet, baseline_dir: Path, target_dir: Path, cat
     search = MiniSearch(inventory, config.search)
     token_lists = [tokenize(q) for q in queries]
     tick = time.perf_counter()
-    candidates = search.retrieve(token_lists)
+    with task(f"retrieving candidates for {len(queries):,} queries"):
+        candidates = search.retrieve(token_lists)
     timings = {"retrieve": time.perf_counter() - tick}
     per_system = {}
-    for system in (FLOOR, *names):
-        tick = time.perf_counter()
-        model = None if system == FLOOR else models[system][0]
-        results = search.search(list(queries), token_lists, model, candidates)
-        per_system[system] = per_query_metrics(judgments, results.docs)
-        timings[system] = time.perf_counter() - tick
-        progress(f"{system}: searched and scored in {timings[system]:.1f} s"
-                 + (f" ({format_overlap(overlap(queries, seen[system]))})" if system in seen else ""))
+    with task(f"searching {len(queries):,} queries", len(names) + 1) as advance:
+        for system in (FLOOR, *names):
+            tick = time.perf_counter()
+            model = None if system == FLOOR else models[system][0]
+            results = search.search(list(queries), token_lists, model, candidates)
+            per_system[system] = per_query_metrics(judgments, results.docs)
+            timings[system] = time.perf_counter() - tick
+            progress(f"{system}: searched and scored in {timings[system]:.1f} s"
+                     + (f" ({format_overlap(overlap(queries, seen[system]))})" if system in seen else ""))
+            advance()
     present = [s for s in SETS if s in sets]
     offsets = np.cumsum([0] + [len(sets[s]) for s in present])
     rows_of = {s: np.arange(offsets[i], offsets[i + 1]) for i, s in enumerate(present)} | {ALL: np.arange(len(queries))}

@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from qcat.label_tree import LabelTree
+from qcat.progress import announce_compilation, task
 from qcat.xreg import TailClassifiers, XRegModel
 from training.dataset import Dataset
 from training.xreg.features import featurize, fit_tfidf
@@ -238,8 +239,9 @@ def fit_arrays(features: sp.csr_matrix, relevance: sp.csr_matrix, config: XRegCo
     clustered = time.perf_counter()
     tasks = sorted(((trainer.work(g), t, g) for t, trainer in enumerate(trainers) for g in range(trainer.n_nodes)),
                    reverse=True)
-    with ThreadPoolExecutor(config.threads) as pool:
-        list(pool.map(lambda task: trainers[task[1]].solve_node(task[2]), tasks))
+    with ThreadPoolExecutor(config.threads) as pool, task(f"XReg: {len(tasks):,} tree nodes", len(tasks)) as advance:
+        for _ in pool.map(lambda job: trainers[job[1]].solve_node(job[2]), tasks):
+            advance()
     trees = [trainer._tree() for trainer in trainers]
     say(f"{config.trees} trees on {config.threads} threads: {sum(len(t.entry_weight) for t in trees):,} weights "
         f"(clustering {clustered - started:.1f} s, regressors {time.perf_counter() - clustered:.1f} s)")
@@ -248,6 +250,7 @@ def fit_arrays(features: sp.csr_matrix, relevance: sp.csr_matrix, config: XRegCo
 
 def fit(dataset: Dataset, config: XRegConfig = XRegConfig(), progress: Callable[[str], None] | None = None) -> XRegModel:
     """Train on ``dataset.train``: the labels are the categories clicked there."""
+    announce_compilation("XReg's training kernels", solve_batch)
     started = time.perf_counter()
     train = dataset.train
     used = np.nonzero(np.bincount(train.pair_category, minlength=len(train.categories)) > 0)[0]
