@@ -138,3 +138,16 @@ def test_the_cli_knows_the_extras_pyproject_declares():
                     for inner in requirement[5:-1].split(",")}
         assert included <= {extra, *EXTRA_INCLUDES.get(extra, ())} and set(EXTRA_INCLUDES.get(extra, ())) <= \
             included | {name for inner in included for name in EXTRA_INCLUDES.get(inner, ())}, extra
+
+
+@pytest.mark.parametrize("command", [["classify", "lego"], ["serve", "--port", "0"], ["data", "simulate", "--out", "x.parquet"]],
+                         ids=" ".join)
+def test_without_the_demo_a_command_needing_it_says_how_to_get_it(command, tmp_path):
+    code = ("import sys; sys.modules['qcat_demo'] = None; from qcat.cli import main; "
+            f"sys.exit(main({command!r}))")
+    env = {k: v for k, v in os.environ.items() if k != "QCAT_MODEL"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
+                            timeout=120)
+    assert result.returncode == 2, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("qcat: error: ") and "is not installed" in line and "pip install ./demo" in line, line
