@@ -28,6 +28,11 @@ EXTRA_COMMANDS = {  # a command outside the core -> the extra its error must nam
 }
 
 
+def clean_env() -> dict:
+    """The environment without what points Python at this checkout or a model."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "QCAT_MODEL")}
+
+
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory) -> dict[str, Path]:
     """The core and the demo wheels, built from this checkout."""
@@ -61,18 +66,17 @@ def test_the_demo_wheel_carries_the_model_and_corpus_under_their_own_terms(wheel
 def core_venv(tmp_path_factory, wheels) -> Path:
     """A fresh virtual environment with the core and the demo installed, no extras."""
     venv = tmp_path_factory.mktemp("core") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=clean_env())
     installed = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
-                                str(wheels["core"]), str(wheels["demo"])], capture_output=True, text=True)
-    if installed.returncode != 0:
+                                str(wheels["core"]), str(wheels["demo"])], capture_output=True, text=True, env=clean_env())
+    if installed.returncode != 0 or not (venv / "bin" / "qcat").exists():
         pytest.fail(f"pip install of the core wheel failed:\n{installed.stderr[-3000:]}")
     return venv
 
 
 def run_in(venv: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "QCAT_MODEL")}
     return subprocess.run([str(venv / "bin" / args[0]), *args[1:]], capture_output=True, text=True,
-                          cwd=venv, env=env, timeout=300, **kwargs)
+                          cwd=venv, env=clean_env(), timeout=300, **kwargs)
 
 
 def test_the_core_alone_classifies_like_the_checkout(core_venv):
@@ -102,7 +106,7 @@ def test_a_command_outside_the_core_names_its_extra(core_venv, command):
 
 
 def test_the_core_alone_serves(core_venv):
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "QCAT_MODEL")}
+    env = clean_env()
     log = core_venv / "serve.log"
     with open(log, "w") as handle:
         server = subprocess.Popen([str(core_venv / "bin" / "qcat"), "serve", "--port", "0"], cwd=core_venv,
