@@ -23,7 +23,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from qcat.query_encoding import encode, token_index  # noqa: E402
 from qcat.taxonomy import load_taxonomy  # noqa: E402
 from training.clicklog import ingest  # noqa: E402
 from training.dataset import Dataset  # noqa: E402
@@ -37,7 +36,11 @@ def tiny_prepared(config: XMLQConfig):
     taxonomy = load_taxonomy(DATA / "bestbuy_categories_2016.json.gz")
     result = ingest(DATA / "bestbuy_clicks_sample.csv", taxonomy, min_clicks=1)
     dataset = Dataset.from_table(result.table, result.taxonomy)
-    return dataset, prepare(dataset, config)
+    prepared = prepare(dataset, config)
+    # Whole batches only: a last, smaller batch would cost JAX a second compilation per run.
+    whole = len(prepared.train_tokens) // config.batch_size * config.batch_size
+    prepared.train_tokens, prepared.train_labels = prepared.train_tokens[:whole], prepared.train_labels[:whole]
+    return dataset, prepared
 
 
 def main(out: Path) -> None:
@@ -56,9 +59,9 @@ def main(out: Path) -> None:
                                                     "resumed": resumed["history"]}))
     snm = replace(one, loss="snm")
     train(prepared, snm, checkpoint=out / "snm", **quiet)
-    tokens = encode(list(dataset.table.queries[:200]), token_index(prepared.vocabulary))
+    tokens = prepared.validation_tokens  # the shape validation already compiled
     np.save(out / "tokens.npy", tokens)
-    np.save(out / "probabilities.npy", first.predict(tokens, verbose=0))
+    np.save(out / "probabilities.npy", first.predict(tokens, batch_size=4096, verbose=0))
     bundle_model(first, prepared.vocabulary, prepared.labels, dataset.taxonomy, {}, {}).save(out / "bundle")
 
 

@@ -244,8 +244,9 @@ class Checkpoint:
             raise CheckpointError(f"{self.directory / self.STATE}: {exc}") from None
 
     def restore(self, trainable: keras.Model, state: dict) -> None:
-        """Assign the saved variables to ``trainable`` and its optimizer (built here)."""
-        trainable.optimizer.build(trainable.trainable_variables)
+        """Assign the saved variables to ``trainable`` and its optimizer (built here if not yet)."""
+        if not trainable.optimizer.built:
+            trainable.optimizer.build(trainable.trainable_variables)
         with np.load(self.directory / self.LAST) as arrays:
             for group, variables in _resume_variables(trainable).items():
                 saved = state["variables"].get(group, [])
@@ -426,6 +427,7 @@ def train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None = None
         trainable = compile_for(config, network, len(prepared.train_tokens))
         monitor = ValidationF1(network, prepared, config.patience, store, log, record)
         if saved is not None:
+            trainable.optimizer.build(trainable.trainable_variables)  # before loading weights that hold its state
             monitor.resume_from(saved)
             store.restore(trainable, saved)
     initial_epoch = saved["epoch"] if saved is not None else 0
