@@ -23,6 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from qcat.query_encoding import encode, token_index  # noqa: E402
 from qcat.taxonomy import load_taxonomy  # noqa: E402
 from training.clicklog import ingest  # noqa: E402
 from training.dataset import Dataset  # noqa: E402
@@ -59,7 +60,7 @@ def main(out: Path) -> None:
                                                     "resumed": resumed["history"]}))
     snm = replace(one, loss="snm")
     train(prepared, snm, checkpoint=out / "snm", **quiet)
-    tokens = prepared.validation_tokens  # the shape validation already compiled
+    tokens = encode(list(dataset.table.queries), token_index(prepared.vocabulary))  # every query of the sample
     np.save(out / "tokens.npy", tokens)
     np.save(out / "probabilities.npy", first.predict(tokens, batch_size=4096, verbose=0))
     bundle_model(first, prepared.vocabulary, prepared.labels, dataset.taxonomy, {}, {}).save(out / "bundle")

@@ -40,7 +40,7 @@ class Preset:
 PRESETS = {
     "paper": Preset(embedding=256, filters=(512, 1024, 512)),  # Figure 1: an accelerator's job
     # A quarter of the paper's widths, half its embedding: twice small's widths, so about 4x its
-    # convolution and GRU work (GRU cost grows with the square of the width); CPU-trainable overnight.
+    # GRU work (which grows with the square of the width), 1/16 of the paper's. Not yet measured.
     "medium": Preset(embedding=128, filters=(128, 256, 128)),
     "small": Preset(embedding=64, filters=(64, 128, 64)),  # 1/8 of the paper's widths: CPU training of the demo
 }
