@@ -225,7 +225,7 @@ class Checkpoint:
         for group, variables in _resume_variables(trainable).items():
             names[group] = [v.path for v in variables]
             for i, v in enumerate(variables):
-                arrays[f"{group}/{i}"] = keras.ops.convert_to_numpy(v.value)
+                arrays[f"{group}/{i}"] = v.numpy()
         partial = self.directory / "partial.last.npz"
         with open(partial, "wb") as handle:
             np.savez(handle, **arrays)
@@ -295,7 +295,8 @@ class ValidationF1(keras.callbacks.Callback):
 
     def resume_from(self, saved: dict) -> None:
         self.best_f1, self.best_epoch, self.history = saved["best_f1"], saved["best_epoch"], saved["history"]
-        self.stopped = saved["stopped"]
+        # Stopped early, it stays stopped unless a larger patience lets it go on.
+        self.stopped = saved["stopped"] and saved["epoch"] - self.best_epoch >= self.patience
         if self.best_epoch > 0:
             self.network.load_weights(self.checkpoint.best)
             self.best_weights = self.network.get_weights()
@@ -434,6 +435,8 @@ def train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None = None
     if saved is not None:
         log(f"resumed from {store.directory} after epoch {initial_epoch} (best epoch {monitor.best_epoch})")
     if monitor.stopped or initial_epoch >= config.epochs:
+        log("nothing left to train: " + ("early stopping had ended it" if monitor.stopped
+                                          else f"{initial_epoch} of --epochs {config.epochs} done"))
         monitor.on_train_end()
     elif strategy is not None and is_multi_worker(strategy):
         from training.xmlq.distributed import fit_multi_worker, input_pipeline
