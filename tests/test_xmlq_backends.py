@@ -23,6 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 keras = pytest.importorskip("keras")
 
 from test_cli import qcat  # noqa: E402
+from training.xmlq.train import XMLQConfig  # noqa: E402
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -100,6 +101,31 @@ def test_onnx_export_of_jax_weights_matches_jax(jax_run) -> None:
     model = load_model(jax_run / "bundle")
     tokens = np.load(jax_run / "tokens.npy")
     np.testing.assert_allclose(model.probabilities(tokens), np.load(jax_run / "probabilities.npy"), atol=1e-4)
+
+
+@needs_jax
+def test_a_jax_checkpoint_resumes_and_exports_under_this_backend(jax_run, tmp_path) -> None:
+    """The accelerator workflow: train under JAX where there is no TensorFlow, bring the
+    checkpoint back, and ``--resume`` it here (nothing left to train) to export it."""
+    from training.xmlq.export import to_onnx
+    from training.xmlq.train import train
+    from xmlq_backend_job import tiny_prepared
+
+    config = XMLQConfig(epochs=2, batch_size=32, min_token_count=1)
+    _, prepared = tiny_prepared(config)
+    shutil.copytree(jax_run / "uninterrupted", tmp_path / "checkpoint")
+    messages = []
+    network, summary = train(prepared, config, checkpoint=tmp_path / "checkpoint", resume=True, log=messages.append,
+                             verbose=0)
+    assert messages[-1] == "nothing left to train: 2 of --epochs 2 done"
+    assert [h["backend"] for h in summary["history"]] == ["jax", "jax"]
+    tokens, expected = np.load(jax_run / "tokens.npy"), np.load(jax_run / "probabilities.npy")
+    np.testing.assert_allclose(network.predict(tokens, verbose=0), expected, atol=1e-4)
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(to_onnx(network), providers=["CPUExecutionProvider"])
+    scores = session.run(None, {session.get_inputs()[0].name: tokens.astype(np.int32)})[0]
+    np.testing.assert_allclose(scores, expected, atol=1e-4)
 
 
 @pytest.fixture(scope="module")

@@ -220,7 +220,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     try:
         import keras
 
-        from training.xmlq.export import bundle_model
+        from training.xmlq.export import ExportError, bundle_model
         from training.xmlq.train import CheckpointError, XMLQConfig, backend_and_device, prepare, train
     except ImportError as exc:
         raise InputError(f"qcat train xmlq needs Keras 3 and a backend ({exc}): pip install 'qcat[train]' and one of "
@@ -257,8 +257,12 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
                                      strategy=strategy, resume=args.resume)
         except CheckpointError as exc:
             raise InputError(f"--resume: {exc}") from None
-        return bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy,
-                            config=summary.pop("config"), metrics=summary)
+        try:
+            return bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy,
+                                config=summary.pop("config"), metrics=summary)
+        except ExportError as exc:
+            raise InputError(f"{exc}\nThe trained network is in {checkpoint}: run the same command with --resume "
+                             f"where TensorFlow and tf2onnx are installed to export it and write {args.out}") from None
 
     model, dataset, source, sets = fit_on_data(args, data, fit_one, "XML-Q")
     if augmentation:

@@ -40,6 +40,7 @@ def to_onnx(network: keras.Model) -> bytes:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
         if keras.backend.backend() == "tensorflow":
+            network(np.zeros((1,) + tuple(network.input.shape[1:]), dtype="int32"))  # the exporter wants a called model
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)  # tf2onnx probes numpy aliases
                 network.export(str(path), format="onnx", verbose=False)
@@ -58,8 +59,12 @@ def export_under_tensorflow(saved: Path, onnx_path: Path) -> None:
                             env=env, capture_output=True, text=True)
     if result.returncode != 0 or not onnx_path.is_file():
         tail = (result.stderr or result.stdout).strip().splitlines()[-20:]
-        raise RuntimeError("ONNX export needs TensorFlow and tf2onnx (pip install 'qcat[train]' tensorflow); "
-                           f"the export under KERAS_BACKEND=tensorflow failed:\n" + "\n".join(tail))
+        raise ExportError("ONNX export needs TensorFlow and tf2onnx (pip install tensorflow tf2onnx); the export "
+                          "under KERAS_BACKEND=tensorflow failed:\n" + "\n".join(tail))
+
+
+class ExportError(RuntimeError):
+    """The network could not be exported to ONNX (typically: no TensorFlow or tf2onnx here)."""
 
 
 def bundle_model(network: keras.Model, vocabulary: list[str], labels: np.ndarray, taxonomy: Taxonomy,

@@ -291,6 +291,7 @@ class ValidationF1(keras.callbacks.Callback):
         self.network, self.prepared, self.patience, self.checkpoint, self.log = network, prepared, patience, checkpoint, log
         self.best_f1, self.best_epoch, self.best_weights, self.history = -1.0, -1, None, []
         self.stopped = False
+        self.backend = keras.backend.backend()  # each epoch records the backend that trained it
         self.state = state or {}  # config and data fingerprint, recorded with the resume state
 
     def resume_from(self, saved: dict) -> None:
@@ -303,7 +304,8 @@ class ValidationF1(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:
         scores = validation_scores(self.network, self.prepared)
-        self.history.append({"epoch": epoch + 1, "loss": float((logs or {}).get("loss", np.nan)), **scores})
+        self.history.append({"epoch": epoch + 1, "loss": float((logs or {}).get("loss", np.nan)), **scores,
+                             "backend": self.backend})
         self.log(f"epoch {epoch + 1}: loss {self.history[-1]['loss']:.4f}  validation F1 {scores['f1']:.4f}  "
                  f"PR@1 {scores['pr@1']:.4f}")
         if scores["f1"] > self.best_f1:
