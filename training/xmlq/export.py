@@ -58,7 +58,7 @@ def export_under_tensorflow(saved: Path, onnx_path: Path) -> None:
     result = subprocess.run([sys.executable, "-c", _EXPORT_UNDER_TENSORFLOW, str(saved), str(onnx_path)],
                             env=env, capture_output=True, text=True)
     if result.returncode != 0 or not onnx_path.is_file():
-        tail = (result.stderr or result.stdout).strip().splitlines()[-20:]
+        tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
         raise ExportError("ONNX export needs TensorFlow and tf2onnx (pip install tensorflow tf2onnx); the export "
                           "under KERAS_BACKEND=tensorflow failed:\n" + "\n".join(tail))
 
