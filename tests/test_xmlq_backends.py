@@ -1,6 +1,8 @@
 """XML-Q under every Keras backend: the JAX trainer on CPU (deterministic, resumable, its SNM
 draws advancing), its weights exported to ONNX and served by onnxruntime with the JAX
-model's scores, and resuming under TensorFlow (this process's backend) and from the CLI.
+model's scores, a JAX checkpoint resumed and exported under this process's backend
+(TensorFlow unless KERAS_BACKEND says otherwise), resuming under that backend, and the CLI's
+backend line and --resume.
 
 A Keras backend is fixed when Keras is first imported, so the JAX runs happen in a
 subprocess (tests/xmlq_backend_job.py) with ``KERAS_BACKEND=jax``."""
