@@ -71,7 +71,8 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     xmlq = sub.add_parser("xmlq", help="train the XML-Q CNN-RNN (eBay §3.3) and export it to ONNX")
     add_data_flags(xmlq)
     net = xmlq.add_argument_group("network and training")
-    net.add_argument("--preset", choices=("small", "paper"), default="small", help="layer widths (default small: CPU)")
+    net.add_argument("--preset", choices=("small", "medium", "paper"), default="small",
+                     help="layer widths: small (1/8 of the paper's, CPU; default), medium (1/4), paper (Figure 1)")
     net.add_argument("--loss", choices=("soft-f1", "bce", "snm"), default="soft-f1")
     net.add_argument("--no-rnn", dest="rnn", action="store_false", help="max pooling instead of the GRUs (XML-CNN*)")
     net.add_argument("--no-cosine", dest="cosine", action="store_false", help="constant learning rate 1e-3")
@@ -83,7 +84,10 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     net.add_argument("--seed", type=int_at_least(0), default=0)
     net.add_argument("--distributed", action="store_true",
                      help="train with MultiWorkerMirroredStrategy across the workers named in $TF_CONFIG "
-                          "(run the same command on every worker, each with its own task index)")
+                          "(run the same command on every worker, each with its own task index; KERAS_BACKEND=tensorflow)")
+    net.add_argument("--resume", action="store_true",
+                     help="go on from the checkpoint in OUT.checkpoints/ (written after every epoch) with the same "
+                          "data and settings; --epochs and --patience may grow")
     aug = xmlq.add_argument_group("data augmentation (eBay §3.4; needs a corpus with a candidate period)")
     aug.add_argument("--augment", default="", metavar="STEPS",
                      help="comma-separated steps from rare, brand, worst (default: none)")
@@ -206,16 +210,26 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
             raise InputError("--augment draws from a corpus's candidate period; it does not combine with --catalog")
         augment_steps(args)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # C++ info and warnings; Python errors still surface
+    checkpoint = args.out.parent / f"{args.out.name}.checkpoints"
+    if args.resume and not checkpoint.is_dir():
+        raise InputError(f"--resume: no checkpoint directory {checkpoint} (the trainer writes it after every epoch)")
     from training.calibrate import describe_fit, fit_calibration
     from training.selection import check_trainable
     from training.table_metrics import evaluate_pr
 
     try:
-        from training.xmlq.export import bundle_model
-        from training.xmlq.train import XMLQConfig, prepare, train
+        import keras
+
+        from training.xmlq.export import ExportError, bundle_model
+        from training.xmlq.train import CheckpointError, XMLQConfig, backend_and_device, prepare, train
     except ImportError as exc:
-        raise InputError(f"qcat train xmlq needs TensorFlow ({exc}): pip install '.[train]'") from None
+        raise InputError(f"qcat train xmlq needs Keras 3 and a backend ({exc}): pip install 'qcat[train]' and one of "
+                         f"tensorflow, 'tensorflow[and-cuda]', 'jax[cuda12]' (KERAS_BACKEND names it)") from None
+    if args.distributed and keras.backend.backend() != "tensorflow":
+        raise InputError(f"--distributed uses tf.distribute: it needs KERAS_BACKEND=tensorflow, not "
+                         f"{keras.backend.backend()}")
     strategy = multi_worker_strategy() if args.distributed else None
+    print(f"training on {backend_and_device()}")
 
     started = time.perf_counter()
     try:
@@ -226,7 +240,6 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    checkpoint = args.out.parent / f"{args.out.name}.checkpoints" / "best.weights.h5"
     augmentation = {}
 
     def fit_one(dataset, sets):
@@ -239,10 +252,17 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
         prepared = prepare(dataset, config, train=train_table, train_weights=weights)
         print(f"dataset: {len(prepared.train_tokens):,} train queries, vocabulary {len(prepared.vocabulary):,}, "
               f"{len(prepared.labels):,} labels ({time.perf_counter() - started:.1f} s)")
-        network, summary = train(prepared, config, checkpoint=checkpoint, verbose=1 if sys.stdout.isatty() else 2,
-                                 strategy=strategy)
-        return bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy,
-                            config=summary.pop("config"), metrics=summary)
+        try:
+            network, summary = train(prepared, config, checkpoint=checkpoint, verbose=1 if sys.stdout.isatty() else 2,
+                                     strategy=strategy, resume=args.resume)
+        except CheckpointError as exc:
+            raise InputError(f"--resume: {exc}") from None
+        try:
+            return bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy,
+                                config=summary.pop("config"), metrics=summary)
+        except ExportError as exc:
+            raise InputError(f"{exc}\nThe trained network is in {checkpoint}: run the same command with --resume "
+                             f"where TensorFlow and tf2onnx are installed to export it and write {args.out}") from None
 
     model, dataset, source, sets = fit_on_data(args, data, fit_one, "XML-Q")
     if augmentation:

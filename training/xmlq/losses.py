@@ -52,7 +52,7 @@ class StochasticNegativeMining(keras.losses.Loss):
             raise ValueError(f"unknown SNM loss type {kind!r}; expected powl or bowl")
         _phi(phi, ops.zeros(()))  # validates the name
         self.sampled, self.top_k, self.kind, self.phi = sampled, top_k, kind, phi
-        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.seed_generator = keras.random.SeedGenerator(seed, name="snm_seed_generator")
 
     def call(self, targets, logits):
         targets = ops.cast(targets, logits.dtype)

@@ -1,4 +1,11 @@
-"""Training XML-Q: vocabulary, tf.data input, schedule, early stopping, checkpoints.
+"""Training XML-Q: vocabulary, input batches, schedule, early stopping, checkpoints.
+
+Plain Keras 3 under any backend (``KERAS_BACKEND`` tensorflow, jax or torch; choose it before
+Keras is imported): the batches are numpy arrays from a :class:`keras.utils.PyDataset`,
+shuffled per epoch from ``(seed, epoch)``, the losses and the schedule are ``keras.ops``, and
+the checkpoints are Keras weight files plus numpy arrays. TensorFlow is imported only for
+what exists only there: op determinism and ``tf.distribute`` (``--distributed``, in
+:mod:`training.xmlq.distributed`).
 
 The learning rate follows cosine decay with restarts (eBay §3.3.3, Figure 2): from 1e-3,
 first period 2 epochs, each restart at 0.8 of the previous peak and each period twice the
@@ -9,6 +16,10 @@ epoch's weights are restored. Every random step takes ``seed``.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
+import os
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -17,7 +28,6 @@ from typing import Callable
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from measure.metrics import gs_scores, pr_at_k
 from measure.predict import match_to_truth
@@ -76,22 +86,56 @@ def label_lists(table: ClickTable, label_of_category: np.ndarray) -> np.ndarray:
     return out
 
 
-def input_pipeline(tokens: np.ndarray, labels: np.ndarray, n_labels: int, batch_size: int, seed: int | None,
-                   weights: np.ndarray | None = None) -> tf.data.Dataset:
-    """Batches of (token ids, multi-hot targets[, sample weights]); shuffled when ``seed``."""
-    parts = (tokens, labels) if weights is None else (tokens, labels, weights.astype(np.float32))
-    data = tf.data.Dataset.from_tensor_slices(parts)
-    if seed is not None:
-        data = data.shuffle(len(tokens), seed=seed, reshuffle_each_iteration=True)
+def multi_hot(labels: np.ndarray, n_labels: int) -> np.ndarray:
+    """``(rows, n_labels)`` float32 0/1 targets from -1-padded label lists."""
+    out = np.zeros((len(labels), n_labels), dtype=np.float32)
+    rows, columns = np.nonzero(labels >= 0)
+    out[rows, labels[rows, columns]] = 1.0
+    return out
 
-    def to_dense(*batch):
-        multi_hot = tf.reduce_max(tf.one_hot(batch[1], n_labels), axis=1)  # -1 pads give zero rows
-        # Token ids travel as float32 (exact below 2^24) and the model's int32 input casts
-        # them back: under a distribution strategy Keras averages a first batch across
-        # workers to build the model, which fails on integer tensors.
-        return (tf.cast(batch[0], tf.float32), multi_hot) + tuple(batch[2:])
 
-    return data.batch(batch_size).map(to_dense, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+class Batches(keras.utils.PyDataset):
+    """Batches of (token ids, multi-hot targets[, sample weights]) as numpy arrays, for
+    every backend. With a ``seed`` the queries are shuffled once per epoch by the
+    permutation drawn from ``(seed, epoch)``: a resumed run sees the same batches as an
+    uninterrupted one. The trainer sets :attr:`epoch` at the start of each epoch
+    (:class:`EpochShuffle`); ``__getitem__`` is pure, so Keras may peek at any batch."""
+
+    def __init__(self, tokens: np.ndarray, labels: np.ndarray, n_labels: int, batch_size: int, seed: int | None,
+                 weights: np.ndarray | None = None):
+        super().__init__()  # one worker, no multiprocessing: the order is the index order
+        self.tokens, self.labels, self.n_labels, self.batch_size, self.seed = tokens, labels, n_labels, batch_size, seed
+        self.weights = None if weights is None else np.asarray(weights, dtype=np.float32)
+        self.epoch = 0
+        self._order: tuple[int, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return steps_per_epoch(len(self.tokens), self.batch_size)
+
+    def order(self) -> np.ndarray:
+        if self.seed is None:
+            return np.arange(len(self.tokens))
+        if self._order is None or self._order[0] != self.epoch:
+            self._order = (self.epoch, np.random.default_rng([self.seed, self.epoch]).permutation(len(self.tokens)))
+        return self._order[1]
+
+    def __getitem__(self, index: int):
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        rows = self.order()[index * self.batch_size:(index + 1) * self.batch_size]
+        batch = (self.tokens[rows].astype(np.int32), multi_hot(self.labels[rows], self.n_labels))
+        return batch if self.weights is None else batch + (self.weights[rows],)
+
+
+class EpochShuffle(keras.callbacks.Callback):
+    """Tells the batches which epoch Keras starts (so the shuffle follows ``initial_epoch``)."""
+
+    def __init__(self, data: Batches):
+        super().__init__()
+        self.data = data
+
+    def on_epoch_begin(self, epoch: int, logs=None) -> None:
+        self.data.epoch = epoch
 
 
 @dataclass
@@ -138,29 +182,143 @@ def validation_scores(model: keras.Model, prepared: Prepared, batch_size: int = 
     return {"f1": gs_scores(matched, 0.5)["f1"], "pr@1": pr_at_k(matched, 1), "pr@3": pr_at_k(matched, 3)}
 
 
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, damaged or made for other data or settings."""
+
+
+class Checkpoint:
+    """The trainer's checkpoint directory.
+
+    - ``best.weights.h5``: the network at the best validation epoch (Keras weights; loads
+      into the network under any backend, e.g. for ONNX export under TensorFlow);
+    - ``last.npz``: everything the next epoch needs, written after every epoch: the
+      trained model's variables (weights, BatchNorm statistics, dropout and SNM random
+      states) and the optimizer's (step count, Adam moments), by variable path;
+    - ``state.json``: epochs done, the monitor's history and best epoch, whether early
+      stopping fired, the config and a fingerprint of the training data.
+
+    ``--resume`` restores all three, so a resumed run goes on exactly as one that never
+    stopped (same shuffles, same learning rate, same random draws)."""
+
+    BEST, LAST, STATE = "best.weights.h5", "last.npz", "state.json"
+
+    def __init__(self, directory: Path):
+        self.directory = Path(directory)
+
+    @property
+    def best(self) -> Path:
+        return self.directory / self.BEST
+
+    def exists(self) -> bool:
+        return all((self.directory / name).is_file() for name in (self.BEST, self.LAST, self.STATE))
+
+    def save_best(self, network: keras.Model) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        partial = self.directory / f"partial.{self.BEST}"
+        network.save_weights(partial)
+        os.replace(partial, self.best)
+
+    def save_last(self, trainable: keras.Model, state: dict) -> None:
+        """Write the resume state; each file is replaced whole (a crash leaves the old one)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        arrays, names = {}, {}
+        for group, variables in _resume_variables(trainable).items():
+            names[group] = [v.path for v in variables]
+            for i, v in enumerate(variables):
+                arrays[f"{group}/{i}"] = v.numpy()
+        partial = self.directory / "partial.last.npz"
+        with open(partial, "wb") as handle:
+            np.savez(handle, **arrays)
+        os.replace(partial, self.directory / self.LAST)
+        partial = self.directory / "partial.state.json"
+        partial.write_text(json.dumps(state | {"variables": names}, indent=1))
+        os.replace(partial, self.directory / self.STATE)
+
+    def load_state(self) -> dict:
+        if not self.exists():
+            raise CheckpointError(f"no checkpoint to resume in {self.directory} (it needs {self.BEST}, {self.LAST} "
+                                  f"and {self.STATE}, written after each epoch)")
+        try:
+            return json.loads((self.directory / self.STATE).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise CheckpointError(f"{self.directory / self.STATE}: {exc}") from None
+
+    def restore(self, trainable: keras.Model, state: dict) -> None:
+        """Assign the saved variables to ``trainable`` and its optimizer (built here if not yet)."""
+        if not trainable.optimizer.built:
+            trainable.optimizer.build(trainable.trainable_variables)
+        with np.load(self.directory / self.LAST) as arrays:
+            for group, variables in _resume_variables(trainable).items():
+                saved = state["variables"].get(group, [])
+                if len(saved) != len(variables):
+                    raise CheckpointError(f"{self.directory}: the checkpoint has {len(saved)} {group} variables, "
+                                          f"this model {len(variables)}")
+                for i, v in enumerate(variables):
+                    value = arrays[f"{group}/{i}"]
+                    if tuple(value.shape) != tuple(v.shape):
+                        raise CheckpointError(f"{self.directory}: {saved[i]} has shape {value.shape}, this "
+                                              f"model's {v.path} {tuple(v.shape)}")
+                    v.assign(value)
+
+
+def _resume_variables(trainable: keras.Model) -> dict:
+    return {"model": list(trainable.variables), "optimizer": list(trainable.optimizer.variables)}
+
+
+def data_fingerprint(prepared: Prepared) -> str:
+    """A hash of the training inputs, so a checkpoint is resumed only on the data it was made on."""
+    digest = hashlib.sha256()
+    digest.update("\n".join(prepared.vocabulary).encode())
+    for array in (prepared.labels.astype(str), prepared.train_tokens, prepared.train_labels,
+                  prepared.validation_tokens, prepared.train_weights):
+        if array is not None:
+            digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+RESUMABLE_CHANGES = ("epochs", "patience")  # settings a resumed run may change
+
+
 class ValidationF1(keras.callbacks.Callback):
     """Score ``network`` (the probabilities, whatever Keras trains) on validation after each
     epoch, keep the best weights, stop after ``patience`` epochs without a better F1, and
-    restore the best at the end."""
+    restore the best at the end. With a checkpoint, write the best weights when they
+    improve and the resume state after every epoch."""
 
-    def __init__(self, network: keras.Model, prepared: Prepared, patience: int, checkpoint: Path | None,
-                 log: Callable[[str], None]):
+    def __init__(self, network: keras.Model, prepared: Prepared, patience: int, checkpoint: Checkpoint | None,
+                 log: Callable[[str], None], state: dict | None = None):
         super().__init__()
         self.network, self.prepared, self.patience, self.checkpoint, self.log = network, prepared, patience, checkpoint, log
         self.best_f1, self.best_epoch, self.best_weights, self.history = -1.0, -1, None, []
+        self.stopped = False
+        self.backend = keras.backend.backend()  # each epoch records the backend that trained it
+        self.state = state or {}  # config and data fingerprint, recorded with the resume state
+
+    def resume_from(self, saved: dict) -> None:
+        self.best_f1, self.best_epoch, self.history = saved["best_f1"], saved["best_epoch"], saved["history"]
+        # Stopped early, it stays stopped unless a larger patience lets it go on.
+        self.stopped = saved["stopped"] and saved["epoch"] - self.best_epoch >= self.patience
+        if self.best_epoch > 0:
+            self.network.load_weights(self.checkpoint.best)
+            self.best_weights = self.network.get_weights()
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:
         scores = validation_scores(self.network, self.prepared)
-        self.history.append({"epoch": epoch + 1, "loss": float((logs or {}).get("loss", np.nan)), **scores})
+        self.history.append({"epoch": epoch + 1, "loss": float((logs or {}).get("loss", np.nan)), **scores,
+                             "backend": self.backend})
         self.log(f"epoch {epoch + 1}: loss {self.history[-1]['loss']:.4f}  validation F1 {scores['f1']:.4f}  "
                  f"PR@1 {scores['pr@1']:.4f}")
         if scores["f1"] > self.best_f1:
             self.best_f1, self.best_epoch, self.best_weights = scores["f1"], epoch + 1, self.network.get_weights()
             if self.checkpoint is not None:
-                self.checkpoint.parent.mkdir(parents=True, exist_ok=True)
-                self.network.save_weights(self.checkpoint)
+                self.checkpoint.save_best(self.network)
         elif epoch + 1 - self.best_epoch >= self.patience:
             self.model.stop_training = True
+            self.stopped = True
+        if self.checkpoint is not None:
+            self.checkpoint.save_last(self.model, self.state | {
+                "epoch": epoch + 1, "best_f1": self.best_f1, "best_epoch": self.best_epoch,
+                "history": self.history, "stopped": self.stopped})
 
     def on_train_end(self, logs=None) -> None:
         if self.best_weights is not None:
@@ -183,43 +341,15 @@ def compile_for(config: XMLQConfig, network: keras.Model, n_train: int) -> keras
     """The model Keras trains: the network itself, or its logits for SNM."""
     optimizer = keras.optimizers.Adam(learning_rate(config, n_train))
     trainable = network
+    loss = loss_for(config, reduction="sum_over_batch_size")
     if config.loss == "snm":
         trainable = keras.Model(network.input, network.get_layer("logits").output)
-    trainable.compile(optimizer=optimizer, loss=loss_for(config, reduction="sum_over_batch_size"))
+        # The loss draws its negatives from a SeedGenerator. Tracked by the model, its state is
+        # part of the training state, which JAX's stateless train step carries from step to
+        # step (untracked, JAX would draw the same negatives at every step) and checkpoints save.
+        trainable.snm_seed_generator = loss.seed_generator
+    trainable.compile(optimizer=optimizer, loss=loss)
     return trainable
-
-
-def fit_multi_worker(trainable: keras.Model, config: XMLQConfig, data: tf.data.Dataset,
-                     strategy: tf.distribute.Strategy, monitor: ValidationF1) -> None:
-    """The training loop across workers, written out: Keras 3.15's ``fit`` fails to
-    average its logs under MultiWorkerMirroredStrategy. Each replica computes the loss on its
-    share of the global batch; the optimizer all-reduces the gradients, so every worker
-    applies the same update."""
-    loss_function = loss_for(config, reduction=None)
-    optimizer = trainable.optimizer
-    distributed = strategy.experimental_distribute_dataset(data)
-
-    def replica_step(tokens, targets, *weights):
-        with tf.GradientTape() as tape:
-            per_example = loss_function(targets, trainable(tokens, training=True))
-            if weights:
-                per_example = per_example * weights[0]
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=config.batch_size)
-        gradients = tape.gradient(loss, trainable.trainable_variables)
-        optimizer.apply_gradients(zip(gradients, trainable.trainable_variables))
-        return loss
-
-    @tf.function
-    def step(batch):
-        return strategy.reduce("SUM", strategy.run(replica_step, args=batch), axis=None)
-
-    monitor.set_model(trainable)
-    for epoch in range(config.epochs):
-        losses = [float(step(batch)) for batch in distributed]
-        monitor.on_epoch_end(epoch, {"loss": float(np.mean(losses))})
-        if trainable.stop_training:
-            break
-    monitor.on_train_end()
 
 
 def loss_for(config: XMLQConfig, reduction: str | None):
@@ -231,32 +361,96 @@ def loss_for(config: XMLQConfig, reduction: str | None):
 
 def seed_everything(seed: int) -> None:
     keras.utils.set_random_seed(seed)
-    tf.config.experimental.enable_op_determinism()
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.experimental.enable_op_determinism()
+
+
+def backend_and_device() -> str:
+    """The Keras backend and the device it computes on, in words, e.g. ``keras 3.15.1, jax
+    0.10.2 on 1 x gpu (NVIDIA H100 80GB HBM3)``."""
+    backend = keras.backend.backend()
+    devices: list[str] = []
+    version = "?"
+    try:
+        if backend == "jax":
+            import jax
+
+            version = jax.__version__
+            devices = [f"{d.platform} ({d.device_kind})" for d in jax.devices()]
+        elif backend == "tensorflow":
+            import tensorflow as tf
+
+            version = tf.__version__
+            gpus = tf.config.list_physical_devices("GPU")
+            devices = [f"gpu ({tf.config.experimental.get_device_details(g).get('device_name', g.name)})" for g in gpus]
+            devices = devices or ["cpu"]
+        elif backend == "torch":
+            import torch
+
+            version = torch.__version__
+            if torch.cuda.is_available():
+                devices = [f"gpu ({torch.cuda.get_device_name(i)})" for i in range(torch.cuda.device_count())]
+            devices = devices or ["cpu"]
+    except Exception as exc:  # describing the device must never stop training
+        devices = [f"unknown device ({exc})"]
+    counts = Counter(devices)
+    where = ", ".join(f"{n} x {d}" for d, n in counts.items()) or "no device found"
+    return f"keras {keras.__version__}, {backend} {version} on {where}"
 
 
 def train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None = None,
-          log: Callable[[str], None] = print, verbose: int = 2,
-          strategy: tf.distribute.Strategy | None = None) -> tuple[keras.Model, dict]:
+          log: Callable[[str], None] = print, verbose: int = 2, strategy=None,
+          resume: bool = False) -> tuple[keras.Model, dict]:
     """Fit XML-Q; returns the network (best validation epoch) and a training summary.
 
-    With a ``strategy`` (e.g. ``MultiWorkerMirroredStrategy``) the variables are mirrored
-    and every step's gradients are all-reduced, so all workers hold the same weights;
-    ``config.batch_size`` is then the global batch, split across the workers.
+    ``checkpoint`` is a directory (:class:`Checkpoint`), written after every epoch; with
+    ``resume`` training goes on from it (same data and settings, ``epochs`` and ``patience``
+    may grow) and ends as the uninterrupted run would have.
+
+    With a ``strategy`` (TensorFlow backend only, e.g. ``MultiWorkerMirroredStrategy``) the
+    variables are mirrored and every step's gradients are all-reduced, so all workers hold
+    the same weights; ``config.batch_size`` is then the global batch, split across them.
     """
+    if strategy is not None and keras.backend.backend() != "tensorflow":
+        raise ValueError(f"a tf.distribute strategy needs KERAS_BACKEND=tensorflow, not {keras.backend.backend()}")
+    if resume and checkpoint is None:
+        raise ValueError("resume needs a checkpoint directory")
     seed_everything(config.seed)
     started = time.perf_counter()
-    strategy = strategy or tf.distribute.get_strategy()  # the default: this process alone
-    with strategy.scope():
+    store = Checkpoint(checkpoint) if checkpoint is not None else None
+    record = {"config": asdict(config), "data": data_fingerprint(prepared)} if store is not None else {}
+    saved = store.load_state() if resume else None
+    if saved is not None:
+        check_resumable(saved, record, store.directory)
+    with strategy.scope() if strategy is not None else contextlib.nullcontext():
         network = build_xmlq(RESERVED + len(prepared.vocabulary), len(prepared.labels), PRESETS[config.preset],
                              rnn=config.rnn, seed=config.seed)
         trainable = compile_for(config, network, len(prepared.train_tokens))
-    data = input_pipeline(prepared.train_tokens, prepared.train_labels, len(prepared.labels), config.batch_size,
-                          config.seed, prepared.train_weights)
-    monitor = ValidationF1(network, prepared, config.patience, checkpoint, log)
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        fit_multi_worker(trainable, config, data, strategy, monitor)
+        monitor = ValidationF1(network, prepared, config.patience, store, log, record)
+        if saved is not None:
+            trainable.optimizer.build(trainable.trainable_variables)  # before loading weights that hold its state
+            monitor.resume_from(saved)
+            store.restore(trainable, saved)
+    initial_epoch = saved["epoch"] if saved is not None else 0
+    if saved is not None:
+        log(f"resumed from {store.directory} after epoch {initial_epoch} (best epoch {monitor.best_epoch})")
+    if monitor.stopped or initial_epoch >= config.epochs:
+        log("nothing left to train: " + ("early stopping had ended it" if monitor.stopped
+                                          else f"{initial_epoch} of --epochs {config.epochs} done"))
+        monitor.on_train_end()
+    elif strategy is not None and is_multi_worker(strategy):
+        from training.xmlq.distributed import fit_multi_worker, input_pipeline
+
+        data = input_pipeline(prepared.train_tokens, prepared.train_labels, len(prepared.labels), config.batch_size,
+                              config.seed, prepared.train_weights)
+        fit_multi_worker(trainable, config, data, strategy, monitor, initial_epoch, loss_for(config, reduction=None))
     else:
-        trainable.fit(data, epochs=config.epochs, verbose=verbose, callbacks=[monitor], shuffle=False)  # tf.data shuffles
+        data = Batches(prepared.train_tokens, prepared.train_labels, len(prepared.labels), config.batch_size,
+                       config.seed, prepared.train_weights)
+        trainable.fit(data, epochs=config.epochs, initial_epoch=initial_epoch, verbose=verbose,
+                      callbacks=[EpochShuffle(data), monitor], shuffle=False)  # Batches shuffles
     summary = {
         "config": asdict(config),
         "best_epoch": monitor.best_epoch,
@@ -266,5 +460,25 @@ def train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None = None
         "vocabulary": len(prepared.vocabulary),
         "labels": int(len(prepared.labels)),
         "train_seconds": round(time.perf_counter() - started, 1),
+        "backend": backend_and_device(),
     }
+    if saved is not None:
+        summary["resumed_after_epoch"] = initial_epoch
     return network, summary
+
+
+def is_multi_worker(strategy) -> bool:
+    import tensorflow as tf
+
+    return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+
+def check_resumable(saved: dict, record: dict, where: Path) -> None:
+    if saved.get("data") != record["data"]:
+        raise CheckpointError(f"the checkpoint in {where} was made on other training data (vocabulary, labels or "
+                              f"queries differ); train without --resume, or with the data it was made on")
+    old, new = saved.get("config", {}), record["config"]
+    changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in RESUMABLE_CHANGES)
+    if changed:
+        raise CheckpointError(f"the checkpoint in {where} was made with other settings: "
+                              + ", ".join(f"{k} {old.get(k)!r} (now {new.get(k)!r})" for k in changed))

@@ -1,0 +1,177 @@
+"""XML-Q under every Keras backend: the JAX trainer on CPU (deterministic, resumable, its SNM
+draws advancing), its weights exported to ONNX and served by onnxruntime with the JAX
+model's scores, a JAX checkpoint resumed and exported under this process's backend
+(TensorFlow unless KERAS_BACKEND says otherwise), resuming under that backend, and the CLI's
+backend line and --resume.
+
+A Keras backend is fixed when Keras is first imported, so the JAX runs happen in a
+subprocess (tests/xmlq_backend_job.py) with ``KERAS_BACKEND=jax``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+keras = pytest.importorskip("keras")
+
+from test_cli import qcat  # noqa: E402
+from training.xmlq.train import XMLQConfig  # noqa: E402
+
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
+                               reason="jax is not installed (pip install 'jax[cpu]'): the JAX backend is not tested")
+
+
+def backend_job(backend: str, out: Path) -> subprocess.CompletedProcess:
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    # The job trains the same network 5 times: JAX's compilation cache (min time 0) compiles it once.
+    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": path, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": "", "JAX_COMPILATION_CACHE_DIR": str(out / "jax-cache"),
+           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+    return subprocess.run([sys.executable, str(TESTS / "xmlq_backend_job.py"), str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def jax_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("xmlq-jax")
+    result = backend_job("jax", out)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return out
+
+
+def _arrays(path: Path) -> list[np.ndarray]:
+    with np.load(path) as data:
+        return [data[key] for key in data.files]
+
+
+def _assert_same_state(first: Path, second: Path) -> None:
+    """Two checkpoints hold the same variables with the same values (weights, BatchNorm
+    statistics, random states, optimizer step and moments)."""
+    names = [json.loads((d / "state.json").read_text())["variables"] for d in (first, second)]
+    assert [len(n) for n in names[0].values()] == [len(n) for n in names[1].values()]  # paths carry object counters
+    a, b = _arrays(first / "last.npz"), _arrays(second / "last.npz")
+    assert len(a) == len(b) > 100
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+@needs_jax
+def test_jax_trainer_is_deterministic(jax_run) -> None:
+    backend, device = (jax_run / "backend.txt").read_text().splitlines()
+    assert backend == "jax" and ", jax " in device and "cpu" in device
+    first, second = _arrays(jax_run / "run1.npz"), _arrays(jax_run / "run2.npz")
+    assert len(first) == len(second) > 10
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+
+
+@needs_jax
+def test_jax_resume_goes_on_as_if_never_stopped(jax_run) -> None:
+    histories = json.loads((jax_run / "histories.json").read_text())
+    assert histories["resumed"] == histories["uninterrupted"] and len(histories["resumed"]) == 2
+    _assert_same_state(jax_run / "uninterrupted", jax_run / "resumed")
+    assert json.loads((jax_run / "resumed" / "state.json").read_text())["epoch"] == 2
+
+
+@needs_jax
+def test_jax_snm_draws_new_negatives_every_step(jax_run) -> None:
+    """SNM's SeedGenerator is training state under JAX too: one draw per step (13 batches of 32)."""
+    state = json.loads((jax_run / "snm" / "state.json").read_text())
+    index = [i for i, path in enumerate(state["variables"]["model"]) if path.startswith("snm_seed_generator")]
+    assert len(index) == 1
+    with np.load(jax_run / "snm" / "last.npz") as data:
+        seed = data[f"model/{index[0]}"]
+    assert seed.tolist() == [0, 13]
+
+
+@needs_jax
+def test_onnx_export_of_jax_weights_matches_jax(jax_run) -> None:
+    from qcat.classifier import load_model
+
+    model = load_model(jax_run / "bundle")
+    tokens = np.load(jax_run / "tokens.npy")
+    np.testing.assert_allclose(model.probabilities(tokens), np.load(jax_run / "probabilities.npy"), atol=1e-4)
+
+
+@needs_jax
+def test_a_jax_checkpoint_resumes_and_exports_under_this_backend(jax_run, tmp_path) -> None:
+    """The accelerator workflow: train under JAX where there is no TensorFlow, bring the
+    checkpoint back, and ``--resume`` it here (nothing left to train) to export it."""
+    from training.xmlq.export import to_onnx
+    from training.xmlq.train import train
+    from xmlq_backend_job import tiny_prepared
+
+    config = XMLQConfig(epochs=2, batch_size=32, min_token_count=1)
+    _, prepared = tiny_prepared(config)
+    shutil.copytree(jax_run / "uninterrupted", tmp_path / "checkpoint")
+    messages = []
+    network, summary = train(prepared, config, checkpoint=tmp_path / "checkpoint", resume=True, log=messages.append,
+                             verbose=0)
+    assert messages[-1] == "nothing left to train: 2 of --epochs 2 done"
+    assert [h["backend"] for h in summary["history"]] == ["jax", "jax"]
+    tokens, expected = np.load(jax_run / "tokens.npy"), np.load(jax_run / "probabilities.npy")
+    np.testing.assert_allclose(network.predict(tokens, verbose=0), expected, atol=1e-4)
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(to_onnx(network), providers=["CPUExecutionProvider"])
+    scores = session.run(None, {session.get_inputs()[0].name: tokens.astype(np.int32)})[0]
+    np.testing.assert_allclose(scores, expected, atol=1e-4)
+
+
+@pytest.fixture(scope="module")
+def tiny_tf(bestbuy_taxonomy, data_dir):
+    from training.clicklog import ingest
+    from training.dataset import Dataset
+    from training.xmlq.train import XMLQConfig, prepare
+
+    result = ingest(data_dir / "bestbuy_clicks_sample.csv", bestbuy_taxonomy, min_clicks=1)
+    config = XMLQConfig(epochs=2, batch_size=32, min_token_count=1)
+    return config, prepare(Dataset.from_table(result.table, result.taxonomy), config)
+
+
+def test_resume_under_the_process_backend(tiny_tf, tmp_path) -> None:
+    from training.xmlq.train import CheckpointError, train
+
+    config, prepared = tiny_tf
+    quiet = {"log": lambda message: None, "verbose": 0}
+    _, whole = train(prepared, config, checkpoint=tmp_path / "whole", **quiet)
+    train(prepared, replace(config, epochs=1), checkpoint=tmp_path / "part", **quiet)
+    _, resumed = train(prepared, config, checkpoint=tmp_path / "part", resume=True, **quiet)
+    assert resumed["history"] == whole["history"] and resumed["resumed_after_epoch"] == 1
+    _assert_same_state(tmp_path / "whole", tmp_path / "part")
+    assert keras.backend.backend() in resumed["backend"]
+    with pytest.raises(CheckpointError, match="batch_size 32 \\(now 16\\)"):
+        train(prepared, replace(config, batch_size=16), checkpoint=tmp_path / "part", resume=True, **quiet)
+    with pytest.raises(CheckpointError, match="no checkpoint to resume"):
+        train(prepared, config, checkpoint=tmp_path / "none", resume=True, **quiet)
+
+
+def test_cli_prints_the_backend_and_resumes(tmp_path, data_dir) -> None:
+    flags = ["train", "xmlq", "--log", data_dir / "bestbuy_clicks_sample.csv", "--taxonomy",
+             data_dir / "bestbuy_categories_2016.json.gz", "--min-clicks", "1", "--batch-size", "64",
+             "--out", tmp_path / "xmlq"]
+    missing = qcat(*flags, "--resume")
+    assert missing.returncode == 2 and "no checkpoint directory" in missing.stderr
+    first = qcat(*flags, "--epochs", "1", "--preset", "medium")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert f"training on keras {keras.__version__}, {keras.backend.backend()}" in first.stdout
+    assert sorted(p.name for p in (tmp_path / "xmlq.checkpoints").iterdir()) == [
+        "best.weights.h5", "last.npz", "state.json"]
+    shutil.rmtree(tmp_path / "xmlq")  # as if that run had been stopped before writing its bundle
+    resumed = qcat(*flags, "--epochs", "2", "--preset", "medium", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from" in resumed.stdout and "after epoch 1" in resumed.stdout
+    epochs = [line.split(":")[0] for line in resumed.stdout.splitlines() if line.startswith("epoch ")]
+    assert epochs == ["epoch 2"]

@@ -1,0 +1,59 @@
+"""XML-Q across workers with ``tf.distribute`` (``qcat train xmlq --distributed``; the
+TensorFlow backend only: other backends have their own, e.g. JAX's
+``keras.distribution.DataParallel``, not wired here)."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+def input_pipeline(tokens: np.ndarray, labels: np.ndarray, n_labels: int, batch_size: int, seed: int | None,
+                   weights: np.ndarray | None = None) -> tf.data.Dataset:
+    """Batches of (token ids, multi-hot targets[, sample weights]); shuffled when ``seed``."""
+    parts = (tokens, labels) if weights is None else (tokens, labels, weights.astype(np.float32))
+    data = tf.data.Dataset.from_tensor_slices(parts)
+    if seed is not None:
+        data = data.shuffle(len(tokens), seed=seed, reshuffle_each_iteration=True)
+
+    def to_dense(*batch):
+        multi_hot = tf.reduce_max(tf.one_hot(batch[1], n_labels), axis=1)  # -1 pads give zero rows
+        # Token ids travel as float32 (exact below 2^24) and the model's int32 input casts
+        # them back: under a distribution strategy Keras averages a first batch across
+        # workers to build the model, which fails on integer tensors.
+        return (tf.cast(batch[0], tf.float32), multi_hot) + tuple(batch[2:])
+
+    return data.batch(batch_size).map(to_dense, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def fit_multi_worker(trainable: keras.Model, config, data: tf.data.Dataset, strategy: tf.distribute.Strategy,
+                     monitor: keras.callbacks.Callback, initial_epoch: int, loss_function) -> None:
+    """The training loop across workers, written out: Keras 3.15's ``fit`` fails to
+    average its logs under MultiWorkerMirroredStrategy. Each replica computes the loss on its
+    share of the global batch; the optimizer all-reduces the gradients, so every worker
+    applies the same update. ``loss_function`` returns one value per query."""
+    optimizer = trainable.optimizer
+    distributed = strategy.experimental_distribute_dataset(data)
+
+    def replica_step(tokens, targets, *weights):
+        with tf.GradientTape() as tape:
+            per_example = loss_function(targets, trainable(tokens, training=True))
+            if weights:
+                per_example = per_example * weights[0]
+            loss = tf.nn.compute_average_loss(per_example, global_batch_size=config.batch_size)
+        gradients = tape.gradient(loss, trainable.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, trainable.trainable_variables))
+        return loss
+
+    @tf.function
+    def step(batch):
+        return strategy.reduce("SUM", strategy.run(replica_step, args=batch), axis=None)
+
+    monitor.set_model(trainable)
+    for epoch in range(initial_epoch, config.epochs):
+        losses = [float(step(batch)) for batch in distributed]
+        monitor.on_epoch_end(epoch, {"loss": float(np.mean(losses))})
+        if trainable.stop_training:
+            break
+    monitor.on_train_end()
