@@ -34,3 +34,19 @@ def bestbuy_model_dir(tmp_path_factory, bestbuy_taxonomy):
     directory = tmp_path_factory.mktemp("bundle") / "bestbuy-nb"
     save_bundle(model, directory, dataset)
     return directory
+
+
+# The costliest modules first (their order from `python -m pytest -n 2 --durations=0`, summed
+# per module): pytest-xdist hands each worker whole modules (--dist loadscope, pyproject.toml)
+# in collection order, so starting with the long ones keeps a worker from finishing alone.
+COSTLIEST_FIRST = (
+    "test_xmlq_backends.py", "test_evaluate.py", "test_xmlq.py", "test_ingest_engines.py", "test_judging_app.py",
+    "test_judging_e2e.py", "test_demo_corpus.py", "test_judging_gold.py", "test_own_data.py", "test_catalog.py",
+    "test_serve_soak.py", "test_packaging.py", "test_judging_cli.py", "test_golden.py", "test_provenance.py",
+    "test_simulate.py", "test_serve.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(COSTLIEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the others keep their order
