@@ -14,6 +14,8 @@ by one judge:
   ones), then in session order;
 - skipping a query releases the claim (another judge can take it) but keeps the skipped
   assignment, so the same judge never gets it again;
+- an admin may send a query back for another judgment (the disagreement queue,
+  :mod:`judging_app.disagreements`): its ``extra_judges`` raises its quota by one each time;
 - claims expire: an open assignment whose judge has not had the query shown or acted on it for
   ``claim_timeout`` (default :data:`CLAIM_TIMEOUT`, 30 minutes; ``qcat judge app
   --claim-timeout``) is *released* by the next :func:`next_query` of the session: it no longer
@@ -75,6 +77,8 @@ class Shown:
     category: str
     brand: str | None = None
     price: float | None = None
+    image_url: str | None = None
+    link: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +113,7 @@ def screen(session, query_id: int) -> QueryScreen:
     groups: dict[str, list[Shown]] = {"left": [], "right": []}
     rows = session.execute(
         select(ResultList.side, ResultItem.listing_id, ResultItem.position, ResultItem.title, ResultItem.category,
-               ResultItem.brand, ResultItem.price)
+               ResultItem.brand, ResultItem.price, ResultItem.image_url, ResultItem.link)
         .join(ResultItem, ResultItem.list_id == ResultList.id)
         .where(ResultList.query_id == query_id).order_by(ResultList.side, ResultItem.position)).all()
     for side, *shown in rows:
@@ -133,14 +137,15 @@ def _released_needing_a_judge(session, judge_id: int, record: JudgingSession) ->
     return list(session.scalars(
         select(Assignment).join(SessionQuery, SessionQuery.id == Assignment.query_id)
         .where(Assignment.judge_id == judge_id, Assignment.session_id == record.id, Assignment.status == "released",
-               or_(SessionQuery.gold, SessionQuery.claims < record.judges_per_query)).order_by(Assignment.id)))
+               or_(SessionQuery.gold, SessionQuery.claims < record.judges_per_query + SessionQuery.extra_judges)).order_by(Assignment.id)))
 
 
 def _claim(session, query_id: int, limit: int) -> bool:
     """Raise the query's claim count unless it already has ``limit`` claims (one conditional
     update); a gold query has no limit (every judge gets it)."""
     return session.execute(
-        update(SessionQuery).where(SessionQuery.id == query_id, or_(SessionQuery.gold, SessionQuery.claims < limit))
+        update(SessionQuery).where(SessionQuery.id == query_id,
+                                  or_(SessionQuery.gold, SessionQuery.claims < limit + SessionQuery.extra_judges))
         .values(claims=SessionQuery.claims + 1).execution_options(synchronize_session=False)).rowcount == 1
 
 
@@ -206,7 +211,8 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
                 mine = exists().where(Assignment.query_id == SessionQuery.id, Assignment.judge_id == judge_id)
                 candidates = session.scalars(
                     select(SessionQuery.id)
-                    .where(SessionQuery.session_id == session_id, ~SessionQuery.gold, SessionQuery.claims < limit, ~mine)
+                    .where(SessionQuery.session_id == session_id, ~SessionQuery.gold,
+                           SessionQuery.claims < limit + SessionQuery.extra_judges, ~mine)
                     .order_by(SessionQuery.claims.desc(), SessionQuery.position).limit(CANDIDATES)).all()
                 gold = _gold_candidate(session, judge_id, session_id, mine, bool(candidates))
                 if gold is not None:

@@ -45,9 +45,22 @@ def judge_parser() -> argparse.ArgumentParser:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     create = actions.add_parser("create-session", help="sample head/torso/tail queries and store both result lists")
-    create.add_argument("--baseline", type=Path, required=True, metavar="MODEL", help="baseline model bundle")
-    create.add_argument("--target", type=Path, required=True, metavar="MODEL", help="target model bundle")
-    create.add_argument("--queries", type=int_at_least(1), default=4500, help="queries, one third per segment (default 4500)")
+    create.add_argument("--baseline", type=Path, default=None, metavar="MODEL", help="baseline model bundle")
+    create.add_argument("--target", type=Path, default=None, metavar="MODEL", help="target model bundle")
+    create.add_argument("--results", type=Path, action="append", default=None, metavar="FILE",
+                        help="result lists of any search system instead of --baseline/--target (.jsonl, .csv or .tsv: "
+                             "query, system, rank, listing_id, title[, category, brand, price, image_url, link, "
+                             "segment, impressions]); twice: the baseline's file, then the target's; once: a file "
+                             "with both systems (the first named is the baseline)")
+    create.add_argument("--default-segment", choices=("head", "torso", "tail"), default=None,
+                        help="with --results: the segment of queries whose rows give neither segment nor impressions")
+    create.add_argument("--differing-only", type=int_at_least(1), default=None, metavar="N",
+                        help="keep only queries whose top N listings differ between the systems; the others are "
+                             "counted as ties in the report, without graders")
+    create.add_argument("--guidelines", type=Path, default=None, metavar="FILE.md",
+                        help="Markdown guidelines shown to each judge on first sign-in, and one click away after")
+    create.add_argument("--queries", type=int_at_least(1), default=None,
+                        help="queries, one third per segment (default 4500; with --results: every query)")
     create.add_argument("--name", default=None, help="session name (default: 'BASELINE vs TARGET, time')")
     create.add_argument("--display-name", default=None,
                         help="what judges see as the session's name (default 'Session ID'; the name may tell which "
@@ -195,11 +208,19 @@ def run_create(args: argparse.Namespace) -> int:
     from judging_app.store import open_store
     from qcat.errors import InputError
 
-    if args.queries < len(SEGMENTS):
+    if args.queries is not None and args.queries < len(SEGMENTS):
         raise InputError(f"--queries must be at least {len(SEGMENTS)} (one per segment), got {args.queries}")
     if args.judges_per_query < 1:
         raise InputError(f"--judges-per-query must be at least 1, got {args.judges_per_query}")
+    if args.results is not None and (args.baseline is not None or args.target is not None):
+        raise InputError("give either --results files or --baseline and --target model bundles, not both")
+    if args.results is None and (args.baseline is None or args.target is None):
+        raise InputError("say what to compare: --baseline MODEL --target MODEL (qcat's search), or "
+                         "--results BASELINE_FILE --results TARGET_FILE (any search system's result lists)")
+    guidelines = read_guidelines(args.guidelines) if args.guidelines is not None else None
     store = open_store(args.url)  # fail early when the database is not ready
+    if args.results is not None:
+        return create_from_results(args, store, guidelines)
     from evaluation.golden.search import SearchConfig
     from qcat.bundle import read_manifest
 
@@ -208,13 +229,73 @@ def run_create(args: argparse.Namespace) -> int:
     name = args.name if args.name is not None else default_name(str(args.baseline), str(args.target))
     check_session_name_free(store, name, args.display_name)
     config = SearchConfig(top_n=5, mode=args.mode, boost_weight=args.boost_weight, categories=args.categories)
-    built = build_queries(args.baseline, args.target, args.queries, args.corpus, args.period, args.seed, config, say)
+    built = build_queries(args.baseline, args.target, args.queries or 4500, args.corpus, args.period, args.seed, config,
+                          say, differing_top=args.differing_only)
+    if guidelines is not None:
+        built.stats["guidelines"] = guidelines
     session_id = store_session(store, name, str(args.baseline), str(args.target), built.queries,
                                judges_per_query=args.judges_per_query, seed=args.seed,
                                corpus=built.stats["corpus"], settings=built.stats, display_name=args.display_name)
     store.dispose()
     say(f"session {session_id} {name!r} (judges see {judge_facing_name(session_id, args.display_name)!r}): "
-        f"{len(built.queries):,} queries, baseline/target placed left/right at random")
+        f"{len(built.queries):,} queries, baseline/target placed left/right at random" + _identical_note(built.stats))
+    print(session_id)
+    return 0
+
+
+MAX_GUIDELINES = 100_000
+
+
+def read_guidelines(path: Path) -> str:
+    """The session's Markdown guidelines, checked: a readable UTF-8 file, not empty, not huge."""
+    from qcat.errors import InputError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"--guidelines {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"--guidelines {path}: cannot read it as UTF-8 text ({exc.__class__.__name__})") from None
+    if not text.strip():
+        raise InputError(f"--guidelines {path} is empty: write the guidelines judges should read")
+    if len(text) > MAX_GUIDELINES:
+        raise InputError(f"--guidelines {path} has {len(text):,} characters, more than {MAX_GUIDELINES:,}: shorten it")
+    return text
+
+
+def _identical_note(stats: dict) -> str:
+    skipped = stats.get("identical_skipped")
+    if skipped is None:
+        return ""
+    n = sum(skipped.values())
+    return (f"; {n:,} quer{'y' if n == 1 else 'ies'} with the same top {stats['differing_top']} in both systems left "
+            "out (ties in the report, no graders)")
+
+
+def create_from_results(args: argparse.Namespace, store, guidelines: str | None) -> int:
+    """``create-session --results``: a session from two systems' result lists (judging_app.imports)."""
+    from judging_app.imports import read_results, report_bad_rows
+    from judging_app.sessions import check_session_name_free, judge_facing_name, select_imported, store_session
+
+    imported = read_results(args.results, args.default_segment)
+    report_bad_rows(imported, say)
+    baseline, target = imported.systems
+    name = args.name if args.name is not None else f"{baseline} vs {target}"
+    check_session_name_free(store, name, args.display_name)
+    built = select_imported(imported.queries, args.queries, args.seed, args.differing_only)
+    built.stats.update(results=[str(path) for path in args.results], rows=imported.rows,
+                       bad_rows=len(imported.bad_rows), beyond_top=imported.beyond_top)
+    if guidelines is not None:
+        built.stats["guidelines"] = guidelines
+    session_id = store_session(store, name, baseline, target, built.queries, judges_per_query=args.judges_per_query,
+                               seed=args.seed, corpus="", settings=built.stats, display_name=args.display_name)
+    store.dispose()
+    say(f"read {imported.rows:,} rows of {len(imported.queries):,} queries from {', '.join(map(str, args.results))}" +
+        (f"; {len(imported.bad_rows):,} rows could not be used (listed above)" if imported.bad_rows else "") +
+        (f"; {imported.beyond_top:,} listings ranked below the top 5 are not shown" if imported.beyond_top else ""))
+    say(f"session {session_id} {name!r} (judges see {judge_facing_name(session_id, args.display_name)!r}): "
+        f"{len(built.queries):,} queries, baseline {baseline!r} and target {target!r} placed left/right at random"
+        + _identical_note(built.stats))
     print(session_id)
     return 0
 

@@ -157,6 +157,7 @@ def _take_back_claim(session, assignment: Assignment) -> None:
     session.execute(update(SessionQuery).where(SessionQuery.id == assignment.query_id)  # locks the query's row
                     .values(claims=SessionQuery.claims + 1).execution_options(synchronize_session=False))
     quota = session.scalar(select(JudgingSession.judges_per_query).where(JudgingSession.id == assignment.session_id))
+    quota += session.scalar(select(SessionQuery.extra_judges).where(SessionQuery.id == assignment.query_id)) or 0
     submitted = session.scalar(select(func.count()).select_from(Assignment)
                                .where(Assignment.query_id == assignment.query_id, Assignment.status == "done"))
     if submitted >= quota:
