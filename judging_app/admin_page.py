@@ -1,17 +1,20 @@
 """The app's admin page (an admin token signs in to it; ``qcat judge add-admin`` makes one):
 sessions' progress per segment, the agreement so far, judges with their counts and last
 activity, the claims in flight, and the actions an organizer needs during a session: release
-claims, reset a judge's token, deactivate or reactivate a judge."""
+claims, reset a judge's token, deactivate or reactivate a judge; and the disagreement queue
+(:mod:`judging_app.disagreements`): send a query back for another judgment, or settle it."""
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 
 import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
-from judging_app import admin
+from judging_app import admin, disagreements
+from judging_app.models import GRADE_NAMES
 from judging_app.assignment import release
 from judging_app.judges import reset_token, set_active
 from judging_app.sessions import session_overview
@@ -31,6 +34,7 @@ def admin_page(store) -> None:
         st.code(value, language=None)
     try:
         sessions_section(store)
+        disagreements_section(store)
         judges_section(store)
         claims_section(store)
     except SQLAlchemyError as exc:
@@ -108,3 +112,53 @@ def claims_section(store) -> None:
 def done(message: str) -> None:
     st.session_state["admin_flash"] = message
     st.rerun()
+
+
+def disagreements_section(store) -> None:
+    st.header("Disagreements", anchor=False)
+    sessions = session_overview(store)
+    if not sessions:
+        return
+    session_id = st.session_state.get("admin_alpha_session") or sessions[0]["id"]
+    items = disagreements.queue(store, session_id)
+    if not items:
+        st.caption(f"No query of this session has judges {disagreements.SPREAD} or more grades apart on a listing "
+                   "(or every such listing is settled).")
+        return
+    st.caption(f"Queries where judges differ by {disagreements.SPREAD} or more grades on a listing, largest first. "
+               "Send one back for another judgment, or settle it: your grade replaces the judges' mean in the "
+               "report. Both are kept in the history.")
+    by_id = {item.query_id: item for item in items}
+    st.dataframe([{"query": item.text, "segment": item.segment, "judges": item.judges,
+                   "disputed listings": len(item.listings), "largest spread": max(d.spread for d in item.listings),
+                   "sent back": item.sent_back} for item in items], hide_index=True, use_container_width=True)
+    chosen = st.selectbox("Disputed query", list(by_id), format_func=lambda i: by_id[i].text, key="admin_dispute")
+    item = by_id[chosen]
+    settled = {}
+    for disputed in item.listings:
+        grades = ", ".join(f"{judge}: {grade}" for judge, grade in sorted(disputed.grades.items()))
+        st.markdown(f"**{_md(disputed.title) or '(no title)'}** · {_md(disputed.listing_id)} · judges {_md(grades)}")
+        settled[disputed.listing_id] = st.radio(
+            f"Settled grade of {disputed.listing_id}", options=[0, 1, 2, 3], index=None, horizontal=True,
+            format_func=lambda g: f"{g} {GRADE_NAMES[g]}", key=f"admin_settle_{chosen}_{disputed.listing_id}",
+            label_visibility="collapsed")
+    note = st.text_input("Note (kept in the history)", key=f"admin_dispute_note_{chosen}")
+    columns = st.columns(2)
+    if columns[0].button("Settle with these grades", type="primary", key="admin_settle"):
+        given = {listing: grade for listing, grade in settled.items() if grade is not None}
+        if not given:
+            st.warning("Choose a grade for at least one disputed listing, then press Settle again.")
+        else:
+            disagreements.settle(store, st.session_state.get("admin_id"), chosen, given, note, session_id)
+            done(f"Settled “{item.text}”: {len(given)} listing grade(s) set; the report uses them.")
+    if columns[1].button("Send back for another judgment", key="admin_send_back"):
+        disagreements.send_back(store, st.session_state.get("admin_id"), chosen, note, session_id)
+        done(f"Sent “{item.text}” back: one more judge will grade it.")
+    history = disagreements.history(store, chosen)
+    if history:
+        st.dataframe(history, hide_index=True, use_container_width=True)
+
+
+def _md(text: str) -> str:
+    """User text shown verbatim, not as Markdown."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$])", r"\\\1", str(text))

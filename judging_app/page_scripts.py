@@ -150,7 +150,7 @@ window.qcatShow = (config) => {
     const all = groups();
     const open = all.find(g => !g.querySelector('input:checked')) || all[0];
     const active = doc.activeElement;
-    if (open && !all.some(g => g.contains(active)) && !typing(active) && !inDialog(active)) {
+    if (open && !(typing(active) && !window.qcatRestored) && !inDialog(active)) {
       focusGroup(open, false);  // the page stays at the top
     }
     const fresh = window.qcatPending.filter(p => Date.now() - p.at < PENDING_MS);  // older ones were not meant for it
@@ -158,7 +158,9 @@ window.qcatShow = (config) => {
     fresh.forEach(p => gradeWith(p.digit));
   };
   const saved = config.draft ? sessionStorage.getItem(DRAFT + config.id) : null;
-  whenRendered(() => saved ? restoreDraft(JSON.parse(saved), focusFirstOpen) : focusFirstOpen());
+  window.qcatRestored = false;
+  whenRendered(() => saved ? restoreDraft(JSON.parse(saved), () => { window.qcatRestored = true; focusFirstOpen(); })
+                           : focusFirstOpen());
 };
 })();
 """
