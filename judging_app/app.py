@@ -424,10 +424,8 @@ def reviewing(store, judge_id: int, query_id: int) -> None:
             "the results use the latest.")
     with st.form(f"review_{query_id}", border=True):
         keys = grade_controls(screen, "review", grades)
-        buttons = st.columns([2, 1, 5])
-        with buttons[0]:
+        with st.container(horizontal=True, gap="medium"):
             save = submit_button("Save changes", type="primary", shortcut="Ctrl+Enter")
-        with buttons[1]:
             back = submit_button("Back to grading")
     if back:
         st.session_state.pop("reviewing", None)
@@ -453,12 +451,9 @@ def grading(store, judge_id: int, session_id: int) -> None:
         keys = grade_controls(screen, "grade")
         note = st.text_input("Flag note (optional): what is wrong with this query?", key=f"note_{screen.query_id}",
                              placeholder="e.g. offensive, not a product search, unintelligible")
-        buttons = st.columns([1.3, 1, 1, 3])
-        with buttons[0]:
+        with st.container(horizontal=True, gap="medium"):  # each button as wide as its label
             submitted = submit_button("Submit grades", type="primary", shortcut="Ctrl+Enter")
-        with buttons[1]:
             skipped = submit_button("Skip query")
-        with buttons[2]:
             flagged = submit_button("Flag & skip")
     if submitted:
         grades = grades_entered(keys)
