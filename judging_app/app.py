@@ -238,7 +238,7 @@ def first_sign_in_guidelines(store, judge_id: int, session_id: int) -> None:
     except SQLAlchemyError as exc:
         store_down(exc)
         return
-    if progress["judged"] + progress["skipped"] + progress["open"] == 0:
+    if progress["given"] == 0:
         guidelines_dialog(guidelines)
 
 

@@ -351,13 +351,19 @@ def flag(store: Store, judge_id: int, query_id: int, note: str) -> None:
 
 
 def progress(store: Store, judge_id: int, session_id: int) -> dict:
-    """This judge's counts (gold queries included), and the session's, without its gold queries:
-    queries with all their judges, judgments needed."""
+    """This judge's counts and the session's, both without gold queries (a judge comparing the two
+    cannot tell gold queries apart): queries with all their judges, judgments needed; ``given``:
+    every query this judge has been given, gold included."""
     with store.sessions() as session:
         record = _check_session(session, session_id)
-        mine = dict(session.execute(select(Assignment.status, func.count())
-                                    .where(Assignment.judge_id == judge_id, Assignment.session_id == session_id)
-                                    .group_by(Assignment.status)).all())
+        counts = session.execute(select(Assignment.status, SessionQuery.gold, func.count())
+                                 .join(SessionQuery, SessionQuery.id == Assignment.query_id)
+                                 .where(Assignment.judge_id == judge_id, Assignment.session_id == session_id)
+                                 .group_by(Assignment.status, SessionQuery.gold)).all()
+        mine: dict[str, int] = {}  # regular queries only, as the session's counts: gold stays unspotted
+        for status, gold, n in counts:
+            if not gold:
+                mine[status] = mine.get(status, 0) + n
         total = session.scalar(select(func.count()).select_from(SessionQuery)
                                .where(SessionQuery.session_id == session_id, ~SessionQuery.gold))
         regular_done = (select(Assignment.query_id).join(SessionQuery, SessionQuery.id == Assignment.query_id)
@@ -367,6 +373,7 @@ def progress(store: Store, judge_id: int, session_id: int) -> dict:
         complete = session.scalar(select(func.count()).select_from(done_per_query))
         done = session.scalar(select(func.count()).select_from(regular_done.subquery()))
     return {"judged": mine.get("done", 0), "skipped": mine.get("skipped", 0), "open": mine.get("open", 0),
+            "given": sum(n for _, _, n in counts),
             "queries": total, "complete_queries": complete, "judgments_done": done,
             "judgments_needed": total * record.judges_per_query, "session": record.name}
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from qcat.cli import ArgumentParser, float_at_least, int_at_least
+from qcat.cli import ArgumentParser, float_at_least, int_at_least, positive_float
 
 from judging_app.store import URL_ENV, resolve_url
 
@@ -100,9 +102,9 @@ def judge_parser() -> argparse.ArgumentParser:
     app.add_argument("--session", default=None, help="session id or name (default: judges choose)")
     app.add_argument("--port", type=int_at_least(1, 65535), default=8501)
     app.add_argument("--address", default="localhost", help="address to listen on (default localhost)")
-    app.add_argument("--claim-timeout", type=int_at_least(1), default=30, metavar="MINUTES",
-                     help="release a judge's claim on a query after this many idle minutes, so that another judge "
-                          "gets the query (default 30)")
+    app.add_argument("--claim-timeout", type=positive_float(), default=30, metavar="MINUTES",
+                     help="release a judge's claim on a query after this many idle minutes (fractions allowed: 0.5 "
+                          "is 30 seconds), so that another judge gets the query (default 30)")
 
     release = actions.add_parser("release", help="release open claims of a judge or of a query (for other judges)")
     _url(release)
@@ -376,7 +378,7 @@ def run_sessions(args: argparse.Namespace) -> int:
 
 
 def app_command(url: str, session: str | None, port: int, address: str,
-                claim_timeout: int = 30) -> tuple[list[str], dict]:
+                claim_timeout: float = 30) -> tuple[list[str], dict]:
     """The ``streamlit run`` command line and environment of the judging app."""
     import judging_app
     from judging_app.assignment import CLAIM_TIMEOUT_ENV
@@ -405,8 +407,49 @@ def run_app(args: argparse.Namespace) -> int:
     store.dispose()
     command, env = app_command(url, args.session, args.port, args.address, args.claim_timeout)
     say(f"judging app on http://{args.address}:{args.port} ({display_url(url)}; claims released after "
-        f"{args.claim_timeout} idle minutes); Ctrl-C stops it")
-    return subprocess.call(command, env=env)
+        f"{args.claim_timeout:g} idle minutes); Ctrl-C stops it")
+    return run_child(command, env)
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+STOP_GRACE_SECONDS = 10
+
+
+def run_child(command: list[str], env: dict) -> int:
+    """Run the Streamlit server as a child and stop it with this process: SIGTERM, SIGINT or SIGHUP
+    sent to this process alone (not only Ctrl-C to the whole group) is passed on to the child, which
+    gets :data:`STOP_GRACE_SECONDS` to exit before it is killed. Returns the child's exit status
+    (0 when it was stopped by one of those signals)."""
+    child = subprocess.Popen(command, env=env)
+    stopping: list[int] = []
+
+    def stop(signum, frame) -> None:
+        stopping.append(signum)
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
+    deadline = None
+    try:
+        while True:
+            try:
+                code = child.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if stopping and deadline is None:
+                    deadline = time.monotonic() + STOP_GRACE_SECONDS
+                if deadline is not None and time.monotonic() > deadline:
+                    child.kill()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    if stopping:
+        say(f"judging app stopped ({signal.Signals(stopping[0]).name})")
+        return 0
+    return code
 
 
 def run_release(args: argparse.Namespace) -> int:

@@ -1,0 +1,204 @@
+"""Issue 24's defects of the judging app, each shown fixed: a late submit that is no longer
+needed moves the judge on (2), one changed grade of a listing in both groups is one change (6),
+Markdown emphasis in a judge's name stays as typed in report.md (8), fractional claim timeouts
+and a judge's count without gold (10), SIGTERM and SIGINT to ``qcat judge app`` stop the
+Streamlit server too (11), no deprecated ``st.components.v1`` and a tested Streamlit range (12).
+Defect 1 is in test_judging_app.py (the store-down message by the buttons), defects 3-5 in
+test_judging_e2e.py and test_judging_own_engine.py (Chromium)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from sqlalchemy import select
+from streamlit.testing.v1 import AppTest
+
+from judging_app import assignment
+from judging_app.judges import add_judge
+from judging_app.migrate import upgrade
+from judging_app.models import Assignment, Judgment, JudgmentVersion
+from judging_app.sessions import Listing, QuerySpec, store_session
+from judging_app.store import open_store
+from judging_fixtures import ROOT, child_env, free_port, qcat, wait_for
+
+APP = str(ROOT / "judging_app" / "app.py")
+
+
+@pytest.fixture
+def app_store(tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    upgrade(url)
+    store = open_store(url)
+    monkeypatch.setenv("QCAT_DB_URL", url)
+    yield store
+    store.dispose()
+
+
+def signed_in(token: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=30).run()
+    at.text_input(key="token").input(token)
+    next(b for b in at.button if b.label == "Sign in").click()
+    return at.run()
+
+
+def press(at: AppTest, label: str) -> AppTest:
+    next(b for b in at.button if b.label == label).click()
+    return at.run()
+
+
+def shown(at: AppTest) -> str | None:
+    return next((m.value.removeprefix("## Query: ") for m in at.markdown if m.value.startswith("## Query: ")), None)
+
+
+def test_defect_2_a_late_submit_no_longer_needed_moves_the_judge_on_recording_nothing(app_store, monkeypatch):
+    queries = [QuerySpec(f"query {i}", "head", [Listing(f"a{i}", "A")], [Listing(f"b{i}", "B")]) for i in range(3)]
+    session_id = store_session(app_store, "one judge", "A", "B", queries, judges_per_query=1)
+    monkeypatch.setenv("QCAT_JUDGE_SESSION", str(session_id))
+    (ann, ann_token), (bob, bob_token) = add_judge(app_store, "ann"), add_judge(app_store, "bob")
+    first = signed_in(ann_token)
+    late = shown(first)
+    for radio in first.radio:
+        radio.set_value(2)
+    assert [r.query for r in assignment.release(app_store, judge_id=ann.id)] == [late]  # qcat judge release --judge ann
+    second = signed_in(bob_token)
+    assert shown(second) == late
+    for radio in second.radio:
+        radio.set_value(3)
+    press(second, "Submit grades")
+    assert any("Saved your 2 grades" in s.value for s in second.success)
+    press(first, "Submit grades")  # ann's late submit
+    assert not first.error and not first.exception
+    assert any("other judges graded it" in i.value and "nothing was recorded" in i.value for i in first.info)
+    assert shown(first) not in (None, late)  # moved on to the next query
+    with app_store.sessions() as session:
+        ann_rows = session.execute(select(Assignment.status).join(Judgment, Judgment.judge_id == Assignment.judge_id,
+                                                                  isouter=True)
+                                   .where(Assignment.judge_id == ann.id)).all()
+        graded = session.scalars(select(Judgment.id).where(Judgment.judge_id == ann.id)).all()
+    assert graded == [] and ("skipped",) not in ann_rows  # no grade, no skip recorded
+
+
+def test_defect_6_one_changed_grade_of_a_listing_in_both_groups_is_one_change(app_store, monkeypatch):
+    session_id = store_session(app_store, "shared", "A", "B", [QuerySpec("oak table", "torso", [
+        Listing("same", "Oak dining table"), Listing("left", "Pine table")],
+        [Listing("right", "Glass table"), Listing("same", "Oak dining table")])], seed=5)
+    monkeypatch.setenv("QCAT_JUDGE_SESSION", str(session_id))
+    at = signed_in(add_judge(app_store, "ann")[1])
+    for radio in at.radio:
+        radio.set_value(1)
+    press(at, "Submit grades")
+    press(at, "Review or change")
+    with app_store.sessions() as session:
+        query_id = session.scalar(select(Assignment.query_id))
+        position = next(i.position for i in assignment.screen(session, query_id).left if i.listing_id == "same")
+    shared = next(r for r in at.radio if r.key.endswith(f"_left_{position}"))  # graded once, in Group A
+    shared.set_value(3)
+    press(at, "Save changes")
+    changed = [s.value for s in at.success if s.value.startswith("Changed")]
+    assert changed == ["Changed 1 grade of “oak table”."], changed  # was "Changed 2 grades"
+    with app_store.sessions() as session:
+        versions = session.execute(select(JudgmentVersion.listing_id, JudgmentVersion.side)
+                                   .where(JudgmentVersion.grade == 3)).all()
+    assert sorted(versions) == [("same", "left"), ("same", "right")]  # stored for both sides, as before
+
+
+def test_defect_8_emphasis_in_a_judge_name_stays_as_typed_in_report_md(app_store, tmp_path):
+    from markdown_it import MarkdownIt
+
+    from evaluation.report_files import write_report_files
+    from judging_app import judgments
+    from judging_app.report import build_report, draw_all, render_html, render_markdown
+
+    queries = [QuerySpec(f"q {i}", ("head", "torso", "tail")[i], [Listing(f"a{i}")], [Listing(f"b{i}")])
+               for i in range(3)]
+    session_id = store_session(app_store, "s", "A", "B", queries, judges_per_query=1)
+    judge, _ = add_judge(app_store, "**Bold** _it_ `code` ~~gone~~")
+    while (screen := assignment.next_query(app_store, judge.id, session_id)) is not None:
+        judgments.submit(app_store, judge.id, screen.query_id, {(i.listing_id, side): 2 for side, group in
+                                                                (("left", screen.left), ("right", screen.right))
+                                                                for i in group}, flag_note="a *starred* note")
+    report = build_report(app_store, session_id, bootstrap=0)
+    markdown = write_report_files(report, tmp_path / "out", draw_all(report), render_markdown, render_html)[1].read_text()
+    html = MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(markdown)
+    notes = html.split("Flag notes</h3>")[1]
+    for tag in ("<strong>", "<em>", "<code>", "<s>", "<del>"):
+        assert tag not in notes, tag
+    assert "**Bold** _it_ `code` ~~gone~~" in notes and "a *starred* note" in notes
+
+
+def test_defect_10_claim_timeout_takes_fractions_of_a_minute(tmp_path):
+    from judging_app.cli import app_command, judge_parser
+
+    args = judge_parser().parse_args(["app", "--claim-timeout", "0.5"])
+    assert args.claim_timeout == 0.5
+    _, env = app_command("sqlite:///x.db", None, 8501, "127.0.0.1", args.claim_timeout)
+    assert env["QCAT_CLAIM_TIMEOUT"] == "0.5"
+    result = qcat("judge", "app", "--claim-timeout", "0", "--url", tmp_path / "none.db")
+    assert result.returncode != 0 and "--claim-timeout" in result.stderr and "Traceback" not in result.stderr
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_defect_11_a_signal_to_the_app_wrapper_alone_stops_the_streamlit_server(tmp_path, signum):
+    db = tmp_path / "app.db"
+    assert qcat("db", "upgrade", "--url", db).returncode == 0
+    port = free_port()
+    log = (tmp_path / "app.log").open("w")
+    wrapper = subprocess.Popen([sys.executable, "-m", "qcat.cli", "judge", "app", "--url", str(db), "--port", str(port),
+                                "--address", "127.0.0.1"], cwd=ROOT, env=child_env(), stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: _healthy(port), timeout=40, interval=0.25)
+        servers = _children(wrapper.pid)
+        assert len(servers) == 1
+        os.kill(wrapper.pid, signum)  # the wrapper alone, not its process group
+        assert wrapper.wait(timeout=20) == 0
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (os.path.exists(f"/proc/{servers[0]}") or _healthy(port)):
+            time.sleep(0.1)
+        assert not os.path.exists(f"/proc/{servers[0]}") and not _healthy(port)
+    finally:
+        if wrapper.poll() is None:
+            os.killpg(wrapper.pid, signal.SIGKILL)
+            wrapper.wait(timeout=10)
+        log.close()
+    assert "judging app stopped" in (tmp_path / "app.log").read_text()
+
+
+def test_defect_12_no_deprecated_components_api_and_a_tested_streamlit_range():
+    import streamlit
+    from packaging.specifiers import SpecifierSet
+
+    sources = "\n".join(path.read_text() for path in (ROOT / "judging_app").glob("*.py"))
+    assert not re.search(r"components\.v1|components\.html\(", sources.replace("``st.components.v1.html``", ""))
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    pin = re.search(r'"streamlit([^"]*)"', pyproject).group(1)
+    assert "<" in pin and streamlit.__version__ in SpecifierSet(pin)
