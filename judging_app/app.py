@@ -199,8 +199,11 @@ def sidebar(store, judge_id: int, session_id: int) -> None:
         if progress is not None:
             show_progress(progress)
         your_judgments(store, judge_id, session_id)
-        if st.button(HELP_BUTTON, key="help"):
-            guidelines_dialog(session_guidelines(store, session_id))
+        with st.expander(HELP_BUTTON, expanded=False):  # opened in the browser, no rerun: `?` toggles it
+            if guidelines := session_guidelines(store, session_id):
+                st.markdown(guidelines)
+                st.divider()
+            st.markdown(GUIDELINE)
 
 
 def session_guidelines(store, session_id: int) -> str | None:

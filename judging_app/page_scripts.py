@@ -120,8 +120,14 @@ doc.addEventListener('keydown', (event) => {
   if (event.ctrlKey || event.metaKey || event.altKey) return;
   const active = doc.activeElement;
   if (event.key === '?' && !typing(active) && !inDialog(active)) {
-    const help = Array.from(doc.querySelectorAll('button')).find(b => b.innerText.trim().startsWith('Guidelines and keys'));
-    if (help) { event.preventDefault(); help.click(); }
+    const help = Array.from(doc.querySelectorAll('[data-testid="stExpander"] summary'))
+      .find(s => s.innerText.includes('Guidelines and keys'));
+    if (help) {
+      event.preventDefault();
+      const details = help.closest('details');
+      if (details && !details.open) help.click();
+      help.scrollIntoView({block: 'start'});
+    }
     return;
   }
   if (!/^[0-3]$/.test(event.key) || typing(active) || inDialog(active)) return;  // text fields keep their digits
@@ -137,9 +143,17 @@ doc.addEventListener('keydown', (event) => {
 }, true);
 doc.addEventListener('change', saveDraft, true);
 doc.addEventListener('input', saveDraft, true);
+function replayPending() {
+  const fresh = window.qcatPending.filter(p => Date.now() - p.at < PENDING_MS);  // older ones were not meant for it
+  window.qcatPending = [];
+  fresh.forEach(p => gradeWith(p.digit));
+}
 window.qcatShow = (config) => {
   window.qcatQuery = config;
-  if (window.qcatShownFor === config.key) return;  // the same query again: the judge keeps their place
+  if (window.qcatShownFor === config.key) {  // the same query again: the judge keeps their place
+    whenRendered(replayPending);  // digits typed while the page was being redrawn
+    return;
+  }
   window.qcatShownFor = config.key;
   for (let node = doc.querySelector('[data-testid="stMainBlockContainer"]'); node; node = node.parentElement) {
     if (node.scrollTop) node.scrollTop = 0;
@@ -156,9 +170,7 @@ window.qcatShow = (config) => {
     if (open && !(typing(active) && !window.qcatRestored) && !inDialog(active)) {
       focusGroup(open, false);  // the page stays at the top
     }
-    const fresh = window.qcatPending.filter(p => Date.now() - p.at < PENDING_MS);  // older ones were not meant for it
-    window.qcatPending = [];
-    fresh.forEach(p => gradeWith(p.digit));
+    replayPending();
   };
   const saved = config.draft ? sessionStorage.getItem(DRAFT + config.id) : null;
   window.qcatRestored = false;

@@ -274,3 +274,33 @@ def test_a_reload_keeps_the_sign_in_and_the_grades_entered(running_app):
             page.get_by_label("Your judge token").wait_for()  # signed out stays signed out
         finally:
             browser.close()
+
+
+def test_digits_typed_before_the_focus_lands_or_after_it_is_lost_still_grade(running_app):
+    """Issue 24, defects 3 and 5: digits typed as soon as the query appears (before the focus lands
+    on the first listing, about 0.4 s later) were lost; and with no listing focused (after a
+    reconnect) digits did nothing. Now such a digit grades the first listing without a grade."""
+    url, _, tokens = running_app
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(url)
+            page.get_by_label("Your judge token").fill(tokens[1])
+            page.keyboard.press("Enter")
+            radios = page.locator('[data-testid="stForm"] [data-testid="stRadio"]')
+            radios.first.wait_for()  # the query appears: type at once
+            for digit in "32":
+                page.keyboard.press(digit)
+            n = stable_count(radios)
+            assert n >= 3
+            page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stForm\"] input:checked').length === 2")
+            assert radios.nth(0).locator("input").nth(3).is_checked() and radios.nth(1).locator("input").nth(2).is_checked()
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")  # no listing has the focus
+            assert page.evaluate(FOCUSED_GROUP) == -1
+            page.keyboard.press("1")
+            assert radios.nth(2).locator("input").nth(1).is_checked()  # the first listing without a grade
+            page.wait_for_function(f"() => ({FOCUSED_GROUP})() === {3 if n > 3 else -1}")
+        finally:
+            browser.close()

@@ -218,12 +218,25 @@ def test_own_engine_session_graded_by_keys_settled_and_reported(own_engine_app, 
                     page.wait_for_function("() => Array.from(document.querySelectorAll('img.qcat-thumb'))"
                                            ".every(i => i.complete && i.naturalWidth === 24)")
                     assert page.locator('a[href^="https://shop.example/"]').count() >= 5
-                    page.keyboard.press("?")  # the guidelines one key away
-                    dialog.get_by_text("opens this help").wait_for()
-                    page.keyboard.press("Escape")
-                    dialog.wait_for(state="detached")
+                    page.keyboard.press("?")  # the guidelines and keys, one key away (in the sidebar)
+                    help_panel = page.get_by_test_id("stSidebar").get_by_text("opens this help")
+                    help_panel.wait_for()
+                    assert page.get_by_test_id("stSidebar").get_by_text("Shoe search guidelines").is_visible()
                     for digit in (3, 2, 1):
                         page.keyboard.press(str(digit))
+                    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stForm\"] "
+                                           "input:checked').length === 3")  # typed while the page was redrawn
+                    stable_count(page.locator(RADIOS))
+                    # defect 4: at 1280x800 no button label is cut, grade options stay on one line, and the
+                    # 5 + 5 listings fit with the last one's grades on screen
+                    layout = page.evaluate("""() => ({
+                      cut: Array.from(document.querySelectorAll('[data-testid="stForm"] button'))
+                        .filter(b => b.scrollWidth > b.clientWidth + 1).map(b => b.innerText),
+                      lines: Array.from(document.querySelectorAll('[data-testid="stForm"] [role="radiogroup"]'))
+                        .map(g => new Set(Array.from(g.querySelectorAll('label')).map(l => Math.round(l.getBoundingClientRect().top))).size),
+                      bottom: Math.max(...Array.from(document.querySelectorAll('[data-testid="stForm"] [data-testid="stRadio"]'))
+                        .map(g => g.getBoundingClientRect().bottom))})""")
+                    assert layout["cut"] == [] and set(layout["lines"]) == {1} and layout["bottom"] <= 800, layout
                     shots["1280x800"] = tmp_path / "grading_1280x800.png"
                     page.screenshot(path=str(shots["1280x800"]))
                     page.set_viewport_size({"width": 1920, "height": 1080})
