@@ -46,21 +46,31 @@ def admin_page(store) -> None:
         st.rerun()
 
 
+# Long names are cut with an ellipsis at a fixed width (the full text on hover), so the other
+# columns stay on screen.
+NAME_COLUMNS = {name: st.column_config.TextColumn(name, width="medium")
+                for name in ("session", "judges see", "query", "judge")}
+
+
 def sessions_section(store) -> None:
     st.header("Sessions", anchor=False)
     progress = admin.session_progress(store)
     if not progress:
         st.info("No judging session yet: `qcat judge create-session` makes one.")
         return
-    st.dataframe(progress, hide_index=True, use_container_width=True)
+    st.dataframe(progress, hide_index=True, use_container_width=True, column_config=NAME_COLUMNS)
     sessions = session_overview(store)
     chosen = st.selectbox("Agreement so far (Krippendorff's alpha, ordinal) in session", [s["id"] for s in sessions],
-                          format_func={s["id"]: s["name"] for s in sessions}.get, key="admin_alpha_session")
+                          format_func={s["id"]: _short(s["name"]) for s in sessions}.get, key="admin_alpha_session")
     rows = admin.live_agreement(store, chosen)
     st.dataframe([{"segment": row["segment"], "units graded by 2+ judges": row["units"],
                    "alpha": _shown(row["krippendorff_alpha_ordinal"]),
                    "pairwise agreement": _shown(row["pairwise_agreement"])} for row in rows],
                  hide_index=True, use_container_width=True)
+
+
+def _short(name: str, limit: int = 60) -> str:
+    return name if len(name) <= limit else name[:limit - 1] + "…"
 
 
 def _shown(value: float) -> str:
@@ -83,15 +93,42 @@ def judges_section(store) -> None:
         released = release(store, judge_id=chosen)
         done(f"Released {len(released)} claim(s) of {judge['judge']}.")
     if columns[1].button("Reset their token", key="admin_reset_token"):
-        st.session_state["new_token"] = (judge["judge"], reset_token(store, chosen))
-        done(f"Reset the token of {judge['judge']}; their browsers are signed out.")
+        st.session_state["admin_confirm"] = ("reset", chosen)
     if judge["active"]:
         if columns[2].button("Deactivate", key="admin_deactivate"):
-            released = set_active(store, chosen, False)
-            done(f"Deactivated {judge['judge']}: signed out, {len(released)} claim(s) released; their judgments stay.")
+            st.session_state["admin_confirm"] = ("deactivate", chosen)
     elif columns[2].button("Reactivate", key="admin_reactivate"):
         set_active(store, chosen, True)
         done(f"Reactivated {judge['judge']}.")
+    confirm_judge_action(store, by_id)
+
+
+CONFIRM = {"reset": ("Reset the token of {name}? Their old token stops working and their browsers are signed out.",
+                     "Yes, reset the token"),
+           "deactivate": ("Deactivate {name}? They are signed out and cannot sign in; their open claims are "
+                          "released; their judgments stay.", "Yes, deactivate")}
+
+
+def confirm_judge_action(store, by_id: dict) -> None:
+    """Reset token and Deactivate act only after a second, explicit click."""
+    pending = st.session_state.get("admin_confirm")
+    if pending is None or pending[1] not in by_id:
+        return
+    action, judge_id = pending
+    name = by_id[judge_id]["judge"]
+    question, yes = CONFIRM[action]
+    st.warning(question.format(name=name))
+    columns = st.columns(2)
+    if columns[0].button(yes, type="primary", key="admin_confirm_yes"):
+        st.session_state.pop("admin_confirm", None)
+        if action == "reset":
+            st.session_state["new_token"] = (name, reset_token(store, judge_id))
+            done(f"Reset the token of {name}; their browsers are signed out.")
+        released = set_active(store, judge_id, False)
+        done(f"Deactivated {name}: signed out, {len(released)} claim(s) released; their judgments stay.")
+    if columns[1].button("Cancel", key="admin_confirm_cancel"):
+        st.session_state.pop("admin_confirm", None)
+        st.rerun()
 
 
 def claims_section(store) -> None:
@@ -101,7 +138,7 @@ def claims_section(store) -> None:
         st.caption("No open claim.")
         return
     st.dataframe([{k: v for k, v in row.items() if k != "judge_id"} for row in claims], hide_index=True,
-                 use_container_width=True)
+                 use_container_width=True, column_config=NAME_COLUMNS)
     labels = {row["query_id"]: f"{row['query']} ({row['judge']}, {row['session']})" for row in claims}
     chosen = st.selectbox("Claimed query", list(labels), format_func=labels.get, key="admin_claim")
     if st.button("Release the claims on this query", key="admin_release_query"):

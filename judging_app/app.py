@@ -27,7 +27,9 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from judging_app import assignment, judgments, sign_ins
 from judging_app.admin_page import admin_page
-from judging_app.judges import authenticate_any
+from judging_app.judges import EMPTY_TOKEN, authenticate_any
+from judging_app.sign_in_limits import LIMITER, too_many
+from judging_app.tokens import split_token
 from judging_app.models import GRADE_NAMES, Admin
 from judging_app.page_scripts import grading_page, install_hotkeys, set_sign_in_cookie
 from judging_app.imports import safe_url
@@ -123,7 +125,7 @@ def sign_in_from_cookie(store) -> None:
     key = st.context.cookies.get(sign_ins.COOKIE)
     if not isinstance(key, str) or not key or st.session_state.get("signed_out_key") == key:
         return
-    person = sign_ins.recall(store, key)
+    person = sign_ins.recall(store, key, sign_ins.lifetime_from_env())
     if person is not None:
         signed_in(person)
         st.session_state["sign_in_key"] = key
@@ -135,15 +137,24 @@ def sign_in(store) -> None:
     with st.form("sign_in"):
         token = st.text_input("Your judge token", type="password", key="token")
         if st.form_submit_button("Sign in", type="primary"):
+            client = st.context.ip_address
+            shaped = split_token(token or "")
+            account = shaped[0] if shaped else None
+            if wait := LIMITER.wait_seconds(client, account):  # refused before any scrypt is run
+                st.error(too_many(wait))
+                return
             try:
                 person = authenticate_any(store, token)
                 key = sign_ins.remember(store, person)
             except InputError as exc:
+                if str(exc) != EMPTY_TOKEN:
+                    LIMITER.failed(client, account)
                 st.error(str(exc))
                 return
             except SQLAlchemyError as exc:
                 store_down(exc, SIGN_IN_LATER)
                 return
+            LIMITER.succeeded(account)
             signed_in(person)
             st.session_state["sign_in_key"] = st.session_state["new_cookie"] = key
             st.rerun()

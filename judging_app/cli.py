@@ -105,6 +105,9 @@ def judge_parser() -> argparse.ArgumentParser:
     app.add_argument("--claim-timeout", type=positive_float(), default=30, metavar="MINUTES",
                      help="release a judge's claim on a query after this many idle minutes (fractions allowed: 0.5 "
                           "is 30 seconds), so that another judge gets the query (default 30)")
+    app.add_argument("--sign-in-hours", type=positive_float(), default=12, metavar="HOURS",
+                     help="a browser's sign-in expires on the server after this many hours; the judge then signs "
+                          "in again with their token (default 12)")
 
     release = actions.add_parser("release", help="release open claims of a judge or of a query (for other judges)")
     _url(release)
@@ -398,6 +401,7 @@ def app_command(url: str, session: str | None, port: int, address: str,
 
 
 def run_app(args: argparse.Namespace) -> int:
+    from judging_app.sign_ins import LIFETIME_ENV
     from judging_app.store import open_store
 
     url = resolve_url(args.url)
@@ -406,6 +410,7 @@ def run_app(args: argparse.Namespace) -> int:
         _existing_session(store, args.session)
     store.dispose()
     command, env = app_command(url, args.session, args.port, args.address, args.claim_timeout)
+    env[LIFETIME_ENV] = str(args.sign_in_hours)
     say(f"judging app on http://{args.address}:{args.port} ({display_url(url)}; claims released after "
         f"{args.claim_timeout:g} idle minutes); Ctrl-C stops it")
     return run_child(command, env)

@@ -23,6 +23,16 @@ QUERIES = [QuerySpec(f"query {i}", ("head", "torso", "tail")[i % 3],
            for i in range(4)]
 
 
+@pytest.fixture(autouse=True)
+def fresh_sign_in_limits():
+    """Each test starts with no wrong tokens counted (the app's limiter lives in this process)."""
+    from judging_app.sign_in_limits import LIMITER
+
+    LIMITER.clear()
+    yield
+    LIMITER.clear()
+
+
 @pytest.fixture
 def app_env(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'app.db'}"
@@ -433,6 +443,11 @@ def test_the_admin_page_shows_progress_and_deactivates_and_resets_a_judge(app_en
     at.selectbox(key="admin_judge").set_value(bob)
     button(at, "Deactivate").click()
     at.run()
+    # issue 24, defect 9: nothing happens before a second, explicit click
+    assert any(w.value.startswith("Deactivate bob?") for w in at.warning) and not at.success
+    assert not sign_in(tokens["bob"]).error
+    button(at, "Yes, deactivate").click()
+    at.run()
     assert any("Deactivated bob" in s.value for s in at.success)
     assert [e.value for e in sign_in(tokens["bob"]).error] == ["this judge has been deactivated: ask the session's organizer"]
     at.selectbox(key="admin_judge").set_value(bob)
@@ -440,6 +455,16 @@ def test_the_admin_page_shows_progress_and_deactivates_and_resets_a_judge(app_en
     at.run()
     at.selectbox(key="admin_judge").set_value(bob)
     button(at, "Reset their token").click()
+    at.run()
+    button(at, "Cancel").click()
+    at.run()
+    assert not at.code and not any(w.value.startswith("Reset the token") for w in at.warning)
+    assert not sign_in(tokens["bob"]).error  # cancelled: the old token still works
+    at.selectbox(key="admin_judge").set_value(bob)
+    button(at, "Reset their token").click()
+    at.run()
+    assert any(w.value.startswith("Reset the token of bob?") for w in at.warning) and not at.code
+    button(at, "Yes, reset the token").click()
     at.run()
     new_token = at.code[0].value
     assert new_token != tokens["bob"] and not sign_in(new_token).error

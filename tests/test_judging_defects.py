@@ -31,6 +31,15 @@ from judging_fixtures import ROOT, child_env, free_port, qcat, wait_for
 APP = str(ROOT / "judging_app" / "app.py")
 
 
+@pytest.fixture(autouse=True)
+def fresh_sign_in_limits():
+    from judging_app.sign_in_limits import LIMITER
+
+    LIMITER.clear()
+    yield
+    LIMITER.clear()
+
+
 @pytest.fixture
 def app_store(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'app.db'}"
@@ -107,6 +116,62 @@ def test_defect_6_one_changed_grade_of_a_listing_in_both_groups_is_one_change(ap
         versions = session.execute(select(JudgmentVersion.listing_id, JudgmentVersion.side)
                                    .where(JudgmentVersion.grade == 3)).all()
     assert sorted(versions) == [("same", "left"), ("same", "right")]  # stored for both sides, as before
+
+
+def test_defect_7_wrong_tokens_lock_the_judge_and_the_client_out_before_any_scrypt(app_store, monkeypatch):
+    from judging_app import judges
+    from judging_app.sign_in_limits import LIMITER, PER_ACCOUNT, Limiter
+
+    judge, token = add_judge(app_store, "ann")
+    token_id = token.split(".")[0]
+    checked = []
+    real = judges.tokens.hash_secret
+    monkeypatch.setattr(judges.tokens, "hash_secret", lambda *args: checked.append(1) or real(*args))  # scrypt
+    at = AppTest.from_file(APP, default_timeout=30).run()
+    for attempt in range(PER_ACCOUNT):
+        at.text_input(key="token").input(f"{token_id}.wrong-secret-{attempt:04d}-xxxxxxxxxxxxxxxxxxxxxx")
+        press(at, "Sign in")
+        assert at.error and "Too many" not in at.error[0].value
+    assert checked
+    scrypt_runs = len(checked)
+    at.text_input(key="token").input(token)  # the right token, now
+    press(at, "Sign in")
+    assert at.error[0].value.startswith("Too many wrong tokens") and "judge_id" not in at.session_state
+    assert len(checked) == scrypt_runs  # refused without checking the token: no scrypt
+    # the lockout ends; a right token then clears the judge's count
+    clock = [0.0]
+    limiter = Limiter(per_client=3, per_account=2, window=60, lockout=30, clock=lambda: clock[0])
+    limiter.failed("10.0.0.1", "id1")
+    limiter.failed("10.0.0.2", "id1")  # two clients, one judge
+    assert limiter.wait_seconds("10.0.0.3", "id1") == 30 and limiter.wait_seconds("10.0.0.3", "id2") == 0
+    clock[0] = 31
+    assert limiter.wait_seconds("10.0.0.3", "id1") == 0
+    for account in ("a", "b", "c"):  # one client trying many token ids
+        limiter.failed("10.0.0.9", account)
+    assert limiter.wait_seconds("10.0.0.9", "z") == 30
+    LIMITER.clear()
+
+
+def test_defect_7_sign_in_keys_expire_on_the_server(app_store):
+    from datetime import timedelta
+
+    from sqlalchemy import func, update
+
+    from judging_app import sign_ins
+    from judging_app.models import SignIn, utcnow
+
+    judge, _ = add_judge(app_store, "ann")
+    key = sign_ins.remember(app_store, judge)
+    assert sign_ins.recall(app_store, key, timedelta(hours=12)).id == judge.id
+    with app_store.transaction() as session:
+        session.execute(update(SignIn).values(created_at=utcnow() - timedelta(hours=13)))
+    assert sign_ins.recall(app_store, key, timedelta(hours=24)) is not None  # a longer lifetime keeps it
+    assert sign_ins.recall(app_store, key, timedelta(hours=12)) is None
+    with app_store.sessions() as session:
+        assert session.scalar(select(func.count()).select_from(SignIn)) == 0  # deleted on the server
+    from judging_app.cli import judge_parser
+
+    assert judge_parser().parse_args(["app", "--sign-in-hours", "0.25"]).sign_in_hours == 0.25
 
 
 def test_defect_8_emphasis_in_a_judge_name_stays_as_typed_in_report_md(app_store, tmp_path):
