@@ -187,9 +187,12 @@ def pick_session(store) -> int | None:
     with store.sessions() as session:
         if wanted:
             return find_session(session, wanted).id
-    sessions = session_overview(store)
+    with store.sessions() as session:
+        judge_id = st.session_state.get("judge_id")
+        sessions = [s for s in session_overview(store) if assignment.may_judge(session, judge_id, s["id"])]
     if not sessions:
-        st.info("There is no judging session yet: an organizer creates one with `qcat judge create-session`.")
+        st.info("There is no judging session for you yet: an organizer creates one with `qcat judge create-session` "
+                "(and names its judges with `qcat judge members`).")
         return None
     if len(sessions) == 1:
         return sessions[0]["id"]

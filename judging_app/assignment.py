@@ -29,22 +29,34 @@ Gold questions (``session_queries.gold``, :mod:`judging_app.gold`) go to *every*
 session, once each: they take no place among a query's ``judges_per_query`` (their claim is an
 unconditional ``claims + 1``, so ``claims`` may exceed the quota there) and their claims are never
 released (nobody waits for them). They are mixed in among the regular queries: a judge is given
-gold query ``i`` (1-based, in session order) once they have been given ``i·K`` regular queries,
+their ``i``-th gold query (1-based) once they have been given ``(i-1)·K + P`` regular queries,
 ``K`` = :func:`gold_spacing` = ``max(1, min(5, regular queries // (gold queries + 1)))`` (one gold
-query after every 5 regular ones in a large session, closer together in a small one); the gold
-queries still left when no regular query remains for the judge come one after another. The
+query in every 5 regular ones in a large session, closer together in a small one) and ``P`` in
+1..K the judge's own phase (:func:`gold_phase`); each judge gets the gold queries in an order of
+their own (:func:`gold_order`), so judges comparing notes do not find gold at the same places. The
+gold queries still left when no regular query remains for the judge come one after another. The
 screen of a gold query is the same as any other's.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from judging_app.models import Assignment, Judge, JudgingSession, ResultItem, ResultList, SessionQuery, utcnow
+from judging_app.models import (
+    Assignment,
+    Judge,
+    JudgingSession,
+    ResultItem,
+    ResultList,
+    SessionJudge,
+    SessionQuery,
+    utcnow,
+)
 from judging_app.store import Store
 from qcat.errors import InputError
 
@@ -55,6 +67,20 @@ RETRIES = 50
 CLAIM_TIMEOUT = timedelta(minutes=30)
 CLAIM_TIMEOUT_ENV = "QCAT_CLAIM_TIMEOUT"  # minutes, for the app (`qcat judge app --claim-timeout`)
 INACTIVE = "this judge has been deactivated: ask the session's organizer"
+NOT_A_MEMBER = "you are not a judge of this session: ask its organizer to add you (qcat judge members)"
+
+
+def may_judge(session, judge_id: int, session_id: int) -> bool:
+    """Whether the judge may judge the session: it names no judge (open to all), or names this one
+    (``session_judges``, :mod:`judging_app.members`)."""
+    named = session.scalar(select(exists().where(SessionJudge.session_id == session_id)))
+    return not named or session.scalar(select(exists().where(SessionJudge.session_id == session_id,
+                                                             SessionJudge.judge_id == judge_id)))
+
+
+def check_member(session, judge_id: int, session_id: int) -> None:
+    if not may_judge(session, judge_id, session_id):
+        raise InputError(NOT_A_MEMBER)
 
 
 class AlreadyFinished(InputError):
@@ -167,10 +193,24 @@ def _gold_candidate(session, judge_id: int, session_id: int, mine, regular_left:
             .where(Assignment.judge_id == judge_id, Assignment.session_id == session_id)
             .group_by(SessionQuery.gold)).all())
         spacing = gold_spacing(sizes.get(False, 0), sizes[True])
-        if given.get(False, 0) < (given.get(True, 0) + 1) * spacing:
+        if given.get(False, 0) < given.get(True, 0) * spacing + gold_phase(judge_id, spacing):
             return None
-    return session.scalar(select(SessionQuery.id).where(SessionQuery.session_id == session_id, SessionQuery.gold, ~mine)
-                          .order_by(SessionQuery.position).limit(1))
+    left = set(session.scalars(select(SessionQuery.id).where(SessionQuery.session_id == session_id, SessionQuery.gold,
+                                                             ~mine)))
+    return next((query_id for query_id in gold_order(judge_id, left) if query_id in left), None)
+
+
+def gold_phase(judge_id: int, spacing: int) -> int:
+    """How many regular queries this judge gets before their first gold one: 1..``spacing``, drawn
+    from the judge's id, so that judges comparing notes find gold at different places."""
+    return 1 + random.Random(f"gold-phase-{judge_id}").randrange(spacing)
+
+
+def gold_order(judge_id: int, gold_ids) -> list[int]:
+    """The order in which this judge gets the gold queries: a shuffle seeded by the judge's id."""
+    ordered = sorted(gold_ids)
+    random.Random(f"gold-order-{judge_id}").shuffle(ordered)
+    return ordered
 
 
 def _reclaim(session, held: Assignment, limit: int, now: datetime) -> bool:
@@ -198,6 +238,7 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
                 record = _check_session(session, session_id)
                 if not session.scalar(select(Judge.active).where(Judge.id == judge_id)):
                     raise InputError(INACTIVE if _exists(session, judge_id) else f"judge {judge_id!r} does not exist")
+                check_member(session, judge_id, session_id)
                 now, limit = utcnow(), record.judges_per_query
                 _release_where(session, Assignment.session_id == session_id, Assignment.active_at < now - claim_timeout)
                 held = _on_screen(session, judge_id, session_id, showing) if showing is not None else None

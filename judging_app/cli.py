@@ -94,6 +94,13 @@ def judge_parser() -> argparse.ArgumentParser:
     deactivate.add_argument("--reactivate", action="store_true", help="let a deactivated judge sign in again")
     _url(deactivate)
 
+    members = actions.add_parser("members", help="name a session's judges: only they may judge it (none named: "
+                                                 "every judge may)")
+    members.add_argument("session", metavar="SESSION", help="session id or name")
+    members.add_argument("--add", nargs="+", default=[], metavar="JUDGE", help="judges to add")
+    members.add_argument("--remove", nargs="+", default=[], metavar="JUDGE", help="judges to remove")
+    _url(members)
+
     listing = actions.add_parser("sessions", help="list the judging sessions and their progress")
     _url(listing)
 
@@ -363,6 +370,20 @@ def run_deactivate(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_members(args: argparse.Namespace) -> int:
+    from judging_app.members import change_members
+    from judging_app.store import open_store
+
+    store = open_store(args.url)
+    name, judges = change_members(store, args.session, args.add, args.remove)
+    store.dispose()
+    for judge in judges:
+        print(judge)
+    say(f"session {name!r}: " + (f"{len(judges)} judge{'s' * (len(judges) != 1)} may judge it" if judges else
+                                 "names no judge: every active judge may judge it"))
+    return 0
+
+
 def run_sessions(args: argparse.Namespace) -> int:
     from judging_app.sessions import session_overview
     from judging_app.store import open_store
@@ -565,4 +586,4 @@ def run_export(args: argparse.Namespace) -> int:
 JUDGE_ACTIONS = {"create-session": run_create, "add-judge": run_add_judge, "sessions": run_sessions, "app": run_app,
                  "report": run_report, "export": run_export, "release": run_release,
                  "backup": run_backup, "add-gold": run_add_gold, "add-admin": run_add_admin,
-                 "reset-token": run_reset_token, "deactivate": run_deactivate}
+                 "reset-token": run_reset_token, "deactivate": run_deactivate, "members": run_members}

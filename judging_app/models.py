@@ -295,3 +295,16 @@ class QueryReview(Base):
         CheckConstraint("action in ('sent_back', 'settled')", name="action"),
         CheckConstraint("grade is null or (grade >= 0 and grade <= 3)", name="grade_range"),
     )
+
+
+class SessionJudge(Base):
+    """A judge of a session that names its judges (``qcat judge members``); a session naming none
+    is open to every judge."""
+
+    __tablename__ = "session_judges"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("judging_sessions.id", ondelete="CASCADE"), index=True)
+    judge_id: Mapped[int] = mapped_column(ForeignKey("judges.id", ondelete="CASCADE"))
+
+    __table_args__ = (UniqueConstraint("session_id", "judge_id", name="uq_session_judges_session_judge"),)

@@ -267,3 +267,31 @@ def test_defect_12_no_deprecated_components_api_and_a_tested_streamlit_range():
     pyproject = (ROOT / "pyproject.toml").read_text()
     pin = re.search(r'"streamlit([^"]*)"', pyproject).group(1)
     assert "<" in pin and streamlit.__version__ in SpecifierSet(pin)
+
+
+def test_defect_10_a_session_that_names_its_judges_is_theirs_alone(app_store, monkeypatch, tmp_path):
+    from judging_app.members import change_members
+
+    queries = [QuerySpec(f"query {i}", "head", [Listing(f"a{i}", "A")], [Listing(f"b{i}", "B")]) for i in range(2)]
+    private = store_session(app_store, "private", "A", "B", queries, display_name="Private round")
+    store_session(app_store, "open", "A", "B", queries, display_name="Open round")
+    (ann, ann_token), (bob, bob_token) = add_judge(app_store, "ann"), add_judge(app_store, "bob")
+    assert change_members(app_store, "private", add=["ann"]) == ("private", ["ann"])
+    monkeypatch.delenv("QCAT_JUDGE_SESSION", raising=False)
+    at = signed_in(bob_token)  # bob may judge only the open session: it is chosen for him
+    assert not at.error and not at.selectbox and shown(at) is not None
+    with app_store.sessions() as session:
+        assert session.scalar(select(Assignment.session_id).where(Assignment.judge_id == bob.id)) != private
+    at = signed_in(ann_token)  # ann chooses between both
+    assert sorted(o.split(" (")[0] for o in at.selectbox(key="session_choice").options) == ["Open round", "Private round"]
+    monkeypatch.setenv("QCAT_JUDGE_SESSION", str(private))
+    at = signed_in(bob_token)
+    assert [e.value for e in at.error] == [assignment.NOT_A_MEMBER]
+    with pytest.raises(Exception, match="not a judge of this session"):
+        assignment.next_query(app_store, bob.id, private)
+    db = app_store.engine.url.database
+    result = qcat("judge", "members", "private", "--add", "bob", "--remove", "ann", "--url", db)
+    assert result.returncode == 0 and result.stdout.split() == ["bob"], result.stderr
+    assert assignment.next_query(app_store, bob.id, private) is not None
+    result = qcat("judge", "members", "private", "--add", "nobody", "--url", db)
+    assert result.returncode != 0 and "no judge named 'nobody'" in result.stderr and "Traceback" not in result.stderr

@@ -5,7 +5,9 @@
 - ``session_queries.extra_judges``: judgments asked for beyond the session's judges per query (an
   admin sent a disagreement back for another judgment);
 - ``query_reviews``: every action on a disagreement (sent back; settled, with the grade an admin
-  gave a listing), kept as history.
+  gave a listing), kept as history;
+- ``session_judges``: a session's judges, when it names them (a session naming none is open to
+  every judge, as every session was before).
 
 Downgrading drops all of these (the judgments stay; settled grades and send-backs are lost).
 
@@ -51,10 +53,25 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint('id', name=op.f('pk_query_reviews')),
     )
     op.create_index(op.f('ix_query_reviews_query_id'), 'query_reviews', ['query_id'], unique=False)
+    op.create_table(
+        'session_judges',
+        sa.Column('id', sa.Integer(), nullable=False),
+        sa.Column('session_id', sa.Integer(), nullable=False),
+        sa.Column('judge_id', sa.Integer(), nullable=False),
+        sa.ForeignKeyConstraint(['judge_id'], ['judges.id'], name=op.f('fk_session_judges_judge_id_judges'),
+                                ondelete='CASCADE'),
+        sa.ForeignKeyConstraint(['session_id'], ['judging_sessions.id'],
+                                name=op.f('fk_session_judges_session_id_judging_sessions'), ondelete='CASCADE'),
+        sa.PrimaryKeyConstraint('id', name=op.f('pk_session_judges')),
+        sa.UniqueConstraint('session_id', 'judge_id', name='uq_session_judges_session_judge'),
+    )
+    op.create_index(op.f('ix_session_judges_session_id'), 'session_judges', ['session_id'], unique=False)
 
 
 def downgrade() -> None:
     """Downgrade schema."""
+    op.drop_index(op.f('ix_session_judges_session_id'), table_name='session_judges')
+    op.drop_table('session_judges')
     op.drop_index(op.f('ix_query_reviews_query_id'), table_name='query_reviews')
     op.drop_table('query_reviews')
     op.drop_column('session_queries', 'extra_judges')  # SQLite >= 3.35 drops a column in place
