@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,6 +217,13 @@ def _assemble(rows: list[Row], system_of: dict, systems: tuple[str, str], bad: l
         lists[key][row.rank] = row.listing
         listed[key].add(row.listing.listing_id)
         kept += 1
+    files = {path: i for i, path in enumerate(dict.fromkeys(row.file for row in rows))}
+
+    def where(message: str) -> tuple:
+        match = re.match(r"(.*) line (\d+):", message)
+        return (files.get(match.group(1), len(files)), int(match.group(2))) if match else (len(files), 0)
+
+    bad.sort(key=where)  # by file, then line
     if not order:
         raise InputError("no usable result row" + (f": {len(bad)} rows could not be used (reported above)" if bad else ""))
     segments = _segments(order, segment_of, impressions_of, default_segment)
