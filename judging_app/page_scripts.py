@@ -30,7 +30,7 @@ FOCUS_RING = """<style>
 [data-testid="stForm"] button:focus-visible { outline: 3px solid #1c6dd0; outline-offset: 2px; }
 [data-testid="stMainBlockContainer"] { padding-top: 2.2rem; padding-bottom: 1rem; }
 [data-testid="stForm"] [data-testid="stVerticalBlock"] { gap: 0.15rem; }
-[data-testid="stForm"] [data-testid="stMarkdownContainer"] p { margin-bottom: 0; line-height: 1.3; font-size: 0.92rem; }
+[data-testid="stForm"] [data-testid="stMarkdownContainer"] p { margin-bottom: 0; padding-bottom: 0.45rem; line-height: 1.3; font-size: 0.92rem; }
 [data-testid="stForm"] [data-testid="stRadio"] { margin-bottom: 0.3rem; }
 [data-testid="stForm"] [data-testid="stRadio"] [role="radiogroup"] { flex-wrap: nowrap; gap: 0.6rem; }
 [data-testid="stForm"] [data-testid="stRadio"] label { white-space: nowrap; margin-right: 0; }
@@ -40,7 +40,7 @@ FOCUS_RING = """<style>
 [data-testid="stForm"] [data-testid="stFormSubmitButton"] button p { white-space: nowrap; }
 .qcat-thumb { float: left; width: 52px; height: 52px; object-fit: contain; margin: 0.1rem 0.5rem 0 0; }
 .qcat-card { display: flow-root; margin: 0 !important; padding-bottom: 0.45rem; }
-[data-testid="stForm"] .qcat-card p { margin: 0 !important; }
+[data-testid="stForm"] .qcat-card p { margin: 0 !important; padding-bottom: 0 !important; }
 [data-testid="stForm"] [data-testid="stCaptionContainer"] { margin: 0.1rem 0 0.45rem 0; }
 [data-testid="stForm"] h3 { margin-bottom: 0.3rem; }
 </style>"""
