@@ -34,8 +34,8 @@ FOCUS_RING = """<style>
 [data-testid="stForm"] [data-testid="stRadio"] { margin-bottom: 0.3rem; }
 [data-testid="stForm"] [data-testid="stRadio"] [role="radiogroup"] { flex-wrap: nowrap; gap: 0.6rem; }
 [data-testid="stForm"] [data-testid="stRadio"] label { white-space: nowrap; margin-right: 0; }
-[data-testid="stForm"] [data-testid="stRadio"] label p { font-size: 0.85rem; }
-[data-testid="stForm"] h3 { padding: 0.1rem 0 0.2rem 0; font-size: 1.15rem; }
+[data-testid="stForm"] [data-testid="stRadio"] label p { font-size: 0.85rem; padding-bottom: 0; }
+[data-testid="stForm"] h3 { padding: 0.1rem 0 0.7rem 0; font-size: 1.15rem; }
 [data-testid="stForm"] [data-testid="stFormSubmitButton"] button { white-space: nowrap; width: auto; }
 [data-testid="stForm"] [data-testid="stFormSubmitButton"] button p { white-space: nowrap; }
 .qcat-thumb { float: left; width: 52px; height: 52px; object-fit: contain; margin: 0.1rem 0.5rem 0 0; }
