@@ -31,7 +31,7 @@ FOCUS_RING = """<style>
 [data-testid="stMainBlockContainer"] { padding-top: 2.2rem; padding-bottom: 1rem; }
 [data-testid="stForm"] [data-testid="stVerticalBlock"] { gap: 0.15rem; }
 [data-testid="stForm"] [data-testid="stMarkdownContainer"] p { margin-bottom: 0; padding-bottom: 0.45rem; line-height: 1.3; font-size: 0.92rem; }
-[data-testid="stForm"] [data-testid="stRadio"] { margin-bottom: 0.3rem; }
+[data-testid="stForm"] [data-testid="stRadio"] { margin: 0.25rem 0 0.3rem 0; }
 [data-testid="stForm"] [data-testid="stRadio"] [role="radiogroup"] { flex-wrap: nowrap; gap: 0.6rem; }
 [data-testid="stForm"] [data-testid="stRadio"] label { white-space: nowrap; margin-right: 0; }
 [data-testid="stForm"] [data-testid="stRadio"] label p { font-size: 0.85rem; padding-bottom: 0; }
