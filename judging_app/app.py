@@ -416,7 +416,7 @@ def stored(action, text: str = ""):
     except assignment.AlreadyFinished:
         st.rerun()
     except judgments.NotNeeded:
-        st.session_state["flash_info"] = (f"While “{text}” waited, other judges graded it: your grades for it are not "
+        st.session_state["flash_info"] = (f"While “{escape(text)}” waited, other judges graded it: your grades for it are not "
                                           "needed and nothing was recorded. Here is your next query.")
         st.session_state["screen"] = None
         st.rerun()

@@ -229,6 +229,14 @@ def run_create(args: argparse.Namespace) -> int:
     if args.results is None and (args.baseline is None or args.target is None):
         raise InputError("say what to compare: --baseline MODEL --target MODEL (qcat's search), or "
                          "--results BASELINE_FILE --results TARGET_FILE (any search system's result lists)")
+    search_flags = [flag for flag, used in (("--corpus", args.corpus is not None), ("--period", args.period != "base"),
+                                            ("--mode", args.mode != "boost"), ("--boost-weight", args.boost_weight != 1.0),
+                                            ("--categories", args.categories != 3)) if used]
+    if args.results is not None and search_flags:
+        raise InputError(f"{', '.join(search_flags)} set{'s' * (len(search_flags) == 1)} qcat's own search, which "
+                         "--results does not run: leave it out")
+    if args.results is None and args.default_segment is not None:
+        raise InputError("--default-segment applies to --results files only (qcat's search segments by the log)")
     guidelines = read_guidelines(args.guidelines) if args.guidelines is not None else None
     store = open_store(args.url)  # fail early when the database is not ready
     if args.results is not None:

@@ -143,3 +143,12 @@ def test_the_report_flags_a_much_faster_judge_beside_their_gold_agreement(sqlite
     assert by_judge["ann"]["gold_exact"] == 0.5 and by_judge["bob"]["gold_exact"] == 0.0
     assert {row["segment"]: row["queries"] for row in summary["segments"]} == {"head": 3, "torso": 6, "tail": 6}
     store.dispose()
+
+
+def test_flags_of_qcats_own_search_are_refused_with_results(tmp_path):
+    a = jsonl(tmp_path / "a.jsonl", [{"query": "q", "rank": 1, "listing_id": "x", "segment": "head"}])
+    result = qcat("judge", "create-session", "--results", a, "--results", a, "--mode", "filter", "--url", tmp_path / "j.db")
+    assert result.returncode != 0 and "--mode sets qcat's own search" in result.stderr and "Traceback" not in result.stderr
+    result = qcat("judge", "create-session", "--baseline", "m", "--target", "m", "--default-segment", "head",
+                  "--url", tmp_path / "j.db")
+    assert result.returncode != 0 and "--default-segment applies to --results" in result.stderr
