@@ -54,6 +54,11 @@ def judge_parser() -> argparse.ArgumentParser:
                              "query, system, rank, listing_id, title[, category, brand, price, image_url, link, "
                              "segment, impressions]); twice: the baseline's file, then the target's; once: a file "
                              "with both systems (the first named is the baseline)")
+    create.add_argument("--topics", type=Path, default=None, metavar="FILE",
+                        help="with TREC run files (.run, .trec): the queries' text, 'qid<TAB>query' per line")
+    create.add_argument("--listings", type=Path, default=None, metavar="FILE",
+                        help="with --results: what the cards show per listing_id (CSV, TSV or JSONL: title, category, "
+                             "brand, price, image_url, link), for rows that do not carry it (TREC runs)")
     create.add_argument("--default-segment", choices=("head", "torso", "tail"), default=None,
                         help="with --results: the segment of queries whose rows give neither segment nor impressions")
     create.add_argument("--differing-only", type=int_at_least(1), default=None, metavar="N",
@@ -235,8 +240,10 @@ def run_create(args: argparse.Namespace) -> int:
     if args.results is not None and search_flags:
         raise InputError(f"{', '.join(search_flags)} set{'s' * (len(search_flags) == 1)} qcat's own search, which "
                          "--results does not run: leave it out")
-    if args.results is None and args.default_segment is not None:
-        raise InputError("--default-segment applies to --results files only (qcat's search segments by the log)")
+    for flag, value in (("--default-segment", args.default_segment), ("--topics", args.topics),
+                        ("--listings", args.listings)):
+        if args.results is None and value is not None:
+            raise InputError(f"{flag} applies to --results files only")
     guidelines = read_guidelines(args.guidelines) if args.guidelines is not None else None
     store = open_store(args.url)  # fail early when the database is not ready
     if args.results is not None:
@@ -297,7 +304,11 @@ def create_from_results(args: argparse.Namespace, store, guidelines: str | None)
     from judging_app.imports import read_results, report_bad_rows
     from judging_app.sessions import check_session_name_free, judge_facing_name, select_imported, store_session
 
-    imported = read_results(args.results, args.default_segment)
+    from judging_app.imports import read_listings, read_topics
+
+    topics = read_topics(args.topics) if args.topics is not None else None
+    listings = read_listings(args.listings) if args.listings is not None else None
+    imported = read_results(args.results, args.default_segment, topics, listings)
     report_bad_rows(imported, say)
     baseline, target = imported.systems
     name = args.name if args.name is not None else f"{baseline} vs {target}"

@@ -11,6 +11,11 @@ header row. Each row is one listing a system returned for a query:
   ``impressions`` (a number: the queries are then split 30/30/40% of impressions, as the golden
   harness does).
 
+A TREC run (``.run`` or ``.trec``: ``qid Q0 docno rank score tag`` per line, the tag naming the
+system) names queries by id: ``--topics FILE`` gives their text (``qid<TAB>query`` per line) and
+``--listings FILE`` (CSV, TSV or JSON Lines with ``listing_id`` and any of the optional fields
+above) what the cards show.
+
 Rows that cannot be used (a missing or malformed field, a rank or listing given twice for one
 query and system, a segment that contradicts an earlier row) are skipped and each is reported
 with its file and line; :class:`Imported` counts them. Listings ranked below the top
@@ -71,9 +76,70 @@ def safe_url(value: str, images: bool) -> str | None:
     return None
 
 
-def _records(path: Path):
+TREC_SUFFIXES = (".run", ".trec")
+LISTING_FIELDS = ("title", "category", "brand", "price", "image_url", "link")
+
+
+def read_topics(path: Path) -> dict[str, str]:
+    """``qid<TAB>query`` per line (TREC topics in their plainest form)."""
+    topics: dict[str, str] = {}
+    if not Path(path).is_file():
+        raise InputError(f"--topics {path}: no such file")
+    with Path(path).open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            qid, tab, query = line.rstrip("\n").partition("\t")
+            if not tab or not qid.strip() or not query.strip():
+                raise InputError(f"{path} line {number}: expected 'qid<TAB>query', got {line.strip()[:60]!r}")
+            if topics.setdefault(qid.strip(), query.strip()) != query.strip():
+                raise InputError(f"{path} line {number}: topic {qid.strip()!r} is given twice with different text")
+    return topics
+
+
+def read_listings(path: Path) -> dict[str, dict]:
+    """What the cards show per listing id, from CSV, TSV or JSON Lines with a ``listing_id`` column."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"--listings {path}: no such file")
+    out: dict[str, dict] = {}
+    for number, record in _records(path, required=("listing_id",)):
+        if isinstance(record, Exception):
+            raise InputError(f"{path} line {number}: {record}")
+        listing = _text(record.get("listing_id"))
+        if not listing:
+            raise InputError(f"{path} line {number}: no listing_id")
+        out[listing] = {name: record.get(name) for name in LISTING_FIELDS if record.get(name) not in (None, "")}
+    return out
+
+
+def _trec_records(path: Path, topics: dict[str, str] | None, listings: dict[str, dict] | None):
+    if topics is None:
+        raise InputError(f"{path} is a TREC run, which names queries by id: give their text with --topics FILE "
+                         "(qid<TAB>query per line)")
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) != 6:
+                yield number, ValueError(f"expected 'qid Q0 docno rank score tag', got {len(fields)} fields")
+                continue
+            qid, _, docno, rank, _, tag = fields
+            if qid not in topics:
+                yield number, ValueError(f"query id {qid!r} is not in --topics")
+                continue
+            yield number, {**(listings or {}).get(docno, {}), "query": topics[qid], "system": tag, "rank": rank,
+                           "listing_id": docno}
+
+
+def _records(path: Path, required: tuple[str, ...] = REQUIRED, topics: dict[str, str] | None = None,
+             listings: dict[str, dict] | None = None):
     """``(line number, dict)`` for each row of the file (line numbers as an editor shows them)."""
     suffix = path.suffix.lower()
+    if suffix in TREC_SUFFIXES:
+        yield from _trec_records(path, topics, listings)
+        return
     if suffix == ".jsonl" or suffix == ".ndjson":
         with path.open(encoding="utf-8") as handle:
             for number, line in enumerate(handle, start=1):
@@ -87,10 +153,11 @@ def _records(path: Path):
                 yield number, record if isinstance(record, dict) else ValueError("not a JSON object")
         return
     if suffix not in (".csv", ".tsv"):
-        raise InputError(f"{path}: result lists are .jsonl, .csv or .tsv files, got {path.suffix or 'no suffix'!r}")
+        raise InputError(f"{path}: result lists are .jsonl, .csv, .tsv or TREC run (.run, .trec) files, got "
+                         f"{path.suffix or 'no suffix'!r}")
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle, delimiter="\t" if suffix == ".tsv" else ",")
-        missing = [name for name in REQUIRED if name not in (reader.fieldnames or [])]
+        missing = [name for name in required if name not in (reader.fieldnames or [])]
         if missing:
             raise InputError(f"{path} line 1: the header lacks the column{'s' * (len(missing) > 1)} "
                              f"{', '.join(missing)} (columns: {', '.join(FIELDS)})")
@@ -136,7 +203,8 @@ def _row(path: Path, number: int, record: dict, default_system: str) -> Row:
                int(rank_value), listing, segment, impressions)
 
 
-def read_results(paths: list[Path], default_segment: str | None = None) -> Imported:
+def read_results(paths: list[Path], default_segment: str | None = None, topics: dict[str, str] | None = None,
+                 listings: dict[str, dict] | None = None) -> Imported:
     """Both systems' result lists from one file (holding exactly two ``system`` values, the first
     seen being the baseline) or two files (the first the baseline, the second the target)."""
     if not 1 <= len(paths) <= 2:
@@ -150,10 +218,13 @@ def read_results(paths: list[Path], default_segment: str | None = None) -> Impor
         if not path.is_file():
             raise InputError(f"--results {path}: no such file")
         seen: list[str] = []
-        for number, record in _records(path):
+        for number, record in _records(path, topics=topics, listings=listings):
             try:
                 if isinstance(record, Exception):
                     raise record
+                if listings and not path.suffix.lower() in TREC_SUFFIXES:
+                    record = {**listings.get(_text(record.get("listing_id")), {}),
+                              **{k: v for k, v in record.items() if v not in (None, "")}}
                 row = _row(path, number, record, default_system=path.stem if len(paths) == 2 else "")
             except ValueError as exc:
                 bad.append(f"{path} line {number}: {exc}")

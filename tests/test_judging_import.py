@@ -67,7 +67,7 @@ def test_one_file_two_systems_impressions_and_default_segment(tmp_path):
     three = jsonl(tmp_path / "three.jsonl", [{"query": "q", "system": s, "rank": 1, "listing_id": s} for s in "abc"])
     with pytest.raises(InputError, match="exactly two systems.*found 3"):
         read_results([three])
-    with pytest.raises(InputError, match="result lists are .jsonl, .csv or .tsv"):
+    with pytest.raises(InputError, match="result lists are .jsonl, .csv, .tsv or TREC run"):
         read_results([tmp_path / "x.txt", plain]) if (tmp_path / "x.txt").write_text("q") else None
 
 
@@ -151,4 +151,34 @@ def test_flags_of_qcats_own_search_are_refused_with_results(tmp_path):
     assert result.returncode != 0 and "--mode sets qcat's own search" in result.stderr and "Traceback" not in result.stderr
     result = qcat("judge", "create-session", "--baseline", "m", "--target", "m", "--default-segment", "head",
                   "--url", tmp_path / "j.db")
-    assert result.returncode != 0 and "--default-segment applies to --results" in result.stderr
+    assert result.returncode != 0 and "--default-segment applies to --results files only" in result.stderr
+
+
+def test_a_trec_run_with_topics_and_listings(tmp_path):
+    run = tmp_path / "both.run"
+    run.write_text("1 Q0 D1 1 9.5 prod\n1 Q0 D2 2 8.1 prod\n1 Q0 D2 1 9.9 cand\n1 Q0 D3 2 7.0 cand\n"
+                   "2 Q0 D4 1 5.0 prod\n2 Q0 D4 1 5.0 cand\n9 Q0 D9 1 1.0 prod\nbroken line\n")
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("1\tred running shoes\n2\tblue hat\n")
+    listings = tmp_path / "listings.csv"
+    listings.write_text("listing_id,title,image_url\nD1,Red shoe,https://img/d1.png\nD2,Red boot,\n")
+    from judging_app.imports import read_listings, read_topics
+
+    with pytest.raises(InputError, match="names queries by id: give their text with --topics"):
+        read_results([run], default_segment="head")
+    imported = read_results([run], "head", read_topics(topics), read_listings(listings))
+    assert imported.systems == ("prod", "cand")
+    assert [m.split(": ", 1)[1] for m in imported.bad_rows] == [
+        "query id '9' is not in --topics", "expected 'qid Q0 docno rank score tag', got 2 fields"]
+    shoes, hat = imported.queries
+    assert shoes.text == "red running shoes" and [(i.listing_id, i.title) for i in shoes.baseline] == \
+        [("D1", "Red shoe"), ("D2", "Red boot")]
+    assert shoes.baseline[0].image_url == "https://img/d1.png" and [i.listing_id for i in shoes.target] == ["D2", "D3"]
+    assert select_imported(imported.queries, None, differing_top=5).stats["identical_skipped"]["head"] == 1  # blue hat
+    db = tmp_path / "j.db"
+    assert qcat("db", "upgrade", "--url", db).returncode == 0
+    result = qcat("judge", "create-session", "--results", run, "--topics", topics, "--listings", listings,
+                  "--default-segment", "head", "--differing-only", 5, "--url", db)
+    assert result.returncode == 0, result.stderr
+    assert f"skipped {run} line 7: query id '9' is not in --topics" in result.stderr
+    assert "1 query with the same top 5 in both systems left out" in result.stderr
