@@ -254,6 +254,17 @@ def test_own_engine_session_graded_by_keys_settled_and_reported(own_engine_app, 
                 graded = grade_by_keys(page, digits_for)
                 assert len(graded) == (3 if name == "ann" else 4), graded
                 context.close()
+            # the guidelines open on a judge's first sign-in only
+            context = browser.new_context(viewport={"width": 1280, "height": 800})
+            page = context.new_page()
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(url)
+            page.get_by_label("Your judge token").fill(tokens["ann"])
+            page.keyboard.press("Enter")
+            page.get_by_text("All done").wait_for()
+            page.wait_for_timeout(500)
+            assert page.get_by_role("dialog").count() == 0
+            context.close()
             # the admin settles the first disagreement of the queue
             context = browser.new_context(viewport={"width": 1280, "height": 800})
             page = context.new_page()
