@@ -9,7 +9,13 @@ Grades are saved only on submit; a reload keeps the judge signed in (a session c
 (:mod:`judging_app.page_scripts`). A judge may review and change the queries they submitted
 ("Your judgments" in the sidebar). When the store cannot be reached, the judge is told so in one
 line (the error is logged here), and the query on screen stays, with the grades entered, until a
-retry reaches the store. An admin token opens the admin page (:mod:`judging_app.admin_page`).
+retry reaches the store (the line is drawn by the buttons too, where the judge is looking). Late
+grades that are no longer needed move the judge on, recording nothing. The session's guidelines
+(``create-session --guidelines``) open in a dialog on a judge's first sign-in and sit, with the
+grade scale and the keys, under "Guidelines and keys (?)" in the sidebar (``?`` opens it).
+Listing cards show the listing's picture and link when the result lists carry them. Wrong tokens
+are rate-limited (:mod:`judging_app.sign_in_limits`). An admin token opens the admin page
+(:mod:`judging_app.admin_page`).
 """
 
 from __future__ import annotations
