@@ -295,3 +295,20 @@ def test_defect_10_a_session_that_names_its_judges_is_theirs_alone(app_store, mo
     assert assignment.next_query(app_store, bob.id, private) is not None
     result = qcat("judge", "members", "private", "--add", "nobody", "--url", db)
     assert result.returncode != 0 and "no judge named 'nobody'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_defect_9_long_session_names_are_cut_in_the_admin_tables(app_store):
+    import json
+
+    from judging_app.judges import add_admin
+
+    long_name = "nb vs hybrid " + "with a very long description of the models compared " * 3
+    store_session(app_store, long_name.strip(), "A", "B",
+                  [QuerySpec("q", "head", [Listing("a", "A")], [Listing("b", "B")])])
+    at = signed_in(add_admin(app_store, "lead")[1])
+    assert not at.exception
+    progress = at.dataframe[0]
+    config = json.loads(progress.proto.columns)
+    assert config["session"]["width"] == "medium" and config["judges see"]["width"] == "medium"
+    option = at.selectbox(key="admin_alpha_session").options[0]
+    assert len(option) <= 60 and option.endswith("…")
