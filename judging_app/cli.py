@@ -258,6 +258,9 @@ def run_create(args: argparse.Namespace) -> int:
     config = SearchConfig(top_n=5, mode=args.mode, boost_weight=args.boost_weight, categories=args.categories)
     built = build_queries(args.baseline, args.target, args.queries or 4500, args.corpus, args.period, args.seed, config,
                           say, differing_top=args.differing_only)
+    if not built.queries and args.differing_only is not None:
+        raise InputError(f"no query left to judge: every query searched showed the same top {args.differing_only} "
+                         f"listings with both models ({sum(built.stats['identical_skipped'].values()):,} queries)")
     if guidelines is not None:
         built.stats["guidelines"] = guidelines
     session_id = store_session(store, name, str(args.baseline), str(args.target), built.queries,

@@ -182,3 +182,4 @@ def test_a_trec_run_with_topics_and_listings(tmp_path):
     assert result.returncode == 0, result.stderr
     assert f"skipped {run} line 7: query id '9' is not in --topics" in result.stderr
     assert "1 query with the same top 5 in both systems left out" in result.stderr
+
