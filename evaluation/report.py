@@ -173,11 +173,12 @@ def header_lines(report: dict) -> list[str]:
 def markdown_text(text: str) -> str:
     """Text (names, notes: anything a user typed) as inert Markdown, as the HTML report escapes it:
     ``<>&`` HTML-escaped (no raw tag survives a renderer), backslashes, brackets and pipes
-    backslash-escaped (no link, image or extra table cell), line breaks as spaces (a table row or
-    a bullet stays one line)."""
+    backslash-escaped (no link, image or extra table cell), emphasis and code marks ``*_`~``
+    backslash-escaped (a judge named ``**Bold**`` stays as typed), line breaks as spaces (a table row
+    or a bullet stays one line)."""
     one_line = " ".join(str(text).splitlines())
     escaped = escape(one_line, quote=False).replace("\\", "\\\\")
-    for special in "[]|":
+    for special in "[]|*_`~":
         escaped = escaped.replace(special, "\\" + special)
     return escaped
 

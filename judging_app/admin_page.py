@@ -1,17 +1,20 @@
 """The app's admin page (an admin token signs in to it; ``qcat judge add-admin`` makes one):
 sessions' progress per segment, the agreement so far, judges with their counts and last
 activity, the claims in flight, and the actions an organizer needs during a session: release
-claims, reset a judge's token, deactivate or reactivate a judge."""
+claims, reset a judge's token, deactivate or reactivate a judge; and the disagreement queue
+(:mod:`judging_app.disagreements`): send a query back for another judgment, or settle it."""
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 
 import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
 
-from judging_app import admin
+from judging_app import admin, disagreements
+from judging_app.models import GRADE_NAMES
 from judging_app.assignment import release
 from judging_app.judges import reset_token, set_active
 from judging_app.sessions import session_overview
@@ -31,6 +34,7 @@ def admin_page(store) -> None:
         st.code(value, language=None)
     try:
         sessions_section(store)
+        disagreements_section(store)
         judges_section(store)
         claims_section(store)
     except SQLAlchemyError as exc:
@@ -42,21 +46,31 @@ def admin_page(store) -> None:
         st.rerun()
 
 
+# Long names are cut with an ellipsis at a fixed width (the full text on hover), so the other
+# columns stay on screen.
+NAME_COLUMNS = {name: st.column_config.TextColumn(name, width="medium")
+                for name in ("session", "judges see", "query", "judge")}
+
+
 def sessions_section(store) -> None:
     st.header("Sessions", anchor=False)
     progress = admin.session_progress(store)
     if not progress:
         st.info("No judging session yet: `qcat judge create-session` makes one.")
         return
-    st.dataframe(progress, hide_index=True, use_container_width=True)
+    st.dataframe(progress, hide_index=True, use_container_width=True, column_config=NAME_COLUMNS)
     sessions = session_overview(store)
     chosen = st.selectbox("Agreement so far (Krippendorff's alpha, ordinal) in session", [s["id"] for s in sessions],
-                          format_func={s["id"]: s["name"] for s in sessions}.get, key="admin_alpha_session")
+                          format_func={s["id"]: _short(s["name"]) for s in sessions}.get, key="admin_alpha_session")
     rows = admin.live_agreement(store, chosen)
     st.dataframe([{"segment": row["segment"], "units graded by 2+ judges": row["units"],
                    "alpha": _shown(row["krippendorff_alpha_ordinal"]),
                    "pairwise agreement": _shown(row["pairwise_agreement"])} for row in rows],
                  hide_index=True, use_container_width=True)
+
+
+def _short(name: str, limit: int = 60) -> str:
+    return name if len(name) <= limit else name[:limit - 1] + "…"
 
 
 def _shown(value: float) -> str:
@@ -79,15 +93,42 @@ def judges_section(store) -> None:
         released = release(store, judge_id=chosen)
         done(f"Released {len(released)} claim(s) of {judge['judge']}.")
     if columns[1].button("Reset their token", key="admin_reset_token"):
-        st.session_state["new_token"] = (judge["judge"], reset_token(store, chosen))
-        done(f"Reset the token of {judge['judge']}; their browsers are signed out.")
+        st.session_state["admin_confirm"] = ("reset", chosen)
     if judge["active"]:
         if columns[2].button("Deactivate", key="admin_deactivate"):
-            released = set_active(store, chosen, False)
-            done(f"Deactivated {judge['judge']}: signed out, {len(released)} claim(s) released; their judgments stay.")
+            st.session_state["admin_confirm"] = ("deactivate", chosen)
     elif columns[2].button("Reactivate", key="admin_reactivate"):
         set_active(store, chosen, True)
         done(f"Reactivated {judge['judge']}.")
+    confirm_judge_action(store, by_id)
+
+
+CONFIRM = {"reset": ("Reset the token of {name}? Their old token stops working and their browsers are signed out.",
+                     "Yes, reset the token"),
+           "deactivate": ("Deactivate {name}? They are signed out and cannot sign in; their open claims are "
+                          "released; their judgments stay.", "Yes, deactivate")}
+
+
+def confirm_judge_action(store, by_id: dict) -> None:
+    """Reset token and Deactivate act only after a second, explicit click."""
+    pending = st.session_state.get("admin_confirm")
+    if pending is None or pending[1] not in by_id:
+        return
+    action, judge_id = pending
+    name = by_id[judge_id]["judge"]
+    question, yes = CONFIRM[action]
+    st.warning(question.format(name=name))
+    columns = st.columns(2)
+    if columns[0].button(yes, type="primary", key="admin_confirm_yes"):
+        st.session_state.pop("admin_confirm", None)
+        if action == "reset":
+            st.session_state["new_token"] = (name, reset_token(store, judge_id))
+            done(f"Reset the token of {name}; their browsers are signed out.")
+        released = set_active(store, judge_id, False)
+        done(f"Deactivated {name}: signed out, {len(released)} claim(s) released; their judgments stay.")
+    if columns[1].button("Cancel", key="admin_confirm_cancel"):
+        st.session_state.pop("admin_confirm", None)
+        st.rerun()
 
 
 def claims_section(store) -> None:
@@ -97,7 +138,7 @@ def claims_section(store) -> None:
         st.caption("No open claim.")
         return
     st.dataframe([{k: v for k, v in row.items() if k != "judge_id"} for row in claims], hide_index=True,
-                 use_container_width=True)
+                 use_container_width=True, column_config=NAME_COLUMNS)
     labels = {row["query_id"]: f"{row['query']} ({row['judge']}, {row['session']})" for row in claims}
     chosen = st.selectbox("Claimed query", list(labels), format_func=labels.get, key="admin_claim")
     if st.button("Release the claims on this query", key="admin_release_query"):
@@ -108,3 +149,53 @@ def claims_section(store) -> None:
 def done(message: str) -> None:
     st.session_state["admin_flash"] = message
     st.rerun()
+
+
+def disagreements_section(store) -> None:
+    st.header("Disagreements", anchor=False)
+    sessions = session_overview(store)
+    if not sessions:
+        return
+    session_id = st.session_state.get("admin_alpha_session") or sessions[0]["id"]
+    items = disagreements.queue(store, session_id)
+    if not items:
+        st.caption(f"No query of this session has judges {disagreements.SPREAD} or more grades apart on a listing "
+                   "(or every such listing is settled).")
+        return
+    st.caption(f"Queries where judges differ by {disagreements.SPREAD} or more grades on a listing, largest first. "
+               "Send one back for another judgment, or settle it: your grade replaces the judges' mean in the "
+               "report. Both are kept in the history.")
+    by_id = {item.query_id: item for item in items}
+    st.dataframe([{"query": item.text, "segment": item.segment, "judges": item.judges,
+                   "disputed listings": len(item.listings), "largest spread": max(d.spread for d in item.listings),
+                   "sent back": item.sent_back} for item in items], hide_index=True, use_container_width=True)
+    chosen = st.selectbox("Disputed query", list(by_id), format_func=lambda i: by_id[i].text, key="admin_dispute")
+    item = by_id[chosen]
+    settled = {}
+    for disputed in item.listings:
+        grades = ", ".join(f"{judge}: {grade}" for judge, grade in sorted(disputed.grades.items()))
+        st.markdown(f"**{_md(disputed.title) or '(no title)'}** · {_md(disputed.listing_id)} · judges {_md(grades)}")
+        settled[disputed.listing_id] = st.radio(
+            f"Settled grade of {disputed.listing_id}", options=[0, 1, 2, 3], index=None, horizontal=True,
+            format_func=lambda g: f"{g} {GRADE_NAMES[g]}", key=f"admin_settle_{chosen}_{disputed.listing_id}",
+            label_visibility="collapsed")
+    note = st.text_input("Note (kept in the history)", key=f"admin_dispute_note_{chosen}")
+    columns = st.columns(2)
+    if columns[0].button("Settle with these grades", type="primary", key="admin_settle"):
+        given = {listing: grade for listing, grade in settled.items() if grade is not None}
+        if not given:
+            st.warning("Choose a grade for at least one disputed listing, then press Settle again.")
+        else:
+            disagreements.settle(store, st.session_state.get("admin_id"), chosen, given, note, session_id)
+            done(f"Settled “{item.text}”: {len(given)} listing grade(s) set; the report uses them.")
+    if columns[1].button("Send back for another judgment", key="admin_send_back"):
+        disagreements.send_back(store, st.session_state.get("admin_id"), chosen, note, session_id)
+        done(f"Sent “{item.text}” back: one more judge will grade it.")
+    history = disagreements.history(store, chosen)
+    if history:
+        st.dataframe(history, hide_index=True, use_container_width=True)
+
+
+def _md(text: str) -> str:
+    """User text shown verbatim, not as Markdown."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$])", r"\\\1", str(text))

@@ -9,12 +9,20 @@ Grades are saved only on submit; a reload keeps the judge signed in (a session c
 (:mod:`judging_app.page_scripts`). A judge may review and change the queries they submitted
 ("Your judgments" in the sidebar). When the store cannot be reached, the judge is told so in one
 line (the error is logged here), and the query on screen stays, with the grades entered, until a
-retry reaches the store. An admin token opens the admin page (:mod:`judging_app.admin_page`).
+retry reaches the store (the line is drawn by the buttons too, where the judge is looking). Late
+grades that are no longer needed move the judge on, recording nothing. The session's guidelines
+(``create-session --guidelines``) open in a dialog on a judge's first sign-in and sit, with the
+grade scale and the keys, under "Guidelines and keys (?)" in the sidebar (``?`` opens it).
+Listing cards show the listing's picture and link when the result lists carry them. Wrong tokens
+are rate-limited (:mod:`judging_app.sign_in_limits`). An admin token opens the admin page
+(:mod:`judging_app.admin_page`).
 """
 
 from __future__ import annotations
 
+import html
 import inspect
+import json
 import logging
 import os
 import re
@@ -25,9 +33,12 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from judging_app import assignment, judgments, sign_ins
 from judging_app.admin_page import admin_page
-from judging_app.judges import authenticate_any
+from judging_app.judges import EMPTY_TOKEN, authenticate_any
+from judging_app.sign_in_limits import LIMITER, too_many
+from judging_app.tokens import split_token
 from judging_app.models import GRADE_NAMES, Admin
-from judging_app.page_scripts import grading_page, set_sign_in_cookie
+from judging_app.page_scripts import grading_page, install_hotkeys, set_sign_in_cookie
+from judging_app.imports import safe_url
 from judging_app.sessions import find_session, session_overview
 from judging_app.store import URL_ENV, error_detail, open_store, resolve_url
 from qcat.errors import InputError
@@ -59,8 +70,10 @@ search, unintelligible).
 **Keyboard:** the first listing without a grade has the focus (a blue ring). Press **0–3** to
 grade it: the focus moves on to the next listing, and after the last one to **Submit grades**,
 where Enter submits. Tab / Shift+Tab also move from listing to listing and the arrow keys change
-a grade; Ctrl+Enter submits while no field has the focus.
+a grade; Ctrl+Enter submits while no field has the focus. A digit typed while no listing has the
+focus grades the first listing without a grade. **?** opens this help.
 """
+HELP_BUTTON = "Guidelines and keys (?)"
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
 
@@ -83,13 +96,19 @@ def get_store(url: str):
     return open_store(url)
 
 
-def store_down(exc: SQLAlchemyError, advice: str = KEEP_GRADES) -> None:
+def store_down(exc: SQLAlchemyError, advice: str = KEEP_GRADES, here: bool = False) -> None:
     """A database error: logged in full on the server; the judge gets one plain line per page run,
-    never the traceback, the SQL or the store's address."""
+    never the traceback, the SQL or the store's address. ``here``: the judge just pressed a button:
+    the line is drawn where it is called (by the button) even when the top of the page has it
+    already, and a toast says it too."""
     log.error("judging store error: %s", error_detail(exc), exc_info=exc)
+    if here:
+        st.error(f"{STORE_DOWN}; {advice}")
+        st.toast(f"Not saved: {STORE_DOWN.lower()}.", icon="⚠️")
     if not _told_store_down:
         _told_store_down.append(True)
-        st.error(f"{STORE_DOWN}; {advice}")
+        if not here:
+            st.error(f"{STORE_DOWN}; {advice}")
 
 
 def submit_button(label: str, **kwargs) -> bool:
@@ -112,7 +131,7 @@ def sign_in_from_cookie(store) -> None:
     key = st.context.cookies.get(sign_ins.COOKIE)
     if not isinstance(key, str) or not key or st.session_state.get("signed_out_key") == key:
         return
-    person = sign_ins.recall(store, key)
+    person = sign_ins.recall(store, key, sign_ins.lifetime_from_env())
     if person is not None:
         signed_in(person)
         st.session_state["sign_in_key"] = key
@@ -124,15 +143,24 @@ def sign_in(store) -> None:
     with st.form("sign_in"):
         token = st.text_input("Your judge token", type="password", key="token")
         if st.form_submit_button("Sign in", type="primary"):
+            client = st.context.ip_address
+            shaped = split_token(token or "")
+            account = shaped[0] if shaped else None
+            if wait := LIMITER.wait_seconds(client, account):  # refused before any scrypt is run
+                st.error(too_many(wait))
+                return
             try:
                 person = authenticate_any(store, token)
                 key = sign_ins.remember(store, person)
             except InputError as exc:
+                if str(exc) != EMPTY_TOKEN:
+                    LIMITER.failed(client, account)
                 st.error(str(exc))
                 return
             except SQLAlchemyError as exc:
                 store_down(exc, SIGN_IN_LATER)
                 return
+            LIMITER.succeeded(account)
             signed_in(person)
             st.session_state["sign_in_key"] = st.session_state["new_cookie"] = key
             st.rerun()
@@ -165,9 +193,12 @@ def pick_session(store) -> int | None:
     with store.sessions() as session:
         if wanted:
             return find_session(session, wanted).id
-    sessions = session_overview(store)
+    with store.sessions() as session:
+        judge_id = st.session_state.get("judge_id")
+        sessions = [s for s in session_overview(store) if assignment.may_judge(session, judge_id, s["id"])]
     if not sessions:
-        st.info("There is no judging session yet: an organizer creates one with `qcat judge create-session`.")
+        st.info("There is no judging session for you yet: an organizer creates one with `qcat judge create-session` "
+                "(and names its judges with `qcat judge members`).")
         return None
     if len(sessions) == 1:
         return sessions[0]["id"]
@@ -188,8 +219,50 @@ def sidebar(store, judge_id: int, session_id: int) -> None:
         if progress is not None:
             show_progress(progress)
         your_judgments(store, judge_id, session_id)
-        with st.expander("Grading guideline", expanded=False):
+        with st.expander(HELP_BUTTON, expanded=False):  # opened in the browser, no rerun: `?` toggles it
+            if guidelines := session_guidelines(store, session_id):
+                st.markdown(guidelines)
+                st.divider()
             st.markdown(GUIDELINE)
+
+
+def session_guidelines(store, session_id: int) -> str | None:
+    """The session's own Markdown guidelines (``create-session --guidelines``), or None."""
+    try:
+        with store.sessions() as session:
+            record = find_session(session, session_id)
+            return json.loads(record.settings or "{}").get("guidelines") or None
+    except SQLAlchemyError as exc:
+        store_down(exc)
+        return None
+
+
+@st.dialog("Guidelines and keys", width="large")
+def guidelines_dialog(guidelines: str | None) -> None:
+    if guidelines:
+        st.markdown(guidelines)
+        st.divider()
+    st.markdown(GUIDELINE)
+    if st.button("Start judging", type="primary", key="help_close"):
+        st.rerun()
+
+
+def first_sign_in_guidelines(store, judge_id: int, session_id: int) -> None:
+    """Open the session's guidelines once, for a judge who has had no query of the session yet."""
+    seen = st.session_state.setdefault("guidelines_seen", set())
+    if session_id in seen:
+        return
+    seen.add(session_id)
+    guidelines = session_guidelines(store, session_id)
+    if guidelines is None:
+        return
+    try:
+        progress = assignment.progress(store, judge_id, session_id)
+    except SQLAlchemyError as exc:
+        store_down(exc)
+        return
+    if progress["given"] == 0:
+        guidelines_dialog(guidelines)
 
 
 def your_judgments(store, judge_id: int, session_id: int) -> None:
@@ -232,6 +305,29 @@ def listing_card(item) -> str:
     return (f"**{item.position}. {escape(item.title) or '(no title)'}**  \n" +
             (f"{facts_line}  \n" if facts_line else "") +
             f":gray[{escape(item.category)} · {escape(item.listing_id)}]")
+
+
+def listing_card_html(item) -> str | None:
+    """The card with the listing's picture and a link to its page (lists that carry them), as
+    HTML: every text escaped, only http(s) and inline-image URLs; the link opens a new tab and
+    takes no Tab stop (Tab goes from grade to grade). None when the listing has neither."""
+    image = safe_url(getattr(item, "image_url", None) or "", images=True)
+    link = safe_url(getattr(item, "link", None) or "", images=False)
+    if image is None and link is None:
+        return None
+    facts = [f"Brand: {html.escape(item.brand)}" if item.brand else "",
+             f"Price: {html.escape(price_text(item.price))}" if item.price is not None else ""]
+    title = html.escape(item.title) or "(no title)"
+    if link is not None:
+        title = (f'<a href="{html.escape(link, quote=True)}" target="_blank" rel="noopener noreferrer" '
+                 f'tabindex="-1">{title}</a>')
+    picture = (f'<img class="qcat-thumb" src="{html.escape(image, quote=True)}" alt="" loading="lazy">'
+               if image is not None else "")
+    facts_line = " · ".join(fact for fact in facts if fact)
+    return (f'<div class="qcat-card">{picture}<p><strong>{item.position}. {title}</strong>'
+            + (f"<br>{facts_line}" if facts_line else "")
+            + f'<br><span style="color: gray">{html.escape(item.category)} · {html.escape(item.listing_id)}</span>'
+            + "</p></div>")
 
 
 def claim_timeout() -> timedelta:
@@ -287,7 +383,11 @@ def grade_controls(screen: assignment.QueryScreen, prefix: str,
             if not group:
                 st.caption("This search returned nothing.")
             for item in group:
-                st.markdown(listing_card(item))
+                card = listing_card_html(item)
+                if card is not None:
+                    st.markdown(card, unsafe_allow_html=True)
+                else:
+                    st.markdown(listing_card(item))
                 if side == "right" and item.listing_id in shared:
                     st.caption(f"Same listing as {GROUPS['left']} result {left_position[item.listing_id]}: "
                                "graded there, the grade counts for both groups.")
@@ -311,18 +411,25 @@ def grades_entered(keys: dict[tuple[str, str], str]) -> dict[tuple[str, str], in
     return grades
 
 
-def stored(action):
+def stored(action, text: str = ""):
     """Run a store action of the judge's: ``(True, its result)``, or ``(False, None)`` once the judge
-    has been told why not (a refused input; the store unreachable). A query already finished in
-    another window reruns the page, whose next run shows the next query and says why."""
+    has been told why not (a refused input; the store unreachable: said by the buttons, where the
+    judge is looking). A query already finished in another window reruns the page, whose next run
+    shows the next query and says why; late grades no longer needed (the query was judged by
+    others meanwhile) move the judge on to the next query, recording nothing."""
     try:
         return True, action()
     except assignment.AlreadyFinished:
         st.rerun()
+    except judgments.NotNeeded:
+        st.session_state["flash_info"] = (f"While “{escape(text)}” waited, other judges graded it: your grades for it are not "
+                                          "needed and nothing was recorded. Here is your next query.")
+        st.session_state["screen"] = None
+        st.rerun()
     except InputError as exc:
         st.error(str(exc))
     except SQLAlchemyError as exc:
-        store_down(exc)
+        store_down(exc, here=True)
     return False, None
 
 
@@ -340,19 +447,17 @@ def reviewing(store, judge_id: int, query_id: int) -> None:
             "the results use the latest.")
     with st.form(f"review_{query_id}", border=True):
         keys = grade_controls(screen, "review", grades)
-        buttons = st.columns([2, 1, 5])
-        with buttons[0]:
+        with st.container(horizontal=True, gap="medium"):
             save = submit_button("Save changes", type="primary", shortcut="Ctrl+Enter")
-        with buttons[1]:
             back = submit_button("Back to grading")
     if back:
         st.session_state.pop("reviewing", None)
         st.rerun()
     if save and (changed := grades_entered(keys)) is not None:
-        done, result = stored(lambda: judgments.submit(store, judge_id, query_id, changed))
+        done, result = stored(lambda: judgments.submit(store, judge_id, query_id, changed), screen.text)
         if not done:
             return
-        st.session_state["flash"] = (f"Changed {plural(result.updated, 'grade', 'grades')} of “{screen.text}”."
+        st.session_state["flash"] = (f"Changed {plural(result.listings_updated, 'grade', 'grades')} of “{screen.text}”."
                                      if result.updated else f"No grade of “{screen.text}” changed.")
         st.session_state.pop("reviewing", None)
         st.rerun()
@@ -365,25 +470,20 @@ def grading(store, judge_id: int, session_id: int) -> None:
             st.success("All done: no query in this session needs your judgment any more. Thank you!")
         return
     st.markdown(f"## Query: {escape(screen.text)}")
-    with st.expander("Grading guideline", expanded=False):
-        st.markdown(GUIDELINE)
     with st.form(f"grade_{screen.query_id}", border=True):
         keys = grade_controls(screen, "grade")
         note = st.text_input("Flag note (optional): what is wrong with this query?", key=f"note_{screen.query_id}",
                              placeholder="e.g. offensive, not a product search, unintelligible")
-        buttons = st.columns([2, 1, 1, 4])
-        with buttons[0]:
+        with st.container(horizontal=True, gap="medium"):  # each button as wide as its label
             submitted = submit_button("Submit grades", type="primary", shortcut="Ctrl+Enter")
-        with buttons[1]:
             skipped = submit_button("Skip query")
-        with buttons[2]:
             flagged = submit_button("Flag & skip")
     if submitted:
         grades = grades_entered(keys)
         if grades is None:
             return
         if not stored(lambda: judgments.submit(store, judge_id, screen.query_id, grades, flag_note=note or None,
-                                               resubmit=False))[0]:
+                                               resubmit=False), screen.text)[0]:
             return
         st.session_state["flash"] = f"Saved your {len(grades)} grades for “{screen.text}”."
         st.session_state["screen"] = None  # finished here, not in another window
@@ -392,7 +492,8 @@ def grading(store, judge_id: int, session_id: int) -> None:
         if flagged and not note.strip():
             st.warning("Write in the note field what is wrong with the query, then press Flag & skip again.")
             return
-        if not stored(lambda: assignment.skip(store, judge_id, screen.query_id, flag_note=note or None))[0]:
+        if not stored(lambda: assignment.skip(store, judge_id, screen.query_id, flag_note=note or None),
+                      screen.text)[0]:
             return
         st.session_state["flash"] = f"{'Flagged and skipped' if flagged else 'Skipped'} “{screen.text}”."
         st.session_state["screen"] = None  # finished here, not in another window
@@ -416,6 +517,7 @@ def main() -> None:
             store_down(exc, SIGN_IN_LATER)
     if not any(role in st.session_state for role in SIGNED_IN):
         sign_in(store)
+        install_hotkeys()
         return
     if "admin_id" in st.session_state:
         with st.sidebar:
@@ -430,7 +532,10 @@ def main() -> None:
             return
         if flash := st.session_state.pop("flash", None):
             st.success(flash)
+        if flash := st.session_state.pop("flash_info", None):
+            st.info(flash)
         judge_id = st.session_state["judge_id"]
+        first_sign_in_guidelines(store, judge_id, session_id)
         sidebar(store, judge_id, session_id)
         if (query_id := st.session_state.get("reviewing")) is not None:
             reviewing(store, judge_id, query_id)

@@ -14,6 +14,8 @@ by one judge:
   ones), then in session order;
 - skipping a query releases the claim (another judge can take it) but keeps the skipped
   assignment, so the same judge never gets it again;
+- an admin may send a query back for another judgment (the disagreement queue,
+  :mod:`judging_app.disagreements`): its ``extra_judges`` raises its quota by one each time;
 - claims expire: an open assignment whose judge has not had the query shown or acted on it for
   ``claim_timeout`` (default :data:`CLAIM_TIMEOUT`, 30 minutes; ``qcat judge app
   --claim-timeout``) is *released* by the next :func:`next_query` of the session: it no longer
@@ -27,22 +29,34 @@ Gold questions (``session_queries.gold``, :mod:`judging_app.gold`) go to *every*
 session, once each: they take no place among a query's ``judges_per_query`` (their claim is an
 unconditional ``claims + 1``, so ``claims`` may exceed the quota there) and their claims are never
 released (nobody waits for them). They are mixed in among the regular queries: a judge is given
-gold query ``i`` (1-based, in session order) once they have been given ``i·K`` regular queries,
+their ``i``-th gold query (1-based) once they have been given ``(i-1)·K + P`` regular queries,
 ``K`` = :func:`gold_spacing` = ``max(1, min(5, regular queries // (gold queries + 1)))`` (one gold
-query after every 5 regular ones in a large session, closer together in a small one); the gold
-queries still left when no regular query remains for the judge come one after another. The
+query in every 5 regular ones in a large session, closer together in a small one) and ``P`` in
+1..K the judge's own phase (:func:`gold_phase`); each judge gets the gold queries in an order of
+their own (:func:`gold_order`), so judges comparing notes do not find gold at the same places. The
+gold queries still left when no regular query remains for the judge come one after another. The
 screen of a gold query is the same as any other's.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from judging_app.models import Assignment, Judge, JudgingSession, ResultItem, ResultList, SessionQuery, utcnow
+from judging_app.models import (
+    Assignment,
+    Judge,
+    JudgingSession,
+    ResultItem,
+    ResultList,
+    SessionJudge,
+    SessionQuery,
+    utcnow,
+)
 from judging_app.store import Store
 from qcat.errors import InputError
 
@@ -53,6 +67,20 @@ RETRIES = 50
 CLAIM_TIMEOUT = timedelta(minutes=30)
 CLAIM_TIMEOUT_ENV = "QCAT_CLAIM_TIMEOUT"  # minutes, for the app (`qcat judge app --claim-timeout`)
 INACTIVE = "this judge has been deactivated: ask the session's organizer"
+NOT_A_MEMBER = "you are not a judge of this session: ask its organizer to add you (qcat judge members)"
+
+
+def may_judge(session, judge_id: int, session_id: int) -> bool:
+    """Whether the judge may judge the session: it names no judge (open to all), or names this one
+    (``session_judges``, :mod:`judging_app.members`)."""
+    named = session.scalar(select(exists().where(SessionJudge.session_id == session_id)))
+    return not named or session.scalar(select(exists().where(SessionJudge.session_id == session_id,
+                                                             SessionJudge.judge_id == judge_id)))
+
+
+def check_member(session, judge_id: int, session_id: int) -> None:
+    if not may_judge(session, judge_id, session_id):
+        raise InputError(NOT_A_MEMBER)
 
 
 class AlreadyFinished(InputError):
@@ -75,6 +103,8 @@ class Shown:
     category: str
     brand: str | None = None
     price: float | None = None
+    image_url: str | None = None
+    link: str | None = None
 
 
 @dataclass(frozen=True)
@@ -109,7 +139,7 @@ def screen(session, query_id: int) -> QueryScreen:
     groups: dict[str, list[Shown]] = {"left": [], "right": []}
     rows = session.execute(
         select(ResultList.side, ResultItem.listing_id, ResultItem.position, ResultItem.title, ResultItem.category,
-               ResultItem.brand, ResultItem.price)
+               ResultItem.brand, ResultItem.price, ResultItem.image_url, ResultItem.link)
         .join(ResultItem, ResultItem.list_id == ResultList.id)
         .where(ResultList.query_id == query_id).order_by(ResultList.side, ResultItem.position)).all()
     for side, *shown in rows:
@@ -133,14 +163,15 @@ def _released_needing_a_judge(session, judge_id: int, record: JudgingSession) ->
     return list(session.scalars(
         select(Assignment).join(SessionQuery, SessionQuery.id == Assignment.query_id)
         .where(Assignment.judge_id == judge_id, Assignment.session_id == record.id, Assignment.status == "released",
-               or_(SessionQuery.gold, SessionQuery.claims < record.judges_per_query)).order_by(Assignment.id)))
+               or_(SessionQuery.gold, SessionQuery.claims < record.judges_per_query + SessionQuery.extra_judges)).order_by(Assignment.id)))
 
 
 def _claim(session, query_id: int, limit: int) -> bool:
     """Raise the query's claim count unless it already has ``limit`` claims (one conditional
     update); a gold query has no limit (every judge gets it)."""
     return session.execute(
-        update(SessionQuery).where(SessionQuery.id == query_id, or_(SessionQuery.gold, SessionQuery.claims < limit))
+        update(SessionQuery).where(SessionQuery.id == query_id,
+                                  or_(SessionQuery.gold, SessionQuery.claims < limit + SessionQuery.extra_judges))
         .values(claims=SessionQuery.claims + 1).execution_options(synchronize_session=False)).rowcount == 1
 
 
@@ -162,10 +193,24 @@ def _gold_candidate(session, judge_id: int, session_id: int, mine, regular_left:
             .where(Assignment.judge_id == judge_id, Assignment.session_id == session_id)
             .group_by(SessionQuery.gold)).all())
         spacing = gold_spacing(sizes.get(False, 0), sizes[True])
-        if given.get(False, 0) < (given.get(True, 0) + 1) * spacing:
+        if given.get(False, 0) < given.get(True, 0) * spacing + gold_phase(judge_id, spacing):
             return None
-    return session.scalar(select(SessionQuery.id).where(SessionQuery.session_id == session_id, SessionQuery.gold, ~mine)
-                          .order_by(SessionQuery.position).limit(1))
+    left = set(session.scalars(select(SessionQuery.id).where(SessionQuery.session_id == session_id, SessionQuery.gold,
+                                                             ~mine)))
+    return next((query_id for query_id in gold_order(judge_id, left) if query_id in left), None)
+
+
+def gold_phase(judge_id: int, spacing: int) -> int:
+    """How many regular queries this judge gets before their first gold one: 1..``spacing``, drawn
+    from the judge's id, so that judges comparing notes find gold at different places."""
+    return 1 + random.Random(f"gold-phase-{judge_id}").randrange(spacing)
+
+
+def gold_order(judge_id: int, gold_ids) -> list[int]:
+    """The order in which this judge gets the gold queries: a shuffle seeded by the judge's id."""
+    ordered = sorted(gold_ids)
+    random.Random(f"gold-order-{judge_id}").shuffle(ordered)
+    return ordered
 
 
 def _reclaim(session, held: Assignment, limit: int, now: datetime) -> bool:
@@ -193,6 +238,7 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
                 record = _check_session(session, session_id)
                 if not session.scalar(select(Judge.active).where(Judge.id == judge_id)):
                     raise InputError(INACTIVE if _exists(session, judge_id) else f"judge {judge_id!r} does not exist")
+                check_member(session, judge_id, session_id)
                 now, limit = utcnow(), record.judges_per_query
                 _release_where(session, Assignment.session_id == session_id, Assignment.active_at < now - claim_timeout)
                 held = _on_screen(session, judge_id, session_id, showing) if showing is not None else None
@@ -206,7 +252,8 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
                 mine = exists().where(Assignment.query_id == SessionQuery.id, Assignment.judge_id == judge_id)
                 candidates = session.scalars(
                     select(SessionQuery.id)
-                    .where(SessionQuery.session_id == session_id, ~SessionQuery.gold, SessionQuery.claims < limit, ~mine)
+                    .where(SessionQuery.session_id == session_id, ~SessionQuery.gold,
+                           SessionQuery.claims < limit + SessionQuery.extra_judges, ~mine)
                     .order_by(SessionQuery.claims.desc(), SessionQuery.position).limit(CANDIDATES)).all()
                 gold = _gold_candidate(session, judge_id, session_id, mine, bool(candidates))
                 if gold is not None:
@@ -345,13 +392,19 @@ def flag(store: Store, judge_id: int, query_id: int, note: str) -> None:
 
 
 def progress(store: Store, judge_id: int, session_id: int) -> dict:
-    """This judge's counts (gold queries included), and the session's, without its gold queries:
-    queries with all their judges, judgments needed."""
+    """This judge's counts and the session's, both without gold queries (a judge comparing the two
+    cannot tell gold queries apart): queries with all their judges, judgments needed; ``given``:
+    every query this judge has been given, gold included."""
     with store.sessions() as session:
         record = _check_session(session, session_id)
-        mine = dict(session.execute(select(Assignment.status, func.count())
-                                    .where(Assignment.judge_id == judge_id, Assignment.session_id == session_id)
-                                    .group_by(Assignment.status)).all())
+        counts = session.execute(select(Assignment.status, SessionQuery.gold, func.count())
+                                 .join(SessionQuery, SessionQuery.id == Assignment.query_id)
+                                 .where(Assignment.judge_id == judge_id, Assignment.session_id == session_id)
+                                 .group_by(Assignment.status, SessionQuery.gold)).all()
+        mine: dict[str, int] = {}  # regular queries only, as the session's counts: gold stays unspotted
+        for status, gold, n in counts:
+            if not gold:
+                mine[status] = mine.get(status, 0) + n
         total = session.scalar(select(func.count()).select_from(SessionQuery)
                                .where(SessionQuery.session_id == session_id, ~SessionQuery.gold))
         regular_done = (select(Assignment.query_id).join(SessionQuery, SessionQuery.id == Assignment.query_id)
@@ -361,6 +414,7 @@ def progress(store: Store, judge_id: int, session_id: int) -> dict:
         complete = session.scalar(select(func.count()).select_from(done_per_query))
         done = session.scalar(select(func.count()).select_from(regular_done.subquery()))
     return {"judged": mine.get("done", 0), "skipped": mine.get("skipped", 0), "open": mine.get("open", 0),
+            "given": sum(n for _, _, n in counts),
             "queries": total, "complete_queries": complete, "judgments_done": done,
             "judgments_needed": total * record.judges_per_query, "session": record.name}
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from qcat.cli import ArgumentParser, float_at_least, int_at_least
+from qcat.cli import ArgumentParser, float_at_least, int_at_least, positive_float
 
 from judging_app.store import URL_ENV, resolve_url
 
@@ -45,9 +47,27 @@ def judge_parser() -> argparse.ArgumentParser:
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     create = actions.add_parser("create-session", help="sample head/torso/tail queries and store both result lists")
-    create.add_argument("--baseline", type=Path, required=True, metavar="MODEL", help="baseline model bundle")
-    create.add_argument("--target", type=Path, required=True, metavar="MODEL", help="target model bundle")
-    create.add_argument("--queries", type=int_at_least(1), default=4500, help="queries, one third per segment (default 4500)")
+    create.add_argument("--baseline", type=Path, default=None, metavar="MODEL", help="baseline model bundle")
+    create.add_argument("--target", type=Path, default=None, metavar="MODEL", help="target model bundle")
+    create.add_argument("--results", type=Path, action="append", default=None, metavar="FILE",
+                        help="result lists of any search system instead of --baseline/--target (.jsonl, .csv or .tsv: "
+                             "query, system, rank, listing_id, title[, category, brand, price, image_url, link, "
+                             "segment, impressions]); twice: the baseline's file, then the target's; once: a file "
+                             "with both systems (the first named is the baseline)")
+    create.add_argument("--topics", type=Path, default=None, metavar="FILE",
+                        help="with TREC run files (.run, .trec): the queries' text, 'qid<TAB>query' per line")
+    create.add_argument("--listings", type=Path, default=None, metavar="FILE",
+                        help="with --results: what the cards show per listing_id (CSV, TSV or JSONL: title, category, "
+                             "brand, price, image_url, link), for rows that do not carry it (TREC runs)")
+    create.add_argument("--default-segment", choices=("head", "torso", "tail"), default=None,
+                        help="with --results: the segment of queries whose rows give neither segment nor impressions")
+    create.add_argument("--differing-only", type=int_at_least(1), default=None, metavar="N",
+                        help="keep only queries whose top N listings differ between the systems; the others are "
+                             "counted as ties in the report, without graders")
+    create.add_argument("--guidelines", type=Path, default=None, metavar="FILE.md",
+                        help="Markdown guidelines shown to each judge on first sign-in, and one click away after")
+    create.add_argument("--queries", type=int_at_least(1), default=None,
+                        help="queries, one third per segment (default 4500; with --results: every query)")
     create.add_argument("--name", default=None, help="session name (default: 'BASELINE vs TARGET, time')")
     create.add_argument("--display-name", default=None,
                         help="what judges see as the session's name (default 'Session ID'; the name may tell which "
@@ -79,6 +99,13 @@ def judge_parser() -> argparse.ArgumentParser:
     deactivate.add_argument("--reactivate", action="store_true", help="let a deactivated judge sign in again")
     _url(deactivate)
 
+    members = actions.add_parser("members", help="name a session's judges: only they may judge it (none named: "
+                                                 "every judge may)")
+    members.add_argument("session", metavar="SESSION", help="session id or name")
+    members.add_argument("--add", nargs="+", default=[], metavar="JUDGE", help="judges to add")
+    members.add_argument("--remove", nargs="+", default=[], metavar="JUDGE", help="judges to remove")
+    _url(members)
+
     listing = actions.add_parser("sessions", help="list the judging sessions and their progress")
     _url(listing)
 
@@ -87,9 +114,12 @@ def judge_parser() -> argparse.ArgumentParser:
     app.add_argument("--session", default=None, help="session id or name (default: judges choose)")
     app.add_argument("--port", type=int_at_least(1, 65535), default=8501)
     app.add_argument("--address", default="localhost", help="address to listen on (default localhost)")
-    app.add_argument("--claim-timeout", type=int_at_least(1), default=30, metavar="MINUTES",
-                     help="release a judge's claim on a query after this many idle minutes, so that another judge "
-                          "gets the query (default 30)")
+    app.add_argument("--claim-timeout", type=positive_float(), default=30, metavar="MINUTES",
+                     help="release a judge's claim on a query after this many idle minutes (fractions allowed: 0.5 "
+                          "is 30 seconds), so that another judge gets the query (default 30)")
+    app.add_argument("--sign-in-hours", type=positive_float(), default=12, metavar="HOURS",
+                     help="a browser's sign-in expires on the server after this many hours; the judge then signs "
+                          "in again with their token (default 12)")
 
     release = actions.add_parser("release", help="release open claims of a judge or of a query (for other judges)")
     _url(release)
@@ -195,11 +225,29 @@ def run_create(args: argparse.Namespace) -> int:
     from judging_app.store import open_store
     from qcat.errors import InputError
 
-    if args.queries < len(SEGMENTS):
+    if args.queries is not None and args.queries < len(SEGMENTS):
         raise InputError(f"--queries must be at least {len(SEGMENTS)} (one per segment), got {args.queries}")
     if args.judges_per_query < 1:
         raise InputError(f"--judges-per-query must be at least 1, got {args.judges_per_query}")
+    if args.results is not None and (args.baseline is not None or args.target is not None):
+        raise InputError("give either --results files or --baseline and --target model bundles, not both")
+    if args.results is None and (args.baseline is None or args.target is None):
+        raise InputError("say what to compare: --baseline MODEL --target MODEL (qcat's search), or "
+                         "--results BASELINE_FILE --results TARGET_FILE (any search system's result lists)")
+    search_flags = [flag for flag, used in (("--corpus", args.corpus is not None), ("--period", args.period != "base"),
+                                            ("--mode", args.mode != "boost"), ("--boost-weight", args.boost_weight != 1.0),
+                                            ("--categories", args.categories != 3)) if used]
+    if args.results is not None and search_flags:
+        raise InputError(f"{', '.join(search_flags)} set{'s' * (len(search_flags) == 1)} qcat's own search, which "
+                         "--results does not run: leave it out")
+    for flag, value in (("--default-segment", args.default_segment), ("--topics", args.topics),
+                        ("--listings", args.listings)):
+        if args.results is None and value is not None:
+            raise InputError(f"{flag} applies to --results files only")
+    guidelines = read_guidelines(args.guidelines) if args.guidelines is not None else None
     store = open_store(args.url)  # fail early when the database is not ready
+    if args.results is not None:
+        return create_from_results(args, store, guidelines)
     from evaluation.golden.search import SearchConfig
     from qcat.bundle import read_manifest
 
@@ -208,13 +256,80 @@ def run_create(args: argparse.Namespace) -> int:
     name = args.name if args.name is not None else default_name(str(args.baseline), str(args.target))
     check_session_name_free(store, name, args.display_name)
     config = SearchConfig(top_n=5, mode=args.mode, boost_weight=args.boost_weight, categories=args.categories)
-    built = build_queries(args.baseline, args.target, args.queries, args.corpus, args.period, args.seed, config, say)
+    built = build_queries(args.baseline, args.target, args.queries or 4500, args.corpus, args.period, args.seed, config,
+                          say, differing_top=args.differing_only)
+    if not built.queries and args.differing_only is not None:
+        raise InputError(f"no query left to judge: every query searched showed the same top {args.differing_only} "
+                         f"listings with both models ({sum(built.stats['identical_skipped'].values()):,} queries)")
+    if guidelines is not None:
+        built.stats["guidelines"] = guidelines
     session_id = store_session(store, name, str(args.baseline), str(args.target), built.queries,
                                judges_per_query=args.judges_per_query, seed=args.seed,
                                corpus=built.stats["corpus"], settings=built.stats, display_name=args.display_name)
     store.dispose()
     say(f"session {session_id} {name!r} (judges see {judge_facing_name(session_id, args.display_name)!r}): "
-        f"{len(built.queries):,} queries, baseline/target placed left/right at random")
+        f"{len(built.queries):,} queries, baseline/target placed left/right at random" + _identical_note(built.stats))
+    print(session_id)
+    return 0
+
+
+MAX_GUIDELINES = 100_000
+
+
+def read_guidelines(path: Path) -> str:
+    """The session's Markdown guidelines, checked: a readable UTF-8 file, not empty, not huge."""
+    from qcat.errors import InputError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"--guidelines {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"--guidelines {path}: cannot read it as UTF-8 text ({exc.__class__.__name__})") from None
+    if not text.strip():
+        raise InputError(f"--guidelines {path} is empty: write the guidelines judges should read")
+    if len(text) > MAX_GUIDELINES:
+        raise InputError(f"--guidelines {path} has {len(text):,} characters, more than {MAX_GUIDELINES:,}: shorten it")
+    return text
+
+
+def _identical_note(stats: dict) -> str:
+    skipped = stats.get("identical_skipped")
+    if skipped is None:
+        return ""
+    n = sum(skipped.values())
+    return (f"; {n:,} quer{'y' if n == 1 else 'ies'} with the same top {stats['differing_top']} in both systems left "
+            "out (ties in the report, no graders)")
+
+
+def create_from_results(args: argparse.Namespace, store, guidelines: str | None) -> int:
+    """``create-session --results``: a session from two systems' result lists (judging_app.imports)."""
+    from judging_app.imports import read_results, report_bad_rows
+    from judging_app.sessions import check_session_name_free, judge_facing_name, select_imported, store_session
+
+    from judging_app.imports import read_listings, read_topics
+
+    topics = read_topics(args.topics) if args.topics is not None else None
+    listings = read_listings(args.listings) if args.listings is not None else None
+    imported = read_results(args.results, args.default_segment, topics, listings)
+    report_bad_rows(imported, say)
+    baseline, target = imported.systems
+    name = args.name if args.name is not None else f"{baseline} vs {target}"
+    check_session_name_free(store, name, args.display_name)
+    built = select_imported(imported.queries, args.queries, args.seed, args.differing_only)
+    built.stats.update(results=[str(path) for path in args.results], rows=imported.rows,
+                       bad_rows=len(imported.bad_rows), beyond_top=imported.beyond_top)
+    if guidelines is not None:
+        built.stats["guidelines"] = guidelines
+    session_id = store_session(store, name, baseline, target, built.queries, judges_per_query=args.judges_per_query,
+                               seed=args.seed, corpus="", settings=built.stats, display_name=args.display_name)
+    store.dispose()
+    say(f"read {imported.rows:,} rows of {len(imported.queries):,} queries from {', '.join(map(str, args.results))}" +
+        (f"; {len(imported.bad_rows):,} rows could not be used (listed above)" if imported.bad_rows else "") +
+        (f"; {imported.beyond_top:,} listings ranked below the top 5 are not shown" if imported.beyond_top else ""))
+    say(f"session {session_id} {name!r} (judges see {judge_facing_name(session_id, args.display_name)!r}): "
+        f"{len(built.queries):,} queries, baseline {baseline!r} and target {target!r} placed left/right at random"
+        + _identical_note(built.stats))
     print(session_id)
     return 0
 
@@ -277,6 +392,20 @@ def run_deactivate(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_members(args: argparse.Namespace) -> int:
+    from judging_app.members import change_members
+    from judging_app.store import open_store
+
+    store = open_store(args.url)
+    name, judges = change_members(store, args.session, args.add, args.remove)
+    store.dispose()
+    for judge in judges:
+        print(judge)
+    say(f"session {name!r}: " + (f"{len(judges)} judge{'s' * (len(judges) != 1)} may judge it" if judges else
+                                 "names no judge: every active judge may judge it"))
+    return 0
+
+
 def run_sessions(args: argparse.Namespace) -> int:
     from judging_app.sessions import session_overview
     from judging_app.store import open_store
@@ -295,7 +424,7 @@ def run_sessions(args: argparse.Namespace) -> int:
 
 
 def app_command(url: str, session: str | None, port: int, address: str,
-                claim_timeout: int = 30) -> tuple[list[str], dict]:
+                claim_timeout: float = 30) -> tuple[list[str], dict]:
     """The ``streamlit run`` command line and environment of the judging app."""
     import judging_app
     from judging_app.assignment import CLAIM_TIMEOUT_ENV
@@ -315,6 +444,7 @@ def app_command(url: str, session: str | None, port: int, address: str,
 
 
 def run_app(args: argparse.Namespace) -> int:
+    from judging_app.sign_ins import LIFETIME_ENV
     from judging_app.store import open_store
 
     url = resolve_url(args.url)
@@ -323,9 +453,51 @@ def run_app(args: argparse.Namespace) -> int:
         _existing_session(store, args.session)
     store.dispose()
     command, env = app_command(url, args.session, args.port, args.address, args.claim_timeout)
+    env[LIFETIME_ENV] = str(args.sign_in_hours)
     say(f"judging app on http://{args.address}:{args.port} ({display_url(url)}; claims released after "
-        f"{args.claim_timeout} idle minutes); Ctrl-C stops it")
-    return subprocess.call(command, env=env)
+        f"{args.claim_timeout:g} idle minutes); Ctrl-C stops it")
+    return run_child(command, env)
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+STOP_GRACE_SECONDS = 10
+
+
+def run_child(command: list[str], env: dict) -> int:
+    """Run the Streamlit server as a child and stop it with this process: SIGTERM, SIGINT or SIGHUP
+    sent to this process alone (not only Ctrl-C to the whole group) is passed on to the child, which
+    gets :data:`STOP_GRACE_SECONDS` to exit before it is killed. Returns the child's exit status
+    (0 when it was stopped by one of those signals)."""
+    child = subprocess.Popen(command, env=env)
+    stopping: list[int] = []
+
+    def stop(signum, frame) -> None:
+        stopping.append(signum)
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM if signum == signal.SIGHUP else signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
+    deadline = None
+    try:
+        while True:
+            try:
+                code = child.wait(timeout=0.5)
+                break
+            except subprocess.TimeoutExpired:
+                if stopping and deadline is None:
+                    deadline = time.monotonic() + STOP_GRACE_SECONDS
+                if deadline is not None and time.monotonic() > deadline:
+                    child.kill()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    if stopping:
+        say(f"judging app stopped ({signal.Signals(stopping[0]).name})")
+        return 0
+    return code
 
 
 def run_release(args: argparse.Namespace) -> int:
@@ -436,4 +608,4 @@ def run_export(args: argparse.Namespace) -> int:
 JUDGE_ACTIONS = {"create-session": run_create, "add-judge": run_add_judge, "sessions": run_sessions, "app": run_app,
                  "report": run_report, "export": run_export, "release": run_release,
                  "backup": run_backup, "add-gold": run_add_gold, "add-admin": run_add_admin,
-                 "reset-token": run_reset_token, "deactivate": run_deactivate}
+                 "reset-token": run_reset_token, "deactivate": run_deactivate, "members": run_members}

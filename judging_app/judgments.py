@@ -45,8 +45,14 @@ from qcat.errors import InputError
 @dataclass(frozen=True)
 class SubmitResult:
     inserted: int
-    updated: int
+    updated: int  # (listing, side) pairs whose grade changed
     unchanged: int
+    listings_updated: int = 0  # listings whose grade changed (one in both groups counts once)
+
+
+class NotNeeded(InputError):
+    """Late grades for a released claim of a query that has meanwhile all its judgments: nothing
+    was stored."""
 
 
 def check_grade(grade: object) -> int:
@@ -146,7 +152,12 @@ def submit(store: Store, judge_id: int, query_id: int,
             assignment.flagged, assignment.flag_note = True, note
     inserted = sum(1 for key in graded if key not in before)
     updated = sum(1 for key, grade in graded.items() if key in before and before[key] != grade)
-    return SubmitResult(inserted, updated, len(graded) - inserted - updated)
+    listings_updated = len({listing for (listing, side), grade in graded.items() if key_changed(before, listing, side, grade)})
+    return SubmitResult(inserted, updated, len(graded) - inserted - updated, listings_updated)
+
+
+def key_changed(before: dict, listing: str, side: str, grade: int) -> bool:
+    return (listing, side) in before and before[(listing, side)] != grade
 
 
 def _take_back_claim(session, assignment: Assignment) -> None:
@@ -157,10 +168,11 @@ def _take_back_claim(session, assignment: Assignment) -> None:
     session.execute(update(SessionQuery).where(SessionQuery.id == assignment.query_id)  # locks the query's row
                     .values(claims=SessionQuery.claims + 1).execution_options(synchronize_session=False))
     quota = session.scalar(select(JudgingSession.judges_per_query).where(JudgingSession.id == assignment.session_id))
+    quota += session.scalar(select(SessionQuery.extra_judges).where(SessionQuery.id == assignment.query_id)) or 0
     submitted = session.scalar(select(func.count()).select_from(Assignment)
                                .where(Assignment.query_id == assignment.query_id, Assignment.status == "done"))
     if submitted >= quota:
-        raise InputError(f"your claim on query {assignment.query_id} was released (idle too long, or by an organizer) "
+        raise NotNeeded(f"your claim on query {assignment.query_id} was released (idle too long, or by an organizer) "
                          f"and the query has meanwhile been judged by its {quota} judges: these grades are not needed")
 
 

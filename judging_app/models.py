@@ -23,6 +23,11 @@
 - ``judgment_history``: every grade ever submitted, with its time: a judge who edits a past
   judgment adds versions here; ``judgments`` keeps only the latest.
 - ``judges.active``: a deactivated judge cannot sign in or get queries; their judgments stay.
+- ``session_queries.extra_judges`` and ``query_reviews``: the admin page's disagreement queue.
+  An admin sends a query back (one more judgment wanted: ``extra_judges`` + 1) or settles it
+  (a grade of their own for each disputed listing, which the report uses instead of the judges'
+  mean); every action is a row of ``query_reviews``, never changed afterwards.
+- ``result_items.image_url`` / ``.link``: shown on the listing card when the lists carry them.
 - ``admins``: organizers who sign in to the app's admin page with an admin token (hashed like a
   judge's, separate from judge tokens).
 - ``sign_ins``: a browser's sign-in, kept across page reloads: the browser holds a random key in
@@ -145,6 +150,7 @@ class SessionQuery(Base):
     baseline_side: Mapped[str] = mapped_column(String(8))
     claims: Mapped[int] = mapped_column(Integer, default=0)
     gold: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    extra_judges: Mapped[int] = mapped_column(Integer, default=0, server_default="0")  # sent back by an admin
 
     __table_args__ = (
         UniqueConstraint("session_id", "text", name="uq_session_queries_session_text"),
@@ -188,6 +194,8 @@ class ResultItem(Base):
     category: Mapped[str] = mapped_column(Text, default="")  # the listing's category path
     brand: Mapped[str | None] = mapped_column(Text, nullable=True)  # None: not known
     price: Mapped[float | None] = mapped_column(Float, nullable=True)  # as in the catalog (no currency); None: not known
+    image_url: Mapped[str | None] = mapped_column(Text, nullable=True)  # imported result lists only
+    link: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     __table_args__ = (
         UniqueConstraint("list_id", "position", name="uq_result_items_list_position"),
@@ -266,3 +274,37 @@ class GoldGrade(Base):
         UniqueConstraint("query_id", "listing_id", name="uq_gold_grades_query_listing"),
         CheckConstraint("grade >= 0 and grade <= 3", name="grade_range"),
     )
+
+
+REVIEW_ACTIONS = ("sent_back", "settled")
+
+
+class QueryReview(Base):
+    __tablename__ = "query_reviews"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("session_queries.id", ondelete="CASCADE"), index=True)
+    admin_id: Mapped[int | None] = mapped_column(ForeignKey("admins.id", ondelete="SET NULL"), nullable=True)
+    action: Mapped[str] = mapped_column(String(16))  # sent_back | settled
+    listing_id: Mapped[str | None] = mapped_column(String(200), nullable=True)  # settled: the listing graded
+    grade: Mapped[int | None] = mapped_column(Integer, nullable=True)  # settled: the admin's grade
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    __table_args__ = (
+        CheckConstraint("action in ('sent_back', 'settled')", name="action"),
+        CheckConstraint("grade is null or (grade >= 0 and grade <= 3)", name="grade_range"),
+    )
+
+
+class SessionJudge(Base):
+    """A judge of a session that names its judges (``qcat judge members``); a session naming none
+    is open to every judge."""
+
+    __tablename__ = "session_judges"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("judging_sessions.id", ondelete="CASCADE"), index=True)
+    judge_id: Mapped[int] = mapped_column(ForeignKey("judges.id", ondelete="CASCADE"))
+
+    __table_args__ = (UniqueConstraint("session_id", "judge_id", name="uq_session_judges_session_judge"),)

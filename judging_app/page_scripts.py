@@ -1,11 +1,15 @@
 """The browser-side parts of the judging page: digit hotkeys, the focus ring, grades kept across
-a reload, the scroll to the top of a new query, and the sign-in cookie.
+a reload, the scroll to the top of a new query, ``?`` for the guidelines, the compact layout and
+the sign-in cookie.
 
-Streamlit renders each script in a zero-height component frame of the page's own origin, so the
-script reaches the page through ``window.parent``. The listeners are installed into the page
-itself, once (a reload starts afresh); what must happen once per query (the scroll to the top,
-the focus, putting back saved grades) is guarded by the page's record of the query it last
-showed.
+The scripts run in the page itself through ``st.html(..., unsafe_allow_javascript=True)`` (the
+supported API; ``st.components.v1.html`` is deprecated). The listeners are installed once (a
+reload starts afresh); what must happen once per query (the scroll to the top, the focus,
+putting back saved grades) is guarded by the page's record of the query it last showed.
+
+Digits are never lost: a digit typed while no listing has the focus (before the focus lands on a
+new query, after a reconnect, after a dialog closed) grades the first listing without a grade,
+and one typed before the query's listings are on the page waits for them.
 """
 
 from __future__ import annotations
@@ -13,16 +17,32 @@ from __future__ import annotations
 import json
 
 import streamlit as st
-import streamlit.components.v1 as components
 
 from judging_app.sign_ins import COOKIE
 
-# A visible focus ring on the listing whose grade the keys change (Streamlit's own is faint).
+# A visible focus ring on the listing whose grade the keys change (Streamlit's own is faint), and
+# a compact layout: at 1280x800, 5 + 5 listings with little scrolling, grade options on one line,
+# button labels never cut.
 FOCUS_RING = """<style>
 [data-testid="stForm"] [data-testid="stRadio"]:focus-within {
-  outline: 3px solid #1c6dd0; outline-offset: 6px; border-radius: 4px;
+  outline: 3px solid #1c6dd0; outline-offset: 1px; border-radius: 4px;
 }
 [data-testid="stForm"] button:focus-visible { outline: 3px solid #1c6dd0; outline-offset: 2px; }
+[data-testid="stMainBlockContainer"] { padding-top: 2.2rem; padding-bottom: 1rem; }
+[data-testid="stForm"] [data-testid="stVerticalBlock"] { gap: 0.15rem; }
+[data-testid="stForm"] [data-testid="stMarkdownContainer"] p { margin-bottom: 0; padding-bottom: 0.45rem; line-height: 1.3; font-size: 0.92rem; }
+[data-testid="stForm"] [data-testid="stRadio"] { margin: 0.25rem 0 0.3rem 0; }
+[data-testid="stForm"] [data-testid="stRadio"] [role="radiogroup"] { flex-wrap: nowrap; gap: 0.6rem; }
+[data-testid="stForm"] [data-testid="stRadio"] label { white-space: nowrap; margin-right: 0; }
+[data-testid="stForm"] [data-testid="stRadio"] label p { font-size: 0.85rem; padding-bottom: 0; }
+[data-testid="stForm"] h3 { padding: 0.1rem 0 0.7rem 0; font-size: 1.15rem; }
+[data-testid="stForm"] [data-testid="stFormSubmitButton"] button { white-space: nowrap; width: auto; }
+[data-testid="stForm"] [data-testid="stFormSubmitButton"] button p { white-space: nowrap; }
+.qcat-thumb { float: left; width: 52px; height: 52px; object-fit: contain; margin: 0.1rem 0.5rem 0 0; }
+.qcat-card { display: flow-root; margin: 0 !important; padding-bottom: 0.45rem; }
+[data-testid="stForm"] .qcat-card p { margin: 0 !important; padding-bottom: 0 !important; }
+[data-testid="stForm"] [data-testid="stCaptionContainer"] { margin: 0.1rem 0 0.45rem 0; }
+[data-testid="stForm"] h3 { margin-bottom: 0.3rem; }
 </style>"""
 
 # Runs in the page itself (a component frame is replaced on later runs, and a listener of a frame
@@ -33,7 +53,7 @@ FOCUS_RING = """<style>
 # with the query shown.
 PAGE_CODE = """
 (() => {
-const doc = document, DRAFT = 'qcat-draft-', OPTION = '[data-testid="stRadioOption"]';
+const doc = document, PENDING_MS = 5000, DRAFT = 'qcat-draft-', OPTION = '[data-testid="stRadioOption"]';
 const groups = () => Array.from(doc.querySelectorAll('[data-testid="stForm"] [data-testid="stRadio"]'));
 const noteField = () => doc.querySelector('[data-testid="stForm"] [data-testid="stTextInput"] input');
 const firstButton = () => doc.querySelector('[data-testid="stForm"] [data-testid="stFormSubmitButton"] button');
@@ -79,23 +99,61 @@ function whenRendered(action, tries = 100) {
     if (steady >= 3 || --tries <= 0) { clearInterval(timer); action(); }
   }, 100);
 }
-doc.addEventListener('keydown', (event) => {
-  if (!/^[0-3]$/.test(event.key) || event.ctrlKey || event.metaKey || event.altKey) return;
+const typing = (node) => node && (node.isContentEditable || /^(TEXTAREA|SELECT)$/.test(node.tagName) ||
+  (node.tagName === 'INPUT' && node.type !== 'radio'));
+const inDialog = (node) => node && node.closest && node.closest('[role="dialog"]');
+window.qcatPending = window.qcatPending || [];
+function gradeWith(digit) {
+  // The focused listing gets the grade, else the first listing without one (no focus yet).
   const all = groups();
-  const index = all.findIndex(g => g.contains(doc.activeElement));
-  if (index < 0) return;  // digits typed anywhere else (the note field) are text
-  event.preventDefault();
-  all[index].querySelectorAll(OPTION)[Number(event.key)].click();
+  let index = all.findIndex(g => g.contains(doc.activeElement));
+  if (index < 0) index = all.findIndex(g => !g.querySelector('input:checked'));
+  if (index < 0) return false;
+  all[index].querySelectorAll(OPTION)[digit].click();
   // The focus moves on at once, so that the next digit, however fast, grades the next listing.
   if (index + 1 < all.length) focusGroup(all[index + 1]);
   else if (firstButton()) firstButton().focus();
   setTimeout(saveDraft, 0);
+  return true;
+}
+doc.addEventListener('keydown', (event) => {
+  if (event.ctrlKey || event.metaKey || event.altKey) return;
+  const active = doc.activeElement;
+  if (event.key === '?' && !typing(active) && !inDialog(active)) {
+    const help = Array.from(doc.querySelectorAll('[data-testid="stExpander"] summary'))
+      .find(s => s.innerText.includes('Guidelines and keys'));
+    if (help) {
+      event.preventDefault();
+      const details = help.closest('details');
+      if (details && !details.open) help.click();
+      help.scrollIntoView({block: 'start'});
+    }
+    return;
+  }
+  if (!/^[0-3]$/.test(event.key) || typing(active) || inDialog(active)) return;  // text fields keep their digits
+  if (doc.querySelector('[role="dialog"]')) return;
+  const all = groups();
+  if (!all.length || !window.qcatQuery) {  // the query is not on the page yet: the digit waits for it
+    event.preventDefault();
+    window.qcatPending.push({digit: Number(event.key), at: Date.now()});
+    return;
+  }
+  event.preventDefault();
+  gradeWith(Number(event.key));
 }, true);
 doc.addEventListener('change', saveDraft, true);
 doc.addEventListener('input', saveDraft, true);
+function replayPending() {
+  const fresh = window.qcatPending.filter(p => Date.now() - p.at < PENDING_MS);  // older ones were not meant for it
+  window.qcatPending = [];
+  fresh.forEach(p => gradeWith(p.digit));
+}
 window.qcatShow = (config) => {
   window.qcatQuery = config;
-  if (window.qcatShownFor === config.key) return;  // the same query again: the judge keeps their place
+  if (window.qcatShownFor === config.key) {  // the same query again: the judge keeps their place
+    whenRendered(replayPending);  // digits typed while the page was being redrawn
+    return;
+  }
   window.qcatShownFor = config.key;
   for (let node = doc.querySelector('[data-testid="stMainBlockContainer"]'); node; node = node.parentElement) {
     if (node.scrollTop) node.scrollTop = 0;
@@ -108,25 +166,50 @@ window.qcatShow = (config) => {
   const focusFirstOpen = () => {
     const all = groups();
     const open = all.find(g => !g.querySelector('input:checked')) || all[0];
-    if (open) focusGroup(open, false);  // the page stays at the top
+    const active = doc.activeElement;
+    if (open && !(typing(active) && !window.qcatRestored) && !inDialog(active)) {
+      focusGroup(open, false);  // the page stays at the top
+    }
+    replayPending();
   };
   const saved = config.draft ? sessionStorage.getItem(DRAFT + config.id) : null;
-  whenRendered(() => saved ? restoreDraft(JSON.parse(saved), focusFirstOpen) : focusFirstOpen());
+  window.qcatRestored = false;
+  whenRendered(() => saved ? restoreDraft(JSON.parse(saved), () => { window.qcatRestored = true; focusFirstOpen(); })
+                           : focusFirstOpen());
 };
 })();
 """
 
-# The component frame installs PAGE_CODE into the page once, then tells it the query shown.
+# Installs PAGE_CODE into the page once, then tells it the query shown.
 GRADING_SCRIPT = """<script>
-const doc = window.parent.document;
-if (!doc.getElementById('qcat-grading')) {
-  const code = doc.createElement('script');
+(() => {
+if (!document.getElementById('qcat-grading')) {
+  const code = document.createElement('script');
   code.id = 'qcat-grading';
   code.textContent = __PAGE_CODE__;
-  doc.head.appendChild(code);
+  document.head.appendChild(code);
 }
-window.parent.qcatShow(__CONFIG__);
+window.qcatShow(__CONFIG__);
+})();
 </script>"""
+
+
+INSTALL_SCRIPT = """<script>
+(() => {
+if (!document.getElementById('qcat-grading')) {
+  const code = document.createElement('script');
+  code.id = 'qcat-grading';
+  code.textContent = __PAGE_CODE__;
+  document.head.appendChild(code);
+}
+})();
+</script>"""
+
+
+def install_hotkeys() -> None:
+    """Install the page's listeners ahead of the first query (on the sign-in page), so that digits
+    typed while the first query is coming wait for it."""
+    st.html(INSTALL_SCRIPT.replace("__PAGE_CODE__", json.dumps(PAGE_CODE)), unsafe_allow_javascript=True)
 
 
 def grading_page(query_id: int, keep_draft: bool) -> None:
@@ -137,11 +220,11 @@ def grading_page(query_id: int, keep_draft: bool) -> None:
     config = {"id": int(query_id), "key": f"{'grade' if keep_draft else 'review'}-{int(query_id)}",
               "draft": bool(keep_draft)}
     script = GRADING_SCRIPT.replace("__PAGE_CODE__", json.dumps(PAGE_CODE)).replace("__CONFIG__", json.dumps(config))
-    components.html(script, height=0)
+    st.html(script, unsafe_allow_javascript=True)
 
 
 def set_sign_in_cookie(key: str | None) -> None:
     """Give the browser the sign-in key in a session cookie (gone when the browser closes); None
     deletes it. Only the page's own origin can read it; it never appears in a URL."""
     value = f"{COOKIE}={key}; path=/; SameSite=Strict" if key else f"{COOKIE}=; path=/; SameSite=Strict; max-age=0"
-    components.html(f"<script>window.parent.document.cookie = {json.dumps(value)};</script>", height=0)
+    st.html(f"<script>document.cookie = {json.dumps(value)};</script>", unsafe_allow_javascript=True)

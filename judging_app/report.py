@@ -28,6 +28,7 @@ from judging_app.agreement import agreement
 from judging_app.gold import gold_summary
 from judging_app.results import SessionResults, judges_needed, load_results
 from judging_app.sessions import SEGMENTS
+from judging_app.timing import FAST_SHARE, timing_summary
 from judging_app.store import Store
 from qcat.errors import InputError
 
@@ -45,12 +46,20 @@ def per_query_ndcg(results: SessionResults, query_ids: list[int]) -> dict[str, n
         if j.query_id in index:
             grades[(j.query_id, j.system, j.position)].append(j.grade)
     out = {}
+    listing_at = {(i.query_id, i.system, i.position): i.listing_id for i in results.items}
+
+    def grade_of(query_id: int, system: str, position: int) -> float:
+        settled = results.settled.get((query_id, listing_at.get((query_id, system, position))))
+        if settled is not None:
+            return float(settled)
+        given = grades.get((query_id, system, position))
+        return float(np.mean(given)) if given else np.nan
+
     for system in SYSTEMS:
         items = sorted((index[i.query_id], i.position) for i in results.items if i.system == system and i.query_id in index)
         rows = np.array([q for q, _ in items], dtype=np.int64)
         position = np.array([p - 1 for _, p in items], dtype=np.int64)
-        grade = np.array([np.mean(grades[(query_ids[q], system, p)]) if grades.get((query_ids[q], system, p)) else np.nan
-                          for q, p in items], dtype=np.float64)
+        grade = np.array([grade_of(query_ids[q], system, p) for q, p in items], dtype=np.float64)
         counts = np.bincount(rows, minlength=len(query_ids)) if len(rows) else np.zeros(len(query_ids), dtype=np.int64)
         judgments = QueryJudgments(np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
                                    np.zeros(len(rows), dtype=np.int64), np.zeros(len(rows), dtype=np.int8), grade)
@@ -91,17 +100,22 @@ def build_report(store: Store, key: str | int, bootstrap: int = 1000, seed: int 
     ids = [q.id for q in complete]
     ndcg = per_query_ndcg(results, ids)
     segment_of = np.array([q.segment for q in complete], dtype=object)
+    settings = json.loads(results.settings or "{}")
+    identical = {s: int(n) for s, n in (settings.get("identical_skipped") or {}).items()}
     rows = []
     for segment in (*SEGMENTS, MIX):
         mask = np.ones(len(ids), dtype=bool) if segment == MIX else segment_of == segment
         b, t = ndcg["baseline"][mask], ndcg["target"][mask]
         delta, low, high = bootstrap_delta(b, t, bootstrap, seed)
         base_mean = mean_defined(b)
-        rows.append({"segment": segment, "queries": int(mask.sum()),
+        counts = outcome_counts(b, t)
+        tied_unjudged = sum(identical.values()) if segment == MIX else identical.get(segment, 0)
+        counts["tie"] += tied_unjudged  # identical top N in both systems: a tie without graders
+        rows.append({"segment": segment, "queries": int(mask.sum()), "identical_ties": tied_unjudged,
                      "available": sum(1 for q in results.queries if segment in (MIX, q.segment)),
                      "baseline": base_mean, "target": mean_defined(t), "delta": delta, "low": low, "high": high,
                      "relative": delta / base_mean if base_mean and not math.isnan(base_mean) else float("nan"),
-                     **outcome_counts(b, t)})
+                     **counts})
     agreements = []
     units_by_segment: dict[str, dict[tuple, list[int]]] = {s: defaultdict(list) for s in (*SEGMENTS, MIX)}
     segment_by_id = {q.id: q.segment for q in results.queries}
@@ -135,6 +149,8 @@ def build_report(store: Store, key: str | int, bootstrap: int = 1000, seed: int 
         "table5": rows,
         "agreement": agreements,
         "gold": gold_summary(store, results.id),
+        "timing": timing_summary(store, results.id),
+        "settled_listings": len(results.settled),
         "checks": {"mean_grade_by_screen_side": {s: float(np.mean(g)) if g else float("nan") for s, g in by_side.items()},
                    "mean_grade_by_system": {s: float(np.mean(g)) if g else float("nan") for s, g in by_system.items()},
                    "flag_notes": [{"query_id": q, "judge": judge, "note": note} for q, judge, note in results.flag_notes]},
@@ -173,7 +189,13 @@ def tables(report: dict) -> list[Table]:
               "top min(5, returned) listings, DCG = Σ 2^grade/log2(i+1) with each listing's grade the mean of the "
               "judges' grades (Off-topic 0 … Excellent 3), IDCG all Excellent (eBay §4.2.3). δ = target − baseline "
               f"with a {options['bootstrap']:,}-draw paired bootstrap 95% interval over queries; relative = δ / "
-              "baseline. win/tie/loss: queries where the target's NDCG* is higher / equal / lower."),
+              "baseline. win/tie/loss: queries where the target's NDCG* is higher / equal / lower"
+              + (f"; tie includes {sum(r['identical_ties'] for r in report['table5'] if r['segment'] != MIX):,} "
+                 f"queries whose top {report['session']['settings'].get('differing_top')} listings were identical in "
+                 "both systems, left out of judging (no NDCG* of theirs in the means)"
+                 if report['session']['settings'].get('differing_top') is not None else "") + "."
+              + (f" {report['settled_listings']:,} listing grades settled by an admin (disagreement queue) replace "
+                 "the judges' mean." if report.get('settled_listings') else "")),
     )
     agreement_table = Table(
         "Inter-rater agreement (units: one listing on one side of one query; a listing in both groups is one unit)",
@@ -208,7 +230,20 @@ def tables(report: dict) -> list[Table]:
                               "left/right difference would suggest a position bias.", detail=True)
     notes = Table("Flag notes", ("query id", "judge", "note"),
                   [(str(n["query_id"]), n["judge"], n["note"]) for n in checks["flag_notes"][:50]], detail=True)
-    return ([table5, agreement_table] + ([gold_table] if gold["queries"] else []) + [checks_table]
+    timing = report.get("timing") or {"judges": [], "segments": []}
+    timing_table = Table(
+        "Seconds per query (from the query shown to its grades submitted)",
+        ("judge", "queries timed", "median seconds per query", "much faster than the others",
+         "gold exact agreement (%)"),
+        [(t["judge"], f"{t['queries']:,}", _number(t["median_seconds"], 1), "yes" if t["fast"] else "",
+          percent(t["gold_exact"]) if t["gold_exact"] is not None else "–") for t in timing["judges"]]
+        + [(f"segment {t['segment']}", f"{t['queries']:,}", _number(t["median_seconds"], 1), "", "")
+           for t in timing["segments"]],
+        note=f"Median over each judge's submitted queries (gold questions included per judge; segments over the "
+             f"regular queries). A judge is flagged when their median is below {FAST_SHARE:.0%} of the median of the "
+             "other judges' medians: read it beside their gold agreement before trusting or dropping their grades.",
+    )
+    return ([table5, agreement_table] + ([gold_table] if gold["queries"] else []) + [timing_table, checks_table]
             + ([notes] if checks["flag_notes"] else []))
 
 
@@ -230,7 +265,14 @@ def header_lines(report: dict) -> list[str]:
                      "one: see \"Agreement with gold questions\".")
     else:
         lines.append("No gold questions (`qcat judge add-gold` adds queries with known grades, to check each judge).")
-    if settings.get("sampled"):
+    if settings.get("differing_top") is not None:
+        skipped = sum((settings.get("identical_skipped") or {}).values())
+        lines.append(f"{skipped:,} quer{'y' if skipped == 1 else 'ies'} showed the same top {settings['differing_top']} "
+                     "listings in both systems and were not given to judges: each counts as a tie in Table 5.")
+    if settings.get("source") == "imported":
+        lines.append(f"Result lists imported from {', '.join(settings.get('results', []))} "
+                     f"({settings.get('rows', 0):,} rows used, {settings.get('bad_rows', 0):,} rows skipped).")
+    if settings.get("sampled") and settings.get("source") != "imported":
         lines.append("Query sets by 30/30/40% of impressions in the " + str(settings.get("period", "base")) +
                      " period of " + str(settings.get("corpus", "the corpus")) + ": " +
                      ", ".join(f"{s} {n:,} (asked {settings['requested'].get(s, n):,})" for s, n in settings["sampled"].items()) + ".")

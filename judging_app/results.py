@@ -5,6 +5,9 @@ submitted all at once, and a skipped query has none. The report and the exports 
 once ``--min-judges`` judges (default: all of the session's) have graded it
 (:func:`judged_by_enough`), so by default they cover the same queries.
 
+A listing an admin settled (the disagreement queue, :mod:`judging_app.disagreements`) has
+their grade in ``settled``; the report uses it instead of the judges' mean.
+
 Gold questions (:mod:`judging_app.gold`) are left out entirely: their queries, lists,
 judgments, skips and flags are not in :class:`SessionResults`, so no metric or export of the
 session sees them; :func:`judging_app.gold.judge_agreement` reads them.
@@ -12,12 +15,21 @@ session sees them; :func:`judging_app.gold.judge_agreement` reads them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from sqlalchemy import and_, select
 
-from judging_app.models import Assignment, Judge, Judgment, JudgingSession, ResultItem, ResultList, SessionQuery
+from judging_app.models import (
+    Assignment,
+    Judge,
+    Judgment,
+    JudgingSession,
+    QueryReview,
+    ResultItem,
+    ResultList,
+    SessionQuery,
+)
 from judging_app.sessions import find_session
 from judging_app.store import Store
 from qcat.errors import InputError
@@ -69,6 +81,7 @@ class SessionResults:
     items: list[ItemRow]
     judgments: list[JudgmentRow]
     flag_notes: list[tuple[int, str, str]]  # (query id, judge, note)
+    settled: dict = field(default_factory=dict)  # (query id, listing id) -> the grade an admin settled on
 
 
 def load_results(store: Store, key: str | int) -> SessionResults:
@@ -109,8 +122,15 @@ def load_results(store: Store, key: str | int) -> SessionResults:
             .join(ResultItem, and_(ResultItem.list_id == ResultList.id, ResultItem.listing_id == Judgment.listing_id))
             .where(SessionQuery.session_id == record.id, ~SessionQuery.gold, Assignment.status == "done")
             .order_by(Judgment.query_id, Judgment.side, ResultItem.position, Judge.name))]
+        settled = {}
+        for query_id, listing_id, grade in session.execute(  # oldest first: the latest settlement wins
+                select(QueryReview.query_id, QueryReview.listing_id, QueryReview.grade)
+                .join(SessionQuery, SessionQuery.id == QueryReview.query_id)
+                .where(SessionQuery.session_id == record.id, QueryReview.action == "settled")
+                .order_by(QueryReview.id)):
+            settled[(query_id, listing_id)] = grade
         return SessionResults(record.id, record.name, record.baseline_model, record.target_model,
-                              record.judges_per_query, record.settings, queries, items, judgments, notes)
+                              record.judges_per_query, record.settings, queries, items, judgments, notes, settled)
 
 
 def judges_needed(results: SessionResults, min_judges: int | None) -> int:

@@ -43,6 +43,8 @@ class Listing:
     category: str = ""
     brand: str | None = None  # None: not known
     price: float | None = None  # as in the catalog, which names no currency; None: not known
+    image_url: str | None = None  # imported result lists (judging_app.imports) only
+    link: str | None = None
 
 
 UNKNOWN_BRANDS = {"", "unknown"}
@@ -85,8 +87,11 @@ def split_evenly(total: int, parts: int = 3) -> list[int]:
 
 def build_queries(baseline_dir: Path, target_dir: Path, n_queries: int = DEFAULT_QUERIES, corpus_dir: Path | None = None,
                   period: str = "base", seed: int = 0, search_config=None,
-                  progress: Callable[[str], None] = lambda message: None) -> BuiltQueries:
-    """Sample ``n_queries`` (a third per segment) and search each with both classifiers."""
+                  progress: Callable[[str], None] = lambda message: None,
+                  differing_top: int | None = None) -> BuiltQueries:
+    """Sample ``n_queries`` (a third per segment) and search each with both classifiers;
+    ``differing_top``: pass over (and count) queries whose top ``differing_top`` listings are the
+    same in both lists, as queries without results are."""
     from evaluation.evaluate import check_labels
     from evaluation.golden.inventory import build_inventory
     from evaluation.golden.query_sets import log_demand
@@ -130,11 +135,13 @@ def build_queries(baseline_dir: Path, target_dir: Path, n_queries: int = DEFAULT
     rng = np.random.default_rng(seed)
     queries: list[QuerySpec] = []
     stats = {"requested": {}, "available": {}, "sampled": {}, "no_results_skipped": {}}
+    if differing_top is not None:
+        stats.update(differing_top=differing_top, identical_skipped={})
     for s, (name, wanted) in enumerate(zip(SEGMENTS, split_evenly(n_queries))):
         members = np.nonzero(segment == s)[0]
         members = members[rng.permutation(len(members))]
         stats["requested"][name], stats["available"][name] = wanted, int(len(members))
-        kept, skipped, start = [], 0, 0
+        kept, skipped, identical, start = [], 0, 0, 0
         while len(kept) < wanted and start < len(members):
             chunk = members[start: start + max(64, int(1.2 * (wanted - len(kept))) + 16)]
             start += len(chunk)
@@ -148,12 +155,18 @@ def build_queries(baseline_dir: Path, target_dir: Path, n_queries: int = DEFAULT
                 if (lists[0][i] < 0).all() and (lists[1][i] < 0).all():
                     skipped += 1
                     continue
-                kept.append(QuerySpec(texts[i], name, listings(lists[0][i]), listings(lists[1][i]),
-                                      float(demand.impressions[row])))
+                spec = QuerySpec(texts[i], name, listings(lists[0][i]), listings(lists[1][i]),
+                                 float(demand.impressions[row]))
+                if differing_top is not None and same_top(spec, differing_top):
+                    identical += 1
+                    continue
+                kept.append(spec)
         if len(kept) < wanted:
             progress(f"warning: the {name} segment has only {len(kept):,} queries with results "
                      f"({len(members):,} in the log), fewer than the {wanted:,} asked for")
         stats["sampled"][name], stats["no_results_skipped"][name] = len(kept), skipped
+        if differing_top is not None:
+            stats["identical_skipped"][name] = identical
         queries += kept
     # Judging order: segments interleaved at random, so a half-judged session covers all three.
     queries = [queries[i] for i in rng.permutation(len(queries))]
@@ -162,6 +175,41 @@ def build_queries(baseline_dir: Path, target_dir: Path, n_queries: int = DEFAULT
     progress(f"searched: {len(queries):,} queries ({', '.join(f'{k} {v:,}' for k, v in stats['sampled'].items())}) "
              f"in {time.perf_counter() - started:.1f} s")
     return BuiltQueries(queries, stats)
+
+
+def same_top(query: QuerySpec, n: int) -> bool:
+    """Whether both systems show the same top ``n`` listings in the same order (a tie by construction)."""
+    return [item.listing_id for item in query.baseline[:n]] == [item.listing_id for item in query.target[:n]]
+
+
+def select_imported(queries: list[QuerySpec], n_queries: int | None, seed: int = 0,
+                    differing_top: int | None = None) -> BuiltQueries:
+    """The queries of a session from imported result lists: those whose top ``differing_top``
+    differ (when given; the others are counted per segment as ``identical_skipped``, ties the
+    report counts without graders), then, when ``n_queries`` is given, a seeded sample of a third
+    per segment (:func:`split_evenly`), in a seeded order that interleaves the segments."""
+    rng = np.random.default_rng(seed)
+    stats: dict = {"source": "imported", "requested": {}, "available": {}, "sampled": {}}
+    if differing_top is not None:
+        stats.update(differing_top=differing_top, identical_skipped={s: 0 for s in SEGMENTS})
+    kept: list[QuerySpec] = []
+    wanted = dict(zip(SEGMENTS, split_evenly(n_queries))) if n_queries is not None else {}
+    for name in SEGMENTS:
+        members = [q for q in queries if q.segment == name]
+        if differing_top is not None:
+            differing = [q for q in members if not same_top(q, differing_top)]
+            stats["identical_skipped"][name] = len(members) - len(differing)
+            members = differing
+        stats["available"][name] = len(members)
+        if name in wanted:
+            stats["requested"][name] = wanted[name]
+            members = [members[i] for i in sorted(rng.permutation(len(members))[:wanted[name]])]
+        stats["sampled"][name] = len(members)
+        kept += members
+    if not kept:
+        raise InputError("no query left to judge" + (f": every query shows the same top {differing_top} listings in "
+                                                    "both systems" if differing_top is not None else ""))
+    return BuiltQueries([kept[i] for i in rng.permutation(len(kept))], stats)
 
 
 def judge_facing_name(session_id: int, display_name: str | None) -> str:
@@ -250,7 +298,7 @@ def store_session(store: Store, name: str, baseline_model: str, target_model: st
             .join(SessionQuery, SessionQuery.id == ResultList.query_id).where(SessionQuery.session_id == record.id))}
         items = [{"list_id": list_ids[(query_ids[i], system)], "position": rank, "listing_id": item.listing_id,
                   "title": item.title, "category": item.category, "brand": known_brand(item.brand),
-                  "price": known_price(item.price)}
+                  "price": known_price(item.price), "image_url": item.image_url, "link": item.link}
                  for i, q in enumerate(queries) for system, group in (("baseline", q.baseline), ("target", q.target))
                  for rank, item in enumerate(group, start=1)]
         if items:

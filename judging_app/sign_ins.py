@@ -4,13 +4,16 @@ After a judge (or admin) signs in with their token, the app gives the browser a 
 session cookie (gone when the browser closes); the store keeps only the key's SHA-256, with who
 it signs in. A reload, whose new Streamlit session starts empty, finds the judge again from the
 cookie. Signing out deletes the key; resetting a judge's token or deactivating the judge deletes
-all of theirs.
+all of theirs. A key expires on the server :data:`LIFETIME` after the sign-in (``qcat judge app
+--sign-in-hours``): :func:`recall` then deletes it, and the judge signs in again with their token.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
+from datetime import datetime, timedelta, timezone
 
 from sqlalchemy import delete, select
 
@@ -18,6 +21,21 @@ from judging_app.models import Admin, Judge, SignIn, utcnow
 from judging_app.store import Store
 
 COOKIE = "qcat_sign_in"
+LIFETIME = timedelta(hours=12)
+LIFETIME_ENV = "QCAT_SIGN_IN_HOURS"
+
+
+def lifetime_from_env() -> timedelta:
+    """``$QCAT_SIGN_IN_HOURS`` (set by ``qcat judge app --sign-in-hours``), else :data:`LIFETIME`."""
+    try:
+        hours = float(os.environ.get(LIFETIME_ENV, ""))
+    except ValueError:
+        return LIFETIME
+    return timedelta(hours=hours) if hours > 0 else LIFETIME
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
 
 
 def _digest(key: str) -> str:
@@ -33,16 +51,20 @@ def remember(store: Store, person: Judge | Admin) -> str:
     return key
 
 
-def recall(store: Store, key: str | None) -> Judge | Admin | None:
-    """Who the key signs in: an active judge or an admin; None for no key, an unknown or deleted
-    key, or a deactivated judge."""
+def recall(store: Store, key: str | None, lifetime: timedelta = LIFETIME) -> Judge | Admin | None:
+    """Who the key signs in: an active judge or an admin; None for no key, an unknown, deleted or
+    expired key (older than ``lifetime``: deleted now), or a deactivated judge."""
     if not key:
         return None
     with store.transaction() as session:
         sign_in = session.scalar(select(SignIn).where(SignIn.key_hash == _digest(key)))
         if sign_in is None:
             return None
-        sign_in.seen_at = utcnow()
+        now = utcnow()
+        if _aware(sign_in.created_at) < now - lifetime:
+            session.delete(sign_in)
+            return None
+        sign_in.seen_at = now
         person = session.get(Admin, sign_in.admin_id) if sign_in.admin_id else session.get(Judge, sign_in.judge_id)
     if isinstance(person, Judge) and not person.active:
         return None

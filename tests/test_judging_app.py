@@ -23,6 +23,16 @@ QUERIES = [QuerySpec(f"query {i}", ("head", "torso", "tail")[i % 3],
            for i in range(4)]
 
 
+@pytest.fixture(autouse=True)
+def fresh_sign_in_limits():
+    """Each test starts with no wrong tokens counted (the app's limiter lives in this process)."""
+    from judging_app.sign_in_limits import LIMITER
+
+    LIMITER.clear()
+    yield
+    LIMITER.clear()
+
+
 @pytest.fixture
 def app_env(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path / 'app.db'}"
@@ -299,7 +309,11 @@ def test_database_down_at_submit_keeps_the_grades_and_a_retry_stores_them_once(o
     button(at, "Submit grades").click()
     at.run()
     assert not at.exception
-    assert [e.value for e in at.error] == [STORE_DOWN] and not at.warning
+    # said at the top and again by the Submit button, where the judge is looking (defect 1), with a toast
+    assert [e.value for e in at.error] == [STORE_DOWN, STORE_DOWN] and not at.warning
+    kinds = [node.type for node in at.main.children.values()]
+    assert kinds.index("form") < len(kinds) - 1 - kinds[::-1].index("error"), kinds
+    assert any("Not saved" in t.value for t in at.toast)
     page = "\n".join([all_text(at), *(e.value for e in at.error), *(m.value for m in at.sidebar.markdown)])
     for leak in ("Traceback", "127.0.0.1", str(own_postgres.port), ".py", "psycopg", "OperationalError"):
         assert leak not in page
@@ -336,7 +350,7 @@ def test_database_down_at_sign_in_and_at_flag_is_one_plain_line_and_a_retry_work
     own_postgres.stop()
     button(at, "Flag & skip").click()
     at.run()
-    assert not at.exception and [e.value for e in at.error] == [STORE_DOWN]
+    assert not at.exception and [e.value for e in at.error] == [STORE_DOWN, STORE_DOWN]  # at the top and by the buttons
     assert shown_query(at) == query  # the query and its note stay for the retry
     own_postgres.start()
     button(at, "Flag & skip").click()
@@ -429,6 +443,11 @@ def test_the_admin_page_shows_progress_and_deactivates_and_resets_a_judge(app_en
     at.selectbox(key="admin_judge").set_value(bob)
     button(at, "Deactivate").click()
     at.run()
+    # issue 24, defect 9: nothing happens before a second, explicit click
+    assert any(w.value.startswith("Deactivate bob?") for w in at.warning) and not at.success
+    assert not sign_in(tokens["bob"]).error
+    button(at, "Yes, deactivate").click()
+    at.run()
     assert any("Deactivated bob" in s.value for s in at.success)
     assert [e.value for e in sign_in(tokens["bob"]).error] == ["this judge has been deactivated: ask the session's organizer"]
     at.selectbox(key="admin_judge").set_value(bob)
@@ -436,6 +455,16 @@ def test_the_admin_page_shows_progress_and_deactivates_and_resets_a_judge(app_en
     at.run()
     at.selectbox(key="admin_judge").set_value(bob)
     button(at, "Reset their token").click()
+    at.run()
+    button(at, "Cancel").click()
+    at.run()
+    assert not at.code and not any(w.value.startswith("Reset the token") for w in at.warning)
+    assert not sign_in(tokens["bob"]).error  # cancelled: the old token still works
+    at.selectbox(key="admin_judge").set_value(bob)
+    button(at, "Reset their token").click()
+    at.run()
+    assert any(w.value.startswith("Reset the token of bob?") for w in at.warning) and not at.code
+    button(at, "Yes, reset the token").click()
     at.run()
     new_token = at.code[0].value
     assert new_token != tokens["bob"] and not sign_in(new_token).error

@@ -274,3 +274,105 @@ def test_a_reload_keeps_the_sign_in_and_the_grades_entered(running_app):
             page.get_by_label("Your judge token").wait_for()  # signed out stays signed out
         finally:
             browser.close()
+
+
+def test_digits_typed_before_the_focus_lands_or_after_it_is_lost_still_grade(running_app):
+    """Issue 24, defects 3 and 5: digits typed as soon as the query appears (before the focus lands
+    on the first listing, about 0.4 s later) were lost; and with no listing focused (after a
+    reconnect) digits did nothing. Now such a digit grades the first listing without a grade."""
+    url, _, tokens = running_app
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.set_default_timeout(TIMEOUT_MS)
+            page.goto(url)
+            page.get_by_label("Your judge token").fill(tokens[1])
+            page.keyboard.press("Enter")
+            radios = page.locator('[data-testid="stForm"] [data-testid="stRadio"]')
+            radios.first.wait_for()  # the query appears: type at once
+            for digit in "32":
+                page.keyboard.press(digit)
+            n = stable_count(radios)
+            assert n >= 3
+            page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stForm\"] input:checked').length === 2")
+            assert radios.nth(0).locator("input").nth(3).is_checked() and radios.nth(1).locator("input").nth(2).is_checked()
+            page.evaluate("() => document.activeElement && document.activeElement.blur()")  # no listing has the focus
+            assert page.evaluate(FOCUSED_GROUP) == -1
+            page.keyboard.press("1")
+            assert radios.nth(2).locator("input").nth(1).is_checked()  # the first listing without a grade
+            page.wait_for_function(f"() => ({FOCUSED_GROUP})() === {3 if n > 3 else -1}")
+        finally:
+            browser.close()
+
+
+def start_app(db: Path, port: int, log_path: Path) -> subprocess.Popen:
+    log = log_path.open("a")
+    process = subprocess.Popen([sys.executable, "-m", "qcat.cli", "judge", "app", "--url", str(db), "--session", "1",
+                                "--port", str(port), "--address", "127.0.0.1"],
+                               cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log.close()
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"the app exited: {log_path.read_text()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    wait_for(healthy, timeout=40, interval=0.25)
+    return process
+
+
+def stop_app(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+def test_after_the_app_restarts_and_the_page_reconnects_digits_still_grade(demo_db, tmp_path):
+    """Issue 24, defect 5: after a restart of the app the page reconnects with no listing focused;
+    digits did nothing. Now the first digit grades the first listing without a grade."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    db = tmp_path / "restart.db"
+    shutil.copy(demo_db[0], db)
+    port, log = free_port(), tmp_path / "app.log"
+    process = start_app(db, port, log)
+    try:
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            try:
+                page = signed_in_page(browser, f"http://127.0.0.1:{port}", demo_db[1][0], {"width": 1280, "height": 800})
+                form_ready(page)
+                query = query_shown(page)
+                radios = page.locator('[data-testid="stForm"] [data-testid="stRadio"]')
+                stable_count(radios)
+                stop_app(process)
+                page.wait_for_timeout(1500)  # the page notices the server is gone
+                page.get_by_text("Connection error").wait_for()
+                process = start_app(db, port, log)
+                page.get_by_text("Connection error").wait_for(state="detached", timeout=40_000)  # reconnected
+                page.wait_for_function("() => !document.body.innerText.includes('CONNECTING')", timeout=40_000)
+                form_ready(page)
+                assert query_shown(page) == query
+                n = stable_count(radios)
+                page.evaluate("() => document.activeElement && document.activeElement.blur()")
+                page.keyboard.press("2")
+                page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stForm\"] input:checked')"
+                                       ".length === 1")
+                assert radios.nth(0).locator("input").nth(2).is_checked()
+                for _ in range(n - 1):
+                    page.keyboard.press("1")
+                page.wait_for_function("() => document.activeElement.innerText.startsWith('Submit grades')")
+                page.keyboard.press("Enter")
+                page.get_by_text(f"Saved your {n} grades").wait_for()
+            finally:
+                browser.close()
+    finally:
+        stop_app(process)

@@ -112,8 +112,15 @@ def test_every_judge_gets_every_gold_query_once_mixed_in_and_regular_queries_kee
         gold = set(session.scalars(select(SessionQuery.id).where(SessionQuery.gold)))
     judges = [add_judge(store, f"judge {n}")[0] for n in range(4)]
     seen = [judge_to_the_end(store, judge.id, session_id) for judge in judges]
-    # the first judge gets 12 regular queries: a gold one after the 4th and after the 8th (in session order)
-    assert [i for i, q in enumerate(seen[0]) if q in gold] == [4, 9] and len(seen[0]) == 14
+    # the first judge gets 12 regular queries, the i-th gold one after (i-1)*4 + P regular ones, P = their
+    # phase in 1..4 (issue 24, defect 10: gold sits at different places, in a different order, per judge)
+    phase = assignment.gold_phase(judges[0].id, 4)
+    assert [i for i, q in enumerate(seen[0]) if q in gold] == [phase, phase + 4 + 1] and len(seen[0]) == 14
+    phases = {assignment.gold_phase(judge_id, 5) for judge_id in range(1, 41)}
+    orders = {tuple(assignment.gold_order(judge_id, [7, 8, 9])) for judge_id in range(1, 41)}
+    assert len(phases) == 5 and len(orders) == 6  # 40 judges: every phase and every order of 3 gold queries
+    assert len({tuple(i for i, q in enumerate(s) if q in gold) for s in seen[:3]}) > 1 or \
+        len({tuple(q for q in s if q in gold) for s in seen[:3]}) > 1  # these judges differ in place or order
     assert all(set(s) >= gold and len(s) == len(set(s)) for s in seen)  # every judge, each gold query once
     assert len(seen[3]) == 2  # the regular queries had their 3 judges: the 4th judge still gets the gold ones
     with store.sessions() as session:
@@ -123,7 +130,8 @@ def test_every_judge_gets_every_gold_query_once_mixed_in_and_regular_queries_kee
     counts = assignment.progress(store, judges[0].id, session_id)
     assert (counts["queries"], counts["complete_queries"], counts["judgments_done"], counts["judgments_needed"]) == \
         (12, 12, 36, 36)
-    assert counts["judged"] == 14  # the judge's own count includes the gold queries
+    # the judge's own count leaves gold out like the session's (issue 24, defect 10): comparing them shows no gold
+    assert (counts["judged"], counts["given"]) == (12, 14)
     overview = session_overview(store)[0]
     assert (overview["queries"], overview["gold"], overview["complete"]) == (12, 2, 12)
 

@@ -1,0 +1,67 @@
+"""Time per judgment: how long a judge took from a query shown to its grades submitted.
+
+A judge's assignment of a query is created when the query is first shown to them
+(``assignments.created_at``: the app claims the query and shows it in the same request) and
+finished when they submit (``assignments.finished_at``). The report gives the median seconds per
+query per judge and per segment, and flags judges much faster than the rest: a median below
+:data:`FAST_SHARE` of the median of the other judges' medians, shown beside their gold agreement
+(fast and accurate is fine; fast and far from gold is not).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import numpy as np
+from sqlalchemy import select
+
+from judging_app.models import Assignment, Judge, SessionQuery
+from judging_app.store import Store
+
+FAST_SHARE = 0.5
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+
+
+def query_seconds(store: Store, session_id: int) -> list[tuple[str, str, bool, float]]:
+    """``(judge, segment, gold, seconds)`` of every submitted query of the session."""
+    with store.sessions() as session:
+        rows = session.execute(
+            select(Judge.name, SessionQuery.segment, SessionQuery.gold, Assignment.created_at, Assignment.finished_at)
+            .join(Judge, Judge.id == Assignment.judge_id)
+            .join(SessionQuery, SessionQuery.id == Assignment.query_id)
+            .where(Assignment.session_id == session_id, Assignment.status == "done",
+                   Assignment.finished_at.is_not(None))
+            .order_by(Assignment.id)).all()
+    return [(judge, segment, bool(gold), max(0.0, (_aware(finished) - _aware(shown)).total_seconds()))
+            for judge, segment, gold, shown, finished in rows]
+
+
+def timing_summary(store: Store, session_id: int, gold_exact: dict[str, float] | None = None) -> dict:
+    """Median seconds per query per judge (with the fast flag and gold agreement) and per segment."""
+    from judging_app.gold import gold_summary
+    from judging_app.sessions import SEGMENTS
+
+    timed = query_seconds(store, session_id)
+    if gold_exact is None:
+        gold_exact = {row["judge"]: row["exact"] for row in gold_summary(store, session_id)["judges"]}
+    per_judge: dict[str, list[float]] = {}
+    for judge, _, _, seconds in timed:
+        per_judge.setdefault(judge, []).append(seconds)
+    medians = {judge: float(np.median(values)) for judge, values in per_judge.items()}
+    judges = []
+    for judge in sorted(medians, key=lambda name: (medians[name], name)):
+        others = [m for name, m in medians.items() if name != judge]
+        typical = float(np.median(others)) if others else float("nan")
+        judges.append({"judge": judge, "queries": len(per_judge[judge]), "median_seconds": medians[judge],
+                       "others_median_seconds": typical,
+                       "fast": bool(others) and medians[judge] < FAST_SHARE * typical,
+                       "gold_exact": gold_exact.get(judge)})
+    segments = []
+    for segment in SEGMENTS:
+        values = [seconds for _, s, gold, seconds in timed if s == segment and not gold]
+        segments.append({"segment": segment, "queries": len(values),
+                         "median_seconds": float(np.median(values)) if values else float("nan")})
+    return {"judges": judges, "segments": segments, "fast_share": FAST_SHARE}
