@@ -30,6 +30,7 @@ from judging_app.judges import check_name
 from judging_app.models import JudgingSession, ResultItem, ResultList, SessionQuery
 from judging_app.store import Store
 from qcat.errors import InputError
+from qcat.progress import task
 
 SEGMENTS = ("head", "torso", "tail")
 TOP_N = 5
@@ -137,37 +138,39 @@ def build_queries(baseline_dir: Path, target_dir: Path, n_queries: int = DEFAULT
     stats = {"requested": {}, "available": {}, "sampled": {}, "no_results_skipped": {}}
     if differing_top is not None:
         stats.update(differing_top=differing_top, identical_skipped={})
-    for s, (name, wanted) in enumerate(zip(SEGMENTS, split_evenly(n_queries))):
-        members = np.nonzero(segment == s)[0]
-        members = members[rng.permutation(len(members))]
-        stats["requested"][name], stats["available"][name] = wanted, int(len(members))
-        kept, skipped, identical, start = [], 0, 0, 0
-        while len(kept) < wanted and start < len(members):
-            chunk = members[start: start + max(64, int(1.2 * (wanted - len(kept))) + 16)]
-            start += len(chunk)
-            texts = [str(q) for q in demand.queries[chunk]]
-            token_lists = [tokenize(q) for q in texts]
-            candidates = search.retrieve(token_lists)
-            lists = [search.search(texts, token_lists, model, candidates).docs for model in models]
-            for i, row in enumerate(chunk):
-                if len(kept) == wanted:
-                    break
-                if (lists[0][i] < 0).all() and (lists[1][i] < 0).all():
-                    skipped += 1
-                    continue
-                spec = QuerySpec(texts[i], name, listings(lists[0][i]), listings(lists[1][i]),
-                                 float(demand.impressions[row]))
-                if differing_top is not None and same_top(spec, differing_top):
-                    identical += 1
-                    continue
-                kept.append(spec)
-        if len(kept) < wanted:
-            progress(f"warning: the {name} segment has only {len(kept):,} queries with results "
-                     f"({len(members):,} in the log), fewer than the {wanted:,} asked for")
-        stats["sampled"][name], stats["no_results_skipped"][name] = len(kept), skipped
-        if differing_top is not None:
-            stats["identical_skipped"][name] = identical
-        queries += kept
+    with task("searching both systems for the session's queries", n_queries) as advance:
+        for s, (name, wanted) in enumerate(zip(SEGMENTS, split_evenly(n_queries))):
+            members = np.nonzero(segment == s)[0]
+            members = members[rng.permutation(len(members))]
+            stats["requested"][name], stats["available"][name] = wanted, int(len(members))
+            kept, skipped, identical, start = [], 0, 0, 0
+            while len(kept) < wanted and start < len(members):
+                chunk = members[start: start + max(64, int(1.2 * (wanted - len(kept))) + 16)]
+                start += len(chunk)
+                texts = [str(q) for q in demand.queries[chunk]]
+                token_lists = [tokenize(q) for q in texts]
+                candidates = search.retrieve(token_lists)
+                lists = [search.search(texts, token_lists, model, candidates).docs for model in models]
+                for i, row in enumerate(chunk):
+                    if len(kept) == wanted:
+                        break
+                    if (lists[0][i] < 0).all() and (lists[1][i] < 0).all():
+                        skipped += 1
+                        continue
+                    spec = QuerySpec(texts[i], name, listings(lists[0][i]), listings(lists[1][i]),
+                                     float(demand.impressions[row]))
+                    if differing_top is not None and same_top(spec, differing_top):
+                        identical += 1
+                        continue
+                    kept.append(spec)
+                    advance()
+            if len(kept) < wanted:
+                progress(f"warning: the {name} segment has only {len(kept):,} queries with results "
+                         f"({len(members):,} in the log), fewer than the {wanted:,} asked for")
+            stats["sampled"][name], stats["no_results_skipped"][name] = len(kept), skipped
+            if differing_top is not None:
+                stats["identical_skipped"][name] = identical
+            queries += kept
     # Judging order: segments interleaved at random, so a half-judged session covers all three.
     queries = [queries[i] for i in rng.permutation(len(queries))]
     stats.update(corpus=str(corpus.directory), period=period, search=search_config.to_json(),
