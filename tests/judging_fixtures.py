@@ -8,6 +8,7 @@ PostgreSQL store gets a fresh database on it.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -224,6 +225,51 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):
             return value
         time.sleep(interval)
     raise TimeoutError("condition not met in time")
+
+
+@contextlib.contextmanager
+def running_judging_app(db: Path, log_path: Path, session: str = "1"):
+    """``qcat judge app`` over the store ``db`` on a free local port, until it answers its health
+    check; yields its URL, then stops it (the wrapper and the Streamlit server it started)."""
+    import signal
+    import urllib.request
+
+    port = free_port()
+    log = log_path.open("w")
+    process = subprocess.Popen([sys.executable, "-m", "qcat.cli", "judge", "app", "--url", str(db), "--session", session,
+                                "--port", str(port), "--address", "127.0.0.1"],
+                               cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def healthy() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"the app exited: {log_path.read_text()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    try:
+        wait_for(healthy, timeout=30, interval=0.25)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture
+def fresh_sign_in_limits():
+    """Each test starts with no wrong tokens counted (the app's limiter lives in this process)."""
+    from judging_app.sign_in_limits import LIMITER
+
+    LIMITER.clear()
+    yield
+    LIMITER.clear()
 
 
 def run_threads(target, n: int) -> list:

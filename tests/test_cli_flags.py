@@ -228,7 +228,7 @@ CASES = [
     (["judge", "create-session", "--baseline", "DEMO", "--target", "DEMO", "--url", "missing.db"], "no judging database at missing.db"),
     (["judge", "app", "--url", "missing.db", "--port", "0"], "argument --port: must be in 1..65535"),
     (["judge", "app", "--url", "missing.db", "--port", "70000"], "argument --port: must be in 1..65535"),
-    (["judge", "app", "--url", "missing.db", "--claim-timeout", "0"], "argument --claim-timeout: must be at least 1"),
+    (["judge", "app", "--url", "missing.db", "--claim-timeout", "0"], "argument --claim-timeout: must be a number greater than 0, got 0"),
     (["judge", "app", "--url", "missing.db"], "no judging database at missing.db"),
     (["judge", "report", "1", "--url", "missing.db", "--bootstrap", "-1"], "argument --bootstrap: must be at least 0"),
     (["judge", "report", "1", "--url", "missing.db", "--min-judges", "0"], "argument --min-judges: must be at least 1"),

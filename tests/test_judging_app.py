@@ -23,14 +23,7 @@ QUERIES = [QuerySpec(f"query {i}", ("head", "torso", "tail")[i % 3],
            for i in range(4)]
 
 
-@pytest.fixture(autouse=True)
-def fresh_sign_in_limits():
-    """Each test starts with no wrong tokens counted (the app's limiter lives in this process)."""
-    from judging_app.sign_in_limits import LIMITER
-
-    LIMITER.clear()
-    yield
-    LIMITER.clear()
+pytestmark = pytest.mark.usefixtures("fresh_sign_in_limits")
 
 
 @pytest.fixture

@@ -31,13 +31,7 @@ from judging_fixtures import ROOT, child_env, free_port, qcat, wait_for
 APP = str(ROOT / "judging_app" / "app.py")
 
 
-@pytest.fixture(autouse=True)
-def fresh_sign_in_limits():
-    from judging_app.sign_in_limits import LIMITER
-
-    LIMITER.clear()
-    yield
-    LIMITER.clear()
+pytestmark = pytest.mark.usefixtures("fresh_sign_in_limits")
 
 
 @pytest.fixture

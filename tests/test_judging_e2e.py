@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 
 from judging_app.models import Assignment, Judge, Judgment, ResultItem, ResultList, SessionQuery
 from judging_app.store import open_store
-from judging_fixtures import ROOT, child_env, free_port, wait_for
+from judging_fixtures import ROOT, child_env, free_port, running_judging_app, wait_for
 
 CHROMIUM = os.environ.get("QCAT_CHROMIUM", "/usr/bin/chromium")
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
@@ -34,32 +34,8 @@ def running_app(demo_db, tmp_path):
         pytest.skip(f"no Chromium at {CHROMIUM}: install the 'chromium' system package (.ci/run does)")
     db = tmp_path / "e2e.db"
     shutil.copy(demo_db[0], db)
-    port = free_port()
-    log = (tmp_path / "app.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "qcat.cli", "judge", "app", "--url", str(db), "--session", "1",
-                                "--port", str(port), "--address", "127.0.0.1"],
-                               cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def healthy() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"the app exited: {(tmp_path / 'app.log').read_text()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
-
-    try:
-        wait_for(healthy, timeout=30, interval=0.25)
-        yield f"http://127.0.0.1:{port}", db, demo_db[1]
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)  # qcat and the streamlit server it started
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-        log.close()
+    with running_judging_app(db, tmp_path / "app.log") as url:
+        yield url, db, demo_db[1]
 
 
 def stable_count(locator, settle: float = 0.5, timeout: float = 15) -> int:

@@ -14,14 +14,10 @@ import json
 import math
 import os
 import shutil
-import signal
 import statistics
 import struct
-import subprocess
-import sys
 import threading
 import time
-import urllib.request
 import zlib
 from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,7 +28,7 @@ from sqlalchemy import select
 
 from judging_app.models import Assignment, Judge, Judgment, QueryReview, ResultItem, ResultList, SessionQuery
 from judging_app.store import open_store
-from judging_fixtures import ROOT, child_env, free_port, qcat, wait_for
+from judging_fixtures import ROOT, qcat, running_judging_app
 
 CHROMIUM = os.environ.get("QCAT_CHROMIUM", "/usr/bin/chromium")
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
@@ -113,32 +109,8 @@ def own_engine_app(tmp_path, image_server):
                   "--judges-per-query", 2, "--guidelines", guidelines, "--display-name", "Shoes", "--url", db)
     assert result.returncode == 0, result.stderr
     assert "2 queries with the same top 5 in both systems left out" in result.stderr
-    port = free_port()
-    log = (tmp_path / "app.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "qcat.cli", "judge", "app", "--url", str(db), "--session", "1",
-                                "--port", str(port), "--address", "127.0.0.1"],
-                               cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def healthy() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"the app exited: {(tmp_path / 'app.log').read_text()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
-
-    try:
-        wait_for(healthy, timeout=30, interval=0.25)
-        yield f"http://127.0.0.1:{port}", db, tokens
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-        log.close()
+    with running_judging_app(db, tmp_path / "app.log") as url:
+        yield url, db, tokens
 
 
 ONE_FORM = """() => Array.from(document.querySelectorAll('button'))
