@@ -145,6 +145,10 @@ def grade_by_keys(page, digits_for) -> list[str]:
             return graded
         page.get_by_role("button", name="Flag & skip").first.wait_for()
         page.wait_for_function(ONE_FORM)
+        # The next query's heading, not the last one's still on the page while Streamlit reruns.
+        page.wait_for_function("(previous) => Array.from(document.querySelectorAll('h2')).some(h => "
+                               "h.innerText.startsWith('Query:') && h.innerText.slice(6).trim() !== previous)",
+                               arg=graded[-1] if graded else "")
         query = query_shown(page)
         n = stable_count(page.locator(RADIOS))
         # Typed at once, without waiting for the focus to land on the first listing (defect 3).
@@ -245,8 +249,8 @@ def test_own_engine_session_graded_by_keys_settled_and_reported(own_engine_app, 
             page.get_by_label("Your judge token").fill(tokens["lead"])
             page.keyboard.press("Enter")
             page.get_by_role("heading", name="Disagreements").wait_for()
-            page.get_by_text("1 Acceptable").first.click()
-            page.get_by_role("button", name="Settle with these grades").click()
+            page.get_by_text("1 Acceptable").first.click()  # in the first disagreement of the queue
+            page.get_by_role("button", name="Settle with these grades").first.click()
             page.get_by_text("Settled “").wait_for()
             context.close()
         finally:
