@@ -48,6 +48,9 @@ def test_paper_preset_matches_figure_1() -> None:
     assert model.get_layer("dropout").rate == pytest.approx(0.2)  # keep 0.8
     assert model.output.shape[-1] == 20_000
     assert model.get_layer("probabilities").activation.__name__ == "sigmoid"
+    medium = build_xmlq(1000, 50, PRESETS["medium"])
+    assert medium.get_layer("embedding").output.shape[-1] == 128
+    assert [medium.get_layer(f"gru{width}").units for width in (1, 2, 3)] == [128, 256, 128]
     no_rnn = build_xmlq(1000, 50, PRESETS["small"], rnn=False)
     assert not any(isinstance(layer, keras.layers.GRU) for layer in no_rnn.layers)
 

@@ -164,13 +164,13 @@ def test_cli_prints_the_backend_and_resumes(tmp_path, data_dir) -> None:
              "--out", tmp_path / "xmlq"]
     missing = qcat(*flags, "--resume")
     assert missing.returncode == 2 and "no checkpoint directory" in missing.stderr
-    first = qcat(*flags, "--epochs", "1", "--preset", "medium")
+    first = qcat(*flags, "--epochs", "1", "--preset", "small")
     assert first.returncode == 0, first.stderr[-3000:]
     assert f"training on keras {keras.__version__}, {keras.backend.backend()}" in first.stdout
     assert sorted(p.name for p in (tmp_path / "xmlq.checkpoints").iterdir()) == [
         "best.weights.h5", "last.npz", "state.json"]
     shutil.rmtree(tmp_path / "xmlq")  # as if that run had been stopped before writing its bundle
-    resumed = qcat(*flags, "--epochs", "2", "--preset", "medium", "--resume")
+    resumed = qcat(*flags, "--epochs", "2", "--preset", "small", "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stdout and "after epoch 1" in resumed.stdout
     epochs = [line.split(":")[0] for line in resumed.stdout.splitlines() if line.startswith("epoch ")]
