@@ -180,20 +180,7 @@ window.qcatShow = (config) => {
 })();
 """
 
-# Installs PAGE_CODE into the page once, then tells it the query shown.
-GRADING_SCRIPT = """<script>
-(() => {
-if (!document.getElementById('qcat-grading')) {
-  const code = document.createElement('script');
-  code.id = 'qcat-grading';
-  code.textContent = __PAGE_CODE__;
-  document.head.appendChild(code);
-}
-window.qcatShow(__CONFIG__);
-})();
-</script>"""
-
-
+# Installs PAGE_CODE into the page once (``__THEN__``: what to run after, on every run).
 INSTALL_SCRIPT = """<script>
 (() => {
 if (!document.getElementById('qcat-grading')) {
@@ -202,14 +189,18 @@ if (!document.getElementById('qcat-grading')) {
   code.textContent = __PAGE_CODE__;
   document.head.appendChild(code);
 }
+__THEN__
 })();
 </script>"""
+# The same, then tells the page the query shown.
+GRADING_SCRIPT = INSTALL_SCRIPT.replace("__THEN__", "window.qcatShow(__CONFIG__);")
 
 
 def install_hotkeys() -> None:
     """Install the page's listeners ahead of the first query (on the sign-in page), so that digits
     typed while the first query is coming wait for it."""
-    st.html(INSTALL_SCRIPT.replace("__PAGE_CODE__", json.dumps(PAGE_CODE)), unsafe_allow_javascript=True)
+    st.html(INSTALL_SCRIPT.replace("__PAGE_CODE__", json.dumps(PAGE_CODE)).replace("__THEN__", ""),
+            unsafe_allow_javascript=True)
 
 
 def grading_page(query_id: int, keep_draft: bool) -> None:

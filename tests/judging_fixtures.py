@@ -227,18 +227,16 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):
     raise TimeoutError("condition not met in time")
 
 
-@contextlib.contextmanager
-def running_judging_app(db: Path, log_path: Path, session: str = "1"):
-    """``qcat judge app`` over the store ``db`` on a free local port, until it answers its health
-    check; yields its URL, then stops it (the wrapper and the Streamlit server it started)."""
-    import signal
+def start_judging_app(db: Path, port: int, log_path: Path, session: str = "1") -> subprocess.Popen:
+    """``qcat judge app`` over the store ``db`` on ``port``, once it answers its health check;
+    its output is appended to ``log_path``."""
     import urllib.request
 
-    port = free_port()
-    log = log_path.open("w")
-    process = subprocess.Popen([sys.executable, "-m", "qcat.cli", "judge", "app", "--url", str(db), "--session", session,
-                                "--port", str(port), "--address", "127.0.0.1"],
-                               cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with log_path.open("a") as log:
+        process = subprocess.Popen([sys.executable, "-m", "qcat.cli", "judge", "app", "--url", str(db), "--session",
+                                    session, "--port", str(port), "--address", "127.0.0.1"],
+                                   cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
 
     def healthy() -> bool:
         if process.poll() is not None:
@@ -249,17 +247,31 @@ def running_judging_app(db: Path, log_path: Path, session: str = "1"):
         except OSError:
             return False
 
+    wait_for(healthy, timeout=40, interval=0.25)
+    return process
+
+
+def stop_judging_app(process: subprocess.Popen) -> None:
+    """Stop the app: the wrapper and the Streamlit server it started (its process group)."""
+    import signal
+
+    os.killpg(process.pid, signal.SIGTERM)
     try:
-        wait_for(healthy, timeout=30, interval=0.25)
+        process.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def running_judging_app(db: Path, log_path: Path, session: str = "1"):
+    """A started app on a free port for the ``with`` block; yields its URL."""
+    port = free_port()
+    process = start_judging_app(db, port, log_path, session)
+    try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-        log.close()
+        stop_judging_app(process)
 
 
 @pytest.fixture

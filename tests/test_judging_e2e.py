@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -21,7 +17,7 @@ from sqlalchemy import func, select
 
 from judging_app.models import Assignment, Judge, Judgment, ResultItem, ResultList, SessionQuery
 from judging_app.store import open_store
-from judging_fixtures import ROOT, child_env, free_port, running_judging_app, wait_for
+from judging_fixtures import ROOT, free_port, running_judging_app, start_judging_app, stop_judging_app
 
 CHROMIUM = os.environ.get("QCAT_CHROMIUM", "/usr/bin/chromium")
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
@@ -282,35 +278,6 @@ def test_digits_typed_before_the_focus_lands_or_after_it_is_lost_still_grade(run
             browser.close()
 
 
-def start_app(db: Path, port: int, log_path: Path) -> subprocess.Popen:
-    log = log_path.open("a")
-    process = subprocess.Popen([sys.executable, "-m", "qcat.cli", "judge", "app", "--url", str(db), "--session", "1",
-                                "--port", str(port), "--address", "127.0.0.1"],
-                               cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    log.close()
-
-    def healthy() -> bool:
-        if process.poll() is not None:
-            raise AssertionError(f"the app exited: {log_path.read_text()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
-                return response.status == 200
-        except OSError:
-            return False
-
-    wait_for(healthy, timeout=40, interval=0.25)
-    return process
-
-
-def stop_app(process: subprocess.Popen) -> None:
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
-
-
 def test_after_the_app_restarts_and_the_page_reconnects_digits_still_grade(demo_db, tmp_path):
     """Issue 24, defect 5: after a restart of the app the page reconnects with no listing focused;
     digits did nothing. Now the first digit grades the first listing without a grade."""
@@ -319,7 +286,7 @@ def test_after_the_app_restarts_and_the_page_reconnects_digits_still_grade(demo_
     db = tmp_path / "restart.db"
     shutil.copy(demo_db[0], db)
     port, log = free_port(), tmp_path / "app.log"
-    process = start_app(db, port, log)
+    process = start_judging_app(db, port, log)
     try:
         with playwright.sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
@@ -329,10 +296,10 @@ def test_after_the_app_restarts_and_the_page_reconnects_digits_still_grade(demo_
                 query = query_shown(page)
                 radios = page.locator('[data-testid="stForm"] [data-testid="stRadio"]')
                 stable_count(radios)
-                stop_app(process)
+                stop_judging_app(process)
                 page.wait_for_timeout(1500)  # the page notices the server is gone
                 page.get_by_text("Connection error").wait_for()
-                process = start_app(db, port, log)
+                process = start_judging_app(db, port, log)
                 page.get_by_text("Connection error").wait_for(state="detached", timeout=40_000)  # reconnected
                 page.wait_for_function("() => !document.body.innerText.includes('CONNECTING')", timeout=40_000)
                 form_ready(page)
@@ -351,4 +318,4 @@ def test_after_the_app_restarts_and_the_page_reconnects_digits_still_grade(demo_
             finally:
                 browser.close()
     finally:
-        stop_app(process)
+        stop_judging_app(process)
