@@ -169,6 +169,17 @@ def ndcg_star(grades: list[float]) -> float:
     return dcg / ideal
 
 
+def signed_in(browser, url: str, token: str):
+    """A fresh browser context at 1280x800 whose page has signed in with ``token``."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    page.goto(url)
+    page.get_by_label("Your judge token").fill(token)
+    page.keyboard.press("Enter")
+    return context, page
+
+
 def test_own_engine_session_graded_by_keys_settled_and_reported(own_engine_app, tmp_path):
     url, db, tokens = own_engine_app
     started = time.perf_counter()
@@ -177,12 +188,7 @@ def test_own_engine_session_graded_by_keys_settled_and_reported(own_engine_app, 
         browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
         try:
             for name, digits_for in (("ann", lambda n: [3] * n), ("bob", lambda n: [0] + [2] * (n - 1))):
-                context = browser.new_context(viewport={"width": 1280, "height": 800})
-                page = context.new_page()
-                page.set_default_timeout(TIMEOUT_MS)
-                page.goto(url)
-                page.get_by_label("Your judge token").fill(tokens[name])
-                page.keyboard.press("Enter")
+                context, page = signed_in(browser, url, tokens[name])
                 dialog = page.get_by_role("dialog")
                 dialog.get_by_text("Shoe search guidelines").wait_for()  # shown on first sign-in
                 page.keyboard.press("Escape")
@@ -231,23 +237,13 @@ def test_own_engine_session_graded_by_keys_settled_and_reported(own_engine_app, 
                 assert len(graded) == (3 if name == "ann" else 4), graded
                 context.close()
             # the guidelines open on a judge's first sign-in only
-            context = browser.new_context(viewport={"width": 1280, "height": 800})
-            page = context.new_page()
-            page.set_default_timeout(TIMEOUT_MS)
-            page.goto(url)
-            page.get_by_label("Your judge token").fill(tokens["ann"])
-            page.keyboard.press("Enter")
+            context, page = signed_in(browser, url, tokens["ann"])
             page.get_by_text("All done").wait_for()
             page.wait_for_timeout(500)
             assert page.get_by_role("dialog").count() == 0
             context.close()
             # the admin settles the first disagreement of the queue
-            context = browser.new_context(viewport={"width": 1280, "height": 800})
-            page = context.new_page()
-            page.set_default_timeout(TIMEOUT_MS)
-            page.goto(url)
-            page.get_by_label("Your judge token").fill(tokens["lead"])
-            page.keyboard.press("Enter")
+            context, page = signed_in(browser, url, tokens["lead"])
             page.get_by_role("heading", name="Disagreements").wait_for()
             page.get_by_text("1 Acceptable").first.click()  # in the first disagreement of the queue
             page.get_by_role("button", name="Settle with these grades").first.click()

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -54,22 +55,19 @@ def test_quiet_draws_nothing_even_on_a_terminal(data_dir, tmp_path, quiet):
     assert code == 0 and "798 used" in stdout and "ingesting" not in drawn
 
 
+def dispatcher(index_path):
+    """What announce_compilation reads of a numba dispatcher: its cache's index file."""
+    return SimpleNamespace(_cache=SimpleNamespace(_cache_file=SimpleNamespace(_index_path=str(index_path))))
+
+
 def test_a_compilation_is_announced_only_when_nothing_is_cached(tmp_path, capsys, monkeypatch):
-    class Uncached:  # a dispatcher whose cache index does not exist
-        class _cache:
-            class _cache_file:
-                _index_path = str(tmp_path / "missing.nbi")
-
-    class Cached(Uncached):
-        pass
-
     (tmp_path / "present.nbi").write_bytes(b"")
-    Cached._cache = type("C", (), {"_cache_file": type("F", (), {"_index_path": str(tmp_path / "present.nbi")})})
+    cached, uncached = dispatcher(tmp_path / "present.nbi"), dispatcher(tmp_path / "missing.nbi")
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
-    announce_compilation("the test kernels", Cached)
+    announce_compilation("the test kernels", cached)
     assert capsys.readouterr().err == ""
-    announce_compilation("the test kernels", Uncached)
+    announce_compilation("the test kernels", uncached)
     assert capsys.readouterr().err == "qcat: compiling the test kernels, once (numba keeps them cached on this machine)\n"
     monkeypatch.setenv("QCAT_QUIET", "1")
-    announce_compilation("the test kernels", Uncached)
+    announce_compilation("the test kernels", uncached)
     assert capsys.readouterr().err == ""
