@@ -81,13 +81,13 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     dirs = {name: train_variant(name, options, steps, args.epochs, args.out) for name, (options, steps) in VARIANTS.items()}
-    nb = load_model(default_model_dir())
+    nb = load_model(default_model_dir() / "nb")  # the shipped hybrid's NB part
     xmlq = load_model(dirs["XML-Q"])
     for cutoff in (1, 2, 3, 4):
-        HybridModel(nb=nb, xmlq=xmlq, cutoff=cutoff, taxonomy=nb.taxonomy.merge(xmlq.taxonomy),
+        HybridModel(nb=nb, longs=(xmlq,), cutoff=cutoff, taxonomy=nb.taxonomy.merge(xmlq.taxonomy),
                     config={}, metrics={}).save(args.out / f"hybrid-{cutoff}")
     names = ["NB"] + list(dirs) + [f"hybrid-{c}" for c in (1, 2, 3, 4)]
-    paths = [default_model_dir()] + list(dirs.values()) + [args.out / f"hybrid-{c}" for c in (1, 2, 3, 4)]
+    paths = [default_model_dir() / "nb"] + list(dirs.values()) + [args.out / f"hybrid-{c}" for c in (1, 2, 3, 4)]
     report = evaluate(paths, names, progress=print)
     (args.out / "ablation.json").write_text(json.dumps(report, indent=2, default=float))
 

@@ -134,7 +134,7 @@ def main() -> None:
     queries = real_text_queries()
     if args.batch_sizes:
         demo = Classifier.load().compile().model
-        models = {"demo hybrid": demo, "its NB part": demo.nb, "its XReg part": demo.long}
+        models = {"demo hybrid": demo, "its NB part": demo.nb, "its XReg part": demo.part("xreg")}
         if args.xmlq is not None:
             models[f"XML-Q {args.xmlq}"] = Classifier.load(args.xmlq).compile().model
         print(f"bench_single_query --batch-sizes: {len(queries):,} real-text queries, top {K}, best of 3; "

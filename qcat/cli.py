@@ -382,8 +382,8 @@ def run_labelwise(args: argparse.Namespace) -> int:
         raise InputError(f"--factor must be positive, got {args.factor}")
     directory = args.model or default_model_dir()
     model = load_model(directory)
-    if model.backend == "hybrid" and model.long.backend == "xreg":
-        model = model.long
+    if model.backend == "hybrid" and "xreg" in model.parts:
+        model = model.part("xreg")
     if model.backend != "xreg":
         raise InputError(f"{directory} is a {model.backend} model: labelwise inference needs an xreg bundle "
                          f"(or a hybrid with an xreg part)")

@@ -1,18 +1,20 @@
 """The hybrid model (eBay §3.1): Naive Bayes for short queries, a long-query model for longer ones.
 
-A query of at most ``cutoff`` tokens goes to NB, any longer one to the long part: XML-Q (the
-paper's) or XReg (``qcat train hybrid --long-backend xreg``). With ``blend`` w > 0 (our
-addition, chosen on the real-text validation objective) a longer query's score of a category
-is ``w · P_nb + (1 − w) · P_long`` over the parts' calibrated probabilities (each part's top
-``BLEND_DEPTH``, or top k if larger); w = 0 is the paper's routing. The hybrid's own
-calibration (``calibration.json``, fitted on the queries as routed) maps the result, per
-source, to the probability that the category is right. The bundle holds the two part
-bundles in ``nb/`` and ``xmlq/`` (or ``xreg/``); its manifest records the sha256 of each
-part's manifest, and each part verifies its own files, so a change anywhere is caught on load.
+A query of at most ``cutoff`` tokens goes to NB, any longer one to the long side: XML-Q (the
+paper's), XReg (``qcat train hybrid --long-backend xreg``), or both blended. With ``blend`` w > 0
+(our addition, chosen on the real-text validation objective) a longer query's score of a
+category is ``w · P_nb + (1 − w) · Σ_i s_i · P_long_i`` over the parts' calibrated probabilities
+(each part's top ``BLEND_DEPTH``, or top k if larger), where the shares ``s_i`` of the long parts
+sum to 1 (one long part: s = 1); w = 0 with one long part is the paper's routing. The hybrid's
+own calibration (``calibration.json``, fitted on the queries as routed) maps the result, per
+source, to the probability that the category is right. The bundle holds each part's bundle in
+``nb/``, ``xmlq/`` and/or ``xreg/``; its manifest records the sha256 of each part's manifest,
+and each part verifies its own files, so a change anywhere is caught on load.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
@@ -32,18 +34,20 @@ LONG_BACKENDS = ("xmlq", "xreg")
 CUTOFFS = (1, 2, 3, 4)
 BLEND_DEPTH = 20  # categories of each part a blended score is summed over (or k, if larger)
 BLEND = "blend"  # the source of a blended answer
+LONG_SIDE = "long"  # part_for's answer for a query the long side answers
 
 
 @dataclass(frozen=True)
 class HybridModel:
     nb: NaiveBayesModel
-    long: Model  # XML-Q or XReg: answers queries longer than the cutoff
+    longs: tuple[Model, ...]  # XML-Q and/or XReg: they answer queries longer than the cutoff
     cutoff: int
     taxonomy: Taxonomy
     config: dict
     metrics: dict
-    route_to: str = "hybrid"  # or a part's name ("nb", "xmlq"/"xreg"): answer every query with that part
+    route_to: str = "hybrid"  # or a part's name ("nb", "xmlq", "xreg"): answer every query with that part
     blend: float = 0.0  # NB's weight in the score of a query longer than the cutoff
+    long_shares: tuple[float, ...] = (1.0,)  # each long part's share of the other 1 - blend
     calibration: Calibration | None = None
     backend: str = BACKEND
 
@@ -52,48 +56,83 @@ class HybridModel:
             raise QcatError(f"the hybrid cutoff must be one of {CUTOFFS}, got {self.cutoff}")
         if not 0 <= self.blend < 1:
             raise QcatError(f"the hybrid's blend weight must lie in [0, 1), got {self.blend}")
-        if self.long.backend not in LONG_BACKENDS:
-            raise QcatError(f"the hybrid's long part must be one of {', '.join(LONG_BACKENDS)}, not {self.long.backend}")
+        names = [long.backend for long in self.longs]
+        if not 1 <= len(names) <= len(LONG_BACKENDS) or len(set(names)) != len(names) \
+                or any(name not in LONG_BACKENDS for name in names):
+            raise QcatError(f"the hybrid's long parts must be one or two distinct of {', '.join(LONG_BACKENDS)}, "
+                            f"not {', '.join(names) or 'none'}")
+        if len(self.long_shares) != len(names) or any(not 0 < s <= 1 for s in self.long_shares) \
+                or not math.isclose(sum(self.long_shares), 1.0, abs_tol=1e-9):
+            raise QcatError(f"the long parts' shares must be positive and sum to 1, one per part; got "
+                            f"{list(self.long_shares)} for {', '.join(names)}")
         if self.route_to not in ("hybrid",) + self.parts:
             raise QcatError(f"unknown backend {self.route_to!r} for this hybrid; expected {', '.join(self.parts)} or hybrid")
-        labels = list(self.nb.labels) + [label for label in self.long.labels if label not in set(self.nb.labels)]
+        labels = list(self.nb.labels)
+        for long in self.longs:
+            known = set(labels)
+            labels += [label for label in long.labels if label not in known]
         position = {label: i for i, label in enumerate(labels)}
         object.__setattr__(self, "labels", tuple(labels))
         object.__setattr__(self, "_from_part", {
             "nb": np.arange(len(self.nb.labels), dtype=np.int32),
-            self.long.backend: np.array([position[label] for label in self.long.labels], dtype=np.int32),
+            **{long.backend: np.array([position[label] for label in long.labels], dtype=np.int32) for long in self.longs},
         })
 
     @property
-    def parts(self) -> tuple[str, str]:
-        return ("nb", self.long.backend)
+    def parts(self) -> tuple[str, ...]:
+        return ("nb",) + tuple(long.backend for long in self.longs)
+
+    @property
+    def long_backend(self) -> str:
+        """The long side in words: ``xmlq``, ``xreg`` or ``xreg+xmlq``."""
+        return "+".join(long.backend for long in self.longs)
+
+    @property
+    def blended(self) -> bool:
+        """Whether a query the long side answers gets a blend of parts (not one part's answer)."""
+        return self.route_to == "hybrid" and (self.blend > 0 or len(self.longs) > 1)
+
+    def weights(self) -> tuple[tuple[str, float], ...]:
+        """Each part's weight in a blended score (parts of weight 0 left out)."""
+        weights = (("nb", self.blend),) + tuple(
+            (long.backend, (1.0 - self.blend) * share) for long, share in zip(self.longs, self.long_shares))
+        return tuple((name, weight) for name, weight in weights if weight > 0)
 
     def part(self, name: str) -> Model:
-        return self.nb if name == "nb" else self.long
+        if name == "nb":
+            return self.nb
+        for long in self.longs:
+            if long.backend == name:
+                return long
+        raise QcatError(f"this hybrid has no part {name!r}; its parts are {', '.join(self.parts)}")
 
     def with_options(self, cutoff: int | None = None, route_to: str | None = None) -> "HybridModel":
         return replace(self, cutoff=cutoff or self.cutoff, route_to=route_to or self.route_to)
 
     def uncalibrated(self) -> "HybridModel":
         """The same hybrid answering with its parts' raw scores."""
-        return replace(self, nb=self.nb.uncalibrated(), long=self.long.uncalibrated(), calibration=None)
+        return replace(self, nb=self.nb.uncalibrated(), longs=tuple(long.uncalibrated() for long in self.longs),
+                       calibration=None)
 
     def part_for(self, tokens: Sequence[str]) -> str:
+        """The part that answers a query of these tokens, or :data:`LONG_SIDE` for a blend."""
         if self.route_to != "hybrid":
             return self.route_to
-        return "nb" if len(tokens) <= self.cutoff else self.long.backend
+        if len(tokens) <= self.cutoff:
+            return "nb"
+        return LONG_SIDE if self.blended else self.longs[0].backend
 
     def predict(self, queries: Sequence[str], k: int) -> Predictions:
         labels = np.full((len(queries), k), -1, dtype=np.int32)
         scores = np.zeros((len(queries), k), dtype=np.float32)
         sources = [""] * len(queries)
         parts = np.array([self.part_for(tokenize(q)) for q in queries], dtype=object)
-        for name in self.parts:
+        for name in self.parts + (LONG_SIDE,):
             rows = np.nonzero(parts == name)[0]
             if len(rows) == 0:
                 continue
             batch = [queries[r] for r in rows]
-            if name == self.long.backend and self.blend > 0 and self.route_to == "hybrid":
+            if name == LONG_SIDE:
                 labels[rows], scores[rows] = self._blended(batch, k)
                 part_sources = (BLEND,) * len(rows)
             else:
@@ -110,11 +149,13 @@ class HybridModel:
         from qcat import kernels
 
         name = self.part_for(tokenize(query))
-        if name == self.long.backend and self.blend > 0 and self.route_to == "hybrid":
-            nb, long = (part.predict_one(query, self.blend_depth(k)) for part in (self.nb, self.long))
+        if name == LONG_SIDE:
+            depth = self.blend_depth(k)
+            answers = [(part, weight, self.part(part).predict_one(query, depth)) for part, weight in self.weights()]
             top_labels, top_scores = kernels.blend_top_k(
-                nb.labels[0], nb.scores[0], self.blend, self._from_part["nb"],
-                long.labels[0], long.scores[0], 1.0 - self.blend, self._from_part[self.long.backend], len(self.labels), k)
+                np.concatenate([self._labels_of(part, answer.labels[0]) for part, _, answer in answers]),
+                np.concatenate([weight * answer.scores[0].astype(np.float64) for _, weight, answer in answers]),
+                len(self.labels), k)
             labels = np.full((1, k), -1, dtype=np.int32)
             scores = np.zeros((1, k), dtype=np.float32)
             labels[0, :len(top_labels)], scores[0, :len(top_labels)] = top_labels, top_scores
@@ -126,15 +167,15 @@ class HybridModel:
 
     @property
     def faster_one_by_one(self) -> bool:
-        """As its long part: it answers most queries of a batch, and costs most (the demo hybrid:
-        about 92 µs per query one by one, against 154-273 µs batched)."""
-        return self.long.faster_one_by_one
+        """As its long parts, when all of them are: they answer most queries of a batch, and cost
+        most (the demo hybrid: about 92 µs per query one by one, against 154-273 µs batched)."""
+        return all(long.faster_one_by_one for long in self.longs)
 
     def k_group(self, k: int) -> int:
         """Requests whose k fall in one group can share a call at their largest k, each cut to
         its own: a blended top-k sums over ``blend_depth(k)`` categories of each part, which
         only stays the same while k <= ``BLEND_DEPTH``."""
-        return 0 if self.blend == 0 or self.route_to != "hybrid" or k <= BLEND_DEPTH else k
+        return 0 if not self.blended or k <= BLEND_DEPTH else k
 
     def blend_depth(self, k: int) -> int:
         """How many categories of each part a blended top-k sums over."""
@@ -145,13 +186,11 @@ class HybridModel:
         return np.where(part_labels >= 0, self._from_part[name][np.maximum(part_labels, 0)], -1)
 
     def _blended(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k of ``blend · P_nb + (1 − blend) · P_long`` over each part's top ``BLEND_DEPTH``."""
+        """Top-k of the weighted sum of the parts' scores, over each part's top ``blend_depth(k)``."""
         depth = self.blend_depth(k)
-        return self._blend(self.nb.predict(queries, depth), self.long.predict(queries, depth), len(queries), k)
-
-    def _blend(self, nb: Predictions, long: Predictions, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        answers = [(name, weight, self.part(name).predict(queries, depth)) for name, weight in self.weights()]
         row_parts, label_parts, score_parts = [], [], []
-        for name, weight, part in (("nb", self.blend, nb), (self.long.backend, 1.0 - self.blend, long)):
+        for name, weight, part in answers:
             row, slot = np.nonzero(part.labels >= 0)
             row_parts.append(row)
             label_parts.append(self._from_part[name][part.labels[row, slot]])
@@ -159,24 +198,24 @@ class HybridModel:
         key = np.concatenate(row_parts).astype(np.int64) * len(self.labels) + np.concatenate(label_parts)
         key, inverse = np.unique(key, return_inverse=True)
         row, label = np.divmod(key, len(self.labels))
-        return top_k_sparse(row, label, np.bincount(inverse, weights=np.concatenate(score_parts)), n, k)
+        return top_k_sparse(row, label, np.bincount(inverse, weights=np.concatenate(score_parts)), len(queries), k)
 
     def explain(self, query: str, k: int) -> list[str]:
         tokens = tokenize(query)
         part = self.part_for(tokens)
         if self.route_to != "hybrid":
-            why = f"hybrid: --backend {self.route_to} sends every query to {part}"
-        else:
+            return [f"hybrid: --backend {self.route_to} sends every query to {part}"] + self.part(part).explain(query, k)
+        if part != LONG_SIDE:
             relation = "<=" if part == "nb" else ">"
-            why = f"hybrid: {len(tokens)} token(s) {relation} cutoff {self.cutoff}, so {part} answers"
-            if part != "nb" and self.blend > 0:
-                why = (f"hybrid: {len(tokens)} token(s) > cutoff {self.cutoff}: scores blend "
-                       f"{self.blend:g} x NB + {1 - self.blend:g} x {part} (calibrated probabilities)")
-                lines = [why] + self.nb.explain(query, k) + self.long.explain(query, k)
-                return lines + ["  the blended scores are calibrated again by the hybrid's own map"
-                                if self.calibration is not None and BLEND in self.calibration.sources
-                                else "  the blended scores are not calibrated again"]
-        return [why] + self.part(part).explain(query, k)
+            return [f"hybrid: {len(tokens)} token(s) {relation} cutoff {self.cutoff}, so {part} answers"] \
+                + self.part(part).explain(query, k)
+        mix = " + ".join(f"{weight:.3g} x {'NB' if name == 'nb' else name}" for name, weight in self.weights())
+        lines = [f"hybrid: {len(tokens)} token(s) > cutoff {self.cutoff}: scores blend {mix} (calibrated probabilities)"]
+        for name, _ in self.weights():
+            lines += self.part(name).explain(query, k)
+        return lines + ["  the blended scores are calibrated again by the hybrid's own map"
+                        if self.calibration is not None and BLEND in self.calibration.sources
+                        else "  the blended scores are not calibrated again"]
 
     def save(self, directory: str | Path) -> Manifest:
         directory = Path(directory)
@@ -185,38 +224,53 @@ class HybridModel:
             self.part(name).save(directory / name)
         parts = {name: sha256_file(directory / name / MANIFEST) for name in self.parts}
         save_calibration(self.calibration, directory)
+        shares = {long.backend: share for long, share in zip(self.longs, self.long_shares)}
         return write_bundle(directory, BACKEND, self.taxonomy, None,
-                            self.config | {"cutoff": self.cutoff, "long_backend": self.long.backend, "blend": self.blend},
+                            self.config | {"cutoff": self.cutoff, "long_backend": self.long_backend, "blend": self.blend,
+                                           "long_shares": shares},
                             self.metrics, extra={"parts": parts})
 
     @classmethod
     def from_manifest(cls, manifest: Manifest, taxonomy: Taxonomy) -> "HybridModel":
         from qcat.classifier import model_from_manifest  # the parts are bundles of their own
 
+        where = f"model bundle {manifest.directory}"
         recorded = manifest.data.get("parts", {})
         long_names = [name for name in LONG_BACKENDS if name in recorded]
-        if "nb" not in recorded or len(long_names) != 1 or len(recorded) != 2:
-            raise BundleError(f"model bundle {manifest.directory}: a hybrid needs parts nb/ and one of "
+        if "nb" not in recorded or not long_names or len(recorded) != 1 + len(long_names):
+            raise BundleError(f"{where}: a hybrid needs parts nb/ and one or both of "
                               f"{', '.join(n + '/' for n in LONG_BACKENDS)}, its manifest lists {sorted(recorded)}")
+        shares = manifest.config.get("long_shares", {long_names[0]: 1.0} if len(long_names) == 1 else None)
+        if not isinstance(shares, dict) or sorted(shares) != sorted(long_names):
+            raise BundleError(f"{where}: long_shares {shares!r} must give a share to each long part "
+                              f"({', '.join(long_names)})")
+        order = str(manifest.config.get("long_backend", "")).split("+")
+        long_names.sort(key=lambda name: order.index(name) if name in order else len(order))
         loaded = {}
-        for name in ("nb", long_names[0]):
+        for name in ("nb", *long_names):
             expected = recorded.get(name)
             part_manifest = read_manifest(manifest.directory / name)
             if expected is None or sha256_file(manifest.directory / name / MANIFEST) != expected:
-                raise BundleError(f"model bundle {manifest.directory}: part {name}/ does not match its hash in {MANIFEST}")
+                raise BundleError(f"{where}: part {name}/ does not match its hash in {MANIFEST}")
             if part_manifest.backend != name:
-                raise BundleError(f"model bundle {manifest.directory}: part {name}/ holds a {part_manifest.backend} model")
+                raise BundleError(f"{where}: part {name}/ holds a {part_manifest.backend} model")
             loaded[name] = model_from_manifest(part_manifest)
         for name, part in loaded.items():
             wrong = [label for label in part.labels
                      if label not in taxonomy or taxonomy.path_of(label) != part.taxonomy.path_of(label)]
             if wrong:
-                raise BundleError(f"model bundle {manifest.directory}: part {name}/ names categories "
+                raise BundleError(f"{where}: part {name}/ names categories "
                                   f"the hybrid's taxonomy lacks or names differently, e.g. {wrong[:3]}")
         try:
             blend = float(manifest.config.get("blend", 0.0))
+            long_shares = tuple(float(shares[name]) for name in long_names)
         except (TypeError, ValueError):
-            raise BundleError(f"model bundle {manifest.directory}: blend {manifest.config.get('blend')!r} is not a number") from None
-        return cls(nb=loaded["nb"], long=loaded[long_names[0]], cutoff=int(manifest.config.get("cutoff", 1)),
-                   taxonomy=taxonomy, config=manifest.config, metrics=manifest.metrics, blend=blend,
-                   calibration=load_calibration(manifest))
+            raise BundleError(f"{where}: blend {manifest.config.get('blend')!r} or long_shares {shares!r} "
+                              f"is not a number") from None
+        try:
+            return cls(nb=loaded["nb"], longs=tuple(loaded[name] for name in long_names),
+                       cutoff=int(manifest.config.get("cutoff", 1)), taxonomy=taxonomy, config=manifest.config,
+                       metrics=manifest.metrics, blend=blend, long_shares=long_shares,
+                       calibration=load_calibration(manifest))
+        except QcatError as exc:
+            raise BundleError(f"{where}: {exc}") from None

@@ -200,19 +200,16 @@ def xreg_relevance(features, values, first_tree, n_trees, divisor, depth, n_feat
 
 
 @njit(cache=True, nogil=True)
-def blend_top_k(first_labels, first_scores, first_weight, first_map, second_labels, second_scores, second_weight,
-                second_map, n_labels, k):
-    """Top-k of ``w1 · s1 + w2 · s2`` over two parts' top categories (``-1`` pads; ``map`` takes a
-    part's label to the model's), ties to the lower label: :meth:`HybridModel._blend` for one query."""
+def blend_top_k(labels, weighted_scores, n_labels, k):
+    """Top-k of the summed ``weighted_scores`` per label (the parts' top categories, already in
+    the model's label positions and multiplied by each part's weight; ``-1`` pads), ties to the
+    lower label: :meth:`HybridModel._blend` for one query."""
     total = np.zeros(n_labels)
     present = np.zeros(n_labels, np.bool_)
-    for labels, scores, weight, to_model in ((first_labels, first_scores, first_weight, first_map),
-                                             (second_labels, second_scores, second_weight, second_map)):
-        for i in range(labels.shape[0]):
-            if labels[i] >= 0:
-                label = to_model[labels[i]]
-                total[label] += weight * np.float64(scores[i])
-                present[label] = True
+    for i in range(labels.shape[0]):
+        if labels[i] >= 0:
+            total[labels[i]] += weighted_scores[i]
+            present[labels[i]] = True
     return top_k(total, k, present)
 
 

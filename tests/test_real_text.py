@@ -165,7 +165,7 @@ def test_choose_hybrid_picks_the_option_the_objective_prefers() -> None:
     sets = {"simulated": (table_from_pairs(["a", "a b", "a b c"], [x, x, y]), 0.5),
             "real-title": (table_from_pairs(["a b c d", "b"], [y, x]), 0.5)}
     best, table = choose_hybrid(nb, {"xreg": long}, (1, 2, 3, 4), sets, taxonomy, blends=(0.0,))
-    assert (best.cutoff, best.long.backend) == (2, "xreg")
+    assert (best.cutoff, best.long_backend) == (2, "xreg")
     # cutoff 1: "a b" goes to the long model (wrong); 3 and 4: "a b c" (and "a b c d") go to NB (wrong).
     assert [row["objective"] for row in table] == [pytest.approx(v, abs=1e-5) for v in (5 / 6, 1.0, 5 / 6, 7 / 12)]
     score, per_set = objective(best, sets)
@@ -222,7 +222,7 @@ def test_calibration_round_trips_and_is_verified(tmp_path) -> None:
     directory = tmp_path / "model"
     source.save(directory)
     loaded = load_model(directory)
-    for original, copy in ((source, loaded), (source.nb, loaded.nb), (source.long, loaded.long)):
+    for original, copy in ((source, loaded), (source.nb, loaded.nb), (source.part("xreg"), loaded.part("xreg"))):
         assert (original.calibration is None) == (copy.calibration is None)
         if original.calibration is not None:
             assert original.calibration.maps.keys() == copy.calibration.maps.keys()
@@ -251,7 +251,7 @@ def test_hybrid_blend_is_the_weighted_sum_of_its_parts() -> None:
     model = load_model(default_model_dir())
     hybrid = replace(model, blend=0.4, calibration=None, cutoff=1)
     query = "wooden train set for toddlers"
-    nb, long = _by_label(model.nb, query, 20), _by_label(model.long, query, 20)
+    nb, long = _by_label(model.nb, query, 20), _by_label(model.part("xreg"), query, 20)
     blended = hybrid.predict([query], 5)
     assert blended.sources == ("blend",)
     for label, score in zip(blended.labels[0], blended.scores[0]):

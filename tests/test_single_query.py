@@ -35,7 +35,7 @@ def queries_of(words: list[str]):
 
 def demo_models(demo):
     hybrid = demo.model
-    return {"hybrid": hybrid, "nb": hybrid.nb, "xreg": hybrid.long,
+    return {"hybrid": hybrid, "nb": hybrid.nb, "xreg": hybrid.part("xreg"),
             "hybrid routed to nb": hybrid.with_options(route_to="nb"),
             "hybrid routed to xreg": hybrid.with_options(route_to="xreg"),
             "hybrid, paper routing": replace(hybrid, blend=0.0, cutoff=2),
@@ -69,7 +69,7 @@ def test_xreg_variants_answer_alike(demo, words, monkeypatch) -> None:
     """XReg-t (re-ranked), one tree (no stacking), and large trees (searching each group's keys
     instead of scoring every group at once)."""
     queries = [" ".join(words[i:i + n]) for i, n in zip(range(0, 300, 7), [1, 2, 3, 5, 8, 12] * 10)]
-    base = demo.model.long
+    base = demo.model.part("xreg")
     assert_same_answers(base.with_options(rerank=True), queries, 5)
     assert_same_answers(replace(base, trees=base.trees[:1]), queries, 5)
     monkeypatch.setattr(xreg, "SINGLE_QUERY_TABLE", 0)
@@ -99,7 +99,7 @@ def test_a_compiled_classifier_answers_single_queries_as_batches(demo) -> None:
     batch = Classifier.load().classify(queries, 5)
     assert demo.compiled and not Classifier.load().compiled
     # Batches go query by query where that is faster: XReg and so the demo hybrid, not NB.
-    assert demo.model.faster_one_by_one and demo.model.long.faster_one_by_one and not demo.model.nb.faster_one_by_one
+    assert demo.model.faster_one_by_one and demo.model.part("xreg").faster_one_by_one and not demo.model.nb.faster_one_by_one
     for query, expected in zip(queries, batch):
         (one,) = demo.classify([query], 5)
         assert (one.source, [c.id for c in one.categories]) == (expected.source, [c.id for c in expected.categories])

@@ -288,6 +288,85 @@ def test_single_query_path_equals_the_batch_path(hybrid_dir) -> None:
 
     hybrid = Classifier.load(hybrid_dir).compile().model
     queries = ["ipod", "ipod nano", "apple ipod nano case", "zzqx unknown words here", "tv wall mount 55 inch"]
-    for model in (hybrid, hybrid.long, hybrid.with_options(route_to="xmlq")):
+    for model in (hybrid, hybrid.part("xmlq"), hybrid.with_options(route_to="xmlq")):
         for k in (1, 5, 40):
             assert_same_answers(model, queries, k)
+
+
+@pytest.fixture(scope="module")
+def three_way_dir(hybrid_dir, data_dir, tmp_path_factory):
+    """NB, XReg and XML-Q on the Best Buy sample, the long side chosen among XReg and XML-Q blended."""
+    root = tmp_path_factory.mktemp("three-way")
+    log = ("--log", data_dir / "bestbuy_clicks_sample.csv", "--taxonomy", data_dir / "bestbuy_categories_2016.json.gz",
+           "--min-clicks", "1")
+    xreg = qcat("train", "xreg", *log, "--trees", "1", "--out", root / "xreg")
+    assert xreg.returncode == 0, xreg.stderr
+    result = qcat("train", "hybrid", "--nb", hybrid_dir / "nb", "--xreg", root / "xreg", "--xmlq", hybrid_dir / "xmlq",
+                  "--long-backend", "xreg+xmlq", "--cutoff", "1", "--out", root / "hybrid")
+    assert result.returncode == 0, result.stderr
+    return root / "hybrid", result.stdout
+
+
+def test_three_way_hybrid_is_chosen_among_blends_and_recorded(three_way_dir) -> None:
+    from qcat.classifier import load_model
+
+    directory, printed = three_way_dir
+    model = load_model(directory)
+    assert model.parts == ("nb", "xreg", "xmlq") and model.long_backend == "xreg+xmlq"
+    table = model.metrics["selection"]["table"]
+    # --long-backend xreg+xmlq: only the pair, at each XML-Q share, each blend, the one cutoff
+    assert sorted({tuple(row["long_shares"]) for row in table}) == [(0.25, 0.75), (0.5, 0.5), (0.75, 0.25)]
+    assert len(table) == 3 * 4 and {row["long_backend"] for row in table} == {"xreg+xmlq"}
+    best = max(table, key=lambda row: row["objective"])
+    assert model.metrics["selection"]["chosen"] == {key: best[key] for key in ("long_backend", "long_shares", "cutoff", "blend")}
+    assert [model.long_shares, model.blend] == [tuple(best["long_shares"]), best["blend"]]
+    assert "chose xreg+xmlq with cutoff 1" in printed and " x xreg + " in printed
+
+
+def test_three_way_blend_is_the_weighted_sum_of_its_parts(three_way_dir) -> None:
+    from dataclasses import replace
+
+    from qcat.classifier import load_model
+
+    model = replace(load_model(directory := three_way_dir[0]), blend=0.2, long_shares=(0.6, 0.4), calibration=None)
+    assert dict(model.weights()) == pytest.approx({"nb": 0.2, "xreg": 0.48, "xmlq": 0.32})
+    query = "apple ipod nano case"
+    parts = {name: model.part(name).predict([query], 20) for name in model.parts}
+    expected = {}
+    for name, weight in model.weights():
+        for label, score in zip(parts[name].labels[0], parts[name].scores[0]):
+            if label >= 0:
+                key = model.part(name).labels[label]
+                expected[key] = expected.get(key, 0.0) + weight * float(score)
+    blended = model.predict([query], 5)
+    assert blended.sources == ("blend",)
+    top = sorted(expected.items(), key=lambda item: -item[1])[:5]
+    assert [model.labels[label] for label in blended.labels[0]] == [label for label, _ in top]
+    np.testing.assert_allclose(blended.scores[0], [score for _, score in top], atol=1e-6)
+    explained = qcat("classify", "--model", directory, "--explain", query).stdout
+    assert "scores blend" in explained and " x xreg + " in explained and " x xmlq" in explained
+
+
+def test_three_way_single_query_path_equals_the_batch_path(three_way_dir) -> None:
+    from qcat.classifier import Classifier
+    from single_query_check import assert_same_answers
+
+    model = Classifier.load(three_way_dir[0]).compile().model
+    queries = ["ipod", "ipod nano", "apple ipod nano case", "zzqx unknown words here", "tv wall mount 55 inch"]
+    for variant in (model, model.with_options(route_to="xreg"), model.with_options(route_to="xmlq")):
+        for k in (1, 5, 40):
+            assert_same_answers(variant, queries, k)
+
+
+def test_hybrid_refuses_shares_that_do_not_fit_its_long_parts(three_way_dir) -> None:
+    from dataclasses import replace
+
+    from qcat.classifier import load_model
+    from qcat.errors import QcatError
+
+    model = load_model(three_way_dir[0])
+    for shares in [(1.0,), (0.7, 0.7), (1.0, 0.0)]:
+        with pytest.raises(QcatError, match="shares must be positive and sum to 1"):
+            replace(model, long_shares=shares)
+    with pytest.raises(QcatError, match="one or two distinct"):
+        replace(model, longs=(model.part("xreg"), model.part("xreg")), long_shares=(0.5, 0.5))

@@ -193,7 +193,7 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print):
     hybrid = select_hybrid(nb, {"xreg": xreg}, sets, nb.taxonomy.merge(xreg.taxonomy), CUTOFFS,
                            config={"data": data}, progress=print_selection_row(sets))
     test = nb_data.test
-    for part in (hybrid.nb, hybrid.long):
+    for part in (hybrid.nb, *hybrid.longs):
         part.metrics["test"] = evaluate_pr(part, test)
     hybrid.metrics["test"] = evaluate_pr(hybrid, test)
     return hybrid, nb_data, [fingerprints(seen_queries(xreg_data))]

@@ -125,8 +125,9 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     hybrid.add_argument("--nb", type=Path, required=True, help="NB model bundle")
     hybrid.add_argument("--xmlq", type=Path, default=None, help="XML-Q model bundle (a long-query candidate)")
     hybrid.add_argument("--xreg", type=Path, default=None, help="XReg model bundle (a long-query candidate)")
-    hybrid.add_argument("--long-backend", choices=("xmlq", "xreg"), default=None,
-                        help="use this long-query backend instead of choosing among those given")
+    hybrid.add_argument("--long-backend", choices=("xmlq", "xreg", "xreg+xmlq"), default=None,
+                        help="use this long side instead of choosing among those given (xreg+xmlq: both blended, "
+                             "XML-Q's share chosen from 0.25, 0.5, 0.75)")
     hybrid.add_argument("--cutoff", type=int, choices=(1, 2, 3, 4), default=None,
                         help="queries of at most this many tokens go to NB (default: chosen from 1-4)")
     hybrid.add_argument("--blend", type=float_in(0, 1, high_open=True), default=None,
@@ -389,10 +390,19 @@ def augmented_dataset(args: argparse.Namespace, dataset):
 
 def print_selection_row(sets):
     """Prints the selection table's header; returns the printer of its rows."""
-    print("long backend  cutoff  blend  objective  " + "  ".join(f"PR@1 {name}" for name in sets))
+    print("long side   shares     cutoff  blend  objective  " + "  ".join(f"PR@1 {name}" for name in sets))
     return lambda row: print(
-        f"{row['long_backend']:<12}  {row['cutoff']:>6}  {row['blend']:>5.2f}  {row['objective']:>9.4f}  "
+        f"{row['long_backend']:<10}  {'/'.join(f'{s:.2f}' for s in row['long_shares']):<9}  {row['cutoff']:>6}  "
+        f"{row['blend']:>5.2f}  {row['objective']:>9.4f}  "
         + "  ".join(f"{row[f'pr@1 {name}']:>{len(name) + 5}.4f}" for name in sets))
+
+
+def describe_hybrid(hybrid) -> str:
+    """What a hybrid does with a query, in words."""
+    short = f"NB answers queries of at most {hybrid.cutoff} token(s), longer ones get "
+    if not hybrid.blended:
+        return short + hybrid.long_backend
+    return short + " + ".join(f"{weight:.3g} x {'NB' if name == 'nb' else name}" for name, weight in hybrid.weights())
 
 
 def merged_taxonomy(nb, longs: dict, paths: dict):
@@ -418,9 +428,10 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
 
     candidates = {name: getattr(args, name) for name in ("xmlq", "xreg") if getattr(args, name) is not None}
     if args.long_backend is not None:
-        if args.long_backend not in candidates:
-            raise InputError(f"--long-backend {args.long_backend} needs --{args.long_backend} DIR")
-        candidates = {args.long_backend: candidates[args.long_backend]}
+        missing = [name for name in args.long_backend.split("+") if name not in candidates]
+        if missing:
+            raise InputError(f"--long-backend {args.long_backend} needs " + " and ".join(f"--{n} DIR" for n in missing))
+        candidates = {name: candidates[name] for name in args.long_backend.split("+")}
     if not candidates:
         raise InputError("give the long-query model: --xmlq DIR and/or --xreg DIR")
     from qcat.bundle import read_manifest
@@ -443,14 +454,10 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     blends = (args.blend,) if args.blend is not None else BLENDS
     hybrid = select_hybrid(nb, longs, sets, merged_taxonomy(nb, longs, candidates), cutoffs, blends,
                            config={"nb": str(args.nb)} | {n: str(p) for n, p in candidates.items()} | {"data": source},
-                           progress=print_selection_row(sets))
-    chosen = hybrid.metrics["selection"]["chosen"]
+                           progress=print_selection_row(sets), only=args.long_backend)
     hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)
     save_bundle(hybrid, args.out, dataset, [f for f in seen if f is not None])
-    print(f"chose {chosen['long_backend']} with cutoff {chosen['cutoff']} and blend {chosen['blend']:g}: NB answers "
-          f"queries of at most {chosen['cutoff']} token(s), longer ones get "
-          + (f"{chosen['blend']:g} x NB + {1 - chosen['blend']:g} x {chosen['long_backend']}" if chosen["blend"]
-             else chosen["long_backend"]))
+    print(f"chose {hybrid.long_backend} with cutoff {hybrid.cutoff} and blend {hybrid.blend:g}: " + describe_hybrid(hybrid))
     print(describe_fit(hybrid.calibration) + f" (calibrated sources with the parts': "
           f"{', '.join(calibrated_sources(hybrid)) or 'none'})")
     print("test " + json.dumps(hybrid.metrics["test"]))

@@ -75,20 +75,38 @@ def objective(model: Model, sets: ValidationSets) -> tuple[float, dict[str, floa
 
 
 BLENDS = (0.0, 0.2, 0.3, 0.5)  # NB's weight in a long query's score; 0 is the paper's routing
+XMLQ_SHARES = (0.25, 0.5, 0.75)  # XML-Q's share of the long side when XReg and XML-Q are blended
+
+
+PAIR = "xreg+xmlq"
+
+
+def long_sides(long_models: dict[str, Model], only: str | None = None) -> list[tuple[tuple[Model, ...], tuple[float, ...]]]:
+    """The long sides tried: each long model alone, then (given both) XReg and XML-Q blended at
+    each of :data:`XMLQ_SHARES`; with ``only`` (``xmlq``, ``xreg`` or ``xreg+xmlq``) that side alone."""
+    sides = [((long,), (1.0,)) for name, long in long_models.items() if only in (None, name)]
+    if {"xreg", "xmlq"} <= long_models.keys() and only in (None, PAIR):
+        pair = (long_models["xreg"], long_models["xmlq"])
+        sides += [(pair, (1.0 - share, share)) for share in XMLQ_SHARES]
+    if not sides:
+        raise InputError(f"no long side {only!r} among the long models given ({', '.join(long_models)})")
+    return sides
 
 
 def choose_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], cutoffs: tuple[int, ...], sets: ValidationSets,
-                  taxonomy: Taxonomy, blends: tuple[float, ...] = BLENDS, progress=None) -> tuple[HybridModel, list[dict]]:
-    """The hybrid (long-query backend, cutoff, blend) with the best validation objective, and
-    the table of every option tried (ties: the first option tried)."""
+                  taxonomy: Taxonomy, blends: tuple[float, ...] = BLENDS, progress=None,
+                  only: str | None = None) -> tuple[HybridModel, list[dict]]:
+    """The hybrid (long side, cutoff, blend) with the best validation objective, and the table of
+    every option tried (ties: the first option tried); ``only`` fixes the long side (:func:`long_sides`)."""
     best, best_score, table = None, -1.0, []
-    for name, long in long_models.items():
+    for longs, shares in long_sides(long_models, only):
         for cutoff in cutoffs:
             for blend in blends:
-                hybrid = HybridModel(nb=nb, long=long, cutoff=cutoff, taxonomy=taxonomy, config={}, metrics={},
-                                     blend=blend)
+                hybrid = HybridModel(nb=nb, longs=longs, cutoff=cutoff, taxonomy=taxonomy, config={}, metrics={},
+                                     blend=blend, long_shares=shares)
                 score, per_set = objective(hybrid, sets)
-                row = {"long_backend": name, "cutoff": cutoff, "blend": blend, "objective": round(score, 5)} | {
+                row = {"long_backend": hybrid.long_backend, "long_shares": list(shares), "cutoff": cutoff,
+                       "blend": blend, "objective": round(score, 5)} | {
                     f"pr@1 {set_name}": round(value, 5) for set_name, value in per_set.items()}
                 table.append(row)
                 if progress:
@@ -108,11 +126,12 @@ def calibrate_hybrid(hybrid: HybridModel, sets: ValidationSets) -> HybridModel:
 
 def select_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], sets: ValidationSets, taxonomy: Taxonomy,
                   cutoffs: tuple[int, ...], blends: tuple[float, ...] = BLENDS, config: dict | None = None,
-                  progress=None) -> HybridModel:
+                  progress=None, only: str | None = None) -> HybridModel:
     """Choose the hybrid on the objective, calibrate it, and record the choice in its metrics."""
-    best, table = choose_hybrid(nb, long_models, cutoffs, sets, taxonomy, blends, progress)
+    best, table = choose_hybrid(nb, long_models, cutoffs, sets, taxonomy, blends, progress, only)
     hybrid = calibrate_hybrid(best, sets)
-    chosen = {"long_backend": hybrid.long.backend, "cutoff": hybrid.cutoff, "blend": hybrid.blend}
+    chosen = {"long_backend": hybrid.long_backend, "long_shares": list(hybrid.long_shares), "cutoff": hybrid.cutoff,
+              "blend": hybrid.blend}
     return replace(hybrid, config=config or {}, metrics={"selection": {
         "chosen": chosen, "objective_weights": {name: round(weight, 4) for name, (_, weight) in sets.items()},
         "table": table}})

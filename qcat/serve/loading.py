@@ -46,7 +46,8 @@ class LoadedModel:
         }
         if model.backend == "hybrid":
             summary |= {"cutoff": model.cutoff, "route_to": model.route_to, "blend": model.blend,
-                        "long_backend": model.long.backend}
+                        "long_backend": model.long_backend,
+                        "long_shares": dict(zip(model.parts[1:], model.long_shares))}
         return summary
 
 
