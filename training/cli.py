@@ -78,7 +78,7 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     net.add_argument("--no-cosine", dest="cosine", action="store_false", help="constant learning rate 1e-3")
     net.add_argument("--epochs", type=int_at_least(1, 10_000), default=8, help="at most this many epochs, 1..10000 (default 8)")
     net.add_argument("--batch-size", type=int_at_least(1, 1 << 20), default=256, help="queries per batch (default 256)")
-    net.add_argument("--patience", type=int_at_least(1), default=2, help="epochs without a better validation F1 before stopping")
+    net.add_argument("--patience", type=int_at_least(1), default=2, help="epochs without a better validation objective before stopping")
     net.add_argument("--min-token-count", type=int_at_least(1), default=2,
                      help="tokens in fewer training queries are read as unknown (default 2)")
     net.add_argument("--seed", type=int_at_least(0), default=0)
@@ -250,7 +250,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
             dataset, train_table, weights, report = augmented_dataset(args, dataset)
             augmentation.update(report)
             print("augmentation: " + json.dumps({k: v for k, v in report.items() if k != "steps"}))
-        prepared = prepare(dataset, config, train=train_table, train_weights=weights)
+        prepared = prepare(dataset, config, train=train_table, train_weights=weights, sets=sets)
         print(f"dataset: {len(prepared.train_tokens):,} train queries, vocabulary {len(prepared.vocabulary):,}, "
               f"{len(prepared.labels):,} labels ({time.perf_counter() - started:.1f} s)")
         try:

@@ -10,8 +10,11 @@ what exists only there: op determinism and ``tf.distribute`` (``--distributed``,
 The learning rate follows cosine decay with restarts (eBay §3.3.3, Figure 2): from 1e-3,
 first period 2 epochs, each restart at 0.8 of the previous peak and each period twice the
 previous one (Keras' ``CosineDecayRestarts``). Training stops early when the validation
-Godbole–Sarawagi F1 (threshold 0.5) has not improved for ``patience`` epochs, and the best
-epoch's weights are restored. Every random step takes ``seed``.
+objective (:mod:`training.selection`: the weighted PR@1 over the data's validation split and,
+for a corpus, its real-text validation sets; the split alone for a user's log) has not improved
+for ``patience`` epochs, and the best epoch's weights are restored. The paper does not say what
+it stops on; we stop on what every other model choice is made on, so an epoch that fits the
+simulated split better but real text worse is not the one kept. Every random step takes ``seed``.
 """
 
 from __future__ import annotations
@@ -149,12 +152,19 @@ class Prepared:
     validation_tokens: np.ndarray
     validation: ClickTable
     train_weights: np.ndarray | None = None
+    # the validation objective's sets: name -> (token ids, table, weight); the split alone by default
+    monitored: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.monitored:
+            self.monitored = {"validation": (self.validation_tokens, self.validation, 1.0)}
 
 
 def prepare(dataset: Dataset, config: XMLQConfig, train: ClickTable | None = None,
-            train_weights: np.ndarray | None = None) -> Prepared:
+            train_weights: np.ndarray | None = None, sets: dict | None = None) -> Prepared:
     """Vocabulary and label space from ``train`` (default ``dataset.train``), token ids and
-    label lists for it and for the validation split."""
+    label lists for it and for the validation split, and token ids of the validation
+    objective's ``sets`` (:func:`training.selection.validation_sets`; default: the split alone)."""
     train = train if train is not None else dataset.train
     vocabulary = build_vocabulary(train.queries, config.min_token_count, config.max_vocabulary)
     used = np.unique(train.pair_category)
@@ -162,24 +172,41 @@ def prepare(dataset: Dataset, config: XMLQConfig, train: ClickTable | None = Non
     label_of_category = np.full(len(train.categories), -1, dtype=np.int64)
     label_of_category[used] = np.arange(len(used))
     index = token_index(vocabulary)
+    validation_tokens = encode(dataset.validation.queries, index)
+    monitored = {}
+    for name, (table, weight) in (sets or {}).items():
+        same = table is dataset.validation
+        monitored[name] = (validation_tokens if same else encode(table.queries, index), table, weight)
     return Prepared(
         vocabulary=vocabulary,
         labels=labels,
         train_tokens=encode(train.queries, index),
         train_labels=label_lists(train, label_of_category),
-        validation_tokens=encode(dataset.validation.queries, index),
+        validation_tokens=validation_tokens,
         validation=dataset.validation,
         train_weights=train_weights,
+        monitored=monitored,
     )
 
 
+def _matched(model: keras.Model, tokens: np.ndarray, table: ClickTable, labels: np.ndarray, batch_size: int):
+    probabilities = model.predict(tokens, batch_size=batch_size, verbose=0)
+    top_labels, top_scores = top_k(probabilities, 10)
+    return match_to_truth(top_labels, top_scores, labels, table.categories, truth_matrix(table))
+
+
 def validation_scores(model: keras.Model, prepared: Prepared, batch_size: int = 4096) -> dict[str, float]:
-    """GS F1 (threshold 0.5) and PR@1/3 of the model on the validation split."""
-    probabilities = model.predict(prepared.validation_tokens, batch_size=batch_size, verbose=0)
-    labels, scores = top_k(probabilities, 10)
-    validation = prepared.validation
-    matched = match_to_truth(labels, scores, prepared.labels, validation.categories, truth_matrix(validation))
-    return {"f1": gs_scores(matched, 0.5)["f1"], "pr@1": pr_at_k(matched, 1), "pr@3": pr_at_k(matched, 3)}
+    """The validation objective (weighted PR@1 over the monitored sets), each set's PR@1, and GS
+    F1 (threshold 0.5) and PR@1/3 on the validation split."""
+    matched = _matched(model, prepared.validation_tokens, prepared.validation, prepared.labels, batch_size)
+    scores = {"f1": gs_scores(matched, 0.5)["f1"], "pr@1": pr_at_k(matched, 1), "pr@3": pr_at_k(matched, 3)}
+    objective = 0.0
+    for name, (tokens, table, weight) in prepared.monitored.items():
+        pr1 = scores["pr@1"] if table is prepared.validation else pr_at_k(
+            _matched(model, tokens, table, prepared.labels, batch_size), 1)
+        scores[f"pr@1 {name}"] = pr1
+        objective += weight * pr1
+    return {"objective": objective} | scores
 
 
 class CheckpointError(ValueError):
@@ -269,8 +296,10 @@ def data_fingerprint(prepared: Prepared) -> str:
     """A hash of the training inputs, so a checkpoint is resumed only on the data it was made on."""
     digest = hashlib.sha256()
     digest.update("\n".join(prepared.vocabulary).encode())
+    monitored = [array for name, (tokens, _, weight) in prepared.monitored.items()
+                 for array in (np.frombuffer(name.encode(), np.uint8), tokens, np.float64(weight))]
     for array in (prepared.labels.astype(str), prepared.train_tokens, prepared.train_labels,
-                  prepared.validation_tokens, prepared.train_weights):
+                  prepared.validation_tokens, prepared.train_weights, *monitored):
         if array is not None:
             digest.update(np.ascontiguousarray(array).tobytes())
     return digest.hexdigest()
@@ -279,23 +308,23 @@ def data_fingerprint(prepared: Prepared) -> str:
 RESUMABLE_CHANGES = ("epochs", "patience")  # settings a resumed run may change
 
 
-class ValidationF1(keras.callbacks.Callback):
+class ValidationMonitor(keras.callbacks.Callback):
     """Score ``network`` (the probabilities, whatever Keras trains) on validation after each
-    epoch, keep the best weights, stop after ``patience`` epochs without a better F1, and
-    restore the best at the end. With a checkpoint, write the best weights when they
+    epoch, keep the best weights, stop after ``patience`` epochs without a better validation
+    objective, and restore the best at the end. With a checkpoint, write the best weights when they
     improve and the resume state after every epoch."""
 
     def __init__(self, network: keras.Model, prepared: Prepared, patience: int, checkpoint: Checkpoint | None,
                  log: Callable[[str], None], state: dict | None = None):
         super().__init__()
         self.network, self.prepared, self.patience, self.checkpoint, self.log = network, prepared, patience, checkpoint, log
-        self.best_f1, self.best_epoch, self.best_weights, self.history = -1.0, -1, None, []
+        self.best_objective, self.best_epoch, self.best_weights, self.history = -1.0, -1, None, []
         self.stopped = False
         self.backend = keras.backend.backend()  # each epoch records the backend that trained it
         self.state = state or {}  # config and data fingerprint, recorded with the resume state
 
     def resume_from(self, saved: dict) -> None:
-        self.best_f1, self.best_epoch, self.history = saved["best_f1"], saved["best_epoch"], saved["history"]
+        self.best_objective, self.best_epoch, self.history = saved["best_objective"], saved["best_epoch"], saved["history"]
         # Stopped early, it stays stopped unless a larger patience lets it go on.
         self.stopped = saved["stopped"] and saved["epoch"] - self.best_epoch >= self.patience
         if self.best_epoch > 0:
@@ -306,10 +335,11 @@ class ValidationF1(keras.callbacks.Callback):
         scores = validation_scores(self.network, self.prepared)
         self.history.append({"epoch": epoch + 1, "loss": float((logs or {}).get("loss", np.nan)), **scores,
                              "backend": self.backend})
-        self.log(f"epoch {epoch + 1}: loss {self.history[-1]['loss']:.4f}  validation F1 {scores['f1']:.4f}  "
-                 f"PR@1 {scores['pr@1']:.4f}")
-        if scores["f1"] > self.best_f1:
-            self.best_f1, self.best_epoch, self.best_weights = scores["f1"], epoch + 1, self.network.get_weights()
+        per_set = ", ".join(f"{key[5:]} {value:.4f}" for key, value in scores.items() if key.startswith("pr@1 "))
+        self.log(f"epoch {epoch + 1}: loss {self.history[-1]['loss']:.4f}  validation objective "
+                 f"{scores['objective']:.4f} (PR@1 {per_set})  F1 {scores['f1']:.4f}")
+        if scores["objective"] > self.best_objective:
+            self.best_objective, self.best_epoch, self.best_weights = scores["objective"], epoch + 1, self.network.get_weights()
             if self.checkpoint is not None:
                 self.checkpoint.save_best(self.network)
         elif epoch + 1 - self.best_epoch >= self.patience:
@@ -317,7 +347,7 @@ class ValidationF1(keras.callbacks.Callback):
             self.stopped = True
         if self.checkpoint is not None:
             self.checkpoint.save_last(self.model, self.state | {
-                "epoch": epoch + 1, "best_f1": self.best_f1, "best_epoch": self.best_epoch,
+                "epoch": epoch + 1, "best_objective": self.best_objective, "best_epoch": self.best_epoch,
                 "history": self.history, "stopped": self.stopped})
 
     def on_train_end(self, logs=None) -> None:
@@ -428,7 +458,7 @@ def train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None = None
         network = build_xmlq(RESERVED + len(prepared.vocabulary), len(prepared.labels), PRESETS[config.preset],
                              rnn=config.rnn, seed=config.seed)
         trainable = compile_for(config, network, len(prepared.train_tokens))
-        monitor = ValidationF1(network, prepared, config.patience, store, log, record)
+        monitor = ValidationMonitor(network, prepared, config.patience, store, log, record)
         if saved is not None:
             trainable.optimizer.build(trainable.trainable_variables)  # before loading weights that hold its state
             monitor.resume_from(saved)
