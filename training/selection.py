@@ -93,18 +93,38 @@ def long_sides(long_models: dict[str, Model], only: str | None = None) -> list[t
     return sides
 
 
+class _Remembered:
+    """A part that answers a batch it was asked before from memory: the selection asks each part
+    the same batches (the queries a cutoff routes to it, at the same depth) for every blend and
+    share it tries."""
+
+    def __init__(self, model: Model):
+        self.model, self._answers = model, {}
+
+    def __getattr__(self, name: str):
+        return getattr(self.model, name)
+
+    def predict(self, queries, k: int):
+        key = (tuple(queries), k)
+        if key not in self._answers:
+            self._answers[key] = self.model.predict(queries, k)
+        return self._answers[key]
+
+
 def choose_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], cutoffs: tuple[int, ...], sets: ValidationSets,
                   taxonomy: Taxonomy, blends: tuple[float, ...] = BLENDS, progress=None,
                   only: str | None = None) -> tuple[HybridModel, list[dict]]:
     """The hybrid (long side, cutoff, blend) with the best validation objective, and the table of
     every option tried (ties: the first option tried); ``only`` fixes the long side (:func:`long_sides`)."""
     best, best_score, table = None, -1.0, []
+    remembered = {id(model): _Remembered(model) for model in (nb, *long_models.values())}
     for longs, shares in long_sides(long_models, only):
         for cutoff in cutoffs:
             for blend in blends:
                 hybrid = HybridModel(nb=nb, longs=longs, cutoff=cutoff, taxonomy=taxonomy, config={}, metrics={},
                                      blend=blend, long_shares=shares)
-                score, per_set = objective(hybrid, sets)
+                score, per_set = objective(replace(hybrid, nb=remembered[id(nb)],
+                                                   longs=tuple(remembered[id(long)] for long in longs)), sets)
                 row = {"long_backend": hybrid.long_backend, "long_shares": list(shares), "cutoff": cutoff,
                        "blend": blend, "objective": round(score, 5)} | {
                     f"pr@1 {set_name}": round(value, 5) for set_name, value in per_set.items()}
