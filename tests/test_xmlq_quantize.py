@@ -113,6 +113,7 @@ def test_resume_quantizes_a_finished_run_and_the_gate_refuses_a_bad_graph(traine
     record = model.metrics["quantization"]
     assert model.config["quantize"] == "int8" and record["kind"] == "int8"
     assert 0.5 <= record["top1_agreement"] <= 1 and record["queries"] > 0 and record["min_agreement"] == 0.5
+    assert record["per_set"]["log"]["queries"] == record["queries"]  # a log's one validation set
     assert record["bytes"] == (root / "xmlq" / "model.onnx").stat().st_size < record["float_bytes"]
     # Exported again from the checkpoint: the same weights, node names numbered a little differently.
     assert record["float_bytes"] == pytest.approx((root / "float" / "model.onnx").stat().st_size, rel=0.01)

@@ -272,9 +272,9 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
             raise InputError(f"{exc}\nThe trained network is in {checkpoint}: run the same command with --resume "
                              f"where TensorFlow and tf2onnx are installed to export it and write {args.out}") from None
         # Before calibration (fitted by the caller on the model returned): it calibrates the network that ships.
-        queries = [q for table, _ in sets.values() for q in table.queries]
         try:
-            return quantized_model(model, args.quantize, queries, args.min_agreement)
+            return quantized_model(model, args.quantize, {name: table.queries for name, (table, _) in sets.items()},
+                                   args.min_agreement)
         except AgreementError as exc:
             raise InputError(f"{exc} (the trained network stays in {checkpoint}: rerun with --resume to export it "
                              f"again)") from None

@@ -148,11 +148,12 @@ class AgreementError(ValueError):
     """The quantized network's top-1 labels agree with the float network's too rarely."""
 
 
-def quantized_model(model, kind: str, queries, min_agreement: float):
+def quantized_model(model, kind: str, query_sets: dict, min_agreement: float):
     """``model`` (an :class:`qcat.xmlq.XMLQModel`) with its network quantized to ``kind``, checked on
-    ``queries``: refused (:class:`AgreementError`) when the top-1 agreement is below
-    ``min_agreement``. The config and metrics record the quantization, the agreement, the
-    number of queries and both sizes of ``model.onnx``."""
+    the queries of ``query_sets`` (name -> queries) together: refused (:class:`AgreementError`)
+    when the top-1 agreement is below ``min_agreement``. The config and metrics record the
+    quantization, the agreement (overall and per set), the number of queries and both sizes of
+    ``model.onnx``."""
     from dataclasses import replace
 
     from qcat.query_encoding import encode, token_index
@@ -161,10 +162,17 @@ def quantized_model(model, kind: str, queries, min_agreement: float):
     if kind == "none":
         return replace(model, config=model.config | {"quantize": kind}, metrics=model.metrics | {"quantization": record})
     network = quantize(model.network, kind)
-    distinct = list(dict.fromkeys(queries))
-    share = top1_agreement(model.network, network, encode(distinct, token_index(model.vocabulary)))
+    index = token_index(model.vocabulary)
+    distinct = list(dict.fromkeys(q for queries in query_sets.values() for q in queries))
+    reference, candidate = top1(model.network, encode(distinct, index)), top1(network, encode(distinct, index))
+    share = agreement(reference, candidate)
+    row = {q: i for i, q in enumerate(distinct)}
+    per_set = {}
+    for name, queries in query_sets.items():
+        rows = np.array([row[q] for q in queries], dtype=np.int64)
+        per_set[name] = {"top1_agreement": round(agreement(reference[rows], candidate[rows]), 6), "queries": len(rows)}
     record |= {"bytes": len(network), "top1_agreement": round(share, 6), "queries": len(distinct),
-               "min_agreement": min_agreement}
+               "min_agreement": min_agreement, "per_set": per_set}
     if share < min_agreement:
         raise AgreementError(f"--quantize {kind}: the quantized network's top-1 label agrees with the float "
                              f"network's on {share:.2%} of {len(distinct):,} validation queries, below "
@@ -179,4 +187,5 @@ def describe_quantization(record: dict) -> str:
         return f"model.onnx {record['float_bytes'] / 2**20:.1f} MiB (float32, --quantize none)"
     return (f"model.onnx {record['bytes'] / 2**20:.1f} MiB ({record['kind']}; float32 {record['float_bytes'] / 2**20:.1f} "
             f"MiB), top-1 agreement with float {record['top1_agreement']:.2%} on {record['queries']:,} validation "
-            f"queries (gate {record['min_agreement']:g})")
+            f"queries (gate {record['min_agreement']:g}; "
+            + ", ".join(f"{name} {r['top1_agreement']:.2%}" for name, r in record["per_set"].items()) + ")")
