@@ -89,9 +89,9 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
                      help="go on from the checkpoint in OUT.checkpoints/ (written after every epoch) with the same "
                           "data and settings; --epochs and --patience may grow")
     export = xmlq.add_argument_group("export")
-    export.add_argument("--quantize", choices=("none", "fp16", "int8"), default="none",
-                        help="store model.onnx's weights as float16 (half the size) or int8 (dynamic quantization, "
-                             "about a quarter); default none")
+    export.add_argument("--quantize", choices=("none", "fp16", "int8", "int8-dynamic"), default="none",
+                        help="store model.onnx's weights as float16 (half the size) or int8 (a quarter; computes in "
+                             "float32), or quantize dynamically (int8 weights and activations); default none")
     export.add_argument("--min-agreement", type=share(), default=0.995,
                         help="refuse a quantized network whose top-1 label agrees with the float one on fewer "
                              "validation queries than this share, in [0, 1] (default 0.995)")

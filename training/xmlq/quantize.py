@@ -1,20 +1,26 @@
 """Smaller XML-Q graphs: the exported ONNX network with its weights stored in int8 or float16.
 
-- ``int8``: onnxruntime's dynamic quantization (``quantize_dynamic``, weights QInt8, symmetric
-  per tensor; activations quantized to uint8 per call). In the graph Keras exports it covers the
-  embedding (``Gather`` -> int8 table + ``DequantizeLinear`` of the looked-up rows), the three
-  ``Conv`` (``ConvInteger``) and the two Dense ``MatMul`` (``MatMulInteger``). The GRUs are
-  exported by tf2onnx as ``Loop`` nodes (a GRU cell per step), not as ONNX ``GRU`` ops, and
-  their kernels enter the loop as loop inputs, so ``quantize_dynamic`` leaves them float. We
-  store those kernels as int8 too (weight only, symmetric per output column), turned back into
-  float32 in front of the loop: the recurrence itself computes in float32.
-  Biases, BatchNorm and LayerNorm parameters (under ``MIN_ELEMENTS``) stay float32.
+- ``int8``: every weight matrix stored as int8 with one float32 scale per output channel
+  (symmetric, per row of the embedding table, per output column of the Dense and GRU kernels,
+  per filter of the Conv kernels), turned back into float32 by ``Cast`` and ``Mul`` nodes on
+  constants, which onnxruntime folds when it loads the graph: a quarter of the file, float32
+  arithmetic, the float network's speed (and its memory once loaded).
+- ``int8-dynamic``: onnxruntime's dynamic quantization (``quantize_dynamic``, weights QInt8 per
+  channel, activations quantized to uint8 on every call). In the graph Keras exports it covers
+  the embedding (``Gather`` -> int8 table + ``DequantizeLinear`` of the looked-up rows, one scale
+  for the whole table), the three ``Conv`` (``ConvInteger``) and the two Dense ``MatMul``
+  (``MatMulInteger``). tf2onnx exports each GRU as a ``Loop`` node (a GRU cell per step), not an
+  ONNX ``GRU`` op, and its kernels enter the loop as loop inputs, which ``quantize_dynamic``
+  leaves float: they are stored as in ``int8`` and the recurrence computes in float32. On the
+  demo's small network it moved the top-1 label of 0.6% of validation queries (``int8``: 0.3%)
+  and was no faster one query at a time (docs/benchmarks.md, issue 22).
 - ``fp16``: every float32 weight of at least ``MIN_ELEMENTS`` stored as float16, followed by a
-  ``Cast`` back to float32: half the file, the same float32 arithmetic (onnxruntime folds the
-  casts of constants when it loads the graph).
+  ``Cast`` back to float32: half the file, the same float32 arithmetic (folded at load too).
 
+Biases, BatchNorm and LayerNorm parameters stay float32 in the int8 kinds, and those under
+``MIN_ELEMENTS`` in every kind.
 :func:`top1_agreement` measures what matters for serving: the share of queries whose top-1
-label is the float network's. ``qcat train xmlq --quantize`` refuses a graph below the gate.
+label is the float network's; ``qcat train xmlq --quantize`` refuses a graph below its gate.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-KINDS = ("none", "fp16", "int8")
+KINDS = ("none", "fp16", "int8", "int8-dynamic")
 MIN_ELEMENTS = 1024  # smaller tensors (biases, norms) weigh nothing and stay float32
 BATCH = 4096
 
@@ -37,10 +43,20 @@ def quantize(network: bytes, kind: str) -> bytes:
         return to_fp16(network)
     if kind == "int8":
         return to_int8(network)
+    if kind == "int8-dynamic":
+        return to_int8_dynamic(network)
     raise ValueError(f"unknown quantization {kind!r}; expected one of {', '.join(KINDS)}")
 
 
 def to_int8(network: bytes) -> bytes:
+    import onnx
+
+    model = onnx.load_from_string(network)
+    _weights_to_int8(model)
+    return model.SerializeToString()
+
+
+def to_int8_dynamic(network: bytes) -> bytes:
     import logging
 
     import onnx
@@ -50,30 +66,35 @@ def to_int8(network: bytes) -> bytes:
         path = Path(tmp) / "int8.onnx"
         logging.disable(logging.WARNING)  # its advice to run shape-inference preprocessing: not needed here
         try:
-            quantize_dynamic(onnx.load_from_string(network), path, weight_type=QuantType.QInt8)
+            quantize_dynamic(onnx.load_from_string(network), path, weight_type=QuantType.QInt8, per_channel=True)
         finally:
             logging.disable(logging.NOTSET)
         model = onnx.load(path)
-    _loop_weights_to_int8(model)
+    _weights_to_int8(model)  # what quantize_dynamic left float: the GRU kernels
     return model.SerializeToString()
 
 
-def _loop_weights_to_int8(model) -> None:
-    """Store the large float32 initializers that feed ``Loop`` nodes (the GRU kernels, which
-    ``quantize_dynamic`` cannot see) as int8 with one scale per column, turned back into float32
-    by ``Cast`` and ``Mul``: constants that onnxruntime folds when it loads the graph (a
-    ``DequantizeLinear`` it would not fold, and would run on every call: +250 µs a query)."""
+def _weights_to_int8(model) -> None:
+    """Store every float32 initializer of at least ``MIN_ELEMENTS`` as int8 with a scale per output
+    channel, turned back into float32 by ``Cast`` and ``Mul`` (constants onnxruntime folds at
+    load; a ``DequantizeLinear`` it would not fold, and would run on every call)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     graph = model.graph
-    loop_inputs = {name for node in graph.node if node.op_type == "Loop" for name in node.input}
+    per_row = {node.input[0] for node in graph.node if node.op_type == "Gather"}  # embedding: a scale per token
+    per_row |= {node.input[1] for node in graph.node if node.op_type == "Conv"}  # [filters, in, 1, width]
     nodes = []
     for tensor in list(graph.initializer):
-        if tensor.name not in loop_inputs or not _large_float(tensor) or len(tensor.dims) != 2:
+        # Matrices only: not the vectors (BatchNorm, LayerNorm) nor a GRU's stacked [2, 3 x units] biases.
+        if not _large_float(tensor) or len(tensor.dims) < 2 or tensor.dims[0] <= 2:
             continue
         weights = numpy_helper.to_array(tensor)
-        scale = np.abs(weights).max(axis=0) / 127.0
+        if tensor.name in per_row:
+            reduce = tuple(range(1, weights.ndim))
+        else:  # a MatMul's [in, out] kernel (the Dense layers', the GRU kernels the loops read): a scale per column
+            reduce = (0,) if weights.ndim == 2 else tuple(range(weights.ndim))
+        scale = np.abs(weights).max(axis=reduce, keepdims=True) / 127.0
         scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
         quantized = np.clip(np.round(weights / scale), -127, 127).astype(np.int8)
         graph.initializer.remove(tensor)
