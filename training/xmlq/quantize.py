@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-KINDS = ("none", "fp16", "int8", "int8-dynamic")
+KINDS = ("none", "fp16", "int8", "int8-dynamic")  # from the most faithful to the least
 MIN_ELEMENTS = 1024  # smaller tensors (biases, norms) weigh nothing and stay float32
 BATCH = 4096
 
@@ -197,7 +197,8 @@ def quantized_model(model, kind: str, query_sets: dict, min_agreement: float):
     if share < min_agreement:
         raise AgreementError(f"--quantize {kind}: the quantized network's top-1 label agrees with the float "
                              f"network's on {share:.2%} of {len(distinct):,} validation queries, below "
-                             f"--min-agreement {min_agreement:g}; try --quantize fp16 or --quantize none")
+                             f"--min-agreement {min_agreement:g}; try "
+                             + " or ".join(f"--quantize {k}" for k in KINDS[KINDS.index(kind) - 1::-1]))
     return replace(model, network=network, config=model.config | {"quantize": kind},
                    metrics=model.metrics | {"quantization": record})
 
