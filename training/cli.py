@@ -276,8 +276,8 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
             return quantized_model(model, args.quantize, {name: table.queries for name, (table, _) in sets.items()},
                                    args.min_agreement)
         except AgreementError as exc:
-            raise InputError(f"{exc} (the trained network stays in {checkpoint}: rerun with --resume to export it "
-                             f"again)") from None
+            raise InputError(f"{exc} (the trained network stays in {checkpoint}: rerun with --resume and another "
+                             f"--quantize to export it without training)") from None
 
     model, dataset, source, sets = fit_on_data(args, data, fit_one, "XML-Q")
     if augmentation:
