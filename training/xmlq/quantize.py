@@ -13,7 +13,7 @@
   ONNX ``GRU`` op, and its kernels enter the loop as loop inputs, which ``quantize_dynamic``
   leaves float: they are stored as in ``int8`` and the recurrence computes in float32. On the
   demo's small network it moved the top-1 label of 0.6% of validation queries (``int8``: 0.3%)
-  and was no faster one query at a time (docs/benchmarks.md, issue 22).
+  and was 8-9% slower one query at a time (docs/benchmarks.md, issue 22).
 - ``fp16``: every float32 weight of at least ``MIN_ELEMENTS`` stored as float16, followed by a
   ``Cast`` back to float32: half the file, the same float32 arithmetic (folded at load too).
 
