@@ -88,6 +88,13 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     net.add_argument("--resume", action="store_true",
                      help="go on from the checkpoint in OUT.checkpoints/ (written after every epoch) with the same "
                           "data and settings; --epochs and --patience may grow")
+    export = xmlq.add_argument_group("export")
+    export.add_argument("--quantize", choices=("none", "fp16", "int8", "int8-dynamic"), default="none",
+                        help="store model.onnx's weights as float16 (half the size) or int8 (a quarter; computes in "
+                             "float32), or quantize dynamically (int8 weights and activations); default none")
+    export.add_argument("--min-agreement", type=share(), default=0.995,
+                        help="refuse a quantized network whose top-1 label agrees with the float one on fewer "
+                             "validation queries than this share, in [0, 1] (default 0.995)")
     aug = xmlq.add_argument_group("data augmentation (eBay §3.4; needs a corpus with a candidate period)")
     aug.add_argument("--augment", default="", metavar="STEPS",
                      help="comma-separated steps from rare, brand, worst (default: none)")
@@ -222,6 +229,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
         import keras
 
         from training.xmlq.export import ExportError, bundle_model
+        from training.xmlq.quantize import AgreementError, describe_quantization, quantized_model
         from training.xmlq.train import CheckpointError, XMLQConfig, backend_and_device, prepare, train
     except ImportError as exc:
         raise InputError(f"qcat train xmlq needs Keras 3 and a backend ({exc}): pip install 'qcat[train]' and one of "
@@ -259,11 +267,18 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
         except CheckpointError as exc:
             raise InputError(f"--resume: {exc}") from None
         try:
-            return bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy,
-                                config=summary.pop("config"), metrics=summary)
+            model = bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy,
+                                 config=summary.pop("config"), metrics=summary)
         except ExportError as exc:
             raise InputError(f"{exc}\nThe trained network is in {checkpoint}: run the same command with --resume "
                              f"where TensorFlow and tf2onnx are installed to export it and write {args.out}") from None
+        # Before calibration (fitted by the caller on the model returned): it calibrates the network that ships.
+        try:
+            return quantized_model(model, args.quantize, {name: table.queries for name, (table, _) in sets.items()},
+                                   args.min_agreement)
+        except AgreementError as exc:
+            raise InputError(f"{exc} (the trained network stays in {checkpoint}: rerun with --resume and another "
+                             f"--quantize to export it without training)") from None
 
     model, dataset, source, sets = fit_on_data(args, data, fit_one, "XML-Q")
     if augmentation:
@@ -277,6 +292,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     save_bundle(model, args.out, dataset)
     print(f"best epoch {summary['best_epoch']}: validation {json.dumps(summary['validation'])}")
     print("test (onnxruntime) " + json.dumps(model.metrics["test"]))
+    print(describe_quantization(model.metrics["quantization"]))
     print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s (checkpoint {checkpoint})")
     return 0
 
