@@ -137,7 +137,12 @@ def main() -> None:
     parser.add_argument("--batch-sizes", action="store_true", help="instead: batch path against one by one")
     parser.add_argument("--xmlq", type=Path, action="append", default=[], metavar="DIR",
                         help="an XML-Q bundle to time too (repeatable)")
+    parser.add_argument("--model", action="append", default=[], metavar="NAME=DIR",
+                        help="any bundle to time too, e.g. a hybrid with XML-Q (repeatable)")
     args = parser.parse_args()
+    from bench_real_text import parse_models
+
+    others = parse_models(args.model)
 
     from qcat.classifier import Classifier
 
@@ -169,6 +174,9 @@ def main() -> None:
     for directory in args.xmlq:
         xmlq = Classifier.load(directory).compile()
         rows[f"XML-Q {directory}, compiled single-query path"] = lambda q, xmlq=xmlq: xmlq.classify([q], K)
+    for name, directory in others.items():
+        other = Classifier.load(directory).compile()
+        rows[f"{name}, compiled single-query path"] = lambda q, other=other: other.classify([q], K)
     if not args.skip_omikuji:
         peer = omikuji_peer()
         rows["Omikuji (Parabel), predict of one query"] = lambda q: peer.predict([q], K)
