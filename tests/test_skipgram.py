@@ -180,4 +180,6 @@ def test_cli_trains_with_both_options_records_them_and_refuses_a_changed_resume(
     code, _, stderr = train("--init-embeddings", "random", "--query-short-forms", "--resume")
     assert code == 2, stderr[-3000:]
     assert "init_embeddings 'skipgram' (now 'random')" in stderr
+    code, _, stderr = train("--init-embeddings", "skipgram", "--resume")
+    assert code == 2 and "query_short_forms True (now False)" in stderr
     assert not out.exists()

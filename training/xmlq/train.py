@@ -484,12 +484,13 @@ def is_multi_worker(strategy) -> bool:
 
 
 def check_resumable(saved: dict, record: dict, where: Path) -> None:
-    if saved.get("data") != record["data"]:
-        raise CheckpointError(f"the checkpoint in {where} was made on other training data (vocabulary, labels or "
-                              f"queries differ); train without --resume, or with the data it was made on")
+    # Settings first: a changed setting that also changes the data (query_short_forms) is named.
     # A setting added after the checkpoint was made reads as its default (the behaviour then).
     old, new = asdict(XMLQConfig()) | saved.get("config", {}), record["config"]
     changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in RESUMABLE_CHANGES)
     if changed:
         raise CheckpointError(f"the checkpoint in {where} was made with other settings: "
                               + ", ".join(f"{k} {old.get(k)!r} (now {new.get(k)!r})" for k in changed))
+    if saved.get("data") != record["data"]:
+        raise CheckpointError(f"the checkpoint in {where} was made on other training data (vocabulary, labels or "
+                              f"queries differ); train without --resume, or with the data it was made on")
