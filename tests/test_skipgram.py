@@ -174,7 +174,15 @@ def test_cli_trains_with_both_options_records_them_and_refuses_a_changed_resume(
     assert init["init"] == "skipgram" and init["text"]["catalog_titles"] is None
     assert init["skipgram"]["tokens"] > 0 and init["skipgram"]["seconds"] >= 0 and init["rows_initialised"] > 0
     assert manifest["config"]["init_embeddings"] == "skipgram" and manifest["config"]["query_short_forms"] is True
-    assert manifest["config"]["data"]["query_short_forms"]["added_queries"] > 0
+    added = manifest["config"]["data"]["query_short_forms"]["added_queries"]
+    assert added > 0
+    # The forms are recorded as seen (an evaluation on them is flagged), with every non-test query.
+    from training.cli import seen_queries
+    from training.corpus import LogCorpus
+    from training.provenance import read_seen_fingerprints
+
+    log = LogCorpus(data_dir / "bestbuy_clicks_sample.csv", data_dir / "bestbuy_categories_2016.json.gz", min_clicks=1)
+    assert len(read_seen_fingerprints(out)) == len(seen_queries(log.dataset())) + added
     shutil.rmtree(out)  # as if interrupted: the checkpoint is there, the bundle not yet written
     assert os.path.isdir(f"{out}.checkpoints")
     code, _, stderr = train("--init-embeddings", "random", "--query-short-forms", "--resume")

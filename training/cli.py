@@ -253,6 +253,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise InputError(str(exc)) from None
     augmentation, short_forms = {}, {}
+    form_queries: set[str] = set()  # recorded as seen (training.provenance), with every fit's forms
     titles = None
     if config.init_embeddings == "skipgram":
         from training.xmlq.embedding_init import simulator_titles
@@ -266,13 +267,14 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
             dataset, train_table, weights, report = augmented_dataset(args, dataset)
             augmentation.update(report)
             print("augmentation: " + json.dumps({k: v for k, v in report.items() if k != "steps"}))
-        queries = (train_table if train_table is not None else dataset.train).queries  # before any short form
+        typed = train_table if train_table is not None else dataset.train  # before any short form
+        queries = typed.queries
         if args.query_short_forms:
             from training.query_short_forms import held_out_texts, with_short_forms
 
-            train_table, weights, report = with_short_forms(train_table if train_table is not None else dataset.train,
-                                                            weights, dataset.seed, held_out_texts(data[0]))
+            train_table, weights, report = with_short_forms(typed, weights, dataset.seed, held_out_texts(data[0]))
             short_forms.update(report)
+            form_queries.update(train_table.queries[len(queries):].tolist())  # appended after the originals
             print("query short forms: " + json.dumps(report))
         prepared = prepare(dataset, config, train=train_table, train_weights=weights)
         print(f"dataset: {len(prepared.train_tokens):,} train queries, vocabulary {len(prepared.vocabulary):,}, "
@@ -310,7 +312,12 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     model.calibration = fit_calibration(model, sets)
     print(describe_fit(model.calibration))
     model.metrics["test"] = evaluate_pr(model, dataset.test)
-    save_bundle(model, args.out, dataset)
+    if form_queries:
+        from training.provenance import fingerprints
+
+        save_bundle(model, args.out, dataset, [fingerprints(sorted(form_queries))])
+    else:
+        save_bundle(model, args.out, dataset)
     print(f"best epoch {summary['best_epoch']}: validation {json.dumps(summary['validation'])}")
     print("test (onnxruntime) " + json.dumps(model.metrics["test"]))
     print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s (checkpoint {checkpoint})")
