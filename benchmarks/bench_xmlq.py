@@ -105,8 +105,7 @@ def time_steps(preset: str, steps: int) -> None:
     n_steps = len(data)
     print(f"{preset}: {network.count_params():,} parameters, {per_step:.3f} s per 256-query step on "
           f"{backend_and_device()} (load average {os.getloadavg()[0]:.1f}); an epoch is {n_steps} steps: "
-          f"{per_step * n_steps / 60:.1f} min; 17 epochs (the small preset's convergence here): "
-          f"{per_step * n_steps * 17 / 3600:.1f} h")
+          f"{per_step * n_steps / 60:.1f} min")
     _ = keras  # the backend is fixed at import
 
 

@@ -101,6 +101,16 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     aug.add_argument("--brand-repeat", type=int_at_least(1, 10_000), default=50, help="times the brand step repeats a query (default 50)")
     aug.add_argument("--worst-model", type=Path, default=None,
                      help="a model trained on the base set; the worst step takes its worst categories on base train")
+    own = xmlq.add_argument_group("beyond the paper (README, \"XML-Q\")")
+    own.add_argument("--init-embeddings", choices=("random", "skipgram"), default="random",
+                     help="random (the paper's, default) or skipgram: start the embedding from skip-gram vectors "
+                          "trained here on the training queries and the corpus's catalog titles (held-out listings "
+                          "left out)")
+    own.add_argument("--skipgram-epochs", type=int_at_least(1, 1000), default=5,
+                     help="passes of skip-gram over the text with --init-embeddings skipgram (default 5)")
+    own.add_argument("--query-short-forms", action="store_true",
+                     help="every training query of 4+ tokens also trains as its first 2 and first 3 tokens "
+                          "(its categories, sample weight 0.5); not the catalog's --short-forms")
     snm = xmlq.add_argument_group("stochastic negative mining (--loss snm)")
     snm.add_argument("--snm-sampled", type=int_at_least(1), default=64, help="B: negatives sampled per query")
     snm.add_argument("--snm-k", type=int_at_least(1), default=8, help="k: hardest sampled negatives kept")
@@ -245,11 +255,19 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
         config = XMLQConfig(
             preset=args.preset, loss=args.loss, rnn=args.rnn, cosine=args.cosine, epochs=args.epochs,
             batch_size=args.batch_size, patience=args.patience, seed=args.seed, min_token_count=args.min_token_count,
+            init_embeddings=args.init_embeddings, skipgram_epochs=args.skipgram_epochs,
+            query_short_forms=args.query_short_forms,
             snm={"sampled": args.snm_sampled, "top_k": args.snm_k, "kind": args.snm_kind, "phi": args.snm_phi},
         )
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    augmentation = {}
+    augmentation, short_forms = {}, {}
+    form_queries: set[str] = set()  # recorded as seen (training.provenance), with every fit's forms
+    titles = None
+    if config.init_embeddings == "skipgram":
+        from training.xmlq.embedding_init import simulator_titles
+
+        titles = simulator_titles(data[0])
 
     def fit_one(dataset, sets):
         check_trainable(dataset, sets, "XML-Q")
@@ -258,14 +276,33 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
             dataset, train_table, weights, report = augmented_dataset(args, dataset)
             augmentation.update(report)
             print("augmentation: " + json.dumps({k: v for k, v in report.items() if k != "steps"}))
+        typed = train_table if train_table is not None else dataset.train  # before any short form
+        queries = typed.queries
+        if args.query_short_forms:
+            from training.query_short_forms import held_out_texts, with_short_forms
+
+            train_table, weights, report = with_short_forms(typed, weights, dataset.seed, held_out_texts(data[0]))
+            short_forms.update(report)
+            form_queries.update(train_table.queries[len(queries):].tolist())  # appended after the originals
+            print("query short forms: " + json.dumps(report))
         prepared = prepare(dataset, config, train=train_table, train_weights=weights, sets=sets)
         print(f"dataset: {len(prepared.train_tokens):,} train queries, vocabulary {len(prepared.vocabulary):,}, "
               f"{len(prepared.labels):,} labels ({time.perf_counter() - started:.1f} s)")
+        embedding = {"init": "random"}
+        if config.init_embeddings == "skipgram":
+            from training.xmlq.embedding_init import describe, skipgram_embeddings
+            from training.xmlq.model import PRESETS
+
+            prepared.initial_embeddings, embedding = skipgram_embeddings(
+                prepared.vocabulary, queries, titles, PRESETS[config.preset].embedding, config.skipgram_epochs,
+                config.seed)
+            print(describe(embedding))
         try:
             network, summary = train(prepared, config, checkpoint=checkpoint, verbose=1 if sys.stdout.isatty() else 2,
                                      strategy=strategy, resume=args.resume)
         except CheckpointError as exc:
             raise InputError(f"--resume: {exc}") from None
+        summary["embedding_init"] = embedding
         try:
             model = bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy,
                                  config=summary.pop("config"), metrics=summary)
@@ -283,13 +320,20 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     model, dataset, source, sets = fit_on_data(args, data, fit_one, "XML-Q")
     if augmentation:
         source["augmentation"] = augmentation
+    if short_forms:
+        source["query_short_forms"] = short_forms
     model.config["data"] = source
     model.metrics["data"] = source
     summary = model.metrics
     model.calibration = fit_calibration(model, sets)
     print(describe_fit(model.calibration))
     model.metrics["test"] = evaluate_pr(model, dataset.test)
-    save_bundle(model, args.out, dataset)
+    if form_queries:
+        from training.provenance import fingerprints
+
+        save_bundle(model, args.out, dataset, [fingerprints(sorted(form_queries))])
+    else:
+        save_bundle(model, args.out, dataset)
     print(f"best epoch {summary['best_epoch']}: validation {json.dumps(summary['validation'])}")
     print("test (onnxruntime) " + json.dumps(model.metrics["test"]))
     print(describe_quantization(model.metrics["quantization"]))

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import keras
+import numpy as np
 from keras import layers
 
 from qcat.query_encoding import SEQUENCE_LENGTH
@@ -46,13 +47,19 @@ PRESETS = {
 }
 
 
-def build_xmlq(vocabulary_size: int, n_labels: int, preset: Preset, rnn: bool = True, seed: int = 0) -> keras.Model:
+def build_xmlq(vocabulary_size: int, n_labels: int, preset: Preset, rnn: bool = True, seed: int = 0,
+               initial_embeddings: tuple[np.ndarray, np.ndarray] | None = None) -> keras.Model:
     """The network, outputting sigmoid probabilities (``probabilities``); the layer before
-    the sigmoid is named ``logits`` for losses that need scores."""
+    the sigmoid is named ``logits`` for losses that need scores. ``initial_embeddings``
+    ``(token ids, vectors)``: those rows of the (trainable) embedding start from the vectors,
+    the others from the random init."""
     init = keras.initializers.GlorotUniform
     tokens = keras.Input((SEQUENCE_LENGTH,), dtype="int32", name="tokens")
+    embedding_init = keras.initializers.RandomUniform(-0.05, 0.05, seed=seed)
+    if initial_embeddings is not None:
+        embedding_init = _with_rows(embedding_init, *initial_embeddings, (vocabulary_size, preset.embedding))
     embedded = layers.Embedding(vocabulary_size, preset.embedding, name="embedding",
-                                embeddings_initializer=keras.initializers.RandomUniform(-0.05, 0.05, seed=seed))(tokens)
+                                embeddings_initializer=embedding_init)(tokens)
     synchronized = keras.backend.backend() == "tensorflow"  # the option exists only there
     groups = []
     for g, (filters, width) in enumerate(zip(preset.filters, preset.widths)):
@@ -75,3 +82,19 @@ def build_xmlq(vocabulary_size: int, n_labels: int, preset: Preset, rnn: bool = 
     logits = layers.Dense(n_labels, kernel_initializer=init(seed + 60), name="logits")(x)
     probabilities = layers.Activation("sigmoid", name="probabilities")(logits)
     return keras.Model(tokens, probabilities, name="xmlq")
+
+
+def _with_rows(random_init, ids: np.ndarray, vectors: np.ndarray, shape: tuple[int, int]):
+    """An initializer: ``random_init``'s matrix (a seeded Keras initializer draws the same
+    values on every call) with rows ``ids`` replaced by ``vectors``."""
+    ids, vectors = np.asarray(ids, dtype=np.int64), np.asarray(vectors, dtype=np.float32)
+    if vectors.shape != (len(ids), shape[1]) or (len(ids) and not 0 <= ids.min() <= ids.max() < shape[0]):
+        raise ValueError(f"initial embeddings: {vectors.shape} vectors for {len(ids)} ids do not fit an "
+                         f"embedding of shape {shape}")
+
+    def initializer(shape, dtype=None):
+        matrix = np.array(keras.ops.convert_to_numpy(random_init(shape, dtype="float32")), dtype=np.float32)
+        matrix[ids] = vectors
+        return keras.ops.convert_to_tensor(matrix, dtype=dtype or "float32")
+
+    return initializer

@@ -42,6 +42,7 @@ from training.xmlq.losses import StochasticNegativeMining, binary_crossentropy, 
 from training.xmlq.model import PRESETS, build_xmlq
 
 LOSSES = ("soft-f1", "bce", "snm")
+EMBEDDING_INITS = ("random", "skipgram")  # random: the paper's; skipgram: training.xmlq.embedding_init
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,9 @@ class XMLQConfig:
     min_token_count: int = 2
     max_vocabulary: int = 100_000
     seed: int = 0
+    init_embeddings: str = "random"
+    skipgram_epochs: int = 5  # read only with init_embeddings "skipgram"
+    query_short_forms: bool = False  # training.query_short_forms (the data fingerprint sees it too)
     snm: dict = field(default_factory=lambda: {"sampled": 64, "top_k": 8, "kind": "powl", "phi": "hinge"})
 
     def __post_init__(self) -> None:
@@ -66,6 +70,11 @@ class XMLQConfig:
             raise ValueError(f"unknown loss {self.loss!r}; expected one of {', '.join(LOSSES)}")
         if self.epochs < 1 or self.batch_size < 1:
             raise ValueError("epochs and batch size must be positive")
+        if self.init_embeddings not in EMBEDDING_INITS:
+            raise ValueError(f"unknown embedding init {self.init_embeddings!r}; expected one of "
+                             f"{', '.join(EMBEDDING_INITS)}")
+        if self.skipgram_epochs < 1:
+            raise ValueError(f"skip-gram epochs must be at least 1, got {self.skipgram_epochs}")
 
 
 def build_vocabulary(queries, min_count: int, max_size: int) -> list[str]:
@@ -152,6 +161,7 @@ class Prepared:
     validation_tokens: np.ndarray
     validation: ClickTable
     train_weights: np.ndarray | None = None
+    initial_embeddings: tuple[np.ndarray, np.ndarray] | None = None  # (token ids, vectors) for build_xmlq
     # the validation objective's sets: name -> (token ids, table, weight); the split alone by default
     monitored: dict = field(default_factory=dict)
 
@@ -456,7 +466,7 @@ def train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None = None
         check_resumable(saved, record, store.directory)
     with strategy.scope() if strategy is not None else contextlib.nullcontext():
         network = build_xmlq(RESERVED + len(prepared.vocabulary), len(prepared.labels), PRESETS[config.preset],
-                             rnn=config.rnn, seed=config.seed)
+                             rnn=config.rnn, seed=config.seed, initial_embeddings=prepared.initial_embeddings)
         trainable = compile_for(config, network, len(prepared.train_tokens))
         monitor = ValidationMonitor(network, prepared, config.patience, store, log, record)
         if saved is not None:
@@ -504,11 +514,13 @@ def is_multi_worker(strategy) -> bool:
 
 
 def check_resumable(saved: dict, record: dict, where: Path) -> None:
-    if saved.get("data") != record["data"]:
-        raise CheckpointError(f"the checkpoint in {where} was made on other training data (vocabulary, labels or "
-                              f"queries differ); train without --resume, or with the data it was made on")
-    old, new = saved.get("config", {}), record["config"]
+    # Settings first: a changed setting that also changes the data (query_short_forms) is named.
+    # A setting added after the checkpoint was made reads as its default (the behaviour then).
+    old, new = asdict(XMLQConfig()) | saved.get("config", {}), record["config"]
     changed = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k) and k not in RESUMABLE_CHANGES)
     if changed:
         raise CheckpointError(f"the checkpoint in {where} was made with other settings: "
                               + ", ".join(f"{k} {old.get(k)!r} (now {new.get(k)!r})" for k in changed))
+    if saved.get("data") != record["data"]:
+        raise CheckpointError(f"the checkpoint in {where} was made on other training data (vocabulary, labels or "
+                              f"queries differ); train without --resume, or with the data it was made on")
