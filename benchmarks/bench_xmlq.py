@@ -50,12 +50,13 @@ def describe_training(manifest: dict) -> dict:
     history = metrics.get("history", [])
     options = [name for name, on in (("aug", config.get("data", {}).get("augmentation")),
                                      ("skip-gram", config.get("init_embeddings", "random") != "random"),
-                                     ("short forms", config.get("short_forms"))) if on]
+                                     ("short forms", config.get("query_short_forms"))) if on]
+    trained_here = len(history) - metrics.get("resumed_after_epoch", 0)  # a resumed run's seconds are its own epochs
     return {
         "preset": config.get("preset", "?") + (f" + {', '.join(options)}" if options else ""),
         "trained on": metrics.get("backend", "?").split(", ", 1)[-1],  # "tensorflow 2.21.0 on 1 x cpu"
         "epochs best/run": f"{metrics.get('best_epoch', '?')} / {len(history)}",
-        "s/epoch": metrics["train_seconds"] / len(history) if history else None,
+        "s/epoch": metrics["train_seconds"] / trained_here if trained_here > 0 else None,
     }
 
 
