@@ -86,8 +86,6 @@ def cell(value) -> str:
 def time_steps(preset: str, steps: int) -> None:
     """Seconds per training step of ``preset`` at batch 256 on the demo's vocabulary and labels."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    import keras
-
     from qcat.query_encoding import RESERVED
     from training.corpus import Corpus
     from training.xmlq.model import PRESETS, build_xmlq
@@ -107,7 +105,6 @@ def time_steps(preset: str, steps: int) -> None:
     print(f"{preset}: {network.count_params():,} parameters, {per_step:.3f} s per 256-query step on "
           f"{backend_and_device()} (load average {os.getloadavg()[0]:.1f}); an epoch is {n_steps} steps: "
           f"{per_step * n_steps / 60:.1f} min")
-    _ = keras  # the backend is fixed at import
 
 
 def main() -> None:

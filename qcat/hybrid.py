@@ -98,6 +98,10 @@ class HybridModel:
             (long.backend, (1.0 - self.blend) * share) for long, share in zip(self.longs, self.long_shares))
         return tuple((name, weight) for name, weight in weights if weight > 0)
 
+    def mix(self) -> str:
+        """The blend in words, e.g. ``0.3 x NB + 0.35 x xreg + 0.35 x xmlq``."""
+        return " + ".join(f"{weight:.3g} x {'NB' if name == 'nb' else name}" for name, weight in self.weights())
+
     def part(self, name: str) -> Model:
         if name == "nb":
             return self.nb
@@ -209,8 +213,8 @@ class HybridModel:
             relation = "<=" if part == "nb" else ">"
             return [f"hybrid: {len(tokens)} token(s) {relation} cutoff {self.cutoff}, so {part} answers"] \
                 + self.part(part).explain(query, k)
-        mix = " + ".join(f"{weight:.3g} x {'NB' if name == 'nb' else name}" for name, weight in self.weights())
-        lines = [f"hybrid: {len(tokens)} token(s) > cutoff {self.cutoff}: scores blend {mix} (calibrated probabilities)"]
+        lines = [f"hybrid: {len(tokens)} token(s) > cutoff {self.cutoff}: scores blend {self.mix()} (calibrated "
+                 f"probabilities)"]
         for name, _ in self.weights():
             lines += self.part(name).explain(query, k)
         return lines + ["  the blended scores are calibrated again by the hybrid's own map"

@@ -142,7 +142,8 @@ def tiny_tf(bestbuy_taxonomy, data_dir):
 
 
 def test_resume_under_the_process_backend(tiny_tf, tmp_path) -> None:
-    from training.xmlq.train import CheckpointError, train
+    from training.xmlq.checkpoint import CheckpointError
+    from training.xmlq.train import train
 
     config, prepared = tiny_tf
     quiet = {"log": lambda message: None, "verbose": 0}

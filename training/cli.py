@@ -238,9 +238,10 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     try:
         import keras
 
+        from training.xmlq.checkpoint import CheckpointError
         from training.xmlq.export import ExportError, bundle_model
         from training.xmlq.quantize import AgreementError, describe_quantization, quantized_model
-        from training.xmlq.train import CheckpointError, XMLQConfig, backend_and_device, prepare, train
+        from training.xmlq.train import XMLQConfig, backend_and_device, prepare, train
     except ImportError as exc:
         raise InputError(f"qcat train xmlq needs Keras 3 and a backend ({exc}): pip install 'qcat[train]' and one of "
                          f"tensorflow, 'tensorflow[and-cuda]', 'jax[cuda12]' (KERAS_BACKEND names it)") from None
@@ -328,12 +329,9 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     model.calibration = fit_calibration(model, sets)
     print(describe_fit(model.calibration))
     model.metrics["test"] = evaluate_pr(model, dataset.test)
-    if form_queries:
-        from training.provenance import fingerprints
+    from training.provenance import fingerprints
 
-        save_bundle(model, args.out, dataset, [fingerprints(sorted(form_queries))])
-    else:
-        save_bundle(model, args.out, dataset)
+    save_bundle(model, args.out, dataset, [fingerprints(sorted(form_queries))] if form_queries else [])
     print(f"best epoch {summary['best_epoch']}: validation {json.dumps(summary['validation'])}")
     print("test (onnxruntime) " + json.dumps(model.metrics["test"]))
     print(describe_quantization(model.metrics["quantization"]))
@@ -462,7 +460,7 @@ def describe_hybrid(hybrid) -> str:
     short = f"NB answers queries of at most {hybrid.cutoff} token(s), longer ones get "
     if not hybrid.blended:
         return short + hybrid.long_backend
-    return short + " + ".join(f"{weight:.3g} x {'NB' if name == 'nb' else name}" for name, weight in hybrid.weights())
+    return short + hybrid.mix()
 
 
 def merged_taxonomy(nb, longs: dict, paths: dict):

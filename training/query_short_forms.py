@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from qcat.normalize import tokenize
 from training.clicktable import ClickTable
 from training.dataset import split_queries
 from training.short_forms import short_forms
@@ -104,12 +103,10 @@ def held_out_texts(data) -> frozenset[str]:
     """The texts of the listings a corpus holds out for its real-text sets (their titles and
     the titles' first two and three tokens); none for data without such listings. ``data``:
     a corpus, a click log, or catalog data over either."""
-    from training.corpus import Corpus
+    from training.catalog_data import held_out_listings
 
-    corpus = getattr(data, "base", data)
-    if not isinstance(corpus, Corpus) or not corpus.meta.get("holdout") or "catalog" not in corpus.meta:
+    _, held = held_out_listings(getattr(data, "base", data))
+    if held is None:
         return frozenset()
-    catalog = corpus.catalog()
-    held = corpus.holdout_split(catalog) != 0
-    titles = [" ".join(tokenize(title)) for title in catalog.title[held]]
+    titles = held.title.tolist()
     return frozenset(t for t in titles + lead_forms(titles) if t)

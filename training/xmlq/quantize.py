@@ -143,11 +143,9 @@ def _prepend(graph, nodes: list) -> None:
 
 def top1(network: bytes, token_ids: np.ndarray) -> np.ndarray:
     """The top-1 output column of ``network`` for each row of token ids (onnxruntime, CPU)."""
-    import onnxruntime
+    from qcat.xmlq import new_session, onnxruntime_options
 
-    options = onnxruntime.SessionOptions()
-    options.log_severity_level = 3
-    session = onnxruntime.InferenceSession(network, options, providers=["CPUExecutionProvider"])
+    session = new_session(network, onnxruntime_options())  # as the bundle serves it
     name = session.get_inputs()[0].name
     return np.concatenate([session.run(None, {name: token_ids[start:start + BATCH].astype(np.int32)})[0].argmax(axis=1)
                            for start in range(0, len(token_ids), BATCH)] or [np.zeros(0, dtype=np.int64)])

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
-import os
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -38,6 +36,7 @@ from qcat.model import top_k
 from qcat.query_encoding import RESERVED, encode, token_index
 from training.clicktable import ClickTable
 from training.dataset import Dataset, truth_matrix
+from training.xmlq.checkpoint import Checkpoint, CheckpointError
 from training.xmlq.losses import StochasticNegativeMining, binary_crossentropy, soft_f1
 from training.xmlq.model import PRESETS, build_xmlq
 
@@ -217,89 +216,6 @@ def validation_scores(model: keras.Model, prepared: Prepared, batch_size: int = 
         scores[f"pr@1 {name}"] = pr1
         objective += weight * pr1
     return {"objective": objective} | scores
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that is missing, damaged or made for other data or settings."""
-
-
-class Checkpoint:
-    """The trainer's checkpoint directory.
-
-    - ``best.weights.h5``: the network at the best validation epoch (Keras weights; loads
-      into the network under any backend, e.g. for ONNX export under TensorFlow);
-    - ``last.npz``: everything the next epoch needs, written after every epoch: the
-      trained model's variables (weights, BatchNorm statistics, dropout and SNM random
-      states) and the optimizer's (step count, Adam moments), by variable path;
-    - ``state.json``: epochs done, the monitor's history and best epoch, whether early
-      stopping fired, the config and a fingerprint of the training data.
-
-    ``--resume`` restores all three, so a resumed run goes on exactly as one that never
-    stopped (same shuffles, same learning rate, same random draws)."""
-
-    BEST, LAST, STATE = "best.weights.h5", "last.npz", "state.json"
-
-    def __init__(self, directory: Path):
-        self.directory = Path(directory)
-
-    @property
-    def best(self) -> Path:
-        return self.directory / self.BEST
-
-    def exists(self) -> bool:
-        return all((self.directory / name).is_file() for name in (self.BEST, self.LAST, self.STATE))
-
-    def save_best(self, network: keras.Model) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        partial = self.directory / f"partial.{self.BEST}"
-        network.save_weights(partial)
-        os.replace(partial, self.best)
-
-    def save_last(self, trainable: keras.Model, state: dict) -> None:
-        """Write the resume state; each file is replaced whole (a crash leaves the old one)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        arrays, names = {}, {}
-        for group, variables in _resume_variables(trainable).items():
-            names[group] = [v.path for v in variables]
-            for i, v in enumerate(variables):
-                arrays[f"{group}/{i}"] = v.numpy()
-        partial = self.directory / "partial.last.npz"
-        with open(partial, "wb") as handle:
-            np.savez(handle, **arrays)
-        os.replace(partial, self.directory / self.LAST)
-        partial = self.directory / "partial.state.json"
-        partial.write_text(json.dumps(state | {"variables": names}, indent=1))
-        os.replace(partial, self.directory / self.STATE)
-
-    def load_state(self) -> dict:
-        if not self.exists():
-            raise CheckpointError(f"no checkpoint to resume in {self.directory} (it needs {self.BEST}, {self.LAST} "
-                                  f"and {self.STATE}, written after each epoch)")
-        try:
-            return json.loads((self.directory / self.STATE).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise CheckpointError(f"{self.directory / self.STATE}: {exc}") from None
-
-    def restore(self, trainable: keras.Model, state: dict) -> None:
-        """Assign the saved variables to ``trainable`` and its optimizer (built here if not yet)."""
-        if not trainable.optimizer.built:
-            trainable.optimizer.build(trainable.trainable_variables)
-        with np.load(self.directory / self.LAST) as arrays:
-            for group, variables in _resume_variables(trainable).items():
-                saved = state["variables"].get(group, [])
-                if len(saved) != len(variables):
-                    raise CheckpointError(f"{self.directory}: the checkpoint has {len(saved)} {group} variables, "
-                                          f"this model {len(variables)}")
-                for i, v in enumerate(variables):
-                    value = arrays[f"{group}/{i}"]
-                    if tuple(value.shape) != tuple(v.shape):
-                        raise CheckpointError(f"{self.directory}: {saved[i]} has shape {value.shape}, this "
-                                              f"model's {v.path} {tuple(v.shape)}")
-                    v.assign(value)
-
-
-def _resume_variables(trainable: keras.Model) -> dict:
-    return {"model": list(trainable.variables), "optimizer": list(trainable.optimizer.variables)}
 
 
 def data_fingerprint(prepared: Prepared) -> str:
