@@ -58,7 +58,7 @@ def sessions_section(store) -> None:
     if not progress:
         st.info("No judging session yet: `qcat judge create-session` makes one.")
         return
-    st.dataframe(progress, hide_index=True, use_container_width=True, column_config=NAME_COLUMNS)
+    st.dataframe(progress, hide_index=True, width="stretch", column_config=NAME_COLUMNS)
     sessions = session_overview(store)
     chosen = st.selectbox("Agreement so far (Krippendorff's alpha, ordinal) in session", [s["id"] for s in sessions],
                           format_func={s["id"]: _short(s["name"]) for s in sessions}.get, key="admin_alpha_session")
@@ -66,7 +66,7 @@ def sessions_section(store) -> None:
     st.dataframe([{"segment": row["segment"], "units graded by 2+ judges": row["units"],
                    "alpha": _shown(row["krippendorff_alpha_ordinal"]),
                    "pairwise agreement": _shown(row["pairwise_agreement"])} for row in rows],
-                 hide_index=True, use_container_width=True)
+                 hide_index=True, width="stretch")
 
 
 def _short(name: str, limit: int = 60) -> str:
@@ -84,7 +84,7 @@ def judges_section(store) -> None:
         st.info("No judge yet: `qcat judge add-judge NAME` adds one.")
         return
     st.dataframe([{k: v for k, v in row.items() if k != "id"} for row in judges], hide_index=True,
-                 use_container_width=True)
+                 width="stretch")
     by_id = {row["id"]: row for row in judges}
     chosen = st.selectbox("Judge", list(by_id), format_func=lambda i: by_id[i]["judge"], key="admin_judge")
     judge = by_id[chosen]
@@ -138,7 +138,7 @@ def claims_section(store) -> None:
         st.caption("No open claim.")
         return
     st.dataframe([{k: v for k, v in row.items() if k != "judge_id"} for row in claims], hide_index=True,
-                 use_container_width=True, column_config=NAME_COLUMNS)
+                 width="stretch", column_config=NAME_COLUMNS)
     labels = {row["query_id"]: f"{row['query']} ({row['judge']}, {row['session']})" for row in claims}
     chosen = st.selectbox("Claimed query", list(labels), format_func=labels.get, key="admin_claim")
     if st.button("Release the claims on this query", key="admin_release_query"):
@@ -168,7 +168,7 @@ def disagreements_section(store) -> None:
     by_id = {item.query_id: item for item in items}
     st.dataframe([{"query": item.text, "segment": item.segment, "judges": item.judges,
                    "disputed listings": len(item.listings), "largest spread": max(d.spread for d in item.listings),
-                   "sent back": item.sent_back} for item in items], hide_index=True, use_container_width=True)
+                   "sent back": item.sent_back} for item in items], hide_index=True, width="stretch")
     chosen = st.selectbox("Disputed query", list(by_id), format_func=lambda i: by_id[i].text, key="admin_dispute")
     item = by_id[chosen]
     settled = {}
@@ -193,7 +193,7 @@ def disagreements_section(store) -> None:
         done(f"Sent “{item.text}” back: one more judge will grade it.")
     history = disagreements.history(store, chosen)
     if history:
-        st.dataframe(history, hide_index=True, use_container_width=True)
+        st.dataframe(history, hide_index=True, width="stretch")
 
 
 def _md(text: str) -> str:

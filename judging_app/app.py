@@ -1,27 +1,23 @@
 """The judging app (Streamlit): blind side-by-side grading of two search result groups.
 
 Started by ``qcat judge app`` (which sets ``QCAT_DB_URL`` and optionally ``QCAT_JUDGE_SESSION``).
-A judge signs in with their token, gets the next query that still needs them, and grades every
-listing of both groups (Group A on the left, Group B on the right; which system is which is
-drawn at random per query and never shown) on the 4-level scale, then submits, skips or flags.
-Grades are saved only on submit; a reload keeps the judge signed in (a session cookie, see
-:mod:`judging_app.sign_ins`) and puts back the open query with the grades entered so far
-(:mod:`judging_app.page_scripts`). A judge may review and change the queries they submitted
-("Your judgments" in the sidebar). When the store cannot be reached, the judge is told so in one
-line (the error is logged here), and the query on screen stays, with the grades entered, until a
-retry reaches the store (the line is drawn by the buttons too, where the judge is looking). Late
-grades that are no longer needed move the judge on, recording nothing. The session's guidelines
-(``create-session --guidelines``) open in a dialog on a judge's first sign-in and sit, with the
-grade scale and the keys, under "Guidelines and keys (?)" in the sidebar (``?`` opens it).
-Listing cards show the listing's picture and link when the result lists carry them. Wrong tokens
-are rate-limited (:mod:`judging_app.sign_in_limits`). An admin token opens the admin page
+A judge signs in with their token and grades in the grading panel (:mod:`judging_app.panel`):
+the query and both groups (Group A on the left, Group B on the right; which system is which is
+drawn at random per query and never shown), graded on the 4-level scale with the keys, then
+submitted, skipped or flagged. The panel draws and grades in the browser and holds the next
+queries ready, so the next query shows the moment Enter is pressed; each action reaches the
+server as one message, stored by :mod:`judging_app.grading_desk` while the judge goes on. A reload
+keeps the judge signed in (a session cookie, see :mod:`judging_app.sign_ins`) and the panel puts
+back the grades entered so far. A judge may review and change the queries they submitted ("Your
+judgments" in the sidebar). When the store cannot be reached, the panel says so in one line and
+keeps the grades for the judge to send again. The session's guidelines (``create-session
+--guidelines``) open on a judge's first sign-in and with ``?``. Wrong tokens are rate-limited
+(:mod:`judging_app.sign_in_limits`). An admin token opens the admin page
 (:mod:`judging_app.admin_page`).
 """
 
 from __future__ import annotations
 
-import html
-import inspect
 import json
 import logging
 import os
@@ -36,17 +32,17 @@ from judging_app.admin_page import admin_page
 from judging_app.judges import EMPTY_TOKEN, authenticate_any
 from judging_app.sign_in_limits import LIMITER, too_many
 from judging_app.tokens import split_token
-from judging_app.models import GRADE_NAMES, Admin
-from judging_app.page_scripts import grading_page, install_hotkeys, set_sign_in_cookie
-from judging_app.imports import safe_url
-from judging_app.sessions import find_session, session_overview
+from judging_app.models import Admin
+from judging_app.grading_desk import STORE_DOWN, GradingDesk
+from judging_app.page_scripts import set_sign_in_cookie
+from judging_app.panel import grading_panel, markdown_html, sent_outbox
+from judging_app.sessions import find_session, judge_facing_name, session_overview
+from judging_app.timing import IDLE_CAP_SECONDS
 from judging_app.store import URL_ENV, error_detail, open_store, resolve_url
 from qcat.errors import InputError
 
 SESSION_ENV = "QCAT_JUDGE_SESSION"
-GROUPS = {"left": "Group A", "right": "Group B"}
-STORE_DOWN = "The judging store cannot be reached right now"
-KEEP_GRADES = "your grades are kept here: press the button again in a moment."
+RELOAD_LATER = "reload the page in a moment."
 SIGN_IN_LATER = "sign in again in a moment."
 log = logging.getLogger("judging_app.app")
 _told_store_down: list[bool] = []  # this page run has shown STORE_DOWN (the script runs afresh each time)
@@ -67,13 +63,14 @@ Unsure between two grades? Take the lower one. **Skip** a query you cannot judge
 see it again); **flag** it with a note when something is wrong with it (offensive, not a product
 search, unintelligible).
 
-**Keyboard:** the first listing without a grade has the focus (a blue ring). Press **0–3** to
-grade it: the focus moves on to the next listing, and after the last one to **Submit grades**,
-where Enter submits. Tab / Shift+Tab also move from listing to listing and the arrow keys change
-a grade; Ctrl+Enter submits while no field has the focus. A digit typed while no listing has the
-focus grades the first listing without a grade. **?** opens this help.
+**Keyboard:** the first listing without a grade has the focus (a blue frame). Press **0–3** to
+grade it: the focus moves on to the next listing, and after the last one to **Submit grades**.
+**Enter** submits and shows the next query at once; keys typed after Enter grade the next query.
+**↑/↓** (or Tab / Shift+Tab) move from listing to listing, **←/→** change the grade in focus,
+**Backspace** takes back a grade. **S** skips the query; **F** puts you in the flag note: write what
+is wrong, then Enter flags and skips it (Esc goes back). **R** sends again what could not be saved.
+**?** opens this help and Esc closes it.
 """
-HELP_BUTTON = "Guidelines and keys (?)"
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
 
@@ -87,34 +84,18 @@ def plural(n: int, word: str, words: str) -> str:
     return f"{n:,} {word if n == 1 else words}"
 
 
-def grade_label(grade: int) -> str:
-    return f"{grade} {GRADE_NAMES[grade]}"
-
-
 @st.cache_resource(show_spinner=False)
 def get_store(url: str):
     return open_store(url)
 
 
-def store_down(exc: SQLAlchemyError, advice: str = KEEP_GRADES, here: bool = False) -> None:
+def store_down(exc: SQLAlchemyError, advice: str = RELOAD_LATER) -> None:
     """A database error: logged in full on the server; the judge gets one plain line per page run,
-    never the traceback, the SQL or the store's address. ``here``: the judge just pressed a button:
-    the line is drawn where it is called (by the button) even when the top of the page has it
-    already, and a toast says it too."""
+    never the traceback, the SQL or the store's address (the panel says it in its own line)."""
     log.error("judging store error: %s", error_detail(exc), exc_info=exc)
-    if here:
-        st.error(f"{STORE_DOWN}; {advice}")
-        st.toast(f"Not saved: {STORE_DOWN.lower()}.", icon="⚠️")
     if not _told_store_down:
         _told_store_down.append(True)
-        if not here:
-            st.error(f"{STORE_DOWN}; {advice}")
-
-
-def submit_button(label: str, **kwargs) -> bool:
-    if "shortcut" not in inspect.signature(st.form_submit_button).parameters:
-        kwargs.pop("shortcut", None)
-    return st.form_submit_button(label, **kwargs)
+        st.error(f"{STORE_DOWN}; {advice}")
 
 
 SIGNED_IN = ("judge_id", "admin_id")
@@ -172,7 +153,7 @@ def sign_out(store) -> None:
         sign_ins.forget(store, key)
     except SQLAlchemyError as exc:
         store_down(exc, "you are signed out in this window only.")
-    for name in (*SIGNED_IN, "judge_name", "flash", "screen", "session_id", "reviewing", "sign_in_key"):
+    for name in (*SIGNED_IN, "judge_name", "desk", "panel_queue", "session_id", "reviewing", "sign_in_key"):
         st.session_state.pop(name, None)
     st.session_state["signed_out_key"] = key  # this session's cookie snapshot still holds it
     st.session_state["new_cookie"] = None
@@ -207,23 +188,13 @@ def pick_session(store) -> int | None:
 
 
 def sidebar(store, judge_id: int, session_id: int) -> None:
-    try:
-        progress = assignment.progress(store, judge_id, session_id)
-    except SQLAlchemyError as exc:
-        store_down(exc)
-        progress = None
     with st.sidebar:
         st.markdown(f"Signed in as **{escape(st.session_state['judge_name'])}**")
         if st.button("Sign out", key="sign_out"):
             sign_out(store)
-        if progress is not None:
-            show_progress(progress)
         your_judgments(store, judge_id, session_id)
-        with st.expander(HELP_BUTTON, expanded=False):  # opened in the browser, no rerun: `?` toggles it
-            if guidelines := session_guidelines(store, session_id):
-                st.markdown(guidelines)
-                st.divider()
-            st.markdown(GUIDELINE)
+        st.caption("Keys: **0–3** grade · **↑/↓** move · **←/→** change · **Backspace** undo · **Enter** submit · "
+                   "**S** skip · **F** flag · **R** retry · **?** guidelines")
 
 
 def session_guidelines(store, session_id: int) -> str | None:
@@ -237,32 +208,15 @@ def session_guidelines(store, session_id: int) -> str | None:
         return None
 
 
-@st.dialog("Guidelines and keys", width="large")
-def guidelines_dialog(guidelines: str | None) -> None:
-    if guidelines:
-        st.markdown(guidelines)
-        st.divider()
-    st.markdown(GUIDELINE)
-    if st.button("Start judging", type="primary", key="help_close"):
-        st.rerun()
-
-
-def first_sign_in_guidelines(store, judge_id: int, session_id: int) -> None:
-    """Open the session's guidelines once, for a judge who has had no query of the session yet."""
-    seen = st.session_state.setdefault("guidelines_seen", set())
-    if session_id in seen:
-        return
-    seen.add(session_id)
-    guidelines = session_guidelines(store, session_id)
-    if guidelines is None:
-        return
+def session_display_name(store, session_id: int) -> str:
+    """The session's name as judges see it (its display name: never the systems compared)."""
     try:
-        progress = assignment.progress(store, judge_id, session_id)
+        with store.sessions() as session:
+            record = find_session(session, session_id)
+            return judge_facing_name(record.id, record.display_name)
     except SQLAlchemyError as exc:
         store_down(exc)
-        return
-    if progress["given"] == 0:
-        guidelines_dialog(guidelines)
+        return ""
 
 
 def your_judgments(store, judge_id: int, session_id: int) -> None:
@@ -283,53 +237,6 @@ def your_judgments(store, judge_id: int, session_id: int) -> None:
             st.rerun()
 
 
-def show_progress(progress: dict) -> None:
-    with st.sidebar:
-        st.subheader("Progress")
-        st.markdown(f"You: **{plural(progress['judged'], 'query', 'queries')}** judged, {progress['skipped']:,} skipped")
-        needed = max(progress["judgments_needed"], 1)
-        st.progress(min(progress["judgments_done"] / needed, 1.0),
-                    text=f"Session: {progress['judgments_done']:,} of {progress['judgments_needed']:,} query judgments, "
-                         f"{progress['complete_queries']:,} of {progress['queries']:,} queries complete")
-
-
-def price_text(price: float) -> str:
-    """A catalog price as shown (the catalog names no currency): 49.88, 1,299.00."""
-    return f"{price:,.2f}"
-
-
-def listing_card(item) -> str:
-    facts = [f"Brand: {escape(item.brand)}" if item.brand else "",
-             f"Price: {escape(price_text(item.price))}" if item.price is not None else ""]
-    facts_line = " · ".join(fact for fact in facts if fact)
-    return (f"**{item.position}. {escape(item.title) or '(no title)'}**  \n" +
-            (f"{facts_line}  \n" if facts_line else "") +
-            f":gray[{escape(item.category)} · {escape(item.listing_id)}]")
-
-
-def listing_card_html(item) -> str | None:
-    """The card with the listing's picture and a link to its page (lists that carry them), as
-    HTML: every text escaped, only http(s) and inline-image URLs; the link opens a new tab and
-    takes no Tab stop (Tab goes from grade to grade). None when the listing has neither."""
-    image = safe_url(getattr(item, "image_url", None) or "", images=True)
-    link = safe_url(getattr(item, "link", None) or "", images=False)
-    if image is None and link is None:
-        return None
-    facts = [f"Brand: {html.escape(item.brand)}" if item.brand else "",
-             f"Price: {html.escape(price_text(item.price))}" if item.price is not None else ""]
-    title = html.escape(item.title) or "(no title)"
-    if link is not None:
-        title = (f'<a href="{html.escape(link, quote=True)}" target="_blank" rel="noopener noreferrer" '
-                 f'tabindex="-1">{title}</a>')
-    picture = (f'<img class="qcat-thumb" src="{html.escape(image, quote=True)}" alt="" loading="lazy">'
-               if image is not None else "")
-    facts_line = " · ".join(fact for fact in facts if fact)
-    return (f'<div class="qcat-card">{picture}<p><strong>{item.position}. {title}</strong>'
-            + (f"<br>{facts_line}" if facts_line else "")
-            + f'<br><span style="color: gray">{html.escape(item.category)} · {html.escape(item.listing_id)}</span>'
-            + "</p></div>")
-
-
 def claim_timeout() -> timedelta:
     minutes = os.environ.get(assignment.CLAIM_TIMEOUT_ENV, "")
     try:
@@ -338,166 +245,53 @@ def claim_timeout() -> timedelta:
         return assignment.CLAIM_TIMEOUT
 
 
-def query_on_screen(store, judge_id: int, session_id: int) -> assignment.QueryScreen | None:
-    """The query to show: the store's next query for this judge, or, while the store cannot be
-    reached, the query already on screen (so its grade widgets, and the grades entered, stay)."""
-    # The query on screen stays this judge's even when its claim was released meanwhile, so that
-    # grades submitted after a long pause reach judgments.submit (which keeps them while needed).
-    showing = st.session_state.get("screen")
-    try:
-        screen = assignment.next_query(store, judge_id, session_id, claim_timeout(),
-                                       showing=showing.query_id if showing else None)
-    except SQLAlchemyError as exc:
-        store_down(exc)
-        return showing
-    st.session_state["screen"] = screen
-    if showing is not None and (screen is None or screen.query_id != showing.query_id):
-        tell_if_finished_elsewhere(store, judge_id, showing)
-    return screen
+def grading_desk(store, judge_id: int, session_id: int) -> GradingDesk:
+    """This page's desk for the judge and session (it remembers the answers the panel has not
+    yet let go of, so that an action sent twice is stored once)."""
+    desk = st.session_state.get("desk")
+    if desk is None or (desk.judge_id, desk.session_id) != (judge_id, session_id):
+        desk = st.session_state["desk"] = GradingDesk(store, judge_id, session_id, claim_timeout(), log=log)
+    desk.store = store
+    return desk
 
 
-def tell_if_finished_elsewhere(store, judge_id: int, showing: assignment.QueryScreen) -> None:
-    """The query this page showed was submitted or skipped in another window (this page clears
-    its screen after its own submit or skip): its form here was not used, and the judge is told."""
-    try:
-        status = assignment.finished(store, judge_id, showing.query_id)
-    except SQLAlchemyError as exc:
-        store_down(exc)
-        return
-    if status is not None:
-        st.warning(f"“{escape(showing.text)}” was already {'graded' if status == 'done' else 'skipped'} "
-                   "in another window: nothing was changed. Here is your next query.")
+def guidelines_html(guidelines: str | None) -> str:
+    return markdown_html((guidelines + "\n\n---\n\n" if guidelines else "") + GUIDELINE)
 
 
-def grade_controls(screen: assignment.QueryScreen, prefix: str,
-                   grades: dict[tuple[str, str], int] | None = None) -> dict[tuple[str, str], str]:
-    """Both groups' listing cards, each with its grade control (preset to ``grades`` when
-    reviewing); returns the widget key of each (listing, side) graded."""
-    keys: dict[tuple[str, str], str] = {}
-    columns = st.columns(2, gap="large")
-    shared = screen.shared()
-    left_position = {item.listing_id: item.position for item in screen.left}
-    for (side, group), column in zip((("left", screen.left), ("right", screen.right)), columns):
-        with column:
-            st.subheader(GROUPS[side], anchor=False)  # no heading link: Tab goes from grade to grade
-            if not group:
-                st.caption("This search returned nothing.")
-            for item in group:
-                card = listing_card_html(item)
-                if card is not None:
-                    st.markdown(card, unsafe_allow_html=True)
-                else:
-                    st.markdown(listing_card(item))
-                if side == "right" and item.listing_id in shared:
-                    st.caption(f"Same listing as {GROUPS['left']} result {left_position[item.listing_id]}: "
-                               "graded there, the grade counts for both groups.")
-                    continue
-                key = f"{prefix}_{screen.query_id}_{side}_{item.position}"
-                keys[(item.listing_id, side)] = key
-                given = (grades or {}).get((item.listing_id, side))
-                st.radio(f"Grade for {GROUPS[side]} result {item.position}", options=[0, 1, 2, 3],
-                         format_func=grade_label, index=given, horizontal=True, key=key,
-                         label_visibility="collapsed")
-    return keys
-
-
-def grades_entered(keys: dict[tuple[str, str], str]) -> dict[tuple[str, str], int] | None:
-    """The grades of the form, or None (the judge is told) while some listing has none."""
-    grades = {pair: st.session_state.get(key) for pair, key in keys.items()}
-    missing = sum(1 for grade in grades.values() if grade is None)
-    if missing:
-        st.warning(f"Grade every listing first: {missing} of {len(grades)} are not graded yet.")
-        return None
-    return grades
-
-
-def stored(action, text: str = ""):
-    """Run a store action of the judge's: ``(True, its result)``, or ``(False, None)`` once the judge
-    has been told why not (a refused input; the store unreachable: said by the buttons, where the
-    judge is looking). A query already finished in another window reruns the page, whose next run
-    shows the next query and says why; late grades no longer needed (the query was judged by
-    others meanwhile) move the judge on to the next query, recording nothing."""
-    try:
-        return True, action()
-    except assignment.AlreadyFinished:
-        st.rerun()
-    except judgments.NotNeeded:
-        st.session_state["flash_info"] = (f"While “{escape(text)}” waited, other judges graded it: your grades for it are not "
-                                          "needed and nothing was recorded. Here is your next query.")
-        st.session_state["screen"] = None
-        st.rerun()
-    except InputError as exc:
-        st.error(str(exc))
-    except SQLAlchemyError as exc:
-        store_down(exc, here=True)
-    return False, None
-
-
-def reviewing(store, judge_id: int, query_id: int) -> None:
-    """A query this judge submitted, with their grades: changed grades are saved as new versions."""
-    try:
-        with store.sessions() as session:
-            screen = assignment.screen(session, query_id)
-        grades = judgments.my_grades(store, judge_id, query_id)
-    except SQLAlchemyError as exc:
-        store_down(exc)
-        return
-    st.markdown(f"## Query: {escape(screen.text)}")
-    st.info("You submitted this query already: change any grade, then save. Every version is kept; "
-            "the results use the latest.")
-    with st.form(f"review_{query_id}", border=True):
-        keys = grade_controls(screen, "review", grades)
-        with st.container(horizontal=True, gap="medium"):
-            save = submit_button("Save changes", type="primary", shortcut="Ctrl+Enter")
-            back = submit_button("Back to grading")
-    if back:
-        st.session_state.pop("reviewing", None)
-        st.rerun()
-    if save and (changed := grades_entered(keys)) is not None:
-        done, result = stored(lambda: judgments.submit(store, judge_id, query_id, changed), screen.text)
-        if not done:
-            return
-        st.session_state["flash"] = (f"Changed {plural(result.listings_updated, 'grade', 'grades')} of “{screen.text}”."
-                                     if result.updated else f"No grade of “{screen.text}” changed.")
-        st.session_state.pop("reviewing", None)
-        st.rerun()
-
-
+@st.fragment
 def grading(store, judge_id: int, session_id: int) -> None:
-    screen = query_on_screen(store, judge_id, session_id)
-    if screen is None:
-        if not _told_store_down:
-            st.success("All done: no query in this session needs your judgment any more. Thank you!")
-        return
-    st.markdown(f"## Query: {escape(screen.text)}")
-    with st.form(f"grade_{screen.query_id}", border=True):
-        keys = grade_controls(screen, "grade")
-        note = st.text_input("Flag note (optional): what is wrong with this query?", key=f"note_{screen.query_id}",
-                             placeholder="e.g. offensive, not a product search, unintelligible")
-        with st.container(horizontal=True, gap="medium"):  # each button as wide as its label
-            submitted = submit_button("Submit grades", type="primary", shortcut="Ctrl+Enter")
-            skipped = submit_button("Skip query")
-            flagged = submit_button("Flag & skip")
-    if submitted:
-        grades = grades_entered(keys)
-        if grades is None:
-            return
-        if not stored(lambda: judgments.submit(store, judge_id, screen.query_id, grades, flag_note=note or None,
-                                               resubmit=False), screen.text)[0]:
-            return
-        st.session_state["flash"] = f"Saved your {len(grades)} grades for “{screen.text}”."
-        st.session_state["screen"] = None  # finished here, not in another window
-        st.rerun()
-    if skipped or flagged:
-        if flagged and not note.strip():
-            st.warning("Write in the note field what is wrong with the query, then press Flag & skip again.")
-            return
-        if not stored(lambda: assignment.skip(store, judge_id, screen.query_id, flag_note=note or None),
-                      screen.text)[0]:
-            return
-        st.session_state["flash"] = f"{'Flagged and skipped' if flagged else 'Skipped'} “{screen.text}”."
-        st.session_state["screen"] = None  # finished here, not in another window
-        st.rerun()
+    """The grading panel. A message from the panel reruns this fragment alone: its actions are
+    stored, and it is sent its next queries back."""
+    desk = grading_desk(store, judge_id, session_id)
+    outbox = sent_outbox()
+    answers = desk.take(outbox["actions"])
+    reviewing = st.session_state.get("reviewing")
+    if any(answer["status"] in ("changed", "back") and answer["query_id"] == reviewing for answer in answers.values()):
+        st.session_state.pop("reviewing", None)
+        reviewing = None
+    down = None
+    try:
+        queue = desk.review(reviewing) if reviewing is not None else desk.queue(outbox["holding"])
+        progress = desk.progress()
+        st.session_state["panel_queue"] = (reviewing, queue)
+    except SQLAlchemyError as exc:
+        log.error("judging store error: %s", error_detail(exc), exc_info=exc)
+        held_for, queue = st.session_state.get("panel_queue", (None, []))
+        queue = queue if held_for == reviewing else []
+        progress, down = None, f"{STORE_DOWN}; your grades are kept here: they are sent when it is back."
+    guidelines = session_guidelines(store, session_id)
+    first_time = session_id not in st.session_state.setdefault("guidelines_seen", set())
+    st.session_state["guidelines_seen"].add(session_id)
+    grading_panel({
+        "mode": "review" if reviewing is not None else ("grade" if queue or down else "done"),
+        "epoch": f"{'review' if reviewing is not None else 'grade'}:{session_id}:{judge_id}:{reviewing or ''}",
+        "judge": judge_id, "session": session_display_name(store, session_id), "queue": queue,
+        "answers": answers, "progress": progress, "store_down": down, "idle_cap": IDLE_CAP_SECONDS,
+        "guidelines_html": guidelines_html(guidelines),
+        "open_guidelines": bool(guidelines) and first_time and progress is not None and progress["judged"] == 0
+                           and progress["skipped"] == 0,
+    })
 
 
 def main() -> None:
@@ -517,7 +311,6 @@ def main() -> None:
             store_down(exc, SIGN_IN_LATER)
     if not any(role in st.session_state for role in SIGNED_IN):
         sign_in(store)
-        install_hotkeys()
         return
     if "admin_id" in st.session_state:
         with st.sidebar:
@@ -530,20 +323,9 @@ def main() -> None:
         session_id = choose_session(store)
         if session_id is None:
             return
-        if flash := st.session_state.pop("flash", None):
-            st.success(flash)
-        if flash := st.session_state.pop("flash_info", None):
-            st.info(flash)
         judge_id = st.session_state["judge_id"]
-        first_sign_in_guidelines(store, judge_id, session_id)
         sidebar(store, judge_id, session_id)
-        if (query_id := st.session_state.get("reviewing")) is not None:
-            reviewing(store, judge_id, query_id)
-            grading_page(query_id, keep_draft=False)
-            return
         grading(store, judge_id, session_id)
-        if (screen := st.session_state.get("screen")) is not None:
-            grading_page(screen.query_id, keep_draft=True)
     except InputError as exc:
         st.error(str(exc))
     except SQLAlchemyError as exc:

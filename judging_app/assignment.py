@@ -41,6 +41,7 @@ screen of a gold query is the same as any other's.
 from __future__ import annotations
 
 import random
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -147,9 +148,11 @@ def screen(session, query_id: int) -> QueryScreen:
     return QueryScreen(query.id, query.text, groups["left"], groups["right"])
 
 
-def open_assignment(session, judge_id: int, session_id: int) -> Assignment | None:
+def open_assignment(session, judge_id: int, session_id: int, beyond: Collection[int] = ()) -> Assignment | None:
+    """The judge's oldest open assignment in the session, other than those of ``beyond``."""
     return session.scalar(select(Assignment).where(Assignment.judge_id == judge_id, Assignment.session_id == session_id,
-                                                   Assignment.status == "open").order_by(Assignment.id).limit(1))
+                                                   Assignment.status == "open", Assignment.query_id.not_in(list(beyond)))
+                          .order_by(Assignment.id).limit(1))
 
 
 def _on_screen(session, judge_id: int, session_id: int, query_id: int) -> Assignment | None:
@@ -225,13 +228,15 @@ def _reclaim(session, held: Assignment, limit: int, now: datetime) -> bool:
 
 
 def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: timedelta = CLAIM_TIMEOUT,
-               showing: int | None = None) -> QueryScreen | None:
+               showing: int | None = None, beyond: Collection[int] = ()) -> QueryScreen | None:
     """The query this judge should judge now, or None when no query of the session still needs
     this judge. Claims of the session idle longer than ``claim_timeout`` are released first. In
     order: the query on the judge's screen (``showing``, while not done or skipped, even when its
     claim was released and could not be taken back: their grades may still count), their open
     query, a query of theirs whose claim was released and that still needs a judge, a new claim:
-    their next gold query when one is due (see the module's docstring), else a regular query."""
+    their next gold query when one is due (see the module's docstring), else a regular query.
+    ``beyond``: queries the judge already holds ahead (the grading panel's prefetch): the query
+    after them is wanted, and they are neither given again nor released."""
     for _ in range(RETRIES):
         try:
             with store.transaction() as session:
@@ -241,13 +246,14 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
                 check_member(session, judge_id, session_id)
                 now, limit = utcnow(), record.judges_per_query
                 _release_where(session, Assignment.session_id == session_id, Assignment.active_at < now - claim_timeout)
-                held = _on_screen(session, judge_id, session_id, showing) if showing is not None else None
-                held = held or open_assignment(session, judge_id, session_id)
+                held = (_on_screen(session, judge_id, session_id, showing)
+                        if showing is not None and showing not in beyond else None)
+                held = held or open_assignment(session, judge_id, session_id, beyond)
                 if held is not None:
                     _reclaim(session, held, limit, now)
                     return screen(session, held.query_id)
                 for released in _released_needing_a_judge(session, judge_id, record):
-                    if _reclaim(session, released, limit, now):
+                    if released.query_id not in beyond and _reclaim(session, released, limit, now):
                         return screen(session, released.query_id)
                 mine = exists().where(Assignment.query_id == SessionQuery.id, Assignment.judge_id == judge_id)
                 candidates = session.scalars(
@@ -273,6 +279,23 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
                 raise
             continue  # a serialization failure or deadlock: start over
     raise InputError("could not claim a query after many attempts: the database is too busy, try again")
+
+
+def next_queries(store: Store, judge_id: int, session_id: int, count: int,
+                 claim_timeout: timedelta = CLAIM_TIMEOUT, holding: Sequence[int] = ()) -> list[QueryScreen]:
+    """Up to ``count`` queries for the judge, in the order to judge them: the one to show now and
+    the ones the grading panel holds ready after it (each claimed, as :func:`next_query` claims
+    one). ``holding``: the queries the panel holds now, in its order; those not finished meanwhile
+    come first, so a prefetched query is never swapped for another."""
+    screens: list[QueryScreen] = []
+    for _ in range(count):
+        picked = [shown.query_id for shown in screens]
+        showing = next((query_id for query_id in holding if query_id not in picked), None)
+        shown = next_query(store, judge_id, session_id, claim_timeout, showing=showing, beyond=picked)
+        if shown is None:
+            break
+        screens.append(shown)
+    return screens
 
 
 def _exists(session, judge_id: int) -> bool:

@@ -21,6 +21,8 @@ another judge held the released place; never with two judgments of one judge.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -106,7 +108,7 @@ def _upsert(session, rows: list[dict]):
 
 def submit(store: Store, judge_id: int, query_id: int,
            grades: Mapping[tuple[str, str], object] | Iterable[tuple[str, str, object]],
-           flag_note: str | None = None, resubmit: bool = True) -> SubmitResult:
+           flag_note: str | None = None, resubmit: bool = True, active_seconds: float | None = None) -> SubmitResult:
     """Store this judge's grades of every listing shown for the query.
 
     ``grades`` maps ``(listing_id, side)`` to a grade 0–3 (or is a list of ``(listing_id, side,
@@ -114,8 +116,11 @@ def submit(store: Store, judge_id: int, query_id: int,
     shown for this query, a listing left ungraded, a query that does not exist or is not
     assigned to this judge; with :class:`AlreadyFinished` (storing nothing) a query this judge
     skipped, and, when ``resubmit`` is False (the app: another window may have submitted it), a
-    query this judge has already submitted. ``resubmit=True`` updates the changed grades."""
+    query this judge has already submitted. ``resubmit=True`` updates the changed grades.
+    ``active_seconds``: the time the grading panel measured the judge at work on the query, kept
+    with the first submission (a later change of grades keeps it)."""
     graded = _normalize(grades)
+    seconds = check_active_seconds(active_seconds)
     note = check_note(flag_note) if flag_note is not None else ""
     with store.transaction() as session:
         assignment = _assignment(session, judge_id, query_id)
@@ -146,6 +151,8 @@ def submit(store: Store, judge_id: int, query_id: int,
             session.execute(insert(JudgmentVersion), [
                 {key: row[key] for key in ("judge_id", "query_id", "listing_id", "side", "grade")} | {"recorded_at": now}
                 for row in changed])
+        if assignment.status != "done" and seconds is not None:
+            assignment.active_seconds = seconds
         assignment.status = "done"
         assignment.finished_at = assignment.finished_at or now
         if note:
@@ -154,6 +161,15 @@ def submit(store: Store, judge_id: int, query_id: int,
     updated = sum(1 for key, grade in graded.items() if key in before and before[key] != grade)
     listings_updated = len({listing for (listing, side), grade in graded.items() if key_changed(before, listing, side, grade)})
     return SubmitResult(inserted, updated, len(graded) - inserted - updated, listings_updated)
+
+
+def check_active_seconds(seconds: object) -> float | None:
+    """A measured time on a query: a finite number of seconds, 0 or more (None: not measured)."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
+        raise InputError(f"the time spent on a query must be a number of seconds, 0 or more: got {seconds!r}")
+    return float(seconds)
 
 
 def key_changed(before: dict, listing: str, side: str, grade: int) -> bool:

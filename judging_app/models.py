@@ -219,6 +219,8 @@ class Assignment(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     active_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)  # last shown or acted on
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+    # seconds the grading panel measured the judge at work on the query (idle gaps capped); see 0007
+    active_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     __table_args__ = (
         UniqueConstraint("judge_id", "query_id", name="uq_assignments_judge_query"),

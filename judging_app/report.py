@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from datetime import datetime, timezone
 
 import numpy as np
@@ -28,7 +28,7 @@ from judging_app.agreement import agreement
 from judging_app.gold import gold_summary
 from judging_app.results import SessionResults, judges_needed, load_results
 from judging_app.sessions import SEGMENTS
-from judging_app.timing import FAST_SHARE, timing_summary
+from judging_app.timing import FAST_SHARE, TIMING_RULE, timing_summary
 from judging_app.store import Store
 from qcat.errors import InputError
 
@@ -141,6 +141,7 @@ def build_report(store: Store, key: str | int, bootstrap: int = 1000, seed: int 
                     "settings": json.loads(results.settings or "{}")},
         "options": {"bootstrap": bootstrap, "seed": seed, "min_judges": needed},
         "coverage": {"queries": len(results.queries), "complete": len(complete),
+                     "complete_by_judges": {str(n): k for n, k in sorted(Counter(q.judges for q in complete).items())},
                      "partial": sum(1 for q in results.queries if 0 < q.judges < needed),
                      "unjudged": sum(1 for q in results.queries if q.judges == 0),
                      "judgments": len(results.judgments), "judges": len({j.judge_id for j in results.judgments}),
@@ -232,7 +233,7 @@ def tables(report: dict) -> list[Table]:
                   [(str(n["query_id"]), n["judge"], n["note"]) for n in checks["flag_notes"][:50]], detail=True)
     timing = report.get("timing") or {"judges": [], "segments": []}
     timing_table = Table(
-        "Seconds per query (from the query shown to its grades submitted)",
+        "Seconds per query (active time the grading panel measured)",
         ("judge", "queries timed", "median seconds per query", "much faster than the others",
          "gold exact agreement (%)"),
         [(t["judge"], f"{t['queries']:,}", _number(t["median_seconds"], 1), "yes" if t["fast"] else "",
@@ -240,11 +241,21 @@ def tables(report: dict) -> list[Table]:
         + [(f"segment {t['segment']}", f"{t['queries']:,}", _number(t["median_seconds"], 1), "", "")
            for t in timing["segments"]],
         note=f"Median over each judge's submitted queries (gold questions included per judge; segments over the "
-             f"regular queries). A judge is flagged when their median is below {FAST_SHARE:.0%} of the median of the "
+             f"regular queries). {TIMING_RULE} A judge is flagged when their median is below {FAST_SHARE:.0%} of the median of the "
              "other judges' medians: read it beside their gold agreement before trusting or dropping their grades.",
     )
     return ([table5, agreement_table] + ([gold_table] if gold["queries"] else []) + [timing_table, checks_table]
             + ([notes] if checks["flag_notes"] else []))
+
+
+def judged_by(report: dict) -> str:
+    """How many judges the complete queries had: "3 judges", or, when some had more (sent back for
+    another judgment), "3 or more judges (15 by 3, 1 by 4)"."""
+    needed = report["options"]["min_judges"]
+    counts = {int(n): k for n, k in (report["coverage"].get("complete_by_judges") or {}).items()}
+    if set(counts) <= {needed}:
+        return f"{needed} judge{'s' * (needed != 1)}"
+    return f"{needed} or more judges ({', '.join(f'{k:,} by {n}' for n, k in sorted(counts.items()))})"
 
 
 def header_lines(report: dict) -> list[str]:
@@ -252,8 +263,8 @@ def header_lines(report: dict) -> list[str]:
     settings = session["settings"]
     lines = [f"Session {session['id']} {session['name']!r}: baseline {session['baseline']}, target {session['target']}; "
              f"blind side-by-side, each group's side drawn at random per query.",
-             f"{coverage['queries']:,} queries: {coverage['complete']:,} judged by {report['options']['min_judges']} "
-             f"judges, {coverage['partial']:,} by fewer, {coverage['unjudged']:,} by none; {coverage['judgments']:,} "
+             f"{coverage['queries']:,} queries: {coverage['complete']:,} judged by {judged_by(report)}, "
+             f"{coverage['partial']:,} by fewer, {coverage['unjudged']:,} by none; {coverage['judgments']:,} "
              f"judgments by {coverage['judges']:,} judges.",
              f"{coverage['identical_lists']:,} of {coverage['queries']:,} queries show identical lists in both groups "
              f"(the same listings in the same order: a tie by construction), {coverage['shared_listings']:,} share at "

@@ -1,8 +1,10 @@
-"""Time per judgment: how long a judge took from a query shown to its grades submitted.
+"""Time per judgment: how long a judge was at work on a query.
 
-A judge's assignment of a query is created when the query is first shown to them
-(``assignments.created_at``: the app claims the query and shows it in the same request) and
-finished when they submit (``assignments.finished_at``). The report gives the median seconds per
+The grading panel measures it in the browser (``assignments.active_seconds``): from the query
+shown to its grades submitted, counting each gap without a key, a click or a scroll of more than
+:data:`IDLE_CAP_SECONDS` as that cap, so a query left open over a break counts the cap, not the
+break. Queries submitted before the panel measured time (no ``active_seconds``) fall back on the
+time from the assignment's creation to its submission. The report gives the median seconds per
 query per judge and per segment, and flags judges much faster than the rest: a median below
 :data:`FAST_SHARE` of the median of the other judges' medians, shown beside their gold agreement
 (fast and accurate is fine; fast and far from gold is not).
@@ -19,6 +21,10 @@ from judging_app.models import Assignment, Judge, SessionQuery
 from judging_app.store import Store
 
 FAST_SHARE = 0.5
+IDLE_CAP_SECONDS = 60  # the grading panel counts a longer gap of inactivity as this many seconds
+TIMING_RULE = (f"Time is what the grading panel measured the judge at work on the query: a gap of more than "
+               f"{IDLE_CAP_SECONDS} s without a key, click or scroll counts as {IDLE_CAP_SECONDS} s (queries graded "
+               "before the panel measured time: from the query shown to its grades submitted).")
 
 
 def _aware(moment: datetime) -> datetime:
@@ -29,14 +35,16 @@ def query_seconds(store: Store, session_id: int) -> list[tuple[str, str, bool, f
     """``(judge, segment, gold, seconds)`` of every submitted query of the session."""
     with store.sessions() as session:
         rows = session.execute(
-            select(Judge.name, SessionQuery.segment, SessionQuery.gold, Assignment.created_at, Assignment.finished_at)
+            select(Judge.name, SessionQuery.segment, SessionQuery.gold, Assignment.created_at, Assignment.finished_at,
+                   Assignment.active_seconds)
             .join(Judge, Judge.id == Assignment.judge_id)
             .join(SessionQuery, SessionQuery.id == Assignment.query_id)
             .where(Assignment.session_id == session_id, Assignment.status == "done",
                    Assignment.finished_at.is_not(None))
             .order_by(Assignment.id)).all()
-    return [(judge, segment, bool(gold), max(0.0, (_aware(finished) - _aware(shown)).total_seconds()))
-            for judge, segment, gold, shown, finished in rows]
+    return [(judge, segment, bool(gold),
+             active if active is not None else max(0.0, (_aware(finished) - _aware(shown)).total_seconds()))
+            for judge, segment, gold, shown, finished, active in rows]
 
 
 def timing_summary(store: Store, session_id: int, gold_exact: dict[str, float] | None = None) -> dict:

@@ -1,0 +1,390 @@
+// The grading panel (judging_app/panel.py): the query, both blind groups and their grades, drawn
+// and graded in the browser. The panel owns the keyboard; the server hears from it once per action
+// (submit, skip, flag & skip, a review saved): the panel's outbox, sent as one state value.
+//
+// Transitions never wait for the server: the panel holds the next queries (claimed for the judge),
+// shows the next one the moment Enter is pressed, and keeps the previous one's action in its
+// outbox until the server answers it. Every key is handled synchronously, against the query on
+// screen when it was typed; keys typed while no query is on screen (the panel ran out of queries
+// held ready) wait, in order, for the next one.
+
+const P = window.qcatPanel = window.qcatPanel || {
+  data: null, root: null, setState: null,
+  screens: new Map(),   // query id -> screen (as the server sent it)
+  order: [],            // ids of the queries held, the one on screen first
+  current: null,        // the screen on display, or null while waiting for one
+  focus: 0,             // the slot the keys grade; slots.length: the actions
+  drafts: new Map(),    // query id -> {grades: [0-3 | null per slot], note}
+  outbox: [],           // actions the server has not answered yet
+  failed: [],           // actions the store could not take: the judge sends them again (R)
+  finishedHere: new Set(),  // queries submitted or skipped here (dropped from later queues)
+  waiting: [],          // keys typed while no query was on screen
+  timer: null,          // {id, last, active} for the query on screen
+  transitions: [],      // ms from Enter (or S, F) to the next query drawn: the benchmark reads them
+  counter: 0, epoch: null, messages: [],
+};
+
+const NAMES = ['Off-topic', 'Acceptable', 'Good', 'Excellent'];
+const esc = (text) => String(text).replace(/[&<>"']/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]));
+const store = () => { try { return window.sessionStorage; } catch (e) { return null; } };
+const draftKey = (id) => `qcat-panel-${P.data.judge}-draft-${id}`;
+const outboxKey = () => `qcat-panel-${P.data.judge}-outbox`;
+const $ = (selector) => P.root.querySelector(selector);
+const $$ = (selector) => Array.from(P.root.querySelectorAll(selector));
+
+function draft(screen) {
+  if (!P.drafts.has(screen.id)) {
+    let saved = null;
+    try { saved = JSON.parse((store() && store().getItem(draftKey(screen.id))) || 'null'); } catch (e) { saved = null; }
+    const grades = screen.slots.map((slot, i) => (saved && Number.isInteger(saved.grades[i])) ? saved.grades[i]
+                                                 : (Number.isInteger(slot.grade) ? slot.grade : null));
+    P.drafts.set(screen.id, {grades, note: (saved && saved.note) || ''});
+  }
+  return P.drafts.get(screen.id);
+}
+
+function keepDraft() {
+  if (!P.current || P.data.mode !== 'grade' || !store()) return;
+  try { store().setItem(draftKey(P.current.id), JSON.stringify(draft(P.current))); } catch (e) { /* full: in memory only */ }
+}
+
+function forget(id) {
+  P.drafts.delete(id);
+  if (store()) store().removeItem(draftKey(id));
+}
+
+// ---- time at work on the query on screen: gaps of inactivity count at most the idle cap
+function activity() {
+  if (!P.timer) return;
+  const now = performance.now();
+  P.timer.active += Math.min(now - P.timer.last, P.data.idle_cap * 1000);
+  P.timer.last = now;
+}
+
+// ---- talking to the server
+function send() {
+  const actions = P.outbox.map((a) => a);
+  if (store()) store().setItem(outboxKey(), JSON.stringify(P.outbox));
+  P.setState('outbox', {actions, holding: (P.current ? [P.current.id] : []).concat(P.order.filter((id) => !P.current || id !== P.current.id))});
+}
+
+function act(kind, extra) {
+  const screen = P.current;
+  const action = Object.assign({id: `${Date.now().toString(36)}-${(P.counter++).toString(36)}-${Math.random().toString(36).slice(2, 8)}`,
+                                kind, query: screen.id, text: screen.plain}, extra);
+  P.outbox.push(action);
+  send();
+  return action;
+}
+
+function say(text, tone) {
+  P.messages = [{text, tone}];
+  drawMessages();
+}
+
+// ---- keys
+function slots() { return P.current ? P.current.slots : []; }
+
+function grade(digit) {
+  const d = draft(P.current), n = slots().length;
+  let at = P.focus < n ? P.focus : d.grades.findIndex((g) => g === null);
+  if (at < 0) return;
+  d.grades[at] = digit;
+  P.focus = at + 1;
+  keepDraft();
+  drawGrades(true);
+}
+
+function move(step) {
+  P.focus = Math.max(0, Math.min(slots().length, P.focus + step));
+  drawGrades(true);
+}
+
+function nudge(step) {
+  const d = draft(P.current);
+  if (P.focus >= slots().length) return;
+  const now = d.grades[P.focus];
+  d.grades[P.focus] = Math.max(0, Math.min(3, now === null ? (step > 0 ? 0 : 3) : now + step));
+  keepDraft();
+  drawGrades(false);
+}
+
+function unGrade() {
+  const d = draft(P.current);
+  if (P.focus < slots().length && d.grades[P.focus] !== null) d.grades[P.focus] = null;
+  else if (P.focus > 0) { P.focus -= 1; d.grades[P.focus] = null; }
+  keepDraft();
+  drawGrades(true);
+}
+
+function submit() {
+  const d = draft(P.current), missing = d.grades.filter((g) => g === null).length;
+  if (missing) {
+    P.focus = d.grades.findIndex((g) => g === null);
+    say(`Grade every listing first: ${missing} of ${d.grades.length} are not graded yet.`, 'warn');
+    drawGrades(true);
+    return;
+  }
+  activity();
+  const grades = slots().map((slot, i) => [slot.listing, slot.side, d.grades[i]]);
+  const note = ($('.note') && $('.note').value.trim()) || null;
+  if (P.data.mode === 'review') { act('review', {grades, note: null}); leave(); return; }
+  act('submit', {grades, note, seconds: Math.round((P.timer ? P.timer.active : 0)) / 1000});
+  leave();
+}
+
+function skip(flagged) {
+  const note = ($('.note') && $('.note').value.trim()) || '';
+  if (flagged && !note) {
+    say('Write in the note field what is wrong with the query, then press Enter (or Flag & skip) again.', 'warn');
+    $('.note').focus();
+    return;
+  }
+  act(flagged ? 'flag' : 'skip', {note: note || null});
+  leave();
+}
+
+function leave() {
+  // The query is done here: the next one held ready is shown at once.
+  const left = P.current;
+  P.finishedHere.add(left.id);
+  forget(left.id);
+  P.order = P.order.filter((id) => id !== left.id);
+  P.pressedAt = performance.now();
+  showNext();
+}
+
+function retry() {
+  if (!P.failed.length) return;
+  P.failed.forEach((action) => {
+    P.outbox.push(Object.assign({}, action, {id: `${action.id.split('~')[0]}~${(P.counter++).toString(36)}`}));
+  });
+  P.failed = [];
+  say('Sending again…', 'info');
+  send();
+}
+
+function typing(event) {
+  const target = event.composedPath()[0];
+  return target && target.tagName && (/^(TEXTAREA|SELECT)$/.test(target.tagName) || target.isContentEditable ||
+         (target.tagName === 'INPUT' && !/^(radio|checkbox|button)$/.test(target.type)));
+}
+
+function onKey(event) {
+  if (!P.root || !P.root.isConnected || !P.data || !['grade', 'review'].includes(P.data.mode)) return;
+  if (event.ctrlKey || event.metaKey || event.altKey) return;
+  const key = event.key, target = event.composedPath()[0];
+  const inNote = target && target.classList && target.classList.contains('note');
+  if (inNote) {
+    if (key === 'Enter') { event.preventDefault(); skip(true); }
+    else if (key === 'Escape') { event.preventDefault(); target.blur(); }
+    return;
+  }
+  if (typing(event) || document.querySelector('[role="dialog"]')) return;  // the sidebar's fields keep their keys
+  const help = $('.help');
+  if (help && !help.hidden) {
+    if (key === '?' || key === 'Escape') { event.preventDefault(); help.hidden = true; }
+    return;
+  }
+  const ours = /^[0-3]$/.test(key) || ['Enter', 'Backspace', 'ArrowUp', 'ArrowDown', 'ArrowLeft', 'ArrowRight',
+                                      'Tab', '?', 's', 'S', 'f', 'F', 'r', 'R', 'Escape'].includes(key);
+  if (!ours) return;
+  event.preventDefault();
+  if (!P.current) {  // between queries: the key goes to the next query shown
+    if (!['?', 'r', 'R'].includes(key)) { P.waiting.push({key, shift: event.shiftKey}); return; }
+  }
+  handle(key, event.shiftKey);
+}
+
+function handle(key, shift) {
+  if (key === '?') { $('.help').hidden = false; return; }
+  if (key === 'r' || key === 'R') { retry(); return; }
+  if (!P.current) return;
+  activity();
+  if (/^[0-3]$/.test(key)) grade(Number(key));
+  else if (key === 'Enter') submit();
+  else if (key === 'Backspace') unGrade();
+  else if (key === 'ArrowDown' || (key === 'Tab' && !shift)) move(1);
+  else if (key === 'ArrowUp' || (key === 'Tab' && shift)) move(-1);
+  else if (key === 'ArrowRight') nudge(1);
+  else if (key === 'ArrowLeft') nudge(-1);
+  else if (P.data.mode === 'review' && key === 'Escape') { act('back', {}); leave(); }
+  else if (P.data.mode === 'grade' && (key === 's' || key === 'S')) skip(false);
+  else if (P.data.mode === 'grade' && (key === 'f' || key === 'F')) { $('.note').focus(); say('Say what is wrong with the query, then press Enter to flag and skip it (Esc: back to grading).', 'info'); }
+}
+
+if (!window.qcatPanelKeys) {  // one listener for the page's life; it acts on the panel mounted now
+  window.qcatPanelKeys = true;
+  document.addEventListener('keydown', (event) => onKey(event), true);
+  for (const type of ['pointerdown', 'wheel', 'scroll']) document.addEventListener(type, () => activity(), {capture: true, passive: true});
+}
+
+// ---- drawing
+function cardHtml(item) {
+  const title = item.link ? `<a href="${item.link}" target="_blank" rel="noopener noreferrer" tabindex="-1">${item.title}</a>` : item.title;
+  const picture = item.image ? `<img class="thumb" src="${item.image}" alt="" loading="lazy">` : '';
+  const chips = item.slot === undefined ? `<p class="same">Same listing as Group A result ${item.same_as}: graded there, the grade counts for both groups.</p>`
+    : `<div class="grades" role="radiogroup" aria-label="Grade for result ${item.position}">${NAMES.map((name, g) =>
+        `<button type="button" tabindex="-1" role="radio" class="chip" data-slot="${item.slot}" data-grade="${g}">${g} ${name}</button>`).join('')}</div>`;
+  return `<div class="card"${item.slot === undefined ? '' : ` data-slot="${item.slot}"`}>${picture}<p><strong>${item.position}. ${title}</strong>`
+    + (item.facts ? `<br>${item.facts}` : '') + `<br><span class="muted">${item.category} · ${item.listing}</span></p>${chips}</div>`;
+}
+
+function groupHtml(name, items) {
+  return `<section class="group"><h3>${name}</h3>${items.length ? items.map(cardHtml).join('') : '<p class="muted">This search returned nothing.</p>'}</section>`;
+}
+
+function drawQuery() {
+  const s = P.current, review = P.data.mode === 'review';
+  const body = $('.body');
+  if (!s) {
+    body.innerHTML = P.data.mode === 'done' || (P.data.mode === 'grade' && !P.order.length && P.data.exhausted && !P.outbox.length)
+      ? '<p class="all-done">All done: no query in this session needs your judgment any more. Thank you!</p>'
+      : '<p class="loading">Loading the next query…</p>';
+    $('.actions').hidden = true;
+    return;
+  }
+  body.innerHTML = `<h2 class="query">Query: ${s.text}</h2>` + (review ? '<p class="note-line">You submitted this query already: change any grade, then press Enter to save (Esc: back to grading). Every version is kept; the results use the latest.</p>' : '')
+    + `<div class="groups">${groupHtml('Group A', s.left)}${groupHtml('Group B', s.right)}</div>`;
+  $('.actions').hidden = false;
+  $('.submit').textContent = review ? 'Save changes (Enter)' : 'Submit grades (Enter)';
+  for (const node of $$('.grade-only')) node.hidden = review;
+  const note = $('.note');
+  note.value = draft(s).note || '';
+  for (let node = P.root.host || P.root; node; node = node.parentElement || (node.getRootNode && node.getRootNode().host)) {
+    if (node.scrollTop) node.scrollTop = 0;
+  }
+  window.scrollTo(0, 0);
+  drawGrades(false);
+}
+
+function drawGrades(scroll) {
+  if (!P.current) return;
+  const d = draft(P.current), n = slots().length;
+  for (const chip of $$('.chip')) {
+    const picked = d.grades[Number(chip.dataset.slot)] === Number(chip.dataset.grade);
+    chip.classList.toggle('picked', picked);
+    chip.setAttribute('aria-checked', picked ? 'true' : 'false');
+  }
+  for (const card of $$('.card[data-slot]')) card.classList.toggle('focus', Number(card.dataset.slot) === P.focus);
+  $('.submit').classList.toggle('focus', P.focus >= n);
+  const left = d.grades.filter((g) => g === null).length;
+  $('.count').textContent = left ? `${left} of ${n} to grade` : 'all graded: Enter submits';
+  if (scroll) {
+    const target = P.focus < n ? $(`.card[data-slot="${P.focus}"]`) : null;
+    if (target) target.scrollIntoView({block: 'nearest'});
+  }
+}
+
+function drawMessages() {
+  const box = $('.messages');
+  const lines = P.messages.map((m) => `<p class="msg ${m.tone}">${esc(m.text)}</p>`);
+  if (P.failed.length) {
+    lines.push(`<p class="msg error" role="alert">Not saved: the judging store cannot be reached right now. ${P.failed.length} `
+      + `quer${P.failed.length === 1 ? 'y is' : 'ies are'} kept here with ${P.failed.length === 1 ? 'its' : 'their'} grades: `
+      + `<button type="button" class="retry" tabindex="-1">Retry (R)</button></p>`);
+  } else if (P.data.store_down) {
+    lines.push(`<p class="msg error" role="alert">${esc(P.data.store_down)}</p>`);
+  }
+  box.innerHTML = lines.join('');
+  const button = $('.retry');
+  if (button) button.onclick = retry;
+}
+
+function drawHeader() {
+  const p = P.data.progress;
+  $('.session').textContent = P.data.session ? `Session: ${P.data.session}` : '';
+  $('.progress').textContent = p ? `You: ${p.judged} judged, ${p.skipped} skipped · session: ${p.done} of ${p.needed} judgments, ${p.complete} of ${p.queries} queries complete` : '';
+  $('.help-text').innerHTML = P.data.guidelines_html || '';
+}
+
+function showNext() {
+  const id = P.order.find((q) => !P.finishedHere.has(q));
+  P.current = id === undefined ? null : P.screens.get(id);
+  P.focus = 0;
+  if (P.current) {
+    const d = draft(P.current);
+    P.focus = Math.max(0, d.grades.findIndex((g) => g === null));
+    if (d.grades.every((g) => g !== null)) P.focus = d.grades.length;
+    P.timer = {id: P.current.id, last: performance.now(), active: 0};
+  }
+  drawQuery();
+  if (P.current && P.pressedAt !== undefined) {
+    const started = P.pressedAt;
+    P.pressedAt = undefined;
+    requestAnimationFrame(() => P.transitions.push({query: P.current ? P.current.id : null, ms: performance.now() - started}));
+  }
+  if (P.current && P.waiting.length) {  // keys typed while no query was on screen, in order
+    const keys = P.waiting;
+    P.waiting = [];
+    for (const k of keys) handle(k.key, k.shift);
+  }
+}
+
+// ---- what the server sent
+function receive(data) {
+  const fresh = P.epoch !== data.epoch;
+  P.data = data;
+  if (fresh) {  // a new panel: sign-in, another session, review mode in or out
+    P.epoch = data.epoch;
+    P.screens = new Map(); P.order = []; P.current = null; P.finishedHere = new Set(); P.waiting = [];
+    if (!P.outbox.length && store()) {  // actions sent before a reload, not answered yet
+      try { P.outbox = JSON.parse(store().getItem(outboxKey()) || '[]'); } catch (e) { P.outbox = []; }
+      if (P.outbox.length) send();
+    }
+  }
+  const answers = data.answers || {};
+  const answered = P.outbox.filter((a) => answers[a.id]);
+  if (answered.length) {
+    P.outbox = P.outbox.filter((a) => !answers[a.id]);
+    if (store()) store().setItem(outboxKey(), JSON.stringify(P.outbox));
+    for (const action of answered) {
+      const answer = answers[action.id];
+      if (answer.status === 'store_down') P.failed.push(action);
+      else if (answer.status !== 'back') say(answer.message, ['saved', 'skipped', 'changed'].includes(answer.status) ? 'ok' : 'warn');
+    }
+  }
+  if (!P.failed.length && !data.store_down && answered.length === 0 && fresh) P.messages = data.notice ? [{text: data.notice, tone: 'ok'}] : [];
+  const queue = (data.queue || []).filter((s) => !P.finishedHere.has(s.id));
+  for (const s of queue) { s.plain = new DOMParser().parseFromString(s.text, 'text/html').documentElement.textContent; P.screens.set(s.id, s); }
+  const ids = queue.map((s) => s.id);
+  const listed = new Set((data.queue || []).map((s) => s.id));
+  P.finishedHere = new Set([...P.finishedHere].filter((id) => listed.has(id) || P.outbox.some((a) => a.query === id)));
+  const shown = P.current;
+  if (shown && !ids.includes(shown.id) && !data.store_down) {
+    say(`“${shown.plain}” was already graded or skipped in another window, or taken by another judge after a long pause: nothing was changed. Here is your next query.`, 'warn');
+    forget(shown.id);
+  }
+  P.order = ids;
+  drawHeader();
+  if (!shown || !ids.includes(shown.id)) showNext();
+  else drawGrades(false);
+  if (data.open_guidelines && fresh) $('.help').hidden = false;
+  drawMessages();
+}
+
+export default function (component) {
+  const {parentElement, data, setStateValue} = component;
+  P.root = parentElement.querySelector('.qcat-panel');
+  P.setState = setStateValue;
+  if (!P.root.dataset.wired) {
+    P.root.dataset.wired = '1';
+    P.root.addEventListener('click', (event) => {
+      const target = event.target.closest('button');
+      if (!target || !P.current && !target.classList.contains('close-help')) return;
+      activity();
+      if (target.classList.contains('chip')) { P.focus = Number(target.dataset.slot); grade(Number(target.dataset.grade)); }
+      else if (target.classList.contains('submit')) submit();
+      else if (target.classList.contains('skip')) skip(false);
+      else if (target.classList.contains('flag')) skip(true);
+      else if (target.classList.contains('open-help')) $('.help').hidden = false;
+      else if (target.classList.contains('close-help')) $('.help').hidden = true;
+      else if (target.classList.contains('back')) { act('back', {}); leave(); }
+    });
+    P.root.addEventListener('input', (event) => {
+      if (event.target.classList.contains('note') && P.current) { draft(P.current).note = event.target.value; keepDraft(); }
+    });
+  }
+  receive(data);
+  return () => { P.root = null; };
+}
