@@ -30,7 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from judging_app import assignment, judgments, sign_ins
 from judging_app.admin_page import admin_page
 from judging_app.judges import EMPTY_TOKEN, authenticate_any
-from judging_app.sign_in_limits import LIMITER, too_many
+from judging_app.sign_in_limits import LIMITER, PROXY_HEADER_ENV, client_address, too_many
 from judging_app.tokens import split_token
 from judging_app.models import Admin
 from judging_app.grading_desk import STORE_DOWN, GradingDesk
@@ -44,6 +44,7 @@ from qcat.errors import InputError
 SESSION_ENV = "QCAT_JUDGE_SESSION"
 RELOAD_LATER = "reload the page in a moment."
 SIGN_IN_LATER = "sign in again in a moment."
+JUDGMENTS_REFRESH_SECONDS = 15
 log = logging.getLogger("judging_app.app")
 _told_store_down: list[bool] = []  # this page run has shown STORE_DOWN (the script runs afresh each time)
 
@@ -93,6 +94,8 @@ def store_down(exc: SQLAlchemyError, advice: str = RELOAD_LATER) -> None:
     """A database error: logged in full on the server; the judge gets one plain line per page run,
     never the traceback, the SQL or the store's address (the panel says it in its own line)."""
     log.error("judging store error: %s", error_detail(exc), exc_info=exc)
+    if "desk" in st.session_state and advice == RELOAD_LATER:  # the grading panel says it, in its own line
+        return
     if not _told_store_down:
         _told_store_down.append(True)
         st.error(f"{STORE_DOWN}; {advice}")
@@ -124,7 +127,7 @@ def sign_in(store) -> None:
     with st.form("sign_in"):
         token = st.text_input("Your judge token", type="password", key="token")
         if st.form_submit_button("Sign in", type="primary"):
-            client = st.context.ip_address
+            client = client_address(st.context.ip_address, st.context.headers, os.environ.get(PROXY_HEADER_ENV))
             shaped = split_token(token or "")
             account = shaped[0] if shaped else None
             if wait := LIMITER.wait_seconds(client, account):  # refused before any scrypt is run
@@ -141,7 +144,7 @@ def sign_in(store) -> None:
             except SQLAlchemyError as exc:
                 store_down(exc, SIGN_IN_LATER)
                 return
-            LIMITER.succeeded(account)
+            LIMITER.succeeded(client, account)
             signed_in(person)
             st.session_state["sign_in_key"] = st.session_state["new_cookie"] = key
             st.rerun()
@@ -219,8 +222,10 @@ def session_display_name(store, session_id: int) -> str:
         return ""
 
 
+@st.fragment(run_every=timedelta(seconds=JUDGMENTS_REFRESH_SECONDS))
 def your_judgments(store, judge_id: int, session_id: int) -> None:
-    """The queries this judge submitted, to review and change."""
+    """The queries this judge submitted, to review and change (the panel submits without
+    rerunning the page: the list refreshes itself every few seconds)."""
     try:
         submitted = judgments.submitted_queries(store, judge_id, session_id)
     except SQLAlchemyError as exc:
@@ -234,7 +239,7 @@ def your_judgments(store, judge_id: int, session_id: int) -> None:
         chosen = st.selectbox("A query you submitted", list(labels), format_func=labels.get, key="review_choice")
         if st.button("Review or change", key="review"):
             st.session_state["reviewing"] = chosen
-            st.rerun()
+            st.rerun(scope="app")
 
 
 def claim_timeout() -> timedelta:

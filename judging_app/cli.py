@@ -120,6 +120,11 @@ def judge_parser() -> argparse.ArgumentParser:
     app.add_argument("--sign-in-hours", type=positive_float(), default=12, metavar="HOURS",
                      help="a browser's sign-in expires on the server after this many hours; the judge then signs "
                           "in again with their token (default 12)")
+    app.add_argument("--trusted-proxy", default=None, metavar="HEADER",
+                     help="the app runs behind a reverse proxy that puts the client's address in this request header "
+                          "(e.g. X-Forwarded-For; its last address is used): wrong tokens are then counted per client "
+                          "address the proxy saw, not per the proxy's own address. Only set it when every request "
+                          "comes through that proxy: a client could otherwise write the header itself")
 
     release = actions.add_parser("release", help="release open claims of a judge or of a query (for other judges)")
     _url(release)
@@ -444,6 +449,7 @@ def app_command(url: str, session: str | None, port: int, address: str,
 
 
 def run_app(args: argparse.Namespace) -> int:
+    from judging_app.sign_in_limits import PROXY_HEADER_ENV
     from judging_app.sign_ins import LIFETIME_ENV
     from judging_app.store import open_store
 
@@ -454,6 +460,10 @@ def run_app(args: argparse.Namespace) -> int:
     store.dispose()
     command, env = app_command(url, args.session, args.port, args.address, args.claim_timeout)
     env[LIFETIME_ENV] = str(args.sign_in_hours)
+    if args.trusted_proxy:
+        env[PROXY_HEADER_ENV] = args.trusted_proxy
+    else:
+        env.pop(PROXY_HEADER_ENV, None)
     say(f"judging app on http://{args.address}:{args.port} ({display_url(url)}; claims released after "
         f"{args.claim_timeout:g} idle minutes); Ctrl-C stops it")
     return run_child(command, env)
@@ -463,12 +473,26 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 STOP_GRACE_SECONDS = 10
 
 
+def die_with_parent(parent: int) -> None:
+    """In the child, before it runs: SIGKILL it when its parent dies (Linux ``PR_SET_PDEATHSIG``),
+    and exit at once if the parent died before that was set."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def run_child(command: list[str], env: dict) -> int:
     """Run the Streamlit server as a child and stop it with this process: SIGTERM, SIGINT or SIGHUP
     sent to this process alone (not only Ctrl-C to the whole group) is passed on to the child, which
-    gets :data:`STOP_GRACE_SECONDS` to exit before it is killed. Returns the child's exit status
-    (0 when it was stopped by one of those signals)."""
-    child = subprocess.Popen(command, env=env)
+    gets :data:`STOP_GRACE_SECONDS` to exit before it is killed; on Linux the child is also killed
+    when this process dies without a word (SIGKILL, a crash), so it never serves on alone. Returns
+    the child's exit status (0 when it was stopped by one of those signals)."""
+    parent = os.getpid()
+    child = subprocess.Popen(command, env=env,
+                             preexec_fn=(lambda: die_with_parent(parent)) if sys.platform == "linux" else None)
     stopping: list[int] = []
 
     def stop(signum, frame) -> None:

@@ -303,3 +303,80 @@ def run_threads(target, n: int) -> list:
         t.join(timeout=120)
     assert not errors, errors
     return results
+
+
+# ---- the grading panel under streamlit.testing.v1.AppTest: what it was sent, and messages as it sends them
+PANEL = "qcat_grading_panel"
+
+
+def panel_data(at) -> dict | None:
+    """The data the app sent the grading panel in this run (None: no panel on the page)."""
+    import json
+
+    for node in at.main:
+        proto = getattr(node, "proto", None)
+        if type(proto).__name__ == "BidiComponent" and proto.component_name == PANEL:
+            return json.loads(proto.json)
+    return None
+
+
+def panel_query(at) -> str | None:
+    """The query the panel shows (the first it was sent), as the judge reads it."""
+    import html
+
+    data = panel_data(at)
+    if data is None or data["mode"] not in ("grade", "review") or not data["queue"]:
+        return None
+    return html.unescape(data["queue"][0]["text"])
+
+
+def panel_slots(at) -> list[dict]:
+    """The listings to grade of the query shown (a listing in both groups once)."""
+    data = panel_data(at)
+    return data["queue"][0]["slots"] if data and data["queue"] else []
+
+
+def panel_action(at, kind: str, grades=None, note: str | None = None, seconds: float | None = None) -> dict:
+    """An action on the query shown, as the panel builds it; ``grades``: one grade for every
+    listing, or a list of one per listing."""
+    import html
+
+    data = panel_data(at)
+    shown = data["queue"][0]
+    action = {"id": uuid.uuid4().hex, "kind": kind, "query": shown["id"], "text": html.unescape(shown["text"]),
+              "note": note}
+    if grades is not None:
+        per_slot = grades if isinstance(grades, list) else [grades] * len(shown["slots"])
+        action["grades"] = [[slot["listing"], slot["side"], grade] for slot, grade in zip(shown["slots"], per_slot)]
+    if seconds is not None:
+        action["seconds"] = seconds
+    return action
+
+
+def panel_send(at, *actions: dict, holding: list[int] | None = None):
+    """The panel sends its outbox (``actions``) and the queries it holds; the app runs once."""
+    import json
+
+    data = panel_data(at)
+    if holding is None:
+        holding = [shown["id"] for shown in data["queue"]] if data else []
+    proto_id = next(node.proto.id for node in at.main
+                    if type(getattr(node, "proto", None)).__name__ == "BidiComponent")
+    tree = at._tree
+    states = tree.get_widget_states
+
+    def with_panel():
+        widgets = states()
+        state = widgets.widgets.add()
+        state.id = proto_id
+        state.json_value = json.dumps({"outbox": {"actions": list(actions), "holding": holding}})
+        return widgets
+
+    tree.get_widget_states = with_panel
+    return at.run()
+
+
+def panel_answers(at) -> list[dict]:
+    """The answers the panel was sent in this run, in the order of the actions."""
+    data = panel_data(at)
+    return list((data or {}).get("answers", {}).values())

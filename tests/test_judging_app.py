@@ -1,8 +1,12 @@
 """The Streamlit judging app under ``streamlit.testing.v1.AppTest``: sign-in, the wrong token,
 grading, skipping and flagging, resuming after a reload, what a judge must never see, and the
-database going down at Submit (on a PostgreSQL server of the test's own, stopped and restarted)."""
+database going down at Submit (on a PostgreSQL server of the test's own, stopped and restarted).
+The grading panel's messages are sent as the panel sends them (``judging_fixtures.panel_send``);
+what the panel does in the browser is tested in Chromium (test_judging_e2e.py)."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from sqlalchemy import func, select
@@ -14,7 +18,18 @@ from judging_app.migrate import upgrade
 from judging_app.models import Assignment, Judgment, JudgmentVersion, SessionQuery
 from judging_app.sessions import Listing, QuerySpec, store_session
 from judging_app.store import open_store
-from judging_fixtures import ROOT, PostgresServer, free_port, fresh_database
+from judging_fixtures import (
+    ROOT,
+    PostgresServer,
+    free_port,
+    fresh_database,
+    panel_action,
+    panel_answers,
+    panel_data,
+    panel_query,
+    panel_send,
+    panel_slots,
+)
 
 APP = str(ROOT / "judging_app" / "app.py")
 QUERIES = [QuerySpec(f"query {i}", ("head", "torso", "tail")[i % 3],
@@ -58,23 +73,21 @@ def sign_in(token: str) -> AppTest:
 
 
 def shown_query(at: AppTest) -> str | None:
-    for m in at.markdown:
-        if m.value.startswith("## Query: "):
-            return m.value.removeprefix("## Query: ").replace("\\", "")
-    return None
+    return panel_query(at)
 
 
 def all_text(at: AppTest) -> str:
+    """Everything the page shows and the panel was sent."""
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption] + [s.value for s in at.success]
-    parts += [r.label for r in at.radio] + [str(o) for r in at.radio for o in r.options]
-    return "\n".join(parts)
+    return "\n".join(parts) + "\n" + json.dumps(panel_data(at) or {})
 
 
 def grade_everything(at: AppTest, grade: int) -> AppTest:
-    for radio in at.radio:
-        radio.set_value(grade)
-    button(at, "Submit grades").click()
-    return at.run()
+    return panel_send(at, panel_action(at, "submit", grade))
+
+
+def messages(at: AppTest) -> list[str]:
+    return [answer["message"] for answer in panel_answers(at)]
 
 
 def count(store, model, *where) -> int:
@@ -96,18 +109,21 @@ def test_sign_in_then_grade_a_query(app_env):
     at = sign_in(tokens["ann"])
     assert not at.exception and not at.error
     first = shown_query(at)
-    assert first is not None and len(at.radio) == 5  # 3 + 2 listings, both groups
-    assert [h.value for h in at.main.subheader] == ["Group A", "Group B"]
-    assert all(r.value is None for r in at.radio)  # nothing pre-selected
-    assert [str(o) for o in at.radio[0].options] == ["0 Off-topic", "1 Acceptable", "2 Good", "3 Excellent"]
+    data = panel_data(at)
+    assert first is not None and len(panel_slots(at)) == 5  # 3 + 2 listings, both groups
+    assert len(data["queue"][0]["left"]) + len(data["queue"][0]["right"]) == 5
+    assert all(slot["grade"] is None for slot in panel_slots(at))  # nothing pre-selected
+    assert len(data["queue"]) == 3 and len({shown["id"] for shown in data["queue"]}) == 3  # 2 held ready
+    assert count(store, Assignment, Assignment.status == "open") == 3  # each claimed for ann
     # an incomplete submission is refused and stores nothing
-    at.radio[0].set_value(3)
-    button(at, "Submit grades").click()
-    at.run()
-    assert any("Grade every listing first: 4 of 5" in w.value for w in at.warning)
+    action = panel_action(at, "submit", 3)
+    action["grades"] = action["grades"][:1]
+    at = panel_send(at, action)
+    assert [a["status"] for a in panel_answers(at)] == ["refused"]
+    assert "grade every listing: 4 of 5 are not graded yet" in messages(at)[0]
     assert count(store, Judgment) == 0
     at = grade_everything(at, 2)
-    assert any(f"Saved your 5 grades for “{first}”" in s.value for s in at.success)
+    assert messages(at) == [f"Saved your 5 grades for “{first}”."]
     assert count(store, Judgment) == 5 and count(store, Judgment, Judgment.grade == 2) == 5
     assert shown_query(at) not in (None, first)
     assert count(store, Assignment, Assignment.status == "done") == 1
@@ -117,17 +133,14 @@ def test_skip_and_flag(app_env):
     store, tokens, _ = app_env
     at = sign_in(tokens["bob"])
     first = shown_query(at)
-    button(at, "Skip query").click()
-    at.run()
+    at = panel_send(at, panel_action(at, "skip"))
     second = shown_query(at)
-    assert second not in (None, first) and any("Skipped" in s.value for s in at.success)
-    button(at, "Flag & skip").click()  # without a note: refused
-    at.run()
-    assert any("Write in the note field" in w.value for w in at.warning) and shown_query(at) == second
+    assert second not in (None, first) and messages(at) == [f"Skipped “{first}”."]
+    at = panel_send(at, panel_action(at, "flag"))  # without a note: refused
+    assert [a["status"] for a in panel_answers(at)] == ["refused"] and shown_query(at) == second
     note = "Robert'); DROP TABLE judgments;-- not a product search"
-    at.text_input(key=[t.key for t in at.text_input if t.key.startswith("note_")][0]).input(note)
-    button(at, "Flag & skip").click()
-    at.run()
+    at = panel_send(at, panel_action(at, "flag", note=note))
+    assert messages(at) == [f"Flagged and skipped “{second}”."]
     assert shown_query(at) not in (None, first, second)
     with store.sessions() as session:
         rows = session.execute(select(SessionQuery.text, Assignment.status, Assignment.flagged, Assignment.flag_note)
@@ -143,7 +156,7 @@ def test_resume_after_reload_and_never_show_systems_or_other_judges_grades(app_e
     grade_everything(bob, 3)
     ann = sign_in(tokens["ann"])
     assert shown_query(ann) == bobs_query  # the query closest to its 3 judges comes first
-    assert all(r.value is None for r in ann.radio)  # bob's grades are not shown
+    assert all(slot["grade"] is None for slot in panel_slots(ann))  # bob's grades are not shown
     text = all_text(ann)
     for secret in ("baseline", "target", "Target", "Baseline", "nb-secret-name", "hybrid-secret-name", "bob"):
         assert secret not in text.replace("Baseline title", "").replace("Target title", "")
@@ -153,8 +166,9 @@ def test_resume_after_reload_and_never_show_systems_or_other_judges_grades(app_e
     # a reload: a new browser session signs in again and gets the same open query back
     again = sign_in(tokens["ann"])
     assert shown_query(again) == second
-    assert any("You: **1 query** judged" in m.value for m in again.sidebar.markdown)
-    assert count(store, Assignment, Assignment.status == "open") == 2  # ann's second, and bob's next
+    assert panel_data(again)["progress"]["judged"] == 1
+    assert [shown["id"] for shown in panel_data(again)["queue"]] == [shown["id"] for shown in panel_data(ann)["queue"]]
+    assert count(store, Assignment, Assignment.status == "open") == 6  # 3 held by ann and 3 by bob (after his first)
     assert count(store, Judgment) == 10
 
 
@@ -163,7 +177,7 @@ def test_all_done_and_an_unknown_session(app_env, monkeypatch):
     at = sign_in(tokens["ann"])
     for _ in QUERIES:
         at = grade_everything(at, 0)
-    assert any("All done" in s.value for s in at.success) and shown_query(at) is None
+    assert panel_data(at)["mode"] == "done" and shown_query(at) is None
     monkeypatch.setenv("QCAT_JUDGE_SESSION", "42")
     at = sign_in(tokens["ann"])
     assert any("judging session '42' does not exist" in e.value for e in at.error)
@@ -179,7 +193,7 @@ def test_without_a_configured_session_the_judge_chooses_one(app_env, monkeypatch
     assert choice.options == ["Session 1 (4 queries)", "Session 2 (1 query)"]
     choice.select(other)
     at.run()
-    assert shown_query(at) == "only query" and len(at.radio) == 2
+    assert shown_query(at) == "only query" and len(panel_slots(at)) == 2
 
 
 def test_judges_see_neutral_session_names_never_the_models_compared(app_env, monkeypatch):
@@ -191,10 +205,11 @@ def test_judges_see_neutral_session_names_never_the_models_compared(app_env, mon
     choice = at.sidebar.selectbox(key="session_choice")
     assert choice.options == ["Session 1 (4 queries)", "Spring round (1 query)"]
     for option in (session_id, session_id + 1):
-        choice.select(option)
+        at.sidebar.selectbox(key="session_choice").select(option)
         at.run()
         seen = "\n".join([all_text(at), *(m.value for m in at.sidebar.markdown), *map(str, choice.options),
                           *(t.value for t in at.title)])
+        assert panel_data(at)["session"] == ("Session 1" if option == session_id else "Spring round")  # defect 7
         for secret in ("demo_model", "xreg-model", "nb vs hybrid", "nb-secret-name", "hybrid-secret-name", " vs "):
             assert secret not in seen
 
@@ -232,12 +247,12 @@ def test_cards_show_brand_and_price_when_known(app_env, monkeypatch):
     monkeypatch.setenv("QCAT_JUDGE_SESSION", str(other))
     at = sign_in(tokens["ann"])
     assert not at.exception and not at.error and shown_query(at) == "usb cable"
-    cards = {title: [m.value for m in at.markdown if title in m.value] for title in ("Braided", "Plain", "Free")}
-    assert all(len(found) == 1 for found in cards.values()), cards
-    assert "Brand: Anker · Price: 1,299\\.50" in cards["Braided"][0]
-    assert "Brand" not in cards["Plain"][0] and "Price" not in cards["Plain"][0]
-    assert "Price: 0\\.00" in cards["Free"][0] and "Brand" not in cards["Free"][0]
-    assert len(at.radio) == 3
+    shown = panel_data(at)["queue"][0]
+    cards = {card["title"]: card for card in shown["left"] + shown["right"]}
+    assert cards["Braided USB-C cable"]["facts"] == "Brand: Anker · Price: 1,299.50"
+    assert "Brand" not in cards["Plain cable"]["facts"] and "Price" not in cards["Plain cable"]["facts"]
+    assert cards["Free cable"]["facts"] == "Price: 0.00"
+    assert len(panel_slots(at)) == 3
 
 
 def test_a_listing_in_both_groups_has_one_grade_control(app_env, monkeypatch):
@@ -248,21 +263,21 @@ def test_a_listing_in_both_groups_has_one_grade_control(app_env, monkeypatch):
     monkeypatch.setenv("QCAT_JUDGE_SESSION", str(shared))
     at = sign_in(tokens["ann"])
     assert shown_query(at) == "oak table"
-    assert len(at.radio) == 3  # 4 cards, the shared listing graded once
-    assert sum("Oak dining table" in m.value for m in at.markdown) == 2
-    assert any("graded there, the grade counts for both groups" in c.value for c in at.caption)
-    for radio, grade in zip(at.radio, (3, 1, 0)):
-        radio.set_value(grade)
-    button(at, "Submit grades").click()
-    at.run()
-    assert not at.error
+    assert len(panel_slots(at)) == 3  # 4 cards, the shared listing graded once
+    shown = panel_data(at)["queue"][0]
+    cards = shown["left"] + shown["right"]
+    assert sum(card["title"] == "Oak dining table" for card in cards) == 2
+    assert [card.get("same_as") for card in shown["right"] if card["title"] == "Oak dining table"] == [
+        next(card["position"] for card in shown["left"] if card["title"] == "Oak dining table")]
+    at = panel_send(at, panel_action(at, "submit", [3, 1, 0]))
+    assert not at.error and [a["status"] for a in panel_answers(at)] == ["saved"]
     with store.sessions() as session:
         stored = dict(session.execute(select(Judgment.listing_id + "/" + Judgment.side, Judgment.grade)).all())
     assert len(stored) == 4 and stored["same/left"] == stored["same/right"]
 
 
-STORE_DOWN = ("The judging store cannot be reached right now; your grades are kept here: "
-              "press the button again in a moment.")
+STORE_DOWN = ("Not saved: the judging store cannot be reached right now. Your grades are kept here: press R "
+              "(or Retry) in a moment.")
 
 
 @pytest.fixture
@@ -289,40 +304,44 @@ def down_store(own_postgres, monkeypatch):
     drop()
 
 
+def resent(action: dict) -> dict:
+    """The action as the panel sends it again (R): the same, under an id of its own."""
+    return {**action, "id": action["id"] + "~1"}
+
+
 def test_database_down_at_submit_keeps_the_grades_and_a_retry_stores_them_once(own_postgres, down_store):
     store, token = down_store
     at = sign_in(token)
     query = shown_query(at)
-    assert query is not None and len(at.radio) == 5
+    assert query is not None and len(panel_slots(at)) == 5
     grades = [3, 0, 2, 1, 2]
-    for radio, grade in zip(at.radio, grades):
-        radio.set_value(grade)
+    submit = panel_action(at, "submit", grades, seconds=12.5)
 
     own_postgres.stop()
-    button(at, "Submit grades").click()
-    at.run()
-    assert not at.exception
-    # said at the top and again by the Submit button, where the judge is looking (defect 1), with a toast
-    assert [e.value for e in at.error] == [STORE_DOWN, STORE_DOWN] and not at.warning
-    kinds = [node.type for node in at.main.children.values()]
-    assert kinds.index("form") < len(kinds) - 1 - kinds[::-1].index("error"), kinds
-    assert any("Not saved" in t.value for t in at.toast)
+    at = panel_send(at, submit)
+    assert not at.exception and not at.error  # the panel says it, once (defect 9), not the page
+    data = panel_data(at)
+    assert [a["status"] for a in panel_answers(at)] == ["store_down"] and messages(at) == [STORE_DOWN]
+    assert data["store_down"].startswith("The judging store cannot be reached right now")
+    assert shown_query(at) == query  # the queries held stay, for the panel to go on with
     page = "\n".join([all_text(at), *(e.value for e in at.error), *(m.value for m in at.sidebar.markdown)])
     for leak in ("Traceback", "127.0.0.1", str(own_postgres.port), ".py", "psycopg", "OperationalError"):
         assert leak not in page
-    assert shown_query(at) == query and [r.value for r in at.radio] == grades
 
     own_postgres.start()
-    button(at, "Submit grades").click()
-    at.run()
+    at = panel_send(at, resent(submit))
     assert not at.exception and not at.error
-    assert any(f"Saved your 5 grades for “{query}”" in s.value for s in at.success)
+    assert messages(at) == [f"Saved your 5 grades for “{query}”."]
     assert count(store, Assignment, Assignment.status == "done") == 1
+    at = panel_send(at, resent(submit))  # sent once more (a reload): stored once all the same
+    assert [a["status"] for a in panel_answers(at)] == ["saved"]
     with store.sessions() as session:
         rows = session.execute(select(Judgment.listing_id, Judgment.side, func.count(), func.min(Judgment.grade))
                                .group_by(Judgment.listing_id, Judgment.side)).all()
+        seconds = session.scalar(select(Assignment.active_seconds).where(Assignment.status == "done"))
     assert len(rows) == 5 and all(n == 1 for _, _, n, _ in rows)
     assert sorted(grade for *_, grade in rows) == sorted(grades)
+    assert seconds == 12.5  # the time the panel measured
 
 
 def test_database_down_at_sign_in_and_at_flag_is_one_plain_line_and_a_retry_works(own_postgres, down_store):
@@ -339,16 +358,14 @@ def test_database_down_at_sign_in_and_at_flag_is_one_plain_line_and_a_retry_work
     at.run()
     query = shown_query(at)
     assert query is not None and not at.error
-    at.text_input(key=next(t.key for t in at.text_input if t.key.startswith("note_"))).input("not a product")
+    flag = panel_action(at, "flag", note="not a product")
     own_postgres.stop()
-    button(at, "Flag & skip").click()
-    at.run()
-    assert not at.exception and [e.value for e in at.error] == [STORE_DOWN, STORE_DOWN]  # at the top and by the buttons
-    assert shown_query(at) == query  # the query and its note stay for the retry
+    at = panel_send(at, flag)
+    assert not at.exception and not at.error and messages(at) == [STORE_DOWN]
+    assert shown_query(at) == query
     own_postgres.start()
-    button(at, "Flag & skip").click()
-    at.run()
-    assert any(f"Flagged and skipped “{query}”" in s.value for s in at.success)
+    at = panel_send(at, resent(flag))
+    assert messages(at) == [f"Flagged and skipped “{query}”."]
     with store.sessions() as session:
         rows = session.execute(select(Assignment.status, Assignment.flag_note)
                                .join(SessionQuery, SessionQuery.id == Assignment.query_id)
@@ -366,16 +383,17 @@ def test_a_query_finished_in_another_window_is_said_and_changes_nothing(app_env,
     if elsewhere == "submit":
         second_tab = grade_everything(second_tab, 3)
     else:
-        button(second_tab, "Skip query").click()
-        second_tab.run()
+        second_tab = panel_send(second_tab, panel_action(second_tab, "skip"))
     assert shown_query(second_tab) not in (None, query)
     stored = count(store, Judgment)
-    first_tab = grade_everything(first_tab, 1)  # the first window's grades for the same query
+    first_tab = panel_send(first_tab, panel_action(first_tab, "submit", 1))  # the first window's grades for it
     assert not first_tab.exception and not first_tab.error
     done = "graded" if elsewhere == "submit" else "skipped"
-    assert [w.value for w in first_tab.warning] == [
-        f"“{query}” was already {done} in another window: nothing was changed. Here is your next query."]
-    assert shown_query(first_tab) not in (None, query) and not first_tab.success
+    if elsewhere == "submit":  # the same judge's own query, submitted twice: kept once, as first sent
+        assert messages(first_tab) == [f"Your grades for “{query}” were saved already."]
+    else:
+        assert messages(first_tab) == [f"“{query}” was already {done} in another window: nothing was changed."]
+    assert shown_query(first_tab) not in (None, query)
     assert count(store, Judgment) == stored and count(store, Judgment, Judgment.grade == 1) == 0
     with store.sessions() as session:
         statuses = session.scalars(select(Assignment.status).join(SessionQuery, SessionQuery.id == Assignment.query_id)
@@ -403,19 +421,20 @@ def test_submit_refuses_a_query_already_submitted_when_resubmit_is_off(app_env):
 def test_a_judge_reviews_and_changes_a_submitted_query(app_env):
     store, tokens, _ = app_env
     at = grade_everything(sign_in(tokens["ann"]), 1)
-    judged = [m.value for m in at.success if m.value.startswith("Saved")][0]
+    judged = messages(at)[0]
+    at.run()  # the sidebar's list of submitted queries (refreshed every few seconds in the browser)
     button(at, "Review or change").click()
     at.run()
-    assert "You submitted this query already" in at.info[0].value
-    assert [r.value for r in at.radio] == [1] * 5  # the grades given
-    at.radio[0].set_value(3)
-    button(at, "Save changes").click()
-    at.run()
-    assert any(s.value.startswith("Changed 1 grade of") for s in at.success), [s.value for s in at.success]
+    data = panel_data(at)
+    assert data["mode"] == "review" and len(data["queue"]) == 1
+    assert [slot["grade"] for slot in panel_slots(at)] == [1] * 5  # the grades given
+    at = panel_send(at, panel_action(at, "review", [3, 1, 1, 1, 1]))
+    assert messages(at)[0].startswith("Changed 1 grade of"), messages(at)
     assert "“" in judged and count(store, Judgment, Judgment.grade == 3) == 1
     with store.sessions() as session:
         assert session.scalar(select(func.count()).select_from(JudgmentVersion)) == 6  # 5 first grades + 1 change
-    assert shown_query(at) is not None and all(r.value is None for r in at.radio)  # back to grading
+    assert panel_data(at)["mode"] == "grade" and all(slot["grade"] is None for slot in panel_slots(at))  # back
+    at.run()
     assert "(changed 1 time)" in at.selectbox(key="review_choice").options[0]
 
 
@@ -425,13 +444,13 @@ def test_the_admin_page_shows_progress_and_deactivates_and_resets_a_judge(app_en
     _, admin_token = add_admin(store, "boss")
     at = sign_in(admin_token)
     assert not at.exception and at.title[0].value == "qcat judging: admin"
-    assert "judge_id" not in at.session_state and not at.radio  # an admin does not grade
+    assert "judge_id" not in at.session_state and panel_data(at) is None  # an admin does not grade
     progress = at.dataframe[0].value
     assert list(progress["segment"]) == ["head", "torso", "tail"] and progress["judgments"].sum() == 1
     judges = at.dataframe[2].value
     assert list(judges["judge"]) == ["ann", "bob"] and list(judges["judged"]) == [1, 0]
     claims = at.dataframe[3].value
-    assert list(claims["judge"]) == ["ann"]  # ann's next query, claimed when her page showed it
+    assert list(claims["judge"]) == ["ann"] * 3  # ann's next query and the 2 her panel holds ready
     bob = next(row["id"] for row in admin_activity(store) if row["judge"] == "bob")
     at.selectbox(key="admin_judge").set_value(bob)
     button(at, "Deactivate").click()
@@ -464,7 +483,7 @@ def test_the_admin_page_shows_progress_and_deactivates_and_resets_a_judge(app_en
     assert [e.value for e in sign_in(tokens["bob"]).error][0].startswith("unknown token")
     button(at, "Release the claims on this query").click()
     at.run()
-    assert any("Released 1 claim" in s.value for s in at.success)
+    assert any("Released 2 claim(s)" in s.value for s in at.success), [s.value for s in at.success]  # ann's and bob's
     ann = next(row["id"] for row in admin_activity(store) if row["judge"] == "ann")
     assert count(store, Assignment, Assignment.status == "released", Assignment.judge_id == ann) == 1
 
