@@ -280,6 +280,9 @@ def grading(store, judge_id: int, session_id: int) -> None:
         queue = desk.review(reviewing) if reviewing is not None else desk.queue(outbox["holding"])
         progress = desk.progress()
         st.session_state["panel_queue"] = (reviewing, queue)
+    except InputError as exc:  # deactivated, not a member, a session gone: said, never a traceback
+        st.error(str(exc))
+        return
     except SQLAlchemyError as exc:
         log.error("judging store error: %s", error_detail(exc), exc_info=exc)
         held_for, queue = st.session_state.get("panel_queue", (None, []))

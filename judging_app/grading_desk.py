@@ -96,6 +96,7 @@ class GradingDesk:
     claim_timeout: timedelta = assignment.CLAIM_TIMEOUT
     prefetch: int = PREFETCH
     answered: dict[str, dict] = field(default_factory=dict)  # action id -> its answer (kept by the app per page)
+    finished: set[int] = field(default_factory=set)  # queries this page has acted on: never shown again by it
     log: Any = None
 
     def take(self, outbox: object) -> dict[str, dict]:
@@ -108,6 +109,8 @@ class GradingDesk:
             key = action["id"][:100]
             if key not in self.answered:  # a retry after the store was down comes with an id of its own
                 self.answered[key] = self.answer(action).as_dict()
+                if self.answered[key]["status"] in ("saved", "skipped", "finished", "not_needed"):
+                    self.finished.add(self.answered[key]["query_id"])
             answers[key] = self.answered[key]
         for key in set(self.answered) - set(answers):  # the panel has let go of them
             del self.answered[key]
@@ -164,7 +167,8 @@ class GradingDesk:
 
     def queue(self, holding: object = ()) -> list[dict]:
         """The query to show and the ones held ready after it (claimed for this judge)."""
-        held = [q for q in holding if isinstance(q, int) and not isinstance(q, bool)] if isinstance(holding, list) else []
+        held = [q for q in holding if isinstance(q, int) and not isinstance(q, bool) and q not in self.finished
+                ] if isinstance(holding, list) else []
         screens = assignment.next_queries(self.store, self.judge_id, self.session_id, 1 + self.prefetch,
                                           self.claim_timeout, holding=held[:1 + self.prefetch])
         return [screen_data(screen) for screen in screens]

@@ -42,7 +42,7 @@ def client_address(peer: str | None, headers, proxy_header: str | None) -> str |
             last = str(forwarded).split(",")[-1].strip()
             if last:
                 return last[:100]
-    return peer
+    return peer if isinstance(peer, str) and peer else None
 
 
 class Limiter:

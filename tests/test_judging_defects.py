@@ -26,7 +26,18 @@ from judging_app.migrate import upgrade
 from judging_app.models import Assignment, Judgment, JudgmentVersion
 from judging_app.sessions import Listing, QuerySpec, store_session
 from judging_app.store import open_store
-from judging_fixtures import ROOT, child_env, free_port, qcat, wait_for
+from judging_fixtures import (
+    ROOT,
+    child_env,
+    free_port,
+    panel_action,
+    panel_answers,
+    panel_query,
+    panel_send,
+    panel_slots,
+    qcat,
+    wait_for,
+)
 
 APP = str(ROOT / "judging_app" / "app.py")
 
@@ -57,7 +68,7 @@ def press(at: AppTest, label: str) -> AppTest:
 
 
 def shown(at: AppTest) -> str | None:
-    return next((m.value.removeprefix("## Query: ") for m in at.markdown if m.value.startswith("## Query: ")), None)
+    return panel_query(at)
 
 
 def test_defect_2_a_late_submit_no_longer_needed_moves_the_judge_on_recording_nothing(app_store, monkeypatch):
@@ -67,18 +78,18 @@ def test_defect_2_a_late_submit_no_longer_needed_moves_the_judge_on_recording_no
     (ann, ann_token), (bob, bob_token) = add_judge(app_store, "ann"), add_judge(app_store, "bob")
     first = signed_in(ann_token)
     late = shown(first)
-    for radio in first.radio:
-        radio.set_value(2)
-    assert [r.query for r in assignment.release(app_store, judge_id=ann.id)] == [late]  # qcat judge release --judge ann
+    ann_late = panel_action(first, "submit", 2)
+    released = [r.query for r in assignment.release(app_store, judge_id=ann.id)]  # qcat judge release --judge ann
+    assert late in released and len(released) == 3  # the query on her screen and the 2 held ready
     second = signed_in(bob_token)
     assert shown(second) == late
-    for radio in second.radio:
-        radio.set_value(3)
-    press(second, "Submit grades")
-    assert any("Saved your 2 grades" in s.value for s in second.success)
-    press(first, "Submit grades")  # ann's late submit
+    second = panel_send(second, panel_action(second, "submit", 3))
+    assert [a["message"] for a in panel_answers(second)] == [f"Saved your 2 grades for “{late}”."]
+    first = panel_send(first, ann_late)  # ann's late submit
     assert not first.error and not first.exception
-    assert any("other judges graded it" in i.value and "nothing was recorded" in i.value for i in first.info)
+    [answer] = panel_answers(first)
+    assert answer["status"] == "not_needed" and "other judges graded it" in answer["message"]
+    assert "nothing was recorded" in answer["message"]
     assert shown(first) not in (None, late)  # moved on to the next query
     with app_store.sessions() as session:
         ann_rows = session.execute(select(Assignment.status).join(Judgment, Judgment.judge_id == Assignment.judge_id,
@@ -94,17 +105,13 @@ def test_defect_6_one_changed_grade_of_a_listing_in_both_groups_is_one_change(ap
         [Listing("right", "Glass table"), Listing("same", "Oak dining table")])], seed=5)
     monkeypatch.setenv("QCAT_JUDGE_SESSION", str(session_id))
     at = signed_in(add_judge(app_store, "ann")[1])
-    for radio in at.radio:
-        radio.set_value(1)
-    press(at, "Submit grades")
+    at = panel_send(at, panel_action(at, "submit", 1))
+    at.run()
     press(at, "Review or change")
-    with app_store.sessions() as session:
-        query_id = session.scalar(select(Assignment.query_id))
-        position = next(i.position for i in assignment.screen(session, query_id).left if i.listing_id == "same")
-    shared = next(r for r in at.radio if r.key.endswith(f"_left_{position}"))  # graded once, in Group A
-    shared.set_value(3)
-    press(at, "Save changes")
-    changed = [s.value for s in at.success if s.value.startswith("Changed")]
+    slots = panel_slots(at)
+    assert [slot["side"] for slot in slots if slot["listing"] == "same"] == ["left"]  # graded once, in Group A
+    at = panel_send(at, panel_action(at, "review", [3 if slot["listing"] == "same" else 1 for slot in slots]))
+    changed = [a["message"] for a in panel_answers(at)]
     assert changed == ["Changed 1 grade of “oak table”."], changed  # was "Changed 2 grades"
     with app_store.sessions() as session:
         versions = session.execute(select(JudgmentVersion.listing_id, JudgmentVersion.side)
@@ -114,7 +121,7 @@ def test_defect_6_one_changed_grade_of_a_listing_in_both_groups_is_one_change(ap
 
 def test_defect_7_wrong_tokens_lock_the_judge_and_the_client_out_before_any_scrypt(app_store, monkeypatch):
     from judging_app import judges
-    from judging_app.sign_in_limits import LIMITER, PER_ACCOUNT, Limiter
+    from judging_app.sign_in_limits import LIMITER, PER_CLIENT_ACCOUNT, Limiter
 
     judge, token = add_judge(app_store, "ann")
     token_id = token.split(".")[0]
@@ -122,7 +129,7 @@ def test_defect_7_wrong_tokens_lock_the_judge_and_the_client_out_before_any_scry
     real = judges.tokens.hash_secret
     monkeypatch.setattr(judges.tokens, "hash_secret", lambda *args: checked.append(1) or real(*args))  # scrypt
     at = AppTest.from_file(APP, default_timeout=30).run()
-    for attempt in range(PER_ACCOUNT):
+    for attempt in range(PER_CLIENT_ACCOUNT):
         at.text_input(key="token").input(f"{token_id}.wrong-secret-{attempt:04d}-xxxxxxxxxxxxxxxxxxxxxx")
         press(at, "Sign in")
         assert at.error and "Too many" not in at.error[0].value
@@ -130,7 +137,8 @@ def test_defect_7_wrong_tokens_lock_the_judge_and_the_client_out_before_any_scry
     scrypt_runs = len(checked)
     at.text_input(key="token").input(token)  # the right token, now
     press(at, "Sign in")
-    assert at.error[0].value.startswith("Too many wrong tokens") and "judge_id" not in at.session_state
+    assert at.error and at.error[0].value.startswith("Too many wrong tokens"), (at.error, at.exception, at.session_state)
+    assert "judge_id" not in at.session_state
     assert len(checked) == scrypt_runs  # refused without checking the token: no scrypt
     # the lockout ends; a right token then clears the judge's count
     clock = [0.0]
