@@ -62,11 +62,17 @@ function activity() {
 }
 
 // ---- talking to the server
+const RESEND_MS = 3000;  // an action unanswered this long is sent again (a message lost in a reconnect)
+
 function send() {
-  const actions = P.outbox.map((a) => a);
   if (store()) store().setItem(outboxKey(), JSON.stringify(P.outbox));
-  P.setState('outbox', {actions, holding: (P.current ? [P.current.id] : []).concat(P.order.filter((id) => !P.current || id !== P.current.id))});
+  P.sentAt = performance.now();
+  P.sends = (P.sends || 0) + 1;  // makes every message new, so that a resend reaches the server too
+  P.setState('outbox', {actions: P.outbox.slice(), send: P.sends,
+                        holding: (P.current ? [P.current.id] : []).concat(P.order.filter((id) => !P.current || id !== P.current.id))});
 }
+
+
 
 function act(kind, extra) {
   const screen = P.current;
@@ -217,6 +223,9 @@ if (!window.qcatPanelKeys) {  // one listener for the page's life; it acts on th
   window.qcatPanelKeys = true;
   document.addEventListener('keydown', (event) => onKey(event), true);
   for (const type of ['pointerdown', 'wheel', 'scroll']) document.addEventListener(type, () => activity(), {capture: true, passive: true});
+  setInterval(() => {  // at least once: the server stores an action once, however often it hears of it
+    if (P.root && P.root.isConnected && P.outbox.length && performance.now() - (P.sentAt || 0) > RESEND_MS) send();
+  }, 1000);
 }
 
 // ---- drawing

@@ -380,3 +380,60 @@ def panel_answers(at) -> list[dict]:
     """The answers the panel was sent in this run, in the order of the actions."""
     data = panel_data(at)
     return list((data or {}).get("answers", {}).values())
+
+
+# ---- the grading panel in Chromium (Playwright): read its state, type into it
+CHROMIUM = os.environ.get("QCAT_CHROMIUM", "/usr/bin/chromium")
+SHOWN = """() => { const p = window.qcatPanel, c = p && p.root && p.current;
+  return c ? {id: c.id, text: c.plain, slots: c.slots.map(s => [s.listing, s.side])} : null; }"""
+SETTLED = "() => window.qcatPanel && window.qcatPanel.outbox.length === 0 && window.qcatPanel.failed.length === 0"
+
+
+def panel_shown(page, timeout_ms: float = 20_000) -> dict:
+    """The query on the panel's screen (waits for one): ``{id, text, slots: [[listing, side]...]}``."""
+    page.wait_for_function(SHOWN, timeout=timeout_ms)
+    return page.evaluate(SHOWN)
+
+
+def type_keys(page, keys, interval_s: float = 0.03) -> None:
+    """Press each key, one every ``interval_s`` seconds (a judge at speed)."""
+    for key in keys:
+        page.keyboard.press(str(key))
+        time.sleep(interval_s)
+
+
+def signed_in_panel(browser, url: str, token: str, viewport: dict | None = None):
+    """A new browser context and page, signed in with ``token``, once the panel shows a query."""
+    context = browser.new_context(viewport=viewport or {"width": 1280, "height": 800})
+    page = context.new_page()
+    page.set_default_timeout(20_000)
+    page.goto(url)
+    page.get_by_label("Your judge token").fill(token)
+    page.keyboard.press("Enter")
+    return context, page
+
+
+def launch_chromium(p):
+    return p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                             args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                                   "--disable-component-update", "--no-first-run", "--disable-sync"])
+
+
+def stored_grades(db, judge: str) -> dict[int, dict[tuple[str, str], int]]:
+    """Every grade ``judge`` has in the store: query id -> (listing, side) -> grade."""
+    from sqlalchemy import select
+
+    from judging_app.models import Judge, Judgment
+    from judging_app.store import open_store
+
+    store = open_store(str(db))
+    try:
+        with store.sessions() as session:
+            rows = session.execute(select(Judgment.query_id, Judgment.listing_id, Judgment.side, Judgment.grade)
+                                   .join(Judge, Judge.id == Judgment.judge_id).where(Judge.name == judge)).all()
+    finally:
+        store.dispose()
+    graded: dict[int, dict[tuple[str, str], int]] = {}
+    for query_id, listing, side, grade in rows:
+        graded.setdefault(query_id, {})[(listing, side)] = grade
+    return graded
