@@ -5,15 +5,13 @@ and grade every query with the digit keys and Enter only; an admin settles one d
 the admin page; then the report's Table 5 and seconds per query are checked against the rows in
 the database, computed here from the definitions.
 
-``QCAT_UPDATE_SCREENSHOT=1`` also writes the grading screen at 1280x800 and 1920x1080 to docs/.
+(The screenshots in docs/ come from test_judging_e2e.py.)
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import statistics
 import struct
 import threading
@@ -28,9 +26,8 @@ from sqlalchemy import select
 
 from judging_app.models import Assignment, Judge, Judgment, QueryReview, ResultItem, ResultList, SessionQuery
 from judging_app.store import open_store
-from judging_fixtures import ROOT, qcat, running_judging_app
+from judging_fixtures import CHROMIUM, panel_shown, qcat, running_judging_app, signed_in_panel, type_keys
 
-CHROMIUM = os.environ.get("QCAT_CHROMIUM", "/usr/bin/chromium")
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
 TIMEOUT_MS = 20_000
 SEGMENTS = ("head", "torso", "tail")
@@ -113,52 +110,20 @@ def own_engine_app(tmp_path, image_server):
         yield url, db, tokens
 
 
-ONE_FORM = """() => Array.from(document.querySelectorAll('button'))
-  .filter(b => b.innerText.trim() === 'Flag & skip').length === 1"""
-RADIOS = '[data-testid="stForm"] [data-testid="stRadio"]'
-
-
-def stable_count(locator, settle: float = 0.4, timeout: float = 15) -> int:
-    """The number of matches once it is above zero and stops changing (Streamlit renders in pieces)."""
-    last, since, deadline = -1, time.monotonic(), time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        n = locator.count()
-        if n != last:
-            last, since = n, time.monotonic()
-        elif n and time.monotonic() - since >= settle:
-            return n
-        time.sleep(0.05)
-    return last
-
-
-def query_shown(page) -> str:
-    return page.locator("h2").filter(has_text="Query:").first.inner_text().removeprefix("Query:").strip()
-
-
 def grade_by_keys(page, digits_for) -> list[str]:
-    """Grade every query the judge is given with digit keys and Enter only; the queries graded."""
+    """Grade every query the judge is given with digit keys and Enter only, typed the moment each
+    query is shown; the queries graded."""
     graded = []
     while True:
-        page.wait_for_function("() => document.body.innerText.includes('Query:') || "
-                               "document.body.innerText.includes('All done')")
-        if page.get_by_text("All done").count():
+        page.wait_for_function("() => window.qcatPanel && window.qcatPanel.data && "
+                               "(window.qcatPanel.current || window.qcatPanel.data.mode === 'done')")
+        if page.evaluate("() => !window.qcatPanel.current"):
+            page.get_by_text("All done").wait_for()
             return graded
-        page.get_by_role("button", name="Flag & skip").first.wait_for()
-        page.wait_for_function(ONE_FORM)
-        # The next query's heading, not the last one's still on the page while Streamlit reruns.
-        page.wait_for_function("(previous) => Array.from(document.querySelectorAll('h2')).some(h => "
-                               "h.innerText.startsWith('Query:') && h.innerText.slice(6).trim() !== previous)",
-                               arg=graded[-1] if graded else "")
-        query = query_shown(page)
-        n = stable_count(page.locator(RADIOS))
-        # Typed at once, without waiting for the focus to land on the first listing (defect 3).
-        for digit in digits_for(n):
-            page.keyboard.press(str(digit))
-        page.wait_for_function("() => document.activeElement && document.activeElement.innerText"
-                               " && document.activeElement.innerText.startsWith('Submit grades')")
-        page.keyboard.press("Enter")
-        page.get_by_text(f"Saved your {n} grades for “{query}”").wait_for()
-        graded.append(query)
+        shown = panel_shown(page)
+        type_keys(page, [*digits_for(len(shown["slots"])), "Enter"])
+        page.get_by_text(f"Saved your {len(shown['slots'])} grades for “{shown['text']}”").wait_for()
+        graded.append(shown["text"])
 
 
 def ndcg_star(grades: list[float]) -> float:
@@ -171,13 +136,7 @@ def ndcg_star(grades: list[float]) -> float:
 
 def signed_in(browser, url: str, token: str):
     """A fresh browser context at 1280x800 whose page has signed in with ``token``."""
-    context = browser.new_context(viewport={"width": 1280, "height": 800})
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    page.goto(url)
-    page.get_by_label("Your judge token").fill(token)
-    page.keyboard.press("Enter")
-    return context, page
+    return signed_in_panel(browser, url, token)
 
 
 def test_own_engine_session_graded_by_keys_settled_and_reported(own_engine_app, tmp_path):
@@ -189,50 +148,33 @@ def test_own_engine_session_graded_by_keys_settled_and_reported(own_engine_app, 
         try:
             for name, digits_for in (("ann", lambda n: [3] * n), ("bob", lambda n: [0] + [2] * (n - 1))):
                 context, page = signed_in(browser, url, tokens[name])
-                dialog = page.get_by_role("dialog")
-                dialog.get_by_text("Shoe search guidelines").wait_for()  # shown on first sign-in
+                help_panel = page.locator(".qcat-panel .help")
+                help_panel.get_by_text("Shoe search guidelines").wait_for()  # shown on first sign-in
                 page.keyboard.press("Escape")
-                dialog.wait_for(state="detached")
+                help_panel.wait_for(state="hidden")
                 if name == "ann":
-                    page.wait_for_function(ONE_FORM)
-                    thumbs = page.locator("img.qcat-thumb")
+                    shown = panel_shown(page)
+                    thumbs = page.locator(".qcat-panel img.thumb")
                     thumbs.first.wait_for()
-                    page.wait_for_function("() => Array.from(document.querySelectorAll('img.qcat-thumb'))"
+                    page.wait_for_function("() => Array.from(window.qcatPanel.root.querySelectorAll('img.thumb'))"
                                            ".every(i => i.complete && i.naturalWidth === 24)")
-                    assert page.locator('a[href^="https://shop.example/"]').count() >= 5
-                    page.keyboard.press("?")  # the guidelines and keys, one key away (in the sidebar)
-                    help_panel = page.get_by_test_id("stSidebar").get_by_text("opens this help")
-                    help_panel.wait_for()
-                    assert page.get_by_test_id("stSidebar").get_by_text("Shoe search guidelines").is_visible()
-                    for digit in (3, 2, 1):
-                        page.keyboard.press(str(digit))
-                    page.wait_for_function("() => document.querySelectorAll('[data-testid=\"stForm\"] "
-                                           "input:checked').length === 3")  # typed while the page was redrawn
-                    stable_count(page.locator(RADIOS))
-                    # defect 4: at 1280x800 no button label is cut, grade options stay on one line, and the
-                    # 5 + 5 listings fit with the last one's grades on screen
-                    layout = page.evaluate("""() => ({
-                      cut: Array.from(document.querySelectorAll('[data-testid="stForm"] button'))
-                        .filter(b => b.scrollWidth > b.clientWidth + 1).map(b => b.innerText),
-                      lines: Array.from(document.querySelectorAll('[data-testid="stForm"] [role="radiogroup"]'))
-                        .map(g => new Set(Array.from(g.querySelectorAll('label')).map(l => Math.round(l.getBoundingClientRect().top))).size),
-                      bottom: Math.max(...Array.from(document.querySelectorAll('[data-testid="stForm"] [data-testid="stRadio"]'))
-                        .map(g => g.getBoundingClientRect().bottom))})""")
-                    assert layout["cut"] == [] and set(layout["lines"]) == {1} and layout["bottom"] <= 800, layout
+                    assert page.locator('.qcat-panel a[href^="https://shop.example/"]').count() >= 5
+                    page.keyboard.press("?")  # the guidelines and keys, one key away
+                    help_panel.get_by_text("Shoe search guidelines").wait_for()
+                    assert help_panel.get_by_text("opens this help").is_visible()
+                    page.keyboard.press("?")
+                    type_keys(page, [3, 2, 1])
+                    layout = page.evaluate("""() => {
+                      const root = window.qcatPanel.root;
+                      return {cut: Array.from(root.querySelectorAll('button')).filter(b => b.offsetParent && b.scrollWidth > b.clientWidth + 1).map(b => b.innerText),
+                              lines: Array.from(root.querySelectorAll('.grades')).map(g => new Set(Array.from(g.querySelectorAll('button')).map(c => Math.round(c.getBoundingClientRect().top))).size),
+                              submit: root.querySelector('.submit').getBoundingClientRect().bottom};
+                    }""")
+                    assert layout["cut"] == [] and set(layout["lines"]) == {1} and layout["submit"] <= 800, layout
                     shots["1280x800"] = tmp_path / "grading_1280x800.png"
                     page.screenshot(path=str(shots["1280x800"]))
-                    page.set_viewport_size({"width": 1920, "height": 1080})
-                    shots["1920x1080"] = tmp_path / "grading_1920x1080.png"
-                    time.sleep(0.5)
-                    page.screenshot(path=str(shots["1920x1080"]))
-                    page.set_viewport_size({"width": 1280, "height": 800})
-                    n = stable_count(page.locator(RADIOS))
-                    for _ in range(n - 3):
-                        page.keyboard.press("3")
-                    page.wait_for_function("() => document.activeElement && document.activeElement.innerText"
-                                           " && document.activeElement.innerText.startsWith('Submit grades')")
-                    page.keyboard.press("Enter")
-                    page.get_by_text(f"Saved your {n} grades").wait_for()
+                    type_keys(page, [3] * (len(shown["slots"]) - 3) + ["Enter"])
+                    page.get_by_text(f"Saved your {len(shown['slots'])} grades").wait_for()
                 graded = grade_by_keys(page, digits_for)
                 assert len(graded) == (3 if name == "ann" else 4), graded
                 context.close()
@@ -240,7 +182,7 @@ def test_own_engine_session_graded_by_keys_settled_and_reported(own_engine_app, 
             context, page = signed_in(browser, url, tokens["ann"])
             page.get_by_text("All done").wait_for()
             page.wait_for_timeout(500)
-            assert page.get_by_role("dialog").count() == 0
+            assert not page.locator(".qcat-panel .help").is_visible()
             context.close()
             # the admin settles the first disagreement of the queue
             context, page = signed_in(browser, url, tokens["lead"])
@@ -251,9 +193,6 @@ def test_own_engine_session_graded_by_keys_settled_and_reported(own_engine_app, 
             context.close()
         finally:
             browser.close()
-    if os.environ.get("QCAT_UPDATE_SCREENSHOT"):
-        for size, shot in shots.items():
-            shutil.copy(shot, ROOT / "docs" / f"judging_grading_{size}.png")
 
     store = open_store(str(db))
     with store.sessions() as session:
@@ -267,7 +206,7 @@ def test_own_engine_session_graded_by_keys_settled_and_reported(own_engine_app, 
             .join(ResultItem, (ResultItem.list_id == ResultList.id) & (ResultItem.listing_id == Judgment.listing_id))
         ).all()
         queries = dict(session.execute(select(SessionQuery.id, SessionQuery.segment)).all())
-        timed = session.execute(select(Judge.name, SessionQuery.segment, Assignment.created_at, Assignment.finished_at)
+        timed = session.execute(select(Judge.name, SessionQuery.segment, Assignment.active_seconds)
                                 .join(Judge, Judge.id == Assignment.judge_id)
                                 .join(SessionQuery, SessionQuery.id == Assignment.query_id)
                                 .where(Assignment.status == "done")).all()
@@ -304,8 +243,8 @@ def test_own_engine_session_graded_by_keys_settled_and_reported(own_engine_app, 
         assert rows[segment]["tie"] == len(ids) - wins - losses + identical
         assert rows[segment]["identical_ties"] == identical
     seconds = defaultdict(list)
-    for judge, segment, shown, finished in timed:
-        seconds[judge].append((finished - shown).total_seconds())
+    for judge, segment, active in timed:
+        seconds[judge].append(active)  # measured by the panel
     timing = {row["judge"]: row for row in report["timing"]["judges"]}
     for judge, values in seconds.items():
         assert timing[judge]["median_seconds"] == pytest.approx(statistics.median(values), abs=1e-3)

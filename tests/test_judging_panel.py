@@ -1,0 +1,219 @@
+"""Issue 31, judging at typing speed: the grading panel's server side (judging_app.grading_desk)
+against a real store, and the defects that need no browser: sign-in limits per token id (3), the
+Streamlit child dying with ``qcat judge app`` under SIGKILL (4), time per query as the panel
+measured it (5), the report's judged-by line with a sent-back query (6), today's width API (8).
+The browser side (keys at speed, sticky actions, a restart) is in test_judging_e2e.py; the
+session's display name (7) and the store-down line (9) in test_judging_app.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+from judging_app import assignment, disagreements, judgments
+from judging_app.grading_desk import GradingDesk, screen_data
+from judging_app.judges import add_judge
+from judging_app.migrate import upgrade
+from judging_app.models import Assignment, Judgment
+from judging_app.report import build_report, header_lines, tables
+from judging_app.sessions import Listing, QuerySpec, store_session
+from judging_app.sign_in_limits import PER_CLIENT, PER_CLIENT_ACCOUNT, Limiter, client_address
+from judging_app.store import open_store
+from judging_app.timing import IDLE_CAP_SECONDS, TIMING_RULE, timing_summary
+from judging_fixtures import ROOT, child_env, free_port, qcat, wait_for
+
+QUERIES = [QuerySpec(f"query {i}", ("head", "torso", "tail")[i % 3],
+                     [Listing(f"b{i}-{j}", f"Baseline <b>{i}.{j}</b>", "Home > Shoes") for j in range(3)],
+                     [Listing(f"t{i}-{j}", f"Target {i}.{j}", "Home > Shoe care") for j in range(2)])
+           for i in range(6)]
+
+
+@pytest.fixture
+def store(tmp_path):
+    url = f"sqlite:///{tmp_path / 'panel.db'}"
+    upgrade(url)
+    store = open_store(url)
+    yield store
+    store.dispose()
+
+
+def submit(desk: GradingDesk, shown: dict, grade: int, action_id: str, seconds: float | None = None) -> dict:
+    action = {"id": action_id, "kind": "submit", "query": shown["id"], "text": shown["text"],
+              "grades": [[slot["listing"], slot["side"], grade] for slot in shown["slots"]]}
+    if seconds is not None:
+        action["seconds"] = seconds
+    return desk.take([action])[action_id]
+
+
+def count(store, *where) -> int:
+    with store.sessions() as session:
+        return session.scalar(select(func.count()).select_from(Judgment).where(*where))
+
+
+def test_the_desk_holds_queries_ready_stores_each_action_once_and_never_says_which_system(store):
+    session_id = store_session(store, "nb vs hybrid", "models/nb-secret", "models/hybrid-secret", QUERIES, seed=3)
+    ann = add_judge(store, "ann")[0]
+    desk = GradingDesk(store, ann.id, session_id, prefetch=2)
+    queue = desk.queue()
+    assert len(queue) == 3 and len({shown["id"] for shown in queue}) == 3  # the query shown and 2 held ready
+    with store.sessions() as session:
+        held = session.scalars(select(Assignment.query_id).where(Assignment.status == "open")).all()
+    assert sorted(held) == sorted(shown["id"] for shown in queue)  # each claimed for ann
+    assert [shown["id"] for shown in desk.queue([shown["id"] for shown in queue])] == [s["id"] for s in queue]
+    wire = json.dumps(queue)
+    for secret in ("nb-secret", "hybrid-secret", "baseline", "target", "nb vs hybrid"):
+        assert secret not in wire.replace("Baseline &lt;b&gt;", "").replace("Target ", "")
+    assert "<b>" not in wire and "Baseline &lt;b&gt;" in wire  # titles escaped: the panel inserts them as HTML
+    first = queue[0]
+    assert submit(desk, first, 2, "a1", seconds=7.25)["status"] == "saved"
+    assert submit(desk, first, 3, "a1")["status"] == "saved"  # the same message again: its first answer
+    fresh = GradingDesk(store, ann.id, session_id)  # a reloaded page sends it again: stored once all the same
+    assert submit(fresh, first, 3, "a1")["message"] == f"Your grades for “{first['text']}” were saved already."
+    assert count(store) == 5 and count(store, Judgment.grade == 3) == 0
+    after = desk.queue([shown["id"] for shown in queue])
+    assert [shown["id"] for shown in after[:2]] == [shown["id"] for shown in queue[1:]]  # the held ones first
+    assert len(after) == 3 and first["id"] not in {shown["id"] for shown in after}
+    with store.sessions() as session:
+        assert session.scalar(select(Assignment.active_seconds).where(Assignment.query_id == first["id"])) == 7.25
+    answers = desk.take([{"id": "x", "kind": "submit", "query": after[0]["id"], "text": "t", "grades": "nope"},
+                         {"id": "y", "kind": "submit", "query": after[0]["id"], "text": "t", "seconds": -1,
+                          "grades": [[s["listing"], s["side"], 1] for s in after[0]["slots"]]},
+                         {"id": "z", "kind": "drop tables", "query": after[0]["id"]}])
+    assert [a["status"] for a in answers.values()] == ["refused"] * 3
+    assert "seconds, 0 or more" in answers["y"]["message"]
+    assert desk.take([]) == {} and desk.answered == {}  # answers the panel let go of are forgotten
+
+
+def test_a_listing_in_both_groups_is_one_slot_graded_in_group_a(store):
+    session_id = store_session(store, "shared", "A", "B", [QuerySpec("oak table", "torso", [
+        Listing("same", "Oak dining table"), Listing("left", "Pine table")],
+        [Listing("right", "Glass table"), Listing("same", "Oak dining table")])], seed=5)
+    ann = add_judge(store, "ann")[0]
+    [shown] = GradingDesk(store, ann.id, session_id).queue()
+    assert [(slot["listing"], slot["side"]) for slot in shown["slots"]].count(("same", "left")) == 1
+    assert ("same", "right") not in [(slot["listing"], slot["side"]) for slot in shown["slots"]]
+    assert [card.get("same_as") for card in shown["right"] if card["listing"] == "same"] != [None]
+
+
+def test_defect_3_one_judge_mistyping_never_locks_out_the_office(tmp_path):
+    clock = [0.0]
+    limiter = Limiter(clock=lambda: clock[0])
+    office = "203.0.113.7"
+    for attempt in range(PER_CLIENT_ACCOUNT):
+        assert limiter.wait_seconds(office, "ann-id") == 0
+        limiter.failed(office, "ann-id")
+    assert limiter.wait_seconds(office, "ann-id") > 0  # ann, from the office: paused
+    assert limiter.wait_seconds(office, "bob-id") == 0  # bob, same office: signs in
+    assert limiter.wait_seconds("198.51.100.1", "ann-id") == 0  # ann from elsewhere: her own count
+    for attempt in range(PER_CLIENT - PER_CLIENT_ACCOUNT - 1):  # a flood of wrong tokens from one address
+        limiter.failed(office, f"guess-{attempt}")
+    assert limiter.wait_seconds(office, "bob-id") == 0
+    limiter.failed(office, "guess-last")
+    assert limiter.wait_seconds(office, "bob-id") > 0  # only far above what an office produces
+    # behind a trusted proxy, the client is the last address the proxy wrote
+    headers = {"X-Forwarded-For": "10.9.9.9, 192.0.2.44"}
+    assert client_address("127.0.0.1", headers, "X-Forwarded-For") == "192.0.2.44"
+    assert client_address("127.0.0.1", headers, None) == "127.0.0.1"
+    assert client_address("127.0.0.1", {}, "X-Forwarded-For") == "127.0.0.1"
+    help_text = qcat("judge", "app", "--help").stdout
+    assert "--trusted-proxy HEADER" in help_text
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_defect_4_sigkill_of_the_wrapper_takes_the_streamlit_server_with_it(tmp_path):
+    db = tmp_path / "app.db"
+    assert qcat("db", "upgrade", "--url", db).returncode == 0
+    port = free_port()
+    with (tmp_path / "app.log").open("w") as log:
+        wrapper = subprocess.Popen([sys.executable, "-m", "qcat.cli", "judge", "app", "--url", str(db), "--port",
+                                    str(port), "--address", "127.0.0.1"], cwd=ROOT, env=child_env(), stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: _healthy(port), timeout=40, interval=0.25)
+        children = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and _parent(int(pid)) == wrapper.pid]
+        assert len(children) == 1
+        os.kill(wrapper.pid, signal.SIGKILL)  # the wrapper alone, without a chance to pass anything on
+        wrapper.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (_alive(children[0]) or _healthy(port)):
+            time.sleep(0.1)
+        assert not _alive(children[0]) and not _healthy(port)
+    finally:
+        try:
+            os.killpg(wrapper.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None
+
+
+def test_defect_5_time_per_query_is_the_active_time_the_panel_measured(store):
+    session_id = store_session(store, "timed", "A", "B", QUERIES[:3], seed=1)
+    ann = add_judge(store, "ann")[0]
+    desk = GradingDesk(store, ann.id, session_id, prefetch=0)
+    for seconds, action in ((4.5, "a"), (6.5, "b"), (None, "c")):  # "c": graded before the panel measured time
+        [shown] = desk.queue()
+        assert submit(desk, shown, 1, action, seconds)["status"] == "saved"
+    with store.transaction() as session:  # the last one was left open over a 334.8 s break
+        unmeasured = session.scalars(select(Assignment).where(Assignment.active_seconds.is_(None))).one()
+        unmeasured.finished_at = unmeasured.created_at + timedelta(seconds=334.8)
+    summary = timing_summary(store, session_id)
+    assert summary["judges"][0]["median_seconds"] == pytest.approx(6.5)  # median of 4.5, 6.5 and 334.8
+    assert f"more than {IDLE_CAP_SECONDS} s without a key, click or scroll counts as {IDLE_CAP_SECONDS} s" in TIMING_RULE
+    report = build_report(store, session_id, bootstrap=0)
+    timing_table = next(t for t in tables(report) if t.title.startswith("Seconds per query"))
+    assert TIMING_RULE in timing_table.note
+    panel_js = (ROOT / "judging_app" / "panel.js").read_text()
+    assert "Math.min(now - P.timer.last, P.data.idle_cap * 1000)" in panel_js  # the cap, in the browser
+
+
+def test_defect_6_the_report_header_counts_a_sent_back_query_by_its_judges(store):
+    session_id = store_session(store, "s", "A", "B", QUERIES[:2], judges_per_query=3, seed=2)
+    judges = [add_judge(store, name)[0] for name in ("ann", "bob", "cy", "dee")]
+    for judge in judges[:3]:
+        while (shown := assignment.next_query(store, judge.id, session_id)) is not None:
+            judgments.submit(store, judge.id, shown.query_id, {key: 2 for key in shown.expected()})
+    report = build_report(store, session_id, bootstrap=0)
+    assert "2 queries: 2 judged by 3 judges," in header_lines(report)[1]
+    disagreements.send_back(store, None, report["per_query"][0]["query_id"], "look again")
+    shown = assignment.next_query(store, judges[3].id, session_id)
+    judgments.submit(store, judges[3].id, shown.query_id, {key: 1 for key in shown.expected()})
+    line = header_lines(build_report(store, session_id, bootstrap=0))[1]
+    assert "2 queries: 2 judged by 3 or more judges (1 by 3, 1 by 4)," in line, line
+
+
+def test_defect_8_no_deprecated_width_argument_in_the_app():
+    sources = "\n".join(path.read_text() for path in (ROOT / "judging_app").glob("*.py"))
+    assert not re.search(r"use_container_width", sources)
