@@ -21,7 +21,7 @@ import pytest
 from sqlalchemy import func, select
 
 from judging_app import assignment, disagreements, judgments
-from judging_app.grading_desk import GradingDesk, screen_data
+from judging_app.grading_desk import GradingDesk
 from judging_app.judges import add_judge
 from judging_app.migrate import upgrade
 from judging_app.models import Assignment, Judgment

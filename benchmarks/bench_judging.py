@@ -1,0 +1,255 @@
+"""Judging at typing speed: N judges in headless Chromium grade through a real `qcat judge app`.
+
+Run: python benchmarks/bench_judging.py [--judges 1 3] [--queries 30] [--key-ms 30]
+     [--stores sqlite postgresql]                                (figures in docs/benchmarks.md)
+
+For each store and judge count: a fresh store (`qcat db upgrade`), the judges (`qcat judge
+add-judge`), a session built from two generated result files (`qcat judge create-session
+--results a.jsonl --results b.jsonl --judges-per-query 1`, so that every judge has queries of their
+own), and `qcat judge app` on a free port. Each judge, in a Chromium of their own (Debian's, driven
+by Playwright in a thread of their own), signs in and grades --queries queries: the moment a query
+is shown, its grades are typed one key every --key-ms milliseconds, then Enter. Nothing waits for
+the server between keys or queries, as a judge at full speed would not.
+
+Printed per judge count: Enter -> next query ready (median and p90 over every transition, measured
+in the page from the Enter keydown to the next query drawn, including any wait for the server),
+queries per minute per judge, and keys typed vs grades stored as typed (read back from the store,
+listing by listing). It ends with one JSON line per store and judge count. PostgreSQL runs on a
+temporary server of its own (initdb; skipped with a note when the server binaries are missing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import pwd
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("QCAT_CHROMIUM", "/usr/bin/chromium")
+SHOWN = """() => { const p = window.qcatPanel, c = p && p.root && p.current;
+  return c ? {id: c.id, slots: c.slots.map(s => [s.listing, s.side])} : null; }"""
+SETTLED = "() => window.qcatPanel && window.qcatPanel.outbox.length === 0 && window.qcatPanel.failed.length === 0"
+
+
+def qcat(*args: object) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "qcat.cli", *map(str, args)], capture_output=True, text=True,
+                            cwd=ROOT)
+    if result.returncode != 0:
+        raise SystemExit(f"qcat {' '.join(map(str, args))} failed: {result.stderr}")
+    return result
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_results(folder: Path, queries: int) -> list[Path]:
+    """Two systems' top 5 for ``queries`` queries: two listings in common, three of their own."""
+    paths = [folder / "today.jsonl", folder / "candidate.jsonl"]
+    for system, path in enumerate(paths):
+        with path.open("w") as out:
+            for q in range(queries):
+                listings = [f"S{q}-{i}" for i in range(2)] + [f"{'AB'[system]}{q}-{i}" for i in range(3)]
+                for rank, listing in enumerate(listings, start=1):
+                    out.write(json.dumps({"query": f"bench query {q}", "rank": rank, "listing_id": listing,
+                                          "title": f"Listing {listing}", "category": "Bench > Things",
+                                          "brand": "Acme", "price": 9.5 + rank,
+                                          "segment": ("head", "torso", "tail")[q % 3]}) + "\n")
+    return paths
+
+
+class OwnPostgres:
+    """A temporary PostgreSQL server (initdb into a temporary folder, as the test suite does)."""
+
+    def __init__(self) -> None:
+        found = shutil.which("initdb") or next(iter(sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))), None)
+        if found is None:
+            raise FileNotFoundError("no PostgreSQL server binaries (initdb)")
+        self.bin = Path(found).resolve().parent
+        self.prefix: list[str] = []
+        self.root = Path(tempfile.mkdtemp(prefix="qcat-bench-pg-"))
+        if os.geteuid() == 0:  # the server refuses to run as root
+            entry = pwd.getpwnam("postgres")
+            os.chown(self.root, entry.pw_uid, entry.pw_gid)
+            self.prefix = ["runuser", "-u", "postgres", "--"]
+        self.port = free_port()
+        self._run("initdb", "-D", str(self.root / "data"), "-A", "trust", "-U", "qcat", "-E", "UTF8", "--no-sync")
+        self._run("pg_ctl", "-D", str(self.root / "data"), "-l", str(self.root / "log"), "-w", "-o",
+                  f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+
+    def _run(self, tool: str, *args: str) -> None:
+        subprocess.run([*self.prefix, str(self.bin / tool), *args], check=True, capture_output=True, timeout=120)
+
+    def database(self, name: str) -> str:
+        import psycopg
+
+        with psycopg.connect(f"postgresql://qcat@127.0.0.1:{self.port}/postgres", autocommit=True) as connection:
+            connection.execute(f"CREATE DATABASE {name}")
+        return f"postgresql+psycopg://qcat@127.0.0.1:{self.port}/{name}"
+
+    def stop(self) -> None:
+        self._run("pg_ctl", "-D", str(self.root / "data"), "-m", "fast", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_app(url: str, port: int, log: Path) -> subprocess.Popen:
+    process = subprocess.Popen([sys.executable, "-m", "qcat.cli", "judge", "app", "--url", url, "--session", "1",
+                                "--port", str(port), "--address", "127.0.0.1"], cwd=ROOT, stdout=log.open("w"),
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
+                if response.status == 200:
+                    return process
+        except OSError:
+            time.sleep(0.25)
+    raise SystemExit(f"the app did not start: {log.read_text()}")
+
+
+def judge(url: str, token: str, queries: int, key_s: float, seed: int, out: dict) -> None:
+    """One judge at full speed in a Chromium of their own; what they typed, per query and listing."""
+    from playwright.sync_api import sync_playwright
+
+    typed: dict[int, dict[tuple[str, str], int]] = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                                          "--disable-component-update", "--no-first-run", "--disable-sync"])
+        try:
+            page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+            page.set_default_timeout(60_000)
+            page.goto(url)
+            page.get_by_label("Your judge token").fill(token)
+            page.keyboard.press("Enter")
+            page.wait_for_function(SHOWN)
+            started = time.perf_counter()
+            for q in range(queries):
+                page.wait_for_function(SHOWN)
+                shown = page.evaluate(SHOWN)
+                digits = [(seed + q + i * (1 + q % 3)) % 4 for i in range(len(shown["slots"]))]
+                typed[shown["id"]] = {tuple(slot): d for slot, d in zip(shown["slots"], digits)}
+                for key in [*map(str, digits), "Enter"]:
+                    page.keyboard.press(key)
+                    time.sleep(key_s)
+            finished = time.perf_counter()
+            page.wait_for_function(SETTLED)
+            out.update(typed=typed, seconds=finished - started,
+                       transitions=page.evaluate("() => window.qcatPanel.transitions.map(t => t.ms / 1000)"))
+        finally:
+            browser.close()
+
+
+def stored_grades(url: str) -> dict[int, dict[tuple[str, str], int]]:
+    from sqlalchemy import select
+
+    from judging_app.models import Judgment
+    from judging_app.store import open_store
+
+    store = open_store(url)
+    with store.sessions() as session:
+        rows = session.execute(select(Judgment.query_id, Judgment.listing_id, Judgment.side, Judgment.grade)).all()
+    store.dispose()
+    stored: dict[int, dict[tuple[str, str], int]] = {}
+    for query_id, listing, side, grade in rows:
+        stored.setdefault(query_id, {})[(listing, side)] = grade
+    return stored
+
+
+def percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
+
+
+def run(store_kind: str, url: str, judges: int, queries: int, key_s: float, folder: Path) -> dict:
+    qcat("db", "upgrade", "--url", url)
+    tokens = [qcat("judge", "add-judge", f"judge{i}", "--url", url).stdout.strip() for i in range(judges)]
+    today, candidate = write_results(folder, judges * queries + 10)
+    qcat("judge", "create-session", "--results", today, "--results", candidate, "--judges-per-query", 1,
+         "--name", "bench", "--url", url)
+    port = free_port()
+    app = start_app(url, port, folder / f"app-{store_kind}-{judges}.log")
+    results: list[dict] = [{} for _ in range(judges)]
+    load_before = os.getloadavg()[0]
+    try:
+        threads = [threading.Thread(target=judge, args=(f"http://127.0.0.1:{port}", token, queries, key_s, i,
+                                                        results[i])) for i, token in enumerate(tokens)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        load_during = os.getloadavg()[0]
+        os.killpg(app.pid, 15)
+        app.wait(timeout=30)
+    if any("typed" not in result for result in results):
+        raise SystemExit("a judge did not finish: see the app log in " + str(folder))
+    stored = stored_grades(url)
+    keys = as_typed = 0
+    for result in results:
+        for query_id, grades in result["typed"].items():
+            for key, grade in grades.items():
+                keys += 1
+                as_typed += stored.get(query_id, {}).get(key) == grade
+    transitions = [t for result in results for t in result["transitions"]]
+    return {"store": store_kind, "judges": judges, "queries": sum(len(r["typed"]) for r in results),
+            "enter_to_next_p50_s": round(statistics.median(transitions), 4),
+            "enter_to_next_p90_s": round(percentile(transitions, 0.9), 4),
+            "enter_to_next_max_s": round(max(transitions), 4),
+            "queries_per_minute_per_judge": round(statistics.mean(len(r["typed"]) / r["seconds"] * 60 for r in results), 1),
+            "keys_typed": keys, "grades_stored_as_typed": as_typed, "key_interval_ms": round(key_s * 1000),
+            "load_average": round(max(load_before, load_during), 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--judges", type=int, nargs="+", default=[1, 3])
+    parser.add_argument("--queries", type=int, default=30, help="queries per judge (default 30)")
+    parser.add_argument("--key-ms", type=float, default=30, help="milliseconds between keys (default 30)")
+    parser.add_argument("--stores", nargs="+", choices=["sqlite", "postgresql"], default=["sqlite", "postgresql"])
+    args = parser.parse_args()
+    if not Path(CHROMIUM).exists():
+        raise SystemExit(f"no Chromium at {CHROMIUM}: install Debian's chromium (or set QCAT_CHROMIUM)")
+    rows = []
+    for store_kind in args.stores:
+        server = None
+        if store_kind == "postgresql":
+            try:
+                server = OwnPostgres()
+            except (FileNotFoundError, KeyError, subprocess.CalledProcessError) as exc:
+                print(f"PostgreSQL skipped: {exc}", file=sys.stderr)
+                continue
+        try:
+            for n in args.judges:
+                folder = Path(tempfile.mkdtemp(prefix=f"qcat-bench-judging-{store_kind}-{n}-"))
+                url = server.database(f"bench{n}") if server else f"sqlite:///{folder / 'bench.db'}"
+                row = run(store_kind, url, n, args.queries, args.key_ms / 1000, folder)
+                rows.append(row)
+                print(f"{store_kind:10} {n} judge{'s' * (n != 1)}: {row['queries']} queries, Enter -> next query ready "
+                      f"median {row['enter_to_next_p50_s'] * 1000:.0f} ms, p90 {row['enter_to_next_p90_s'] * 1000:.0f} "
+                      f"ms (max {row['enter_to_next_max_s'] * 1000:.0f} ms); {row['queries_per_minute_per_judge']:.0f} "
+                      f"queries/min per judge; keys typed {row['keys_typed']}, grades stored as typed "
+                      f"{row['grades_stored_as_typed']}; load average {row['load_average']}", file=sys.stderr)
+        finally:
+            if server is not None:
+                server.stop()
+    for row in rows:
+        print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()
