@@ -260,8 +260,19 @@ def grading_desk(store, judge_id: int, session_id: int) -> GradingDesk:
     return desk
 
 
-def guidelines_html(guidelines: str | None) -> str:
-    return markdown_html((guidelines + "\n\n---\n\n" if guidelines else "") + GUIDELINE)
+def session_about(store, session_id: int) -> dict:
+    """What the panel says of the session: its display name and its guidelines as HTML (read once
+    per page and session: they do not change while judges grade)."""
+    cached = st.session_state.setdefault("session_about", {})
+    if session_id not in cached:
+        guidelines = session_guidelines(store, session_id)
+        name = session_display_name(store, session_id)
+        about = {"name": name, "has_guidelines": bool(guidelines),
+                 "guidelines_html": markdown_html((guidelines + "\n\n---\n\n" if guidelines else "") + GUIDELINE)}
+        if not name:  # the store could not be reached: ask again next time
+            return about
+        cached[session_id] = about
+    return cached[session_id]
 
 
 @st.fragment
@@ -288,16 +299,16 @@ def grading(store, judge_id: int, session_id: int) -> None:
         held_for, queue = st.session_state.get("panel_queue", (None, []))
         queue = queue if held_for == reviewing else []
         progress, down = None, f"{STORE_DOWN}; your grades are kept here: they are sent when it is back."
-    guidelines = session_guidelines(store, session_id)
+    about = session_about(store, session_id)
     first_time = session_id not in st.session_state.setdefault("guidelines_seen", set())
     st.session_state["guidelines_seen"].add(session_id)
     grading_panel({
         "mode": "review" if reviewing is not None else ("grade" if queue or down else "done"),
         "epoch": f"{'review' if reviewing is not None else 'grade'}:{session_id}:{judge_id}:{reviewing or ''}",
-        "judge": judge_id, "session": session_display_name(store, session_id), "queue": queue,
+        "judge": judge_id, "session": about["name"], "queue": queue,
         "answers": answers, "progress": progress, "store_down": down, "idle_cap": IDLE_CAP_SECONDS,
-        "guidelines_html": guidelines_html(guidelines),
-        "open_guidelines": bool(guidelines) and first_time and progress is not None and progress["judged"] == 0
+        "guidelines_html": about["guidelines_html"],
+        "open_guidelines": about["has_guidelines"] and first_time and progress is not None and progress["judged"] == 0
                            and progress["skipped"] == 0,
     })
 

@@ -237,43 +237,42 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
     their next gold query when one is due (see the module's docstring), else a regular query.
     ``beyond``: queries the judge already holds ahead (the grading panel's prefetch): the query
     after them is wanted, and they are neither given again nor released."""
+    def pick(session) -> QueryScreen | None:
+        record, now = _ready(session, judge_id, session_id, claim_timeout)
+        return _pick(session, judge_id, record, now, showing, beyond)
+
+    return _claiming(store, pick)
+
+
+def next_queries(store: Store, judge_id: int, session_id: int, count: int,
+                 claim_timeout: timedelta = CLAIM_TIMEOUT, holding: Sequence[int] = ()) -> list[QueryScreen]:
+    """Up to ``count`` queries for the judge, in the order to judge them: the one to show now and
+    the ones the grading panel holds ready after it (each claimed, as :func:`next_query` claims
+    one), in one transaction. ``holding``: the queries the panel holds now, in its order; those not
+    finished meanwhile come first, so a prefetched query is never swapped for another."""
+    def pick(session) -> list[QueryScreen]:
+        record, now = _ready(session, judge_id, session_id, claim_timeout)
+        screens: list[QueryScreen] = []
+        for _ in range(count):
+            picked = [shown.query_id for shown in screens]
+            showing = next((query_id for query_id in holding if query_id not in picked), None)
+            shown = _pick(session, judge_id, record, now, showing, picked)
+            if shown is None:
+                break
+            screens.append(shown)
+        return screens
+
+    return _claiming(store, pick)
+
+
+def _claiming(store: Store, pick):
+    """``pick(session)`` in a transaction, started over when a claim races another."""
     for _ in range(RETRIES):
         try:
             with store.transaction() as session:
-                record = _check_session(session, session_id)
-                if not session.scalar(select(Judge.active).where(Judge.id == judge_id)):
-                    raise InputError(INACTIVE if _exists(session, judge_id) else f"judge {judge_id!r} does not exist")
-                check_member(session, judge_id, session_id)
-                now, limit = utcnow(), record.judges_per_query
-                _release_where(session, Assignment.session_id == session_id, Assignment.active_at < now - claim_timeout)
-                held = (_on_screen(session, judge_id, session_id, showing)
-                        if showing is not None and showing not in beyond else None)
-                held = held or open_assignment(session, judge_id, session_id, beyond)
-                if held is not None:
-                    _reclaim(session, held, limit, now)
-                    return screen(session, held.query_id)
-                for released in _released_needing_a_judge(session, judge_id, record):
-                    if released.query_id not in beyond and _reclaim(session, released, limit, now):
-                        return screen(session, released.query_id)
-                mine = exists().where(Assignment.query_id == SessionQuery.id, Assignment.judge_id == judge_id)
-                candidates = session.scalars(
-                    select(SessionQuery.id)
-                    .where(SessionQuery.session_id == session_id, ~SessionQuery.gold,
-                           SessionQuery.claims < limit + SessionQuery.extra_judges, ~mine)
-                    .order_by(SessionQuery.claims.desc(), SessionQuery.position).limit(CANDIDATES)).all()
-                gold = _gold_candidate(session, judge_id, session_id, mine, bool(candidates))
-                if gold is not None:
-                    candidates = [gold]
-                if not candidates:
-                    return None
-                for query_id in candidates:
-                    if _claim(session, query_id, limit):
-                        session.add(Assignment(judge_id=judge_id, query_id=query_id, session_id=session_id,
-                                               created_at=now, active_at=now))
-                        session.flush()
-                        return screen(session, query_id)
-        except IntegrityError:
-            continue  # this judge claimed the query in another tab meanwhile: start over
+                return pick(session)
+        except (IntegrityError, _Raced):
+            continue  # this judge claimed the query in another tab meanwhile, or others took them: start over
         except OperationalError as exc:
             if not _is_conflict(exc):
                 raise
@@ -281,21 +280,52 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
     raise InputError("could not claim a query after many attempts: the database is too busy, try again")
 
 
-def next_queries(store: Store, judge_id: int, session_id: int, count: int,
-                 claim_timeout: timedelta = CLAIM_TIMEOUT, holding: Sequence[int] = ()) -> list[QueryScreen]:
-    """Up to ``count`` queries for the judge, in the order to judge them: the one to show now and
-    the ones the grading panel holds ready after it (each claimed, as :func:`next_query` claims
-    one). ``holding``: the queries the panel holds now, in its order; those not finished meanwhile
-    come first, so a prefetched query is never swapped for another."""
-    screens: list[QueryScreen] = []
-    for _ in range(count):
-        picked = [shown.query_id for shown in screens]
-        showing = next((query_id for query_id in holding if query_id not in picked), None)
-        shown = next_query(store, judge_id, session_id, claim_timeout, showing=showing, beyond=picked)
-        if shown is None:
-            break
-        screens.append(shown)
-    return screens
+def _ready(session, judge_id: int, session_id: int, claim_timeout: timedelta) -> tuple[JudgingSession, datetime]:
+    """Check the session, the judge and their membership; release the session's idle claims."""
+    record = _check_session(session, session_id)
+    if not session.scalar(select(Judge.active).where(Judge.id == judge_id)):
+        raise InputError(INACTIVE if _exists(session, judge_id) else f"judge {judge_id!r} does not exist")
+    check_member(session, judge_id, session_id)
+    now = utcnow()
+    _release_where(session, Assignment.session_id == session_id, Assignment.active_at < now - claim_timeout)
+    return record, now
+
+
+def _pick(session, judge_id: int, record: JudgingSession, now: datetime, showing: int | None,
+          beyond: Collection[int]) -> QueryScreen | None:
+    """The next query of :func:`next_query`, in its order, within the caller's transaction."""
+    session_id, limit = record.id, record.judges_per_query
+    held = (_on_screen(session, judge_id, session_id, showing)
+            if showing is not None and showing not in beyond else None)
+    held = held or open_assignment(session, judge_id, session_id, beyond)
+    if held is not None:
+        _reclaim(session, held, limit, now)
+        return screen(session, held.query_id)
+    for released in _released_needing_a_judge(session, judge_id, record):
+        if released.query_id not in beyond and _reclaim(session, released, limit, now):
+            return screen(session, released.query_id)
+    mine = exists().where(Assignment.query_id == SessionQuery.id, Assignment.judge_id == judge_id)
+    candidates = session.scalars(
+        select(SessionQuery.id)
+        .where(SessionQuery.session_id == session_id, ~SessionQuery.gold,
+               SessionQuery.claims < limit + SessionQuery.extra_judges, ~mine)
+        .order_by(SessionQuery.claims.desc(), SessionQuery.position).limit(CANDIDATES)).all()
+    gold = _gold_candidate(session, judge_id, session_id, mine, bool(candidates))
+    if gold is not None:
+        candidates = [gold]
+    for query_id in candidates:
+        if _claim(session, query_id, limit):
+            session.add(Assignment(judge_id=judge_id, query_id=query_id, session_id=session_id,
+                                   created_at=now, active_at=now))
+            session.flush()
+            return screen(session, query_id)
+    if candidates:
+        raise _Raced()  # every candidate was claimed by others meanwhile: look again
+    return None
+
+
+class _Raced(Exception):
+    """Other judges took every candidate between the look and the claim."""
 
 
 def _exists(session, judge_id: int) -> bool:
