@@ -281,24 +281,26 @@ def grading(store, judge_id: int, session_id: int) -> None:
     stored, and it is sent its next queries back."""
     desk = grading_desk(store, judge_id, session_id)
     outbox = sent_outbox()
-    answers = desk.take(outbox["actions"])
-    reviewing = st.session_state.get("reviewing")
-    if any(answer["status"] in ("changed", "back") and answer["query_id"] == reviewing for answer in answers.values()):
-        st.session_state.pop("reviewing", None)
-        reviewing = None
-    down = None
-    try:
-        queue = desk.review(reviewing) if reviewing is not None else desk.queue(outbox["holding"])
-        progress = desk.progress()
-        st.session_state["panel_queue"] = (reviewing, queue)
-    except InputError as exc:  # deactivated, not a member, a session gone: said, never a traceback
-        st.error(str(exc))
-        return
-    except SQLAlchemyError as exc:
-        log.error("judging store error: %s", error_detail(exc), exc_info=exc)
-        held_for, queue = st.session_state.get("panel_queue", (None, []))
-        queue = queue if held_for == reviewing else []
-        progress, down = None, f"{STORE_DOWN}; your grades are kept here: they are sent when it is back."
+    with desk.turn():
+        answers = desk.take(outbox["actions"])
+        reviewing = st.session_state.get("reviewing")
+        if any(answer["status"] in ("changed", "back") and answer["query_id"] == reviewing
+               for answer in answers.values()):
+            st.session_state.pop("reviewing", None)
+            reviewing = None
+        down = None
+        try:
+            queue = desk.review(reviewing) if reviewing is not None else desk.queue(outbox["holding"])
+            progress = desk.progress()
+            st.session_state["panel_queue"] = (reviewing, queue)
+        except InputError as exc:  # deactivated, not a member, a session gone: said, never a traceback
+            st.error(str(exc))
+            return
+        except SQLAlchemyError as exc:
+            log.error("judging store error: %s", error_detail(exc), exc_info=exc)
+            held_for, queue = st.session_state.get("panel_queue", (None, []))
+            queue = queue if held_for == reviewing else []
+            progress, down = None, f"{STORE_DOWN}; your grades are kept here: they are sent when it is back."
     about = session_about(store, session_id)
     first_time = session_id not in st.session_state.setdefault("guidelines_seen", set())
     st.session_state["guidelines_seen"].add(session_id)
