@@ -239,28 +239,29 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
     after them is wanted, and they are neither given again nor released."""
     def pick(session) -> QueryScreen | None:
         record, now = _ready(session, judge_id, session_id, claim_timeout)
-        return _pick(session, judge_id, record, now, showing, beyond)
+        query_id = _pick(session, judge_id, record, now, showing, beyond)
+        return screen(session, query_id) if query_id is not None else None
 
     return _claiming(store, pick)
 
 
 def next_queries(store: Store, judge_id: int, session_id: int, count: int,
-                 claim_timeout: timedelta = CLAIM_TIMEOUT, holding: Sequence[int] = ()) -> list[QueryScreen]:
-    """Up to ``count`` queries for the judge, in the order to judge them: the one to show now and
-    the ones the grading panel holds ready after it (each claimed, as :func:`next_query` claims
-    one), in one transaction. ``holding``: the queries the panel holds now, in its order; those not
-    finished meanwhile come first, so a prefetched query is never swapped for another."""
-    def pick(session) -> list[QueryScreen]:
+                 claim_timeout: timedelta = CLAIM_TIMEOUT, holding: Sequence[int] = ()) -> list[int]:
+    """The ids of up to ``count`` queries for the judge, in the order to judge them: the one to
+    show now and the ones the grading panel holds ready after it (each claimed, as
+    :func:`next_query` claims one), in one transaction. ``holding``: the queries the panel holds
+    now, in its order; those not finished meanwhile come first, so a prefetched query is never
+    swapped for another. (:func:`screen` gives what each shows; it never changes.)"""
+    def pick(session) -> list[int]:
         record, now = _ready(session, judge_id, session_id, claim_timeout)
-        screens: list[QueryScreen] = []
+        picked: list[int] = []
         for _ in range(count):
-            picked = [shown.query_id for shown in screens]
             showing = next((query_id for query_id in holding if query_id not in picked), None)
-            shown = _pick(session, judge_id, record, now, showing, picked)
-            if shown is None:
+            query_id = _pick(session, judge_id, record, now, showing, picked)
+            if query_id is None:
                 break
-            screens.append(shown)
-        return screens
+            picked.append(query_id)
+        return picked
 
     return _claiming(store, pick)
 
@@ -292,18 +293,19 @@ def _ready(session, judge_id: int, session_id: int, claim_timeout: timedelta) ->
 
 
 def _pick(session, judge_id: int, record: JudgingSession, now: datetime, showing: int | None,
-          beyond: Collection[int]) -> QueryScreen | None:
-    """The next query of :func:`next_query`, in its order, within the caller's transaction."""
+          beyond: Collection[int]) -> int | None:
+    """The id of the next query of :func:`next_query`, in its order, claimed within the caller's
+    transaction."""
     session_id, limit = record.id, record.judges_per_query
     held = (_on_screen(session, judge_id, session_id, showing)
             if showing is not None and showing not in beyond else None)
     held = held or open_assignment(session, judge_id, session_id, beyond)
     if held is not None:
         _reclaim(session, held, limit, now)
-        return screen(session, held.query_id)
+        return held.query_id
     for released in _released_needing_a_judge(session, judge_id, record):
         if released.query_id not in beyond and _reclaim(session, released, limit, now):
-            return screen(session, released.query_id)
+            return released.query_id
     mine = exists().where(Assignment.query_id == SessionQuery.id, Assignment.judge_id == judge_id)
     candidates = session.scalars(
         select(SessionQuery.id)
@@ -318,7 +320,7 @@ def _pick(session, judge_id: int, record: JudgingSession, now: datetime, showing
             session.add(Assignment(judge_id=judge_id, query_id=query_id, session_id=session_id,
                                    created_at=now, active_at=now))
             session.flush()
-            return screen(session, query_id)
+            return query_id
     if candidates:
         raise _Raced()  # every candidate was claimed by others meanwhile: look again
     return None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import html
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -35,6 +36,7 @@ PREFETCH = 4  # queries held ready after the one on screen: a margin for a busy 
 # busy handler, which sleeps up to 100 ms between tries (measured: 227 ms per panel message with 3
 # judges typing at speed, 10 ms for one judge alone).
 SQLITE_WRITES = threading.Lock()
+PROGRESS_SECONDS = 5.0
 MAX_ACTIONS = 200  # an outbox longer than this is not the panel's
 STORE_DOWN = "The judging store cannot be reached right now"
 
@@ -104,6 +106,8 @@ class GradingDesk:
     prefetch: int = PREFETCH
     answered: dict[str, dict] = field(default_factory=dict)  # action id -> its answer (kept by the app per page)
     finished: set[int] = field(default_factory=set)  # queries this page has acted on: never shown again by it
+    drawn: dict[int, dict] = field(default_factory=dict)  # query id -> screen_data (a query's lists never change)
+    counted: tuple[float, dict] | None = None  # (when, progress)
     log: Any = None
 
     def turn(self):
@@ -177,12 +181,20 @@ class GradingDesk:
         return [(str(listing), str(side), grade) for listing, side, grade in rows]
 
     def queue(self, holding: object = ()) -> list[dict]:
-        """The query to show and the ones held ready after it (claimed for this judge)."""
+        """The query to show and the ones held ready after it (claimed for this judge). A query the
+        panel holds already (``holding``) is sent as its id alone: the panel has the rest."""
         held = [q for q in holding if isinstance(q, int) and not isinstance(q, bool) and q not in self.finished
                 ] if isinstance(holding, list) else []
-        screens = assignment.next_queries(self.store, self.judge_id, self.session_id, 1 + self.prefetch,
-                                          self.claim_timeout, holding=held[:1 + self.prefetch])
-        return [screen_data(screen) for screen in screens]
+        ids = assignment.next_queries(self.store, self.judge_id, self.session_id, 1 + self.prefetch,
+                                      self.claim_timeout, holding=held[:1 + self.prefetch])
+        new = [query_id for query_id in ids if query_id not in self.drawn]
+        if new:
+            with self.store.sessions() as session:
+                for query_id in new:
+                    self.drawn[query_id] = screen_data(assignment.screen(session, query_id))
+        for query_id in set(self.drawn) - set(ids):
+            del self.drawn[query_id]
+        return [{"id": query_id} if query_id in held else self.drawn[query_id] for query_id in ids]
 
     def review(self, query_id: int) -> list[dict]:
         """A query this judge submitted, with their grades, to change."""
@@ -190,7 +202,13 @@ class GradingDesk:
             shown = assignment.screen(session, query_id)
         return [screen_data(shown, judgments.my_grades(self.store, self.judge_id, query_id))]
 
-    def progress(self) -> dict:
-        p = assignment.progress(self.store, self.judge_id, self.session_id)
-        return {"judged": p["judged"], "skipped": p["skipped"], "done": p["judgments_done"],
-                "needed": p["judgments_needed"], "complete": p["complete_queries"], "queries": p["queries"]}
+    def progress(self, max_age: float = PROGRESS_SECONDS) -> dict:
+        """The judge's and the session's counts, read again at most every ``max_age`` seconds
+        (counting a large session's judgments on every message would cost more than the rest)."""
+        now = time.monotonic()
+        if self.counted is None or now - self.counted[0] >= max_age:
+            p = assignment.progress(self.store, self.judge_id, self.session_id)
+            self.counted = (now, {"judged": p["judged"], "skipped": p["skipped"], "done": p["judgments_done"],
+                                  "needed": p["judgments_needed"], "complete": p["complete_queries"],
+                                  "queries": p["queries"]})
+        return self.counted[1]

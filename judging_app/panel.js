@@ -354,8 +354,13 @@ function receive(data) {
     }
   }
   if (!P.failed.length && !data.store_down && answered.length === 0 && fresh) P.messages = data.notice ? [{text: data.notice, tone: 'ok'}] : [];
-  const queue = (data.queue || []).filter((s) => !P.finishedHere.has(s.id));
-  for (const s of queue) { s.plain = new DOMParser().parseFromString(s.text, 'text/html').documentElement.textContent; P.screens.set(s.id, s); }
+  // A query the panel holds already comes as its id alone.
+  const queue = (data.queue || []).filter((s) => !P.finishedHere.has(s.id) && (s.slots || P.screens.has(s.id)));
+  for (const s of queue) {
+    if (!s.slots) continue;
+    s.plain = new DOMParser().parseFromString(s.text, 'text/html').documentElement.textContent;
+    P.screens.set(s.id, s);
+  }
   const ids = queue.map((s) => s.id);
   const listed = new Set((data.queue || []).map((s) => s.id));
   P.finishedHere = new Set([...P.finishedHere].filter((id) => listed.has(id) || P.outbox.some((a) => a.query === id)));

@@ -354,12 +354,12 @@ def panel_action(at, kind: str, grades=None, note: str | None = None, seconds: f
 
 
 def panel_send(at, *actions: dict, holding: list[int] | None = None):
-    """The panel sends its outbox (``actions``) and the queries it holds; the app runs once."""
+    """The panel sends its outbox (``actions``) and the queries it holds (those come back as their
+    id alone); the app runs once."""
     import json
 
-    data = panel_data(at)
-    if holding is None:
-        holding = [shown["id"] for shown in data["queue"]] if data else []
+    if holding is None:  # as a reloaded panel: it holds nothing, so every query comes whole
+        holding = []
     proto_id = next(node.proto.id for node in at.main
                     if type(getattr(node, "proto", None)).__name__ == "BidiComponent")
     tree = at._tree

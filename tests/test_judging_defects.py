@@ -32,6 +32,7 @@ from judging_fixtures import (
     free_port,
     panel_action,
     panel_answers,
+    panel_data,
     panel_query,
     panel_send,
     panel_slots,
@@ -85,12 +86,13 @@ def test_defect_2_a_late_submit_no_longer_needed_moves_the_judge_on_recording_no
     assert shown(second) == late
     second = panel_send(second, panel_action(second, "submit", 3))
     assert [a["message"] for a in panel_answers(second)] == [f"Saved your 2 grades for “{late}”."]
-    first = panel_send(first, ann_late)  # ann's late submit
+    held = [shown["id"] for shown in panel_data(first)["queue"]][1:]  # what ann's panel holds after her Enter
+    first = panel_send(first, ann_late, holding=held)  # ann's late submit
     assert not first.error and not first.exception
     [answer] = panel_answers(first)
     assert answer["status"] == "not_needed" and "other judges graded it" in answer["message"]
     assert "nothing was recorded" in answer["message"]
-    assert shown(first) not in (None, late)  # moved on to the next query
+    assert panel_data(first)["queue"][0]["id"] == held[0]  # moved on to the next query, held by the panel
     with app_store.sessions() as session:
         ann_rows = session.execute(select(Assignment.status).join(Judgment, Judgment.judge_id == Assignment.judge_id,
                                                                   isouter=True)
