@@ -83,8 +83,8 @@ function act(kind, extra) {
   return action;
 }
 
-function say(text, tone) {
-  P.messages = [{text, tone}];
+function say(text, tone, kind) {
+  P.messages = [{text, tone, kind}];
   drawMessages();
 }
 
@@ -127,7 +127,7 @@ function submit() {
   const d = draft(P.current), missing = d.grades.filter((g) => g === null).length;
   if (missing) {
     P.focus = d.grades.findIndex((g) => g === null);
-    say(`Grade every listing first: ${missing} of ${d.grades.length} are not graded yet.`, 'warn');
+    say(`Grade every listing first: ${missing} of ${d.grades.length} are not graded yet.`, 'warn', 'incomplete');
     drawGrades(true);
     return;
   }
@@ -279,6 +279,7 @@ function drawGrades(scroll) {
   $('.submit').classList.toggle('focus', P.focus >= n);
   const left = d.grades.filter((g) => g === null).length;
   $('.count').textContent = left ? `${left} of ${n} to grade` : 'all graded: Enter submits';
+  if (!left && P.messages.some((m) => m.kind === 'incomplete')) { P.messages = []; drawMessages(); }
   if (scroll) {
     const target = P.focus < n ? $(`.card[data-slot="${P.focus}"]`) : null;
     if (target) target.scrollIntoView({block: 'nearest'});
@@ -311,6 +312,7 @@ function showNext() {
   const id = P.order.find((q) => !P.finishedHere.has(q));
   P.current = id === undefined ? null : P.screens.get(id);
   P.focus = 0;
+  P.messages = P.messages.filter((m) => m.kind !== 'incomplete');
   if (P.current) {
     const d = draft(P.current);
     P.focus = Math.max(0, d.grades.findIndex((g) => g === null));
