@@ -262,6 +262,41 @@ def test_defect_11_a_signal_to_the_app_wrapper_alone_stops_the_streamlit_server(
     assert "judging app stopped" in (tmp_path / "app.log").read_text()
 
 
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+def test_issue_31_defect_4_sigkill_of_the_wrapper_takes_the_streamlit_server_with_it(tmp_path):
+    db = tmp_path / "app.db"
+    assert qcat("db", "upgrade", "--url", db).returncode == 0
+    port = free_port()
+    with (tmp_path / "app.log").open("w") as log:
+        wrapper = subprocess.Popen([sys.executable, "-m", "qcat.cli", "judge", "app", "--url", str(db), "--port",
+                                    str(port), "--address", "127.0.0.1"], cwd=ROOT, env=child_env(), stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: _healthy(port), timeout=40, interval=0.25)
+        servers = _children(wrapper.pid)
+        assert len(servers) == 1
+        os.kill(wrapper.pid, signal.SIGKILL)  # the wrapper alone, with no chance to pass anything on
+        wrapper.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (_alive(servers[0]) or _healthy(port)):
+            time.sleep(0.1)
+        assert not _alive(servers[0]) and not _healthy(port)
+    finally:
+        try:
+            os.killpg(wrapper.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def test_defect_12_no_deprecated_components_api_and_a_tested_streamlit_range():
     import streamlit
     from packaging.specifiers import SpecifierSet

@@ -1,6 +1,6 @@
 """Issue 31, judging at typing speed: the grading panel's server side (judging_app.grading_desk)
 against a real store, and the defects that need no browser: sign-in limits per token id (3), the
-Streamlit child dying with ``qcat judge app`` under SIGKILL (4), time per query as the panel
+Streamlit child dying with ``qcat judge app`` under SIGKILL (4, in test_judging_defects.py), time per query as the panel
 measured it (5), the report's judged-by line with a sent-back query (6), today's width API (8).
 The browser side (keys at speed, sticky actions, a restart) is in test_judging_e2e.py; the
 session's display name (7) and the store-down line (9) in test_judging_app.py."""
@@ -8,13 +8,7 @@ session's display name (7) and the store-down line (9) in test_judging_app.py.""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
-import urllib.request
 from datetime import timedelta
 
 import pytest
@@ -30,7 +24,7 @@ from judging_app.sessions import Listing, QuerySpec, store_session
 from judging_app.sign_in_limits import PER_CLIENT, PER_CLIENT_ACCOUNT, Limiter, client_address
 from judging_app.store import open_store
 from judging_app.timing import IDLE_CAP_SECONDS, TIMING_RULE, timing_summary
-from judging_fixtures import ROOT, child_env, free_port, qcat, wait_for
+from judging_fixtures import ROOT, qcat
 
 QUERIES = [QuerySpec(f"query {i}", ("head", "torso", "tail")[i % 3],
                      [Listing(f"b{i}-{j}", f"Baseline <b>{i}.{j}</b>", "Home > Shoes") for j in range(3)],
@@ -129,56 +123,6 @@ def test_defect_3_one_judge_mistyping_never_locks_out_the_office(tmp_path):
     assert client_address("127.0.0.1", {}, "X-Forwarded-For") == "127.0.0.1"
     help_text = qcat("judge", "app", "--help").stdout
     assert "--trusted-proxy HEADER" in help_text
-
-
-def _healthy(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as response:
-            return response.status == 200
-    except OSError:
-        return False
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
-def test_defect_4_sigkill_of_the_wrapper_takes_the_streamlit_server_with_it(tmp_path):
-    db = tmp_path / "app.db"
-    assert qcat("db", "upgrade", "--url", db).returncode == 0
-    port = free_port()
-    with (tmp_path / "app.log").open("w") as log:
-        wrapper = subprocess.Popen([sys.executable, "-m", "qcat.cli", "judge", "app", "--url", str(db), "--port",
-                                    str(port), "--address", "127.0.0.1"], cwd=ROOT, env=child_env(), stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_for(lambda: _healthy(port), timeout=40, interval=0.25)
-        children = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and _parent(int(pid)) == wrapper.pid]
-        assert len(children) == 1
-        os.kill(wrapper.pid, signal.SIGKILL)  # the wrapper alone, without a chance to pass anything on
-        wrapper.wait(timeout=10)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and (_alive(children[0]) or _healthy(port)):
-            time.sleep(0.1)
-        assert not _alive(children[0]) and not _healthy(port)
-    finally:
-        try:
-            os.killpg(wrapper.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return int(handle.read().rsplit(")", 1)[1].split()[1])
-    except OSError:
-        return None
 
 
 def test_defect_5_time_per_query_is_the_active_time_the_panel_measured(store):
