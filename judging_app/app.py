@@ -151,9 +151,13 @@ def sign_in(store) -> None:
 
 
 def sign_out(store) -> None:
+    """Sign out; the judge's open claims (the query on screen and those the panel held ready) go
+    back to the other judges at once instead of after the claim timeout."""
     key = st.session_state.get("sign_in_key")
     try:
         sign_ins.forget(store, key)
+        if "judge_id" in st.session_state:
+            assignment.release(store, judge_id=st.session_state["judge_id"])
     except SQLAlchemyError as exc:
         store_down(exc, "you are signed out in this window only.")
     for name in (*SIGNED_IN, "judge_name", "desk", "panel_queue", "session_id", "reviewing", "sign_in_key"):

@@ -172,6 +172,9 @@ def test_resume_after_reload_and_never_show_systems_or_other_judges_grades(app_e
     assert [shown["id"] for shown in panel_data(again)["queue"]] == [shown["id"] for shown in panel_data(ann)["queue"]]
     assert count(store, Assignment, Assignment.status == "open") == 6  # 3 held by ann and 3 by bob (after his first)
     assert count(store, Judgment) == 10
+    button(again, "Sign out").click()
+    again.run()  # ann's claims go back to the others at once
+    assert count(store, Assignment, Assignment.status == "open") == 3 and "judge_id" not in again.session_state
 
 
 def test_all_done_and_an_unknown_session(app_env, monkeypatch):
