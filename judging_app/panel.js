@@ -29,6 +29,7 @@ const esc = (text) => String(text).replace(/[&<>"']/g, (c) => ({'&': '&amp;', '<
 const store = () => { try { return window.sessionStorage; } catch (e) { return null; } };
 const draftKey = (id) => `qcat-panel-${P.data.judge}-draft-${id}`;
 const outboxKey = () => `qcat-panel-${P.data.judge}-outbox`;
+const failedKey = () => `qcat-panel-${P.data.judge}-failed`;
 const $ = (selector) => P.root.querySelector(selector);
 const $$ = (selector) => Array.from(P.root.querySelectorAll(selector));
 
@@ -64,8 +65,14 @@ function activity() {
 // ---- talking to the server
 const RESEND_MS = 3000;  // an action unanswered this long is sent again (a message lost in a reconnect)
 
+function keepOutbox() {  // in the tab, so that a reload sends them again (or keeps them for R)
+  if (!store()) return;
+  store().setItem(outboxKey(), JSON.stringify(P.outbox));
+  store().setItem(failedKey(), JSON.stringify(P.failed));
+}
+
 function send() {
-  if (store()) store().setItem(outboxKey(), JSON.stringify(P.outbox));
+  keepOutbox();
   P.sentAt = performance.now();
   P.sends = (P.sends || 0) + 1;  // makes every message new, so that a resend reaches the server too
   P.setState('outbox', {actions: P.outbox.slice(), send: P.sends,
@@ -153,6 +160,8 @@ function skip(flagged) {
 function leave() {
   // The query is done here: the next one held ready is shown at once.
   const left = P.current;
+  const note = $('.note');
+  if (note && P.root.getRootNode().activeElement === note) note.blur();  // the keys grade again
   P.finishedHere.add(left.id);
   forget(left.id);
   P.order = P.order.filter((id) => id !== left.id);
@@ -339,8 +348,9 @@ function receive(data) {
   if (fresh) {  // a new panel: sign-in, another session, review mode in or out
     P.epoch = data.epoch;
     P.screens = new Map(); P.order = []; P.current = null; P.finishedHere = new Set(); P.waiting = [];
-    if (!P.outbox.length && store()) {  // actions sent before a reload, not answered yet
+    if (!P.outbox.length && !P.failed.length && store()) {  // actions of the tab before a reload
       try { P.outbox = JSON.parse(store().getItem(outboxKey()) || '[]'); } catch (e) { P.outbox = []; }
+      try { P.failed = JSON.parse(store().getItem(failedKey()) || '[]'); } catch (e) { P.failed = []; }
       if (P.outbox.length) send();
     }
   }
@@ -348,12 +358,12 @@ function receive(data) {
   const answered = P.outbox.filter((a) => answers[a.id]);
   if (answered.length) {
     P.outbox = P.outbox.filter((a) => !answers[a.id]);
-    if (store()) store().setItem(outboxKey(), JSON.stringify(P.outbox));
     for (const action of answered) {
       const answer = answers[action.id];
       if (answer.status === 'store_down') P.failed.push(action);
       else if (answer.status !== 'back') say(answer.message, ['saved', 'skipped', 'changed'].includes(answer.status) ? 'ok' : 'warn');
     }
+    keepOutbox();
   }
   if (!P.failed.length && !data.store_down && answered.length === 0 && fresh) P.messages = data.notice ? [{text: data.notice, tone: 'ok'}] : [];
   // A query the panel holds already comes as its id alone.
