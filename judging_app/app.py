@@ -304,7 +304,7 @@ def grading(store, judge_id: int, session_id: int) -> None:
             log.error("judging store error: %s", error_detail(exc), exc_info=exc)
             held_for, queue = st.session_state.get("panel_queue", (None, []))
             queue = queue if held_for == reviewing else []
-            progress, down = None, f"{STORE_DOWN}; your grades are kept here: they are sent when it is back."
+            progress, down = None, f"{STORE_DOWN}: you can go on with the queries on screen; what you submit is kept here."
     about = session_about(store, session_id)
     first_time = session_id not in st.session_state.setdefault("guidelines_seen", set())
     st.session_state["guidelines_seen"].add(session_id)
