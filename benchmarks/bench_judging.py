@@ -210,6 +210,8 @@ def run(store_kind: str, url: str, judges: int, queries: int, key_s: float, fold
             "enter_to_next_p50_s": round(statistics.median(transitions), 4),
             "enter_to_next_p90_s": round(percentile(transitions, 0.9), 4),
             "enter_to_next_max_s": round(max(transitions), 4),
+            "transitions": len(transitions), "transitions_over_0_3_s": sum(t > 0.3 for t in transitions),
+            "slow_at": sorted({i for r in results for i, t in enumerate(r["transitions"]) if t > 0.3}),
             "queries_per_minute_per_judge": round(statistics.mean(len(r["typed"]) / r["seconds"] * 60 for r in results), 1),
             "keys_typed": keys, "grades_stored_as_typed": as_typed, "key_interval_ms": round(key_s * 1000),
             "load_average": round(max(load_before, load_during), 2)}
