@@ -232,8 +232,10 @@ if (!window.qcatPanelKeys) {  // one listener for the page's life; it acts on th
   window.qcatPanelKeys = true;
   document.addEventListener('keydown', (event) => onKey(event), true);
   for (const type of ['pointerdown', 'wheel', 'scroll']) document.addEventListener(type, () => activity(), {capture: true, passive: true});
-  setInterval(() => {  // at least once: the server stores an action once, however often it hears of it
-    if (P.root && P.root.isConnected && P.outbox.length && performance.now() - (P.sentAt || 0) > RESEND_MS) send();
+  setInterval(() => {  // at least once: the server stores an action once, however often it hears of it;
+    // and while the store is down, ask again now and then, so that the panel learns when it is back
+    const due = P.outbox.length || (P.data && P.data.store_down);
+    if (P.root && P.root.isConnected && due && performance.now() - (P.sentAt || 0) > RESEND_MS) send();
   }, 1000);
 }
 

@@ -38,9 +38,10 @@ EXTRA_MODULES = {
     "data": ("scipy", "duckdb", "pyarrow", "rich"),
     "train": ("keras", "tf2onnx", "onnx"),
     "eval": ("matplotlib", "bm25s"),
-    "judge": ("streamlit", "sqlalchemy", "alembic", "psycopg"),
+    "judge": ("streamlit", "sqlalchemy", "alembic", "psycopg", "markdown_it"),
     "spark": ("pyspark",),
 }
+DISTRIBUTIONS = {"markdown_it": "markdown-it-py"}  # a module whose distribution has another name
 EXTRA_INCLUDES = {"train": ("data",), "eval": ("data",), "judge": ("eval", "data"), "spark": ("data",)}
 KERAS_BACKENDS = {"tensorflow", "jax", "torch"}
 BATCH = 2048

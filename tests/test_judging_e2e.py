@@ -263,6 +263,7 @@ def test_the_store_stopped_mid_session_loses_nothing_and_r_stores_what_was_kept(
                 server.start()
                 page.keyboard.press("r")
                 page.wait_for_function(SETTLED, timeout=30_000)
+                page.wait_for_function("() => !window.qcatPanel.data.store_down", timeout=30_000)  # it asks again
                 assert page.locator(".qcat-panel .msg.error").count() == 0
             finally:
                 browser.close()

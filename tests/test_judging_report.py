@@ -136,9 +136,9 @@ def test_report_ndcg_star_win_tie_loss_and_agreement_by_hand(sqlite_store):
     units = [[3, 3, 3], [0, 1, 2], [2, 2, 2], [1, 1, 1], [0, 0, 1], [3, 3, 3], [3, 3, 3]]
     assert mix["krippendorff_alpha_ordinal"] == pytest.approx(krippendorff_alpha_ordinal(count_table(units)))
     assert mix["fleiss_kappa"] == pytest.approx(fleiss_kappa(count_table(units)))
-    assert report["coverage"] == {"queries": 3, "complete": 3, "partial": 0, "unjudged": 0, "judgments": 24,
-                                  "judges": 3, "skips": 0, "flagged_queries": 0, "identical_lists": 1,
-                                  "shared_listings": 1}
+    assert report["coverage"] == {"queries": 3, "complete": 3, "complete_by_judges": {"3": 3}, "partial": 0,
+                                  "unjudged": 0, "judgments": 24, "judges": 3, "skips": 0, "flagged_queries": 0,
+                                  "identical_lists": 1, "shared_listings": 1}
     assert "1 of 3 queries show identical lists in both groups" in "\n".join(header_lines(report))
 
 

@@ -132,12 +132,13 @@ def test_the_cli_knows_the_extras_pyproject_declares():
     """qcat.cli's list of the modules each extra brings matches pyproject.toml's extras."""
     import tomllib
 
-    from qcat.cli import EXTRA_INCLUDES, EXTRA_MODULES
+    from qcat.cli import DISTRIBUTIONS, EXTRA_INCLUDES, EXTRA_MODULES
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for extra, modules in EXTRA_MODULES.items():
         names = [re.split(r"[\[<>=,; ]", requirement, maxsplit=1)[0] for requirement in extras[extra]]
-        assert set(modules) == {name for name in names if name != "qcat"}, extra
+        assert {DISTRIBUTIONS.get(module, module) for module in modules} == {name for name in names
+                                                                              if name != "qcat"}, extra
         included = {inner for requirement in extras[extra] if requirement.startswith("qcat[")
                     for inner in requirement[5:-1].split(",")}
         assert included <= {extra, *EXTRA_INCLUDES.get(extra, ())} and set(EXTRA_INCLUDES.get(extra, ())) <= \
