@@ -24,3 +24,19 @@ class TaxonomyError(InputError):
 
 class BundleError(QcatError):
     """A model bundle is missing, unreadable, tampered with or of an unknown format."""
+
+
+SHOWN_CHARS = 80  # the most of any input an error or report echoes
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
+    """Any input, as an error or a report echoes it: quoted, printable and short. Control
+    characters (ESC, NUL, CR, a line break), undecodable bytes and lone surrogates are written as
+    escapes, and text beyond ``limit`` characters is cut with its total length said, so no input
+    can spill raw bytes or megabytes onto a terminal (sizes that matter are said by the caller). Every error and report that quotes a
+    user's input goes through this one function."""
+    if isinstance(value, bytes):
+        value = value[: limit * 4].decode("utf-8", "backslashreplace") + ("" if len(value) <= limit * 4 else "…")
+    text = str(value)
+    quoted = repr(text[:limit])  # repr escapes control and non-printable characters, lone surrogates
+    return quoted + "…" if len(text) > limit else quoted

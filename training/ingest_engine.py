@@ -23,6 +23,9 @@ class IngestEngine(Protocol):
 
     name: str
     row_numbers: bool  # whether ``raw.row`` is the file's line (or Parquet row) number
+    lines: int | None  # after ``read``: the file's physical lines, None where not known (Parquet, Spark)
+    header_lines: int  # of those, the header's
+    blank_lines: int  # and the blank ones (every other line is a row of ``raw``)
 
     def read(self, path: str, fmt: str) -> None:
         """Make the ``raw`` relation from a click log; InputError if it cannot be read."""

@@ -1,0 +1,68 @@
+"""Issue 34, "Never silently wrong, round 2": inputs a new user tried that gave wrong results with
+exit 0, crashed with exit 70, or misled. Each test failed on the code before the fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from qcat.taxonomy import from_paths
+from tests.test_own_data import BESTBUY, one_line_error, qcat
+from training.clicklog import ingest
+
+TOYS = from_paths(["Toys > LEGO", "TV > TVs"])
+LEGO, TVS = TOYS.id_of_path("Toys > LEGO"), TOYS.id_of_path("TV > TVs")
+
+
+# 1 -- a stray quote swallows rows
+
+def clean_log(lines: int) -> list[str]:
+    """A header and ``lines - 1`` good rows, alternating two queries and categories."""
+    rows = ["query,category,clicks,impressions,date"]
+    for i in range(1, lines):
+        rows.append(f"lego star wars,{LEGO},5,10,2026-01-01" if i % 2 else f"samsung tv {i % 7},{TVS},3,9,2026-01-02")
+    return rows
+
+
+def test_a_stray_quote_is_one_malformed_line_and_every_line_is_accounted_for(tmp_path):
+    """The issue's log: 3,968 lines, one unterminated quote on line 2001 and a bad row at line 2500.
+    Before: 3,258 rows read, the quote's "row" ran to line 2711 and the bad row vanished."""
+    lines = clean_log(3968)
+    lines[2000] = '"' + lines[2000]  # line 2001
+    lines[2499] = f"samsung tv,{TVS},x,9,2026-01-02"  # line 2500: bad clicks
+    (tmp_path / "log.csv").write_text("\n".join(lines) + "\n")
+    report = ingest(tmp_path / "log.csv", TOYS, min_clicks=1).report
+    assert (report.lines, report.header_lines, report.blank_lines) == (3968, 1, 0)
+    assert report.rows_read == 3967 and report.rows_used == 3965
+    assert dict(report.skipped) == {"malformed_row": 1, "bad_clicks": 1}
+    assert report.examples["malformed_row"] == [(2001, lines[2000])]
+    assert report.examples["bad_clicks"] == [(2500, "x")]
+    # The invariant: lines in the file = header + blank + used + skipped by reason.
+    assert report.lines == report.header_lines + report.blank_lines + report.rows_used + sum(report.skipped.values())
+
+
+def test_ingest_reports_lines_not_records(tmp_path):
+    lines = clean_log(40)
+    lines[10] = '"' + lines[10]
+    lines.insert(20, "")
+    (tmp_path / "log.csv").write_text("\r\n".join(lines) + "\r\n")
+    TOYS.save_tsv(tmp_path / "t.tsv")
+    result = qcat("data", "ingest", tmp_path / "log.csv", "--taxonomy", tmp_path / "t.tsv", "--min-clicks", "1")
+    assert result.returncode == 0, result.stderr.decode()
+    out = result.stdout.decode()
+    assert "41 lines (1 header, 1 blank), 39 rows read, 38 used, 1 skipped" in out
+    assert "(e.g. row 11: '\"samsung tv 3," in out
+
+
+def test_a_stray_quote_in_a_catalog_is_one_malformed_line(tmp_path):
+    from training.catalog_ingest import ingest_catalog
+
+    rows = ["listing_id,title,category"] + [f"L{i},lego set {i},{LEGO}" for i in range(1, 30)]
+    rows[5] = f'L5,"lego set 5,{LEGO}'
+    (tmp_path / "catalog.csv").write_text("\n".join(rows) + "\n")
+    listings, report, _ = ingest_catalog(tmp_path / "catalog.csv", TOYS)
+    assert (report.lines, report.rows_read, report.rows_used) == (30, 29, 28)
+    assert report.examples["malformed_row"] == [(6, rows[5])]
+    assert len(listings) == 28
