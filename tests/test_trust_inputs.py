@@ -66,3 +66,49 @@ def test_a_stray_quote_in_a_catalog_is_one_malformed_line(tmp_path):
     assert (report.lines, report.rows_read, report.rows_used) == (30, 29, 28)
     assert report.examples["malformed_row"] == [(6, rows[5])]
     assert len(listings) == 28
+
+
+# 2, 3 -- a taxonomy's parent column: cycles and contradictions
+
+def ingest_error(tmp_path, taxonomy_text: str, name: str = "taxonomy.tsv") -> str:
+    (tmp_path / name).write_text(taxonomy_text)
+    (tmp_path / "log.csv").write_text("query,category\nlego,L\n")
+    return one_line_error(qcat("data", "ingest", tmp_path / "log.csv", "--taxonomy", tmp_path / name))
+
+
+@pytest.mark.parametrize("rows, cycle", [
+    ("A\tA\tC\nB\tB\tA\nC\tC\tB\nL\tA > L\tA\n", "A -> C -> B -> A"),
+    ("A\tA\tB\nB\tB\tA\nL\tA > L\tA\n", "A -> B -> A"),
+])
+def test_a_parent_cycle_is_refused_with_the_cycle_named(tmp_path, rows, cycle):
+    """Before, A -> C -> B -> A loaded, and `qcat classify` answered C/other, no category at all."""
+    error = ingest_error(tmp_path, "id\tpath\tparent\n" + rows)
+    assert f"taxonomy.tsv: parent links form a cycle: {cycle}" in error
+
+
+def test_a_parent_that_contradicts_the_path_is_refused_with_the_row(tmp_path):
+    """Before, Lego was filed under Shoes and Toys became a leaf."""
+    error = ingest_error(tmp_path, "id\tpath\tparent\nS\tShoes\t\nT\tToys\t\nL\tToys > Lego\tS\n")
+    assert "taxonomy.tsv: line 4: node 'L' (Toys > Lego) names parent 'S' (Shoes), but its path says its parent is 'Toys'" in error
+    error = ingest_error(tmp_path, "id,path,parent\nS,Shoes,\nL,Shoes > Lego,\n", "taxonomy.csv")
+    assert "line 3: node 'L' (Shoes > Lego) names no parent, but its path says its parent is 'Shoes'" in error
+
+
+def bestbuy(records: list[dict]) -> str:
+    return json.dumps(records)
+
+
+def test_best_buy_paths_must_agree_and_win_over_sub_categories(tmp_path):
+    toys = {"id": "t", "name": "Toys", "path": [{"id": "t", "name": "Toys"}],
+            "subCategories": [{"id": "s", "name": "Shoes"}]}  # a cross-link the paths contradict: not read
+    lego = {"id": "L", "name": "Lego", "path": [{"id": "t", "name": "Toys"}, {"id": "L", "name": "Lego"}]}
+    shoes = {"id": "s", "name": "Shoes", "path": [{"id": "s", "name": "Shoes"}]}
+    (tmp_path / "ok.json").write_text(bestbuy([toys, lego, shoes]))
+    from qcat.taxonomy import load_taxonomy
+
+    taxonomy = load_taxonomy(tmp_path / "ok.json")
+    assert taxonomy.parent("L") == "t" and taxonomy.parent("s") is None and taxonomy.is_leaf("s")
+    # Lego's path names its parent t "Toys & Games" where t's own record says "Toys".
+    lego["path"][0]["name"] = "Toys & Games"
+    error = ingest_error(tmp_path, bestbuy([toys, lego, shoes]), "taxonomy.json")
+    assert "record 2: node 'L' (Toys & Games > Lego) names parent 't' (Toys), but its path says its parent is 'Toys & Games'" in error
