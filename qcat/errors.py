@@ -37,6 +37,9 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     user's input goes through this one function."""
     if isinstance(value, bytes):
         value = value[: limit * 4].decode("utf-8", "backslashreplace") + ("" if len(value) <= limit * 4 else "…")
-    text = str(value)
+    if not isinstance(value, str):  # a number, None, a JSON list...: as Python writes it
+        text = repr(value)
+        return text[:limit] + "…" if len(text) > limit else text
+    text = value
     quoted = repr(text[:limit])  # repr escapes control and non-printable characters, lone surrogates
     return quoted + "…" if len(text) > limit else quoted

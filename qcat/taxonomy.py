@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from qcat.errors import TaxonomyError, shown
+from qcat.lines import split_line
 
 SEPARATOR = " > "
 FORMATS = ("tsv", "csv", "google", "bestbuy")
@@ -342,11 +343,10 @@ def _parse_table(text: str, path: Path, fmt: str):
         line = line.removesuffix("\r")
         if not line.strip():
             continue
-        try:
-            row = next(csv.reader([line], delimiter=delimiter, strict=True), [])
-        except csv.Error:
+        row = split_line(line, delimiter)
+        if row is None:
             raise TaxonomyError(f"taxonomy file {path} line {row_number}: not well-formed {fmt.upper()} (a quote not "
-                                f"closed on its line, or a stray carriage return): {shown(line)}") from None
+                                f"closed on its line, or a stray carriage return): {shown(line)}")
         if header is None:
             header = [h.strip().lower() for h in row]
             if "id" not in header or "path" not in header:

@@ -112,3 +112,76 @@ def test_best_buy_paths_must_agree_and_win_over_sub_categories(tmp_path):
     lego["path"][0]["name"] = "Toys & Games"
     error = ingest_error(tmp_path, bestbuy([toys, lego, shoes]), "taxonomy.json")
     assert "record 2: node 'L' (Toys & Games > Lego) names parent 't' (Toys), but its path says its parent is 'Toys & Games'" in error
+
+
+# 4, 6, 7 -- judge create-session --results / --listings / --topics
+
+def create_session(tmp_path, *args):
+    if not (tmp_path / "j.db").exists():
+        assert qcat("db", "upgrade", "--url", tmp_path / "j.db").returncode == 0
+    return qcat("judge", "create-session", *args, "--default-segment", "head", "--judges-per-query", 1,
+                "--url", tmp_path / "j.db")
+
+
+GOOD = [{"query": "lego", "system": s, "rank": r, "listing_id": f"{s}{r}"} for s in ("a", "b") for r in (1, 2)]
+
+
+def write_jsonl(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_files_that_are_not_utf8_are_one_line_naming_file_and_line(tmp_path):
+    """Before, each crashed with exit 70 (UnicodeDecodeError in the record reader)."""
+    latin = tmp_path / "results.jsonl"
+    latin.write_bytes('{"query": "caf\xe9", "system": "a", "rank": 1, "listing_id": "x"}\n'.encode("latin-1"))
+    error = one_line_error(create_session(tmp_path, "--results", latin))
+    assert f"--results {latin}: no usable row: 1 rows skipped: line 1: not valid UTF-8 (byte 15" in error
+    table = tmp_path / "results.csv"
+    table.write_bytes("qu\xe9ry,system,rank,listing_id\n".encode("latin-1"))
+    error = one_line_error(create_session(tmp_path, "--results", table))
+    assert f"--results {table} line 1 (the header): not valid UTF-8" in error
+    results = write_jsonl(tmp_path / "good.jsonl", GOOD)
+    listings = tmp_path / "listings.csv"
+    listings.write_bytes("listing_id,title\na1,caf\xe9\n".encode("latin-1"))
+    error = one_line_error(create_session(tmp_path, "--results", results, "--listings", listings))
+    assert f"--listings {listings} line 2: not valid UTF-8" in error
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 a1 1 1.0 a\nq1 Q0 b1 1 1.0 b\n")
+    topics = tmp_path / "topics.tsv"
+    topics.write_bytes(b"q1\tlego\n\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe\n")
+    error = one_line_error(create_session(tmp_path, "--results", run, "--topics", topics))
+    assert f"--topics {topics} line 2: expected 'qid<TAB>query', got '\\x89PNG'" in error or \
+        f"--topics {topics} line 2: not valid UTF-8" in error
+
+
+@pytest.mark.parametrize("bad_rows, why", [
+    ([{"query": "lego", "system": "a", "rank": -1, "listing_id": "x"}], "line 1: rank -1 is not a whole number of at least 1"),
+    ([{"query": "lego", "system": "a", "rank": 1.5, "listing_id": "x"}], "line 1: rank 1.5 is not a whole number of at least 1"),
+])
+def test_results_with_no_usable_row_list_the_skipped_rows(tmp_path, bad_rows, why):
+    """Before: "must hold exactly two systems, found 0", and not a word about the rows."""
+    path = write_jsonl(tmp_path / "r.jsonl", bad_rows * 2)
+    error = one_line_error(create_session(tmp_path, "--results", path))
+    assert f"--results {path}: no usable row: 2 rows skipped: {why}; line 2:" in error
+
+
+def test_short_tsv_rows_are_listed_when_none_is_usable(tmp_path):
+    path = tmp_path / "r.tsv"
+    path.write_text("query\tsystem\trank\tlisting_id\nlego\ta\t1\nlego\tb\n")
+    error = one_line_error(create_session(tmp_path, "--results", path))
+    assert "no usable row: 2 rows skipped: line 2: 3 fields where the header has 4; line 3: 2 fields" in error
+
+
+def test_a_query_longer_than_the_limit_is_skipped_and_said(tmp_path):
+    """Before, a 50 MB query went into the session's database unchecked."""
+    long = "legos" * 1000  # 5,000 bytes
+    path = write_jsonl(tmp_path / "r.jsonl", GOOD + [{"query": long, "system": "a", "rank": 1, "listing_id": "z"}])
+    result = create_session(tmp_path, "--results", path)
+    assert result.returncode == 0, result.stderr.decode()
+    assert f"skipped {path} line 5: query too long (5,000 bytes, limit 4,000)" in result.stderr.decode()
+    log = tmp_path / "log.csv"
+    log.write_text("query,category,clicks\n" + f"{long},{LEGO},3\n" + f"lego,{LEGO},3\n")
+    report = ingest(log, TOYS, min_clicks=1).report
+    assert report.skipped == {"query_too_long": 1}
+    assert report.examples["query_too_long"][0][1].startswith("5000 bytes: legoslegos")

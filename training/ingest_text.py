@@ -11,14 +11,13 @@ is a row that is too long, not parsed at all.
 
 from __future__ import annotations
 
-import csv
 import json
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from qcat.errors import InputError, shown
-from qcat.lines import MAX_LINE_BYTES, physical_lines
+from qcat.lines import MAX_LINE_BYTES, physical_lines, split_line
 from training.ingest_engine import COLUMNS, REQUIRED, check_header
 
 
@@ -86,15 +85,6 @@ def _decoded_lines(raw: bytes, rows: _RawRows, first_data_line: int):
             raise InputError(f"line {number} (the header) is not valid UTF-8 (byte {exc.start + 1}); "
                              f"save the file as UTF-8") from None
         yield number, text.removesuffix("\r")
-
-
-def split_line(text: str, delimiter: str) -> list[str] | None:
-    """The fields of one line of CSV/TSV, or None when the line is not well formed on its own (a
-    quote left open, text after a closing quote, a bare carriage return)."""
-    try:
-        return next(csv.reader([text], delimiter=delimiter, strict=True), [])
-    except csv.Error:
-        return None
 
 
 def read_delimited(raw: bytes, delimiter: str, columns: tuple[str, ...] = COLUMNS,
