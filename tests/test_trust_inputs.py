@@ -185,3 +185,60 @@ def test_a_query_longer_than_the_limit_is_skipped_and_said(tmp_path):
     report = ingest(log, TOYS, min_clicks=1).report
     assert report.skipped == {"query_too_long": 1}
     assert report.examples["query_too_long"][0][1].startswith("5000 bytes: legoslegos")
+
+
+# 5 -- a session of 100,000,000 queries; bm25s's top-k pinned to numpy
+
+def test_the_search_never_uses_jax_even_where_it_is_installed():
+    """Before, bm25s's "auto" top-k ran on JAX whenever JAX was importable (and died under a memory
+    limit with RESOURCE_EXHAUSTED). bm25s imports JAX itself when it can, so the test counts what
+    JAX compiles while the search runs: nothing."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("jax")
+    script = (
+        "import logging\n"
+        "import jax\n"
+        "from evaluation.golden.inventory import build_inventory\n"
+        "from evaluation.golden.search import MiniSearch\n"
+        "from training.corpus import Corpus\n"
+        "corpus = Corpus.open(None)\n"
+        "catalog = corpus.catalog()\n"
+        "inventory = build_inventory(catalog, corpus.taxonomy(), catalog.listing_id[:2000], sample_fraction=0.0, seed=0)\n"
+        "search = MiniSearch(inventory)\n"
+        "compiled = []\n"
+        "class Count(logging.Handler):\n"
+        "    def emit(self, record):\n"
+        "        compiled.append(record.getMessage())\n"
+        "logging.getLogger('jax').addHandler(Count())\n"
+        "jax.config.update('jax_log_compiles', True)\n"
+        "candidates = search.retrieve([['lego', 'star', 'wars'], ['usb', 'cable']] * 200)\n"
+        "assert (candidates.docs[:, 0] >= 0).all()\n"
+        "print(len(compiled))\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode().split() == ["0"]
+
+
+def test_queries_beyond_the_log_are_bounded_by_it(tmp_path):
+    """`--queries 100000000` searches every query of the period once (147,380 in the demo's base
+    period, 59,279 with results), in batches of bounded size, and says so."""
+    import resource
+    import subprocess
+    import sys
+
+    demo = Path(__file__).resolve().parent.parent / "demo" / "qcat_demo" / "model"
+    assert qcat("db", "upgrade", "--url", tmp_path / "j.db").returncode == 0
+    limit = 4 * 1024 ** 3  # bytes of memory the command may hold
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+    result = subprocess.run([sys.executable, "-m", "qcat.cli", "judge", "create-session", "--baseline", demo,
+                             "--target", demo, "--queries", "100000000", "--url", tmp_path / "j.db"],
+                            capture_output=True, timeout=600, preexec_fn=limited)
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    err = result.stderr.decode()
+    assert "--queries 100,000,000: the base period's log holds 147,380 queries; sampling from all of them" in err
+    assert "59,279 queries, baseline/target placed" in err
