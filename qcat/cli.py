@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from qcat import __version__
-from qcat.errors import EmptyQueryError, InputError, QcatError
+from qcat.errors import EmptyQueryError, InputError, QcatError, printable_message
 from qcat.progress import QUIET_ENV
 
 # command -> (module with main(command, argv), one-line help)
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_serve(args)
         return run_info(args)
     except QcatError as exc:
-        print(f"qcat: error: {exc}", file=sys.stderr)
+        print(f"qcat: error: {printable_message(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -227,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # last resort: a one-line message, never a traceback
         if os.environ.get("QCAT_DEBUG"):
             raise
-        print(f"qcat: internal error: {type(exc).__name__}: {exc} (set QCAT_DEBUG=1 for details)", file=sys.stderr)
+        print(f"qcat: internal error: {type(exc).__name__}: {printable_message(str(exc))} (set QCAT_DEBUG=1 for "
+              f"details)", file=sys.stderr)
         return 70
 
 

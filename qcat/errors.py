@@ -40,6 +40,18 @@ def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     if not isinstance(value, str):  # a number, None, a JSON list...: as Python writes it
         text = repr(value)
         return text[:limit] + "…" if len(text) > limit else text
-    text = value
-    quoted = repr(text[:limit])  # repr escapes control and non-printable characters, lone surrogates
-    return quoted + "…" if len(text) > limit else quoted
+    text, n = value, min(len(value), limit)
+    quoted = repr(text[:n])  # repr escapes control and non-printable characters, lone surrogates
+    while len(quoted) > limit + 2:  # escapes take room: fewer characters, never a longer echo
+        n -= 1
+        quoted = repr(text[:n])
+    return quoted + "…" if n < len(text) else quoted
+
+
+def printable_message(message: str, limit: int = 4000) -> str:
+    """An error message as the CLI prints it: a control character, lone surrogate or other
+    unprintable character that reached it unescaped (input echoed without :func:`shown`) is
+    escaped, line breaks kept, and the whole cut at ``limit`` characters. The safety net under
+    :func:`shown`, never a replacement for it."""
+    out = "".join(ch if ch.isprintable() or ch == "\n" else repr(ch)[1:-1] for ch in message[:limit])
+    return out + "…" if len(message) > limit else out

@@ -196,3 +196,13 @@ def test_spark_missing_is_one_line_error(tmp_path, monkeypatch):
     path = write_log(tmp_path, "csv")
     with pytest.raises(InputError, match=r'needs PySpark: pip install "qcat\[spark\]"'):
         ingest(path, TAXONOMY, engine="spark")
+
+
+def test_spark_echoes_a_binary_header_printable_and_short(tmp_path, spark_engine):
+    """Issue 34, item 8: before, ~4 KB of raw bytes, ESC included, went into the error."""
+    path = tmp_path / "garbage.csv"
+    path.write_bytes(b"\x1b[31m\x89PNG\r\x00" + bytes(range(1, 32)) * 120 + b",x\n")
+    with pytest.raises(InputError) as caught:
+        run_spark(spark_engine, path, TAXONOMY)
+    message = str(caught.value)
+    assert "\x1b" not in message and len(message) < 400 and "(found: '\\x1b[31m" in message

@@ -242,3 +242,22 @@ def test_queries_beyond_the_log_are_bounded_by_it(tmp_path):
     err = result.stderr.decode()
     assert "--queries 100,000,000: the base period's log holds 147,380 queries; sampling from all of them" in err
     assert "59,279 queries, baseline/target placed" in err
+
+
+# 8 -- echoed input is printable and short
+
+GARBAGE = b"\x1b[31mPNG\r\x00" + bytes(range(1, 32)) * 120 + b",\x1b]0;title\x07\n"
+
+
+@pytest.mark.parametrize("args", [(), ("--strict",)])
+def test_echoed_input_is_printable_and_short(tmp_path, args):
+    """Before, `data ingest garbage.csv --engine spark` echoed ~4 KB of raw binary, ESC included."""
+    (tmp_path / "garbage.csv").write_bytes(GARBAGE)
+    (tmp_path / "log.csv").write_bytes(b"query,category\n" + GARBAGE.replace(b",", b";") + b"tv,NOPE\n")
+    for log in ("garbage.csv", "log.csv"):
+        result = qcat("data", "ingest", tmp_path / log, "--taxonomy", BESTBUY, *args)
+        text = (result.stderr + result.stdout).decode()
+        assert "\x1b" not in text and "\x00" not in text and "\x07" not in text
+        assert max(map(len, text.splitlines())) < 600
+    assert "line 1 (the header) is not well-formed CSV: '\\x1b[31mPNG\\r\\x00\\x01" in one_line_error(
+        qcat("data", "ingest", tmp_path / "garbage.csv", "--taxonomy", BESTBUY))

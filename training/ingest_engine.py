@@ -11,7 +11,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from qcat.errors import InputError
+from qcat.errors import InputError, shown
 
 COLUMNS = ("query", "category", "clicks", "impressions", "date")
 REQUIRED = ("query", "category")
@@ -68,4 +68,4 @@ def check_header(header: Sequence[str], required: Sequence[str] = REQUIRED) -> N
     missing = [c if isinstance(c, str) else " or ".join(c) for c in required
                if not (c in header if isinstance(c, str) else any(name in header for name in c))]
     if missing:
-        raise InputError(f"missing column(s) {', '.join(missing)} (found: {', '.join(header) or 'none'})")
+        raise InputError(f"missing column(s) {', '.join(missing)} (found: {shown(', '.join(header)) if header else 'none'})")
