@@ -17,6 +17,7 @@ from qcat.bundle import Manifest, load_bundle_taxonomy, read_manifest
 from qcat.calibration import scores_calibrated
 from qcat.demo import demo_model_dir
 from qcat.errors import BundleError, InputError, QcatError
+from qcat.lines import MAX_K
 from qcat.model import Model
 from qcat.normalize import normalize, tokenize
 from qcat.taxonomy import Taxonomy
@@ -94,6 +95,14 @@ class Classification:
             "calibrated": self.calibrated,
             "categories": [{"id": c.id, "path": c.path, "score": round(c.score, 6)} for c in self.categories],
         }
+
+
+def check_k(k: int) -> int:
+    """``k`` as every entry point takes it: a whole number of categories in 1..:data:`qcat.lines.MAX_K`
+    (`qcat classify -k` stops at 100), or an InputError naming the value."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= MAX_K:
+        raise InputError(f"k {k!r}: must be a whole number of categories in 1..{MAX_K:,}")
+    return int(k)
 
 
 def check_min_score(min_score: float | None) -> float:
@@ -185,7 +194,7 @@ class Classifier:
         which needs no compilation, answers."""
         if isinstance(queries, str):
             raise TypeError(f"classify takes a list of queries, not one string: classify([{queries!r}])")
-        floor = check_min_score(min_score)
+        floor, k = check_min_score(min_score), check_k(k)
         if self.compiled and (len(queries) == 1 or self.model.faster_one_by_one):
             return [self._one(query, k, floor) for query in queries]
         predictions = self.model.predict(queries, k)
@@ -194,7 +203,7 @@ class Classifier:
 
     def classify_one(self, query: str, k: int = 5, min_score: float | None = None) -> Classification:
         """One query through the compiled single-query path (compiled on first use)."""
-        return self._one(query, k, check_min_score(min_score))
+        return self._one(query, check_k(k), check_min_score(min_score))
 
     def _one(self, query: str, k: int, floor: float) -> Classification:
         predictions = self.model.predict_one(query, k)
@@ -220,4 +229,4 @@ class Classifier:
         return [Failure(query, problem) if problem else next(answers) for query, problem in zip(queries, problems)]
 
     def explain(self, query: str, k: int = 5) -> list[str]:
-        return self.model.explain(query, k)
+        return self.model.explain(query, check_k(k))

@@ -1,5 +1,5 @@
 """Reading a user's text files one physical line at a time, and the limits on what a line and a
-query may hold.
+query may hold (its length, how many categories it may ask for).
 
 Every reader of CSV, TSV and JSONL (click logs, catalogs, taxonomies, result and query files)
 splits on line feeds only, so that each physical line is accounted for (the header, a row used
@@ -14,6 +14,9 @@ import csv
 MAX_LINE_BYTES = 1 << 20  # 1 MiB: a longer line is a row that is too long, not parsed
 # 4,000 bytes of UTF-8: every query `qcat serve` accepts (1,000 characters by default) fits.
 MAX_QUERY_BYTES = 4000
+# The most categories one query may ask for anywhere (the Python API, `qcat serve --max-k`'s
+# ceiling; `qcat classify -k` stops at 100): arrays are sized by k.
+MAX_K = 10_000
 
 
 def physical_lines(raw: bytes) -> list[bytes]:

@@ -261,3 +261,76 @@ def test_echoed_input_is_printable_and_short(tmp_path, args):
         assert max(map(len, text.splitlines())) < 600
     assert "line 1 (the header) is not well-formed CSV: '\\x1b[31mPNG\\r\\x00\\x01" in one_line_error(
         qcat("data", "ingest", tmp_path / "garbage.csv", "--taxonomy", BESTBUY))
+
+
+# 9, 10 -- catalog settings fixed by flags; real text beside the simulated split
+
+DEMO_CATALOG = Path(__file__).resolve().parent.parent / "demo" / "qcat_demo" / "corpus" / "catalog.csv.gz"
+
+
+def test_settings_given_by_flags_are_said_to_be_fixed_and_real_text_is_printed(tmp_path):
+    """Before: "chose catalog title weight 10 ..." and a one-row selection table, though nothing
+    was chosen; and the summary gave the simulated split's PR@1 alone."""
+    out = tmp_path / "nb"
+    result = qcat("train", "nb", "--catalog", DEMO_CATALOG, "--title-weight", "10", "--short-weight", "1",
+                  "--short-forms", "all", "--out", out)
+    assert result.returncode == 0, result.stderr.decode()
+    stdout = result.stdout.decode()
+    assert "NB: catalog settings fixed by flags: title weight 10, short weight 1, rules lead2, lead3, nobrand" in stdout
+    assert "chose catalog" not in stdout and "catalog settings (NB)" not in stdout
+    record = json.loads((out / "manifest.json").read_text())["config"]["data"]["catalog_training"]
+    assert record["chosen_by"] == "flags" and len(record["selection"]) == 1
+    line = next(line for line in stdout.splitlines() if line.startswith("validation PR@1: "))
+    simulated = json.loads(next(l for l in stdout.splitlines() if l.startswith("validation {"))[len("validation "):])
+    assert line.startswith(f"validation PR@1: simulated {simulated['pr@1']:.4f}; real text real-title 0.")
+    assert ", real-2tok 0." in line
+
+
+# 11, 12 -- contradictory short-form flags; catalog paths and taxonomies
+
+@pytest.mark.parametrize("flags, message", [
+    (("--short-forms", ""), "--short-forms '' names no rule: give some of lead2"),
+    (("--short-forms", "lead2,,nobrand"), "has an empty rule name between commas"),
+    (("--short-forms", "none", "--short-weight", "3"),
+     "--short-forms none makes no short forms, so --short-weight 3 would weigh nothing"),
+    (("--short-forms", "lead2", "--short-weight", "0"),
+     "--short-weight 0 leaves out every short form, so --short-forms lead2 would do nothing"),
+])
+def test_short_form_flags_that_say_nothing_or_contradict_are_refused(tmp_path, flags, message):
+    """Before, --short-forms "" was taken as none, and none with --short-weight 3 trained with short weight 0."""
+    error = one_line_error(qcat("train", "nb", "--catalog", DEMO_CATALOG, *flags, "--out", tmp_path / "nb"))
+    assert message in error
+    assert not (tmp_path / "nb").exists()
+
+
+def test_catalog_paths_and_taxonomy_are_checked_first(tmp_path):
+    error = one_line_error(qcat("train", "nb", "--catalog", tmp_path, "--out", tmp_path / "nb"))
+    assert f"--catalog {tmp_path}: is a directory" in error  # before: "no such file"
+    listings = tmp_path / "listings.csv"
+    listings.write_text("listing_id,title,category\n" + "".join(f"L{i},lego set {i},{LEGO}\n" for i in range(200)))
+    error = one_line_error(qcat("train", "nb", "--catalog", listings, "--out", tmp_path / "nb"))
+    # Before, the demo corpus's taxonomy was used without a word and every row failed.
+    assert f"--catalog {listings} needs --taxonomy, the taxonomy its categories name" in error
+    TOYS.save_tsv(tmp_path / "toys.tsv")
+    listings.write_text("listing_id,title,category\nL1,lego set,{LEGO}\n".replace("{LEGO}", LEGO))
+    error = one_line_error(qcat("train", "nb", "--catalog", listings, "--taxonomy", tmp_path / "toys.tsv",
+                                "--out", tmp_path / "nb"))
+    assert "the catalog needs more usable listings" in error and "the log" not in error
+
+
+# 13 -- qcat info's vocabulary hash; the Python API checks k as the CLI does
+
+def test_info_never_prints_none_and_the_api_refuses_a_k_the_cli_refuses():
+    from qcat import load
+    from qcat.errors import InputError
+
+    demo = Path(__file__).resolve().parent.parent / "demo" / "qcat_demo" / "model"
+    info = qcat("info", demo).stdout.decode()
+    assert "vocabulary hash none (its parts' are below)" in info and "None" not in info
+    classifier = load()
+    for k in (0, -1, 2.5, True, 10_001):
+        with pytest.raises(InputError, match=r"k .*: must be a whole number of categories in 1\.\.10,000"):
+            classifier.classify(["lego"], k=k)
+    assert "-k: 0 is not in 1..100" in one_line_error(qcat("classify", "-k", "0", "lego")) or \
+        "-k" in one_line_error(qcat("classify", "-k", "0", "lego"))
+    assert len(classifier.classify(["lego star wars"], k=2)[0].categories) == 2
