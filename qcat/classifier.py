@@ -16,8 +16,8 @@ import numpy as np
 from qcat.bundle import Manifest, load_bundle_taxonomy, read_manifest
 from qcat.calibration import scores_calibrated
 from qcat.demo import demo_model_dir
-from qcat.errors import BundleError, InputError, QcatError
-from qcat.lines import MAX_K
+from qcat.errors import BundleError, InputError, QcatError, shown
+from qcat.lines import MAX_K, query_too_long
 from qcat.model import Model
 from qcat.normalize import normalize, tokenize
 from qcat.taxonomy import Taxonomy
@@ -127,16 +127,20 @@ class Failure:
 
 
 def query_problem(query: str, max_length: int | None = None) -> str | None:
-    """Why ``query`` cannot be classified, or None: it is too long, holds a lone surrogate
-    (not Unicode text), or is empty after normalization."""
+    """Why ``query`` cannot be classified, or None: it is too long (over ``max_length``
+    characters, or over :data:`qcat.lines.MAX_QUERY_BYTES` whatever the caller's limit), holds a
+    lone surrogate (not Unicode text), or is empty after normalization."""
     if max_length is not None and len(query) > max_length:
         return f"query of {len(query):,} characters is longer than the limit of {max_length:,}"
+    too_long = query_too_long(query)
+    if too_long:
+        return f"query {shown(query, 40)} is {too_long}"
     try:
         query.encode("utf-8")
     except UnicodeEncodeError:
-        return f"query {query!r} is not valid Unicode text (it holds a lone surrogate)"
+        return f"query {shown(query)} is not valid Unicode text (it holds a lone surrogate)"
     if not tokenize(query):
-        return f"query {query!r} is empty after normalization"
+        return f"query {shown(query)} is empty after normalization"
     return None
 
 
