@@ -62,6 +62,15 @@ class Imported:
     bad_rows: list[str] = field(default_factory=list)  # "FILE line N: why"
     rows: int = 0
     beyond_top: int = 0  # listings ranked below the top TOP_N (not shown)
+    lines: int = 0  # physical lines of the files: each is a header, a blank line, a row used or a bad row
+    header_lines: int = 0
+    blank_lines: int = 0
+
+    def check_lines(self) -> None:
+        """Every physical line is accounted for; a violation is a bug in qcat, never a user's error."""
+        if self.lines != self.header_lines + self.blank_lines + self.rows + len(self.bad_rows):
+            raise AssertionError(f"{self.lines} lines but {self.header_lines} header + {self.blank_lines} blank + "
+                                 f"{self.rows} rows used + {len(self.bad_rows)} skipped")
 
 
 def _text(value: object) -> str:
@@ -118,6 +127,8 @@ def read_listings(path: Path) -> dict[str, dict]:
         raise InputError(f"--listings {path}: no such file")
     out: dict[str, dict] = {}
     for number, record in _records(path, required=("listing_id",), flag="--listings"):
+        if record is None:
+            continue
         if isinstance(record, Exception):
             raise InputError(f"--listings {path} line {number}: {record}")
         listing = _text(record.get("listing_id"))
@@ -137,6 +148,7 @@ def _trec_records(path: Path, topics: dict[str, str] | None, listings: dict[str,
             continue
         fields = line.split()
         if not fields:
+            yield number, None  # a blank line
             continue
         if len(fields) != 6:
             yield number, ValueError(f"expected 'qid Q0 docno rank score tag', got {len(fields)} fields")
@@ -151,8 +163,8 @@ def _trec_records(path: Path, topics: dict[str, str] | None, listings: dict[str,
 
 def _records(path: Path, required: tuple[str, ...] = REQUIRED, topics: dict[str, str] | None = None,
              listings: dict[str, dict] | None = None, flag: str = "--results"):
-    """``(line number, dict or ValueError)`` for each row of the file, read one physical line at a
-    time (line numbers as an editor shows them; a line that is not UTF-8, too long or not well
+    """``(line number, dict, ValueError or None for a blank line)`` for each line after the header,
+    read one physical line at a time (line numbers as an editor shows them; a line that is not UTF-8, too long or not well
     formed is a ValueError saying why, and a quote left open never swallows the lines after it)."""
     suffix = path.suffix.lower()
     if suffix in TREC_SUFFIXES:
@@ -164,6 +176,7 @@ def _records(path: Path, required: tuple[str, ...] = REQUIRED, topics: dict[str,
                 yield number, ValueError(why)
                 continue
             if not line.strip():
+                yield number, None  # a blank line
                 continue
             try:
                 record = json.loads(line)
@@ -193,6 +206,7 @@ def _records(path: Path, required: tuple[str, ...] = REQUIRED, topics: dict[str,
             yield number, ValueError(why)
             continue
         if not line.strip():
+            yield number, None  # a blank line
             continue
         fields = split_line(line, delimiter)
         if fields is None:
@@ -256,12 +270,20 @@ def read_results(paths: list[Path], default_segment: str | None = None, topics: 
     rows: list[Row] = []
     bad: list[str] = []
     file_systems: list[list[str]] = []
+    lines = {"lines": 0, "header": 0, "blank": 0}
     for index, path in enumerate(paths):
         path = Path(path)
         if not path.is_file():
             raise InputError(f"--results {path}: no such file")
         seen: list[str] = []
+        if path.suffix.lower() in (".csv", ".tsv"):
+            lines["header"] += 1  # _records refuses a file without one
+            lines["lines"] += 1
         for number, record in _records(path, topics=topics, listings=listings):
+            lines["lines"] += 1  # one record, bad row or blank line per line after the header
+            if record is None:
+                lines["blank"] += 1
+                continue
             try:
                 if isinstance(record, Exception):
                     raise record
@@ -300,7 +322,10 @@ def read_results(paths: list[Path], default_segment: str | None = None, topics: 
                              f"found {len(seen)}: {', '.join(map(shown, seen))}")
         systems = (seen[0], seen[1])
         system_of = {id(row): row.system for row in rows}
-    return _assemble(rows, system_of, systems, bad, default_segment)
+    imported = _assemble(rows, system_of, systems, bad, default_segment)
+    imported.lines, imported.header_lines, imported.blank_lines = lines["lines"], lines["header"], lines["blank"]
+    imported.check_lines()
+    return imported
 
 
 def _skipped_rows(bad: list[str], path: Path, shown_rows: int = 3) -> str:
