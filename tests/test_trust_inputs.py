@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from qcat.errors import InputError
 from qcat.taxonomy import from_paths
 from tests.test_own_data import BESTBUY, one_line_error, qcat
 from training.clicklog import ingest
@@ -334,3 +335,18 @@ def test_info_never_prints_none_and_the_api_refuses_a_k_the_cli_refuses():
     assert "-k: 0 is not in 1..100" in one_line_error(qcat("classify", "-k", "0", "lego")) or \
         "-k" in one_line_error(qcat("classify", "-k", "0", "lego"))
     assert len(classifier.classify(["lego star wars"], k=2)[0].categories) == 2
+
+
+def test_golden_and_gold_files_read_one_line_at_a_time(tmp_path):
+    """Item 1, "any CSV the project reads": a stray quote in golden judgments or a gold file."""
+    from evaluation.golden.importers import read_csv
+    from judging_app.gold import read_gold_file
+
+    golden = tmp_path / "golden.csv"
+    golden.write_text('query,listing_id,relevance\nlego,L1,1\n"lego star,L2,1\nsharp tv,V1,0\nnook,N1,1\n')
+    result = read_csv(golden)
+    assert result.report.rows_read == 4 and result.report.rows_kept == 3  # before: 2 rows read, 1 swallowed
+    gold = tmp_path / "gold.csv"
+    gold.write_text('query,listing_id,grade\nlego,L1,3\n"lego star,L2,2\nsharp tv,V1,0\n')
+    with pytest.raises(InputError, match=r"gold file .*gold.csv line 3: not well-formed"):
+        read_gold_file(gold)
