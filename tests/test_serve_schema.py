@@ -41,13 +41,13 @@ def test_the_four_disagreements_schemathesis_found(server):
     assert status == 403 and "reloading over HTTP is off" in body["error"]
 
 
-def test_schemathesis_finds_no_failure(server):
+def test_schemathesis_finds_no_failure(server, tmp_path):
     schemathesis = shutil.which("schemathesis") or shutil.which("st")
     if schemathesis is None:
         pytest.skip("schemathesis is not installed (pip install -e \".[test]\")")
     result = subprocess.run([schemathesis, "--config-file", str(CONFIG), "run",
                              f"http://127.0.0.1:{server.port}/openapi.json", "--checks", "all", "--seed", "34",
-                             "--no-color"], capture_output=True, timeout=300)
+                             "--no-color"], capture_output=True, timeout=300, cwd=tmp_path)  # its cache goes there
     out = result.stdout.decode(errors="replace")
     assert result.returncode == 0, out[-4000:]
     generated, passed = map(int, re.search(r"(\d+) generated, (\d+) passed", out).groups())
