@@ -164,8 +164,9 @@ def _trec_records(path: Path, topics: dict[str, str] | None, listings: dict[str,
 def _records(path: Path, required: tuple[str, ...] = REQUIRED, topics: dict[str, str] | None = None,
              listings: dict[str, dict] | None = None, flag: str = "--results"):
     """``(line number, dict, ValueError or None for a blank line)`` for each line after the header,
-    read one physical line at a time (line numbers as an editor shows them; a line that is not UTF-8, too long or not well
-    formed is a ValueError saying why, and a quote left open never swallows the lines after it)."""
+    read one physical line at a time (line numbers as an editor shows them; a line that is not
+    UTF-8, too long or not well formed is a ValueError saying why, and a quote left open never
+    swallows the lines after it)."""
     suffix = path.suffix.lower()
     if suffix in TREC_SUFFIXES:
         yield from _trec_records(path, topics, listings, flag)
@@ -175,6 +176,8 @@ def _records(path: Path, required: tuple[str, ...] = REQUIRED, topics: dict[str,
             if why is not None:
                 yield number, ValueError(why)
                 continue
+            if number == 1:
+                line = line.removeprefix("\ufeff")
             if not line.strip():
                 yield number, None  # a blank line
                 continue

@@ -225,20 +225,17 @@ def test_the_search_never_uses_jax_even_where_it_is_installed():
 def test_queries_beyond_the_log_are_bounded_by_it(tmp_path):
     """`--queries 100000000` searches every query of the period once (147,380 in the demo's base
     period, 59,279 with results), in batches of bounded size, and says so."""
-    import resource
     import subprocess
     import sys
 
     demo = Path(__file__).resolve().parent.parent / "demo" / "qcat_demo" / "model"
     assert qcat("db", "upgrade", "--url", tmp_path / "j.db").returncode == 0
-    limit = 4 * 1024 ** 3  # bytes of memory the command may hold
-
-    def limited():
-        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-
-    result = subprocess.run([sys.executable, "-m", "qcat.cli", "judge", "create-session", "--baseline", demo,
-                             "--target", demo, "--queries", "100000000", "--url", tmp_path / "j.db"],
-                            capture_output=True, timeout=600, preexec_fn=limited)
+    limit = 4 * 1024 ** 3  # bytes of memory the command may hold (set in the child itself: no fork hook)
+    argv = ["qcat", "judge", "create-session", "--baseline", str(demo), "--target", str(demo),
+            "--queries", "100000000", "--url", str(tmp_path / "j.db")]
+    script = (f"import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_DATA, ({limit}, {limit})); "
+              f"sys.argv = {argv!r}; runpy.run_module('qcat.cli', run_name='__main__')")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=600)
     assert result.returncode == 0, result.stderr.decode()[-2000:]
     err = result.stderr.decode()
     assert "--queries 100,000,000: the base period's log holds 147,380 queries; sampling from all of them" in err
