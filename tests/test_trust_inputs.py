@@ -186,6 +186,12 @@ def test_a_query_longer_than_the_limit_is_skipped_and_said(tmp_path):
     report = ingest(log, TOYS, min_clicks=1).report
     assert report.skipped == {"query_too_long": 1}
     assert report.examples["query_too_long"][0][1].startswith("5000 bytes: legoslegos")
+    # A 2 MB line of three fields: too long (before: "wrong number of fields" for a 50 MB one).
+    log.write_bytes(b"query,category,clicks\n" + b"lego" * 500_000 + f",{LEGO},3\nlego,{LEGO},3\n".encode())
+    report = ingest(log, TOYS, min_clicks=1).report
+    assert report.skipped == {"too_long": 1} and report.rows_used == 1
+    line_bytes = len(b"lego" * 500_000 + f",{LEGO},3".encode())
+    assert report.examples["too_long"][0][1].startswith(f"{line_bytes:,} bytes, limit 1,048,576: legolego")
 
 
 # 5 -- a session of 100,000,000 queries; bm25s's top-k pinned to numpy
