@@ -96,8 +96,10 @@ def read_delimited(raw: bytes, delimiter: str, columns: tuple[str, ...] = COLUMN
             rows.header_lines = 1
             fields = split_line(text, delimiter)
             if fields is None:
+                cr = ("; its lines end in a carriage return alone (CR): save it with LF or CRLF line ends"
+                      if "\r" in text else "")
                 raise InputError(f"line 1 (the header) is not well-formed {'TSV' if delimiter == chr(9) else 'CSV'}: "
-                                 f"{shown(text)}")
+                                 f"{shown(text)}{cr}")
             header = [h.strip().lower() for h in fields]
             check_header(header, required)
             continue
