@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import csv
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +37,8 @@ from judging_app.models import (
 )
 from judging_app.sessions import find_session
 from judging_app.store import Store
-from qcat.errors import InputError
+from qcat.errors import InputError, shown
+from qcat.lines import decoded_lines, split_line
 
 COLUMNS = ("query", "listing_id", "grade")
 GRADES = ("0", "1", "2", "3")
@@ -66,28 +66,33 @@ def read_gold_file(path: Path) -> list[GoldRow]:
     path = Path(path)
     delimiter = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
     try:
-        handle = open(path, encoding="utf-8-sig", newline="")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise InputError(f"gold file {path} does not exist") from None
     except OSError as exc:
         raise InputError(f"cannot read gold file {path}: {exc}") from None
-    with handle:
-        reader = csv.DictReader(handle, delimiter=delimiter)
-        try:
-            header = [name.strip() for name in reader.fieldnames or []]
+    rows, header = [], None
+    for number, text, why in decoded_lines(raw.removeprefix(b"\xef\xbb\xbf")):
+        # One physical line at a time: a quote left open is an error at its line, never a field
+        # that swallows the lines after it.
+        fields = None if text is None else split_line(text, delimiter)
+        if fields is None:
+            raise InputError(f"cannot read gold file {path} line {number}: "
+                             f"{why or 'not well-formed (a quote not closed on its line, or a stray carriage return)'}")
+        if header is None:
+            header = [name.strip() for name in fields]
             missing = [c for c in COLUMNS if c not in header]
             if missing:
                 raise InputError(f"{path}: the header needs the columns {', '.join(COLUMNS)}; "
-                                 f"{', '.join(missing)} missing (found: {', '.join(header) or 'nothing'})")
-            reader.fieldnames = header
-            rows = []
-            for record in reader:
-                values = {c: (record.get(c) or "").strip() for c in COLUMNS}
-                if not any(values.values()):
-                    continue  # a blank line
-                rows.append(GoldRow(reader.line_num, values["query"], values["listing_id"], values["grade"]))
-        except (UnicodeDecodeError, csv.Error) as exc:
-            raise InputError(f"cannot read gold file {path}: {exc}") from None
+                                 f"{', '.join(missing)} missing (found: {shown(', '.join(header)) if header else 'nothing'})")
+            continue
+        record = dict(zip(header, fields))
+        values = {c: (record.get(c) or "").strip() for c in COLUMNS}
+        if not any(values.values()):
+            continue  # a blank line
+        rows.append(GoldRow(number, values["query"], values["listing_id"], values["grade"]))
+    if header is None:
+        raise InputError(f"{path}: the file is empty; the header needs the columns {', '.join(COLUMNS)}")
     if not rows:
         raise InputError(f"{path} holds no gold grade: one row per query and listing (columns {', '.join(COLUMNS)})")
     return rows

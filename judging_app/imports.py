@@ -24,7 +24,6 @@ with its file and line; :class:`Imported` counts them. Listings ranked below the
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import re
@@ -35,7 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from judging_app.sessions import SEGMENTS, TOP_N, Listing, QuerySpec, known_brand, known_price
-from qcat.errors import InputError
+from qcat.errors import InputError, shown
+from qcat.lines import decoded_lines, query_too_long, split_line
 
 FIELDS = ("query", "system", "rank", "listing_id", "title", "category", "brand", "price", "image_url", "link",
           "segment", "impressions")
@@ -62,6 +62,15 @@ class Imported:
     bad_rows: list[str] = field(default_factory=list)  # "FILE line N: why"
     rows: int = 0
     beyond_top: int = 0  # listings ranked below the top TOP_N (not shown)
+    lines: int = 0  # physical lines of the files: each is a header, a blank line, a row used or a bad row
+    header_lines: int = 0
+    blank_lines: int = 0
+
+    def check_lines(self) -> None:
+        """Every physical line is accounted for; a violation is a bug in qcat, never a user's error."""
+        if self.lines != self.header_lines + self.blank_lines + self.rows + len(self.bad_rows):
+            raise AssertionError(f"{self.lines} lines but {self.header_lines} header + {self.blank_lines} blank + "
+                                 f"{self.rows} rows used + {len(self.bad_rows)} skipped")
 
 
 def _text(value: object) -> str:
@@ -85,16 +94,30 @@ def read_topics(path: Path) -> dict[str, str]:
     topics: dict[str, str] = {}
     if not Path(path).is_file():
         raise InputError(f"--topics {path}: no such file")
-    with Path(path).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            qid, tab, query = line.rstrip("\n").partition("\t")
-            if not tab or not qid.strip() or not query.strip():
-                raise InputError(f"{path} line {number}: expected 'qid<TAB>query', got {line.strip()[:60]!r}")
-            if topics.setdefault(qid.strip(), query.strip()) != query.strip():
-                raise InputError(f"{path} line {number}: topic {qid.strip()!r} is given twice with different text")
+    for number, line, why in _lines(Path(path), "--topics"):
+        if why is not None:
+            raise InputError(f"--topics {path} line {number}: {why}")
+        if not line.strip():
+            continue
+        qid, tab, query = line.partition("\t")
+        if not tab or not qid.strip() or not query.strip():
+            raise InputError(f"--topics {path} line {number}: expected 'qid<TAB>query', got {shown(line.strip())}")
+        too_long = query_too_long(query.strip())
+        if too_long:
+            raise InputError(f"--topics {path} line {number}: the query is {too_long}")
+        if topics.setdefault(qid.strip(), query.strip()) != query.strip():
+            raise InputError(f"--topics {path} line {number}: topic {shown(qid.strip())} is given twice with "
+                             f"different text")
     return topics
+
+
+def _lines(path: Path, flag: str):
+    """``(line number, text or None, why not)`` for each physical line of a file (qcat.lines)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{flag} {path}: cannot read it ({exc.strerror})") from None
+    yield from decoded_lines(raw)
 
 
 def read_listings(path: Path) -> dict[str, dict]:
@@ -103,66 +126,100 @@ def read_listings(path: Path) -> dict[str, dict]:
     if not path.is_file():
         raise InputError(f"--listings {path}: no such file")
     out: dict[str, dict] = {}
-    for number, record in _records(path, required=("listing_id",)):
+    for number, record in _records(path, required=("listing_id",), flag="--listings"):
+        if record is None:
+            continue
         if isinstance(record, Exception):
-            raise InputError(f"{path} line {number}: {record}")
+            raise InputError(f"--listings {path} line {number}: {record}")
         listing = _text(record.get("listing_id"))
         if not listing:
-            raise InputError(f"{path} line {number}: no listing_id")
+            raise InputError(f"--listings {path} line {number}: no listing_id")
         out[listing] = {name: record.get(name) for name in LISTING_FIELDS if record.get(name) not in (None, "")}
     return out
 
 
-def _trec_records(path: Path, topics: dict[str, str] | None, listings: dict[str, dict] | None):
+def _trec_records(path: Path, topics: dict[str, str] | None, listings: dict[str, dict] | None, flag: str):
     if topics is None:
         raise InputError(f"{path} is a TREC run, which names queries by id: give their text with --topics FILE "
                          "(qid<TAB>query per line)")
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            fields = line.split()
-            if not fields:
-                continue
-            if len(fields) != 6:
-                yield number, ValueError(f"expected 'qid Q0 docno rank score tag', got {len(fields)} fields")
-                continue
-            qid, _, docno, rank, _, tag = fields
-            if qid not in topics:
-                yield number, ValueError(f"query id {qid!r} is not in --topics")
-                continue
-            yield number, {**(listings or {}).get(docno, {}), "query": topics[qid], "system": tag, "rank": rank,
-                           "listing_id": docno}
+    for number, line, why in _lines(path, flag):
+        if why is not None:
+            yield number, ValueError(why)
+            continue
+        fields = line.split()
+        if not fields:
+            yield number, None  # a blank line
+            continue
+        if len(fields) != 6:
+            yield number, ValueError(f"expected 'qid Q0 docno rank score tag', got {len(fields)} fields")
+            continue
+        qid, _, docno, rank, _, tag = fields
+        if qid not in topics:
+            yield number, ValueError(f"query id {shown(qid)} is not in --topics")
+            continue
+        yield number, {**(listings or {}).get(docno, {}), "query": topics[qid], "system": tag, "rank": rank,
+                       "listing_id": docno}
 
 
 def _records(path: Path, required: tuple[str, ...] = REQUIRED, topics: dict[str, str] | None = None,
-             listings: dict[str, dict] | None = None):
-    """``(line number, dict)`` for each row of the file (line numbers as an editor shows them)."""
+             listings: dict[str, dict] | None = None, flag: str = "--results"):
+    """``(line number, dict, ValueError or None for a blank line)`` for each line after the header,
+    read one physical line at a time (line numbers as an editor shows them; a line that is not
+    UTF-8, too long or not well formed is a ValueError saying why, and a quote left open never
+    swallows the lines after it)."""
     suffix = path.suffix.lower()
     if suffix in TREC_SUFFIXES:
-        yield from _trec_records(path, topics, listings)
+        yield from _trec_records(path, topics, listings, flag)
         return
     if suffix == ".jsonl" or suffix == ".ndjson":
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    yield number, ValueError(f"not JSON ({exc.msg})")
-                    continue
-                yield number, record if isinstance(record, dict) else ValueError("not a JSON object")
+        for number, line, why in _lines(path, flag):
+            if why is not None:
+                yield number, ValueError(why)
+                continue
+            if number == 1:
+                line = line.removeprefix("\ufeff")
+            if not line.strip():
+                yield number, None  # a blank line
+                continue
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, RecursionError) as exc:
+                yield number, ValueError(f"not JSON ({getattr(exc, 'msg', 'nested too deeply')})")
+                continue
+            yield number, record if isinstance(record, dict) else ValueError("not a JSON object")
         return
     if suffix not in (".csv", ".tsv"):
         raise InputError(f"{path}: result lists are .jsonl, .csv, .tsv or TREC run (.run, .trec) files, got "
-                         f"{path.suffix or 'no suffix'!r}")
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle, delimiter="\t" if suffix == ".tsv" else ",")
-        missing = [name for name in required if name not in (reader.fieldnames or [])]
-        if missing:
-            raise InputError(f"{path} line 1: the header lacks the column{'s' * (len(missing) > 1)} "
-                             f"{', '.join(missing)} (columns: {', '.join(FIELDS)})")
-        for record in reader:
-            yield reader.line_num, record
+                         f"{shown(path.suffix or 'no suffix')}")
+    delimiter = "\t" if suffix == ".tsv" else ","
+    header = None
+    for number, line, why in _lines(path, flag):
+        if number == 1:
+            line = None if line is None else line.removeprefix("\ufeff")
+            header = None if line is None else split_line(line, delimiter)
+            if header is None:
+                raise InputError(f"{flag} {path} line 1 (the header): {why or 'not well-formed ' + suffix[1:].upper()}")
+            header = [name.strip() for name in header]
+            missing = [name for name in required if name not in header]
+            if missing:
+                raise InputError(f"{flag} {path} line 1: the header lacks the column{'s' * (len(missing) > 1)} "
+                                 f"{', '.join(missing)} (columns: {', '.join(FIELDS)})")
+            continue
+        if why is not None:
+            yield number, ValueError(why)
+            continue
+        if not line.strip():
+            yield number, None  # a blank line
+            continue
+        fields = split_line(line, delimiter)
+        if fields is None:
+            yield number, ValueError("not well-formed (a quote not closed on its line, or a stray carriage return)")
+        elif len(fields) != len(header):
+            yield number, ValueError(f"{len(fields)} fields where the header has {len(header)}")
+        else:
+            yield number, dict(zip(header, fields))
+    if header is None:
+        raise InputError(f"{flag} {path}: the file is empty (expected a header line naming {', '.join(required)})")
 
 
 def _row(path: Path, number: int, record: dict, default_system: str) -> Row:
@@ -171,32 +228,35 @@ def _row(path: Path, number: int, record: dict, default_system: str) -> Row:
     for name in REQUIRED:
         if not _text(values[name]):
             raise ValueError(f"no {name}")
+    too_long = query_too_long(_text(values["query"]))
+    if too_long:
+        raise ValueError(f"query {too_long}")
     try:
         rank_value = float(values["rank"])
     except (TypeError, ValueError):
-        raise ValueError(f"rank {values['rank']!r} is not a number") from None
+        raise ValueError(f"rank {shown(values['rank'])} is not a number") from None
     if not rank_value.is_integer() or rank_value < 1:
-        raise ValueError(f"rank {values['rank']!r} is not a whole number of at least 1")
+        raise ValueError(f"rank {shown(values['rank'])} is not a whole number of at least 1")
     segment = _text(values["segment"]).lower() or None
     if segment is not None and segment not in SEGMENTS:
-        raise ValueError(f"segment {values['segment']!r} is not one of {', '.join(SEGMENTS)}")
+        raise ValueError(f"segment {shown(values['segment'])} is not one of {', '.join(SEGMENTS)}")
     impressions = None
     if _text(values["impressions"]):
         try:
             impressions = float(values["impressions"])
         except (TypeError, ValueError):
-            raise ValueError(f"impressions {values['impressions']!r} is not a number") from None
+            raise ValueError(f"impressions {shown(values['impressions'])} is not a number") from None
         if not math.isfinite(impressions) or impressions < 0:
-            raise ValueError(f"impressions {values['impressions']!r} is not a non-negative number")
+            raise ValueError(f"impressions {shown(values['impressions'])} is not a non-negative number")
     price_text = _text(values["price"])
     price = known_price(price_text) if price_text else None
     if price_text and price is None:
-        raise ValueError(f"price {values['price']!r} is not a non-negative number")
+        raise ValueError(f"price {shown(values['price'])} is not a non-negative number")
     image, link = _text(values["image_url"]), _text(values["link"])
     if image and safe_url(image, images=True) is None:
-        raise ValueError(f"image_url {image[:60]!r} is not an http(s) or data:image URL")
+        raise ValueError(f"image_url {shown(image)} is not an http(s) or data:image URL")
     if link and safe_url(link, images=False) is None:
-        raise ValueError(f"link {link[:60]!r} is not an http(s) URL")
+        raise ValueError(f"link {shown(link)} is not an http(s) URL")
     listing = Listing(_text(values["listing_id"]), _text(values["title"]), _text(values["category"]),
                       known_brand(values["brand"]), price, image or None, link or None)
     return Row(str(path), number, " ".join(_text(values["query"]).split()), _text(values["system"]) or default_system,
@@ -213,12 +273,20 @@ def read_results(paths: list[Path], default_segment: str | None = None, topics: 
     rows: list[Row] = []
     bad: list[str] = []
     file_systems: list[list[str]] = []
+    lines = {"lines": 0, "header": 0, "blank": 0}
     for index, path in enumerate(paths):
         path = Path(path)
         if not path.is_file():
             raise InputError(f"--results {path}: no such file")
         seen: list[str] = []
+        if path.suffix.lower() in (".csv", ".tsv"):
+            lines["header"] += 1  # _records refuses a file without one
+            lines["lines"] += 1
         for number, record in _records(path, topics=topics, listings=listings):
+            lines["lines"] += 1  # one record, bad row or blank line per line after the header
+            if record is None:
+                lines["blank"] += 1
+                continue
             try:
                 if isinstance(record, Exception):
                     raise record
@@ -240,22 +308,37 @@ def read_results(paths: list[Path], default_segment: str | None = None, topics: 
         for path, seen in zip(paths, file_systems):
             if len(seen) > 1:
                 raise InputError(f"{path}: one --results file per system, but it holds the systems "
-                                 f"{', '.join(map(repr, seen))}")
+                                 f"{', '.join(map(shown, seen))}")
         if not file_systems[0] or not file_systems[1]:
             empty = paths[0] if not file_systems[0] else paths[1]
-            raise InputError(f"{empty}: no usable row" + (f" ({len(bad)} rows reported above)" if bad else ""))
+            raise InputError(f"--results {empty}: no usable row" + _skipped_rows(bad, empty))
         systems = (file_systems[0][0], file_systems[1][0])
         if systems[0] == systems[1]:
             systems = (f"{systems[0]} ({Path(paths[0]).name})", f"{systems[1]} ({Path(paths[1]).name})")
         system_of = {id(row): systems[0] if row.file == str(paths[0]) else systems[1] for row in rows}
     else:
         seen = file_systems[0]
+        if not seen:
+            raise InputError(f"--results {paths[0]}: no usable row" + _skipped_rows(bad, paths[0]))
         if len(seen) != 2:
             raise InputError(f"{paths[0]}: one --results file must hold exactly two systems (the system column), "
-                             f"found {len(seen)}" + (f": {', '.join(map(repr, seen))}" if seen else ""))
+                             f"found {len(seen)}: {', '.join(map(shown, seen))}")
         systems = (seen[0], seen[1])
         system_of = {id(row): row.system for row in rows}
-    return _assemble(rows, system_of, systems, bad, default_segment)
+    imported = _assemble(rows, system_of, systems, bad, default_segment)
+    imported.lines, imported.header_lines, imported.blank_lines = lines["lines"], lines["header"], lines["blank"]
+    imported.check_lines()
+    return imported
+
+
+def _skipped_rows(bad: list[str], path: Path, shown_rows: int = 3) -> str:
+    """The rows of ``path`` that were skipped, with why, for an error that says none was usable."""
+    mine = [message for message in bad if message.startswith(f"{path} line ")]
+    if not mine:
+        return " (the file holds no data rows)"
+    listed = "; ".join(message.removeprefix(f"{path} ") for message in mine[:shown_rows])
+    more = f"; and {len(mine) - shown_rows:,} more" if len(mine) > shown_rows else ""
+    return f": {len(mine):,} rows skipped: {listed}{more}"
 
 
 def _assemble(rows: list[Row], system_of: dict, systems: tuple[str, str], bad: list[str],
@@ -271,15 +354,15 @@ def _assemble(rows: list[Row], system_of: dict, systems: tuple[str, str], bad: l
         key = (row.query, system)
         where = f"{row.file} line {row.line}"
         if row.rank in lists[key]:
-            bad.append(f"{where}: rank {row.rank} of {row.query!r} in {system!r} is given twice")
+            bad.append(f"{where}: rank {row.rank} of {shown(row.query)} in {shown(system)} is given twice")
             continue
         if row.listing.listing_id in listed[key]:
-            bad.append(f"{where}: listing {row.listing.listing_id!r} is listed twice for {row.query!r} in {system!r}")
+            bad.append(f"{where}: listing {shown(row.listing.listing_id)} is listed twice for {shown(row.query)} in {shown(system)}")
             continue
         if row.segment is not None:
             if segment_of.setdefault(row.query, row.segment) != row.segment:
-                bad.append(f"{where}: segment {row.segment!r} of {row.query!r}, which an earlier row puts in "
-                           f"{segment_of[row.query]!r}")
+                bad.append(f"{where}: segment {shown(row.segment)} of {shown(row.query)}, which an earlier row puts in "
+                           f"{shown(segment_of[row.query])}")
                 continue
         if row.impressions is not None:
             impressions_of.setdefault(row.query, row.impressions)
@@ -323,7 +406,7 @@ def _segments(order: list[str], segment_of: dict[str, str], impressions_of: dict
     missing = [q for q in order if q not in out]
     if missing:
         if default_segment is None:
-            raise InputError(f"{len(missing):,} queries (first {missing[0]!r}) have neither a segment nor an "
+            raise InputError(f"{len(missing):,} queries (first {shown(missing[0])}) have neither a segment nor an "
                              "impressions column: add one, or put them all in one segment with --default-segment "
                              f"{{{','.join(SEGMENTS)}}}")
         out.update({q: default_segment for q in missing})

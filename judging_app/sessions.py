@@ -35,6 +35,7 @@ from qcat.progress import task
 SEGMENTS = ("head", "torso", "tail")
 TOP_N = 5
 DEFAULT_QUERIES = 4500
+SEARCH_BATCH = 2048  # queries searched at once: bounds the memory of a session of any size
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,10 @@ def build_queries(baseline_dir: Path, target_dir: Path, n_queries: int = DEFAULT
         check_labels(model, taxonomy, Path(directory))
         models.append(model)
     demand = log_demand(corpus, period)
+    if n_queries > len(demand.queries):
+        progress(f"--queries {n_queries:,}: the {period} period's log holds {len(demand.queries):,} queries; "
+                 f"sampling from all of them")
+        n_queries = max(len(demand.queries), len(SEGMENTS))
     segment = segment_by_impressions(demand.impressions)
     progress(f"demand: {len(demand.queries):,} queries in the {period} period "
              f"({time.perf_counter() - started:.1f} s)")
@@ -145,7 +150,7 @@ def build_queries(baseline_dir: Path, target_dir: Path, n_queries: int = DEFAULT
             stats["requested"][name], stats["available"][name] = wanted, int(len(members))
             kept, skipped, identical, start = [], 0, 0, 0
             while len(kept) < wanted and start < len(members):
-                chunk = members[start: start + max(64, int(1.2 * (wanted - len(kept))) + 16)]
+                chunk = members[start: start + min(SEARCH_BATCH, max(64, int(1.2 * (wanted - len(kept))) + 16))]
                 start += len(chunk)
                 texts = [str(q) for q in demand.queries[chunk]]
                 token_lists = [tokenize(q) for q in texts]

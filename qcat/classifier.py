@@ -16,7 +16,8 @@ import numpy as np
 from qcat.bundle import Manifest, load_bundle_taxonomy, read_manifest
 from qcat.calibration import scores_calibrated
 from qcat.demo import demo_model_dir
-from qcat.errors import BundleError, InputError, QcatError
+from qcat.errors import BundleError, InputError, QcatError, shown
+from qcat.lines import MAX_K, query_too_long
 from qcat.model import Model
 from qcat.normalize import normalize, tokenize
 from qcat.taxonomy import Taxonomy
@@ -96,6 +97,14 @@ class Classification:
         }
 
 
+def check_k(k: int) -> int:
+    """``k`` as every entry point takes it: a whole number of categories in 1..:data:`qcat.lines.MAX_K`
+    (`qcat classify -k` stops at 100), or an InputError naming the value."""
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= MAX_K:
+        raise InputError(f"k {k!r}: must be a whole number of categories in 1..{MAX_K:,}")
+    return int(k)
+
+
 def check_min_score(min_score: float | None) -> float:
     """``min_score`` as the lowest score kept (None: every score, -inf); a number in [0, 1] or
     an InputError naming the value."""
@@ -118,16 +127,20 @@ class Failure:
 
 
 def query_problem(query: str, max_length: int | None = None) -> str | None:
-    """Why ``query`` cannot be classified, or None: it is too long, holds a lone surrogate
-    (not Unicode text), or is empty after normalization."""
+    """Why ``query`` cannot be classified, or None: it is too long (over ``max_length``
+    characters, or over :data:`qcat.lines.MAX_QUERY_BYTES` whatever the caller's limit), holds a
+    lone surrogate (not Unicode text), or is empty after normalization."""
     if max_length is not None and len(query) > max_length:
         return f"query of {len(query):,} characters is longer than the limit of {max_length:,}"
+    too_long = query_too_long(query)
+    if too_long:
+        return f"query {shown(query, 40)} is {too_long}"
     try:
         query.encode("utf-8")
     except UnicodeEncodeError:
-        return f"query {query!r} is not valid Unicode text (it holds a lone surrogate)"
+        return f"query {shown(query)} is not valid Unicode text (it holds a lone surrogate)"
     if not tokenize(query):
-        return f"query {query!r} is empty after normalization"
+        return f"query {shown(query)} is empty after normalization"
     return None
 
 
@@ -185,7 +198,7 @@ class Classifier:
         which needs no compilation, answers."""
         if isinstance(queries, str):
             raise TypeError(f"classify takes a list of queries, not one string: classify([{queries!r}])")
-        floor = check_min_score(min_score)
+        floor, k = check_min_score(min_score), check_k(k)
         if self.compiled and (len(queries) == 1 or self.model.faster_one_by_one):
             return [self._one(query, k, floor) for query in queries]
         predictions = self.model.predict(queries, k)
@@ -194,7 +207,7 @@ class Classifier:
 
     def classify_one(self, query: str, k: int = 5, min_score: float | None = None) -> Classification:
         """One query through the compiled single-query path (compiled on first use)."""
-        return self._one(query, k, check_min_score(min_score))
+        return self._one(query, check_k(k), check_min_score(min_score))
 
     def _one(self, query: str, k: int, floor: float) -> Classification:
         predictions = self.model.predict_one(query, k)
@@ -220,4 +233,4 @@ class Classifier:
         return [Failure(query, problem) if problem else next(answers) for query, problem in zip(queries, problems)]
 
     def explain(self, query: str, k: int = 5) -> list[str]:
-        return self.model.explain(query, k)
+        return self.model.explain(query, check_k(k))

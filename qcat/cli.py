@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from qcat import __version__
-from qcat.errors import EmptyQueryError, InputError, QcatError
+from qcat.errors import EmptyQueryError, InputError, QcatError, printable_message
+from qcat.lines import MAX_K as LIMIT_K
 from qcat.progress import QUIET_ENV
 
 # command -> (module with main(command, argv), one-line help)
@@ -116,7 +117,7 @@ def share():
 # The most categories one query may ask for: -k of classify, as `qcat serve --max-k`'s default.
 MAX_K = 100
 # The most a serving operator may allow with `qcat serve --max-k` (arrays are sized by k).
-SERVE_MAX_K = 10_000
+SERVE_MAX_K = LIMIT_K
 # The most threads a training command starts.
 MAX_THREADS = 256
 
@@ -217,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_serve(args)
         return run_info(args)
     except QcatError as exc:
-        print(f"qcat: error: {exc}", file=sys.stderr)
+        print(f"qcat: error: {printable_message(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -228,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # last resort: a one-line message, never a traceback
         if os.environ.get("QCAT_DEBUG"):
             raise
-        print(f"qcat: internal error: {type(exc).__name__}: {exc} (set QCAT_DEBUG=1 for details)", file=sys.stderr)
+        print(f"qcat: internal error: {type(exc).__name__}: {printable_message(str(exc))} (set QCAT_DEBUG=1 for "
+              f"details)", file=sys.stderr)
         return 70
 
 
@@ -433,7 +435,9 @@ def run_info(args: argparse.Namespace) -> int:
           f"read by qcat {__version__})")
     print(f"created        {data.get('created')}")
     print(f"labels         {len(model.labels):,} categories")
-    print(f"taxonomy hash  {data['taxonomy_hash'][:16]}…   vocabulary hash {str(data.get('vocabulary_hash'))[:16]}…")
+    vocabulary = data.get("vocabulary_hash")
+    vocabulary = f"{vocabulary[:16]}…" if vocabulary else "none (its parts' are below)" if data.get("parts") else "none"
+    print(f"taxonomy hash  {data['taxonomy_hash'][:16]}…   vocabulary hash {vocabulary}")
     print(f"files          {len(data['files'])}, all hashes verified")
     print(f"scores         {describe_scores(model)}")
     for name, digest in sorted(data.get("parts", {}).items()):

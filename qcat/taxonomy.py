@@ -10,7 +10,12 @@ Three file formats load into the same :class:`Taxonomy`:
 
 In the path formats every prefix of a path must itself be a node (the optional
 ``parent`` column of a TSV/CSV names it by id instead); Best Buy names parents by id.
-Loaders add nothing silently: a missing parent is an error naming the file and row.
+Loaders add nothing silently: a missing parent is an error naming the file and row, and so are
+parent links that form a cycle or contradict the paths (a node's parent must be the node whose
+path is its own less the last name: ``L  Toys > Lego  parent P`` where P is ``Shoes`` is refused,
+never filed under Shoes). In Best Buy's JSON the ``path`` of each record is the truth: a node's
+parent is the next-to-last step of its path, and the ``subCategories`` cross-links are not read,
+so where they disagree with the paths, the paths win.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qcat.errors import TaxonomyError
+from qcat.errors import TaxonomyError, shown
+from qcat.lines import split_line
 
 SEPARATOR = " > "
 FORMATS = ("tsv", "csv", "google", "bestbuy")
@@ -64,9 +70,7 @@ class Taxonomy:
                 raise TaxonomyError(f"taxonomy id {node_id!r} appears twice")
             index[node_id] = i
             by_path[path] = AMBIGUOUS if path in by_path else i
-        for i, parent in enumerate(self.parents):
-            if not -1 <= parent < len(self.ids) or parent == i:
-                raise TaxonomyError(f"taxonomy node {self.ids[i]!r} has an invalid parent")
+        check_tree(self.ids, self.paths, self.parents)
         object.__setattr__(self, "_index", index)
         object.__setattr__(self, "_by_path", by_path)
         object.__setattr__(self, "_parent_positions", frozenset(self.parents))
@@ -222,6 +226,37 @@ class Taxonomy:
         Path(path).write_text(self.to_tsv(), encoding="utf-8")
 
 
+def check_tree(ids, paths, parents, where=None) -> None:
+    """Refuse parent links that are not a tree or that contradict the paths: a parent out of range
+    or the node itself, a cycle (named node by node), or a parent whose path is not the node's path
+    less its last name (a root's path has one name). ``where(i)`` names node ``i`` in the error
+    (default: its id; a loader gives the file's line or record)."""
+    where = where or (lambda i: f"node {ids[i]!r}")
+    for i, parent in enumerate(parents):
+        if not -1 <= parent < len(ids) or parent == i:
+            raise TaxonomyError(f"{where(i)} has an invalid parent")
+    state = [0] * len(ids)  # 0 unvisited, 1 on the current walk, 2 known to reach the root
+    for start in range(len(ids)):
+        walk, i = [], start
+        while i >= 0 and state[i] == 0:
+            state[i] = 1
+            walk.append(i)
+            i = parents[i]
+        if i >= 0 and state[i] == 1:
+            cycle = walk[walk.index(i):] + [i]
+            raise TaxonomyError(f"parent links form a cycle: {' -> '.join(ids[n] for n in cycle)} "
+                                f"(each names the next as its parent); a taxonomy is a tree")
+        for n in walk:
+            state[n] = 2
+    for i, parent in enumerate(parents):
+        expected = paths[i][:-1]
+        if (paths[parent] if parent >= 0 else ()) != expected:
+            said = f"parent {ids[parent]!r} ({SEPARATOR.join(paths[parent])})" if parent >= 0 else "no parent"
+            wanted = f"{SEPARATOR.join(expected)!r}" if expected else "none (it is at the top level)"
+            raise TaxonomyError(f"{where(i)} ({SEPARATOR.join(paths[i])}) names {said}, but its path says its "
+                                f"parent is {wanted}; make the parent and the path agree")
+
+
 def from_paths(paths: list[str], id_prefix: str = "c") -> Taxonomy:
     """Build a taxonomy from `` > ``-joined paths, adding every prefix as a node.
 
@@ -272,18 +307,23 @@ def load_taxonomy(path: str | Path, fmt: str | None = None) -> Taxonomy:
     if fmt not in FORMATS:
         raise TaxonomyError(f"unknown taxonomy format {fmt!r}; expected one of {', '.join(FORMATS)}")
     loader = {"tsv": _parse_table, "csv": _parse_table, "google": _parse_google, "bestbuy": _parse_bestbuy}
-    ids, paths, parent_ids = loader[fmt](text, path, fmt)
+    ids, paths, parent_ids, places = loader[fmt](text, path, fmt)
     if not ids:
         raise TaxonomyError(f"taxonomy file {path} holds no categories")
     try:
         if parent_ids is None:
             return Taxonomy.from_path_tuples(tuple(ids), tuple(paths))
-        position = {node_id: i for i, node_id in enumerate(ids)}
+        position = {}
+        for i, node_id in enumerate(ids):
+            if node_id in position:
+                raise TaxonomyError(f"{places[i]}: id {node_id!r} appears twice (first at {places[position[node_id]]})")
+            position[node_id] = i
         parents = []
-        for node_id, parent_id in zip(ids, parent_ids):
+        for i, (node_id, parent_id) in enumerate(zip(ids, parent_ids)):
             if parent_id and parent_id not in position:
-                raise TaxonomyError(f"node {node_id!r} names parent {parent_id!r}, which is not in the file")
+                raise TaxonomyError(f"{places[i]}: node {node_id!r} names parent {parent_id!r}, which is not in the file")
             parents.append(position[parent_id] if parent_id else -1)
+        check_tree(ids, paths, parents, where=lambda i: f"{places[i]}: node {ids[i]!r}")
         return Taxonomy(tuple(ids), tuple(paths), tuple(parents))
     except TaxonomyError as exc:
         raise TaxonomyError(f"taxonomy file {path}: {exc}") from None
@@ -293,17 +333,27 @@ def _split_path(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(SEPARATOR.strip()))
 
 
-def _parse_table(text: str, path: Path, fmt: str) -> tuple[list[str], list[tuple[str, ...]], list[str] | None]:
+def _parse_table(text: str, path: Path, fmt: str):
+    """A TSV/CSV taxonomy read one physical line at a time (a quote left open on its line is an
+    error at that line, never a field that swallows the lines after it)."""
     delimiter = "\t" if fmt == "tsv" else ","
-    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
-    header = [h.strip().lower() for h in next(reader, [])]
-    if "id" not in header or "path" not in header:
-        raise TaxonomyError(f"taxonomy file {path}: header must name 'id' and 'path' columns, got {header}")
-    id_col, path_col = header.index("id"), header.index("path")
-    parent_col = header.index("parent") if "parent" in header else None
-    ids, paths, parent_ids = [], [], []
-    for row_number, row in enumerate(reader, start=2):
-        if not row or not any(cell.strip() for cell in row):
+    ids, paths, parent_ids, places = [], [], [], []
+    header = None
+    for row_number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
+        if not line.strip():
+            continue
+        row = split_line(line, delimiter)
+        if row is None:
+            raise TaxonomyError(f"taxonomy file {path} line {row_number}: not well-formed {fmt.upper()} (a quote not "
+                                f"closed on its line, or a stray carriage return): {shown(line)}")
+        if header is None:
+            header = [h.strip().lower() for h in row]
+            if "id" not in header or "path" not in header:
+                raise TaxonomyError(f"taxonomy file {path}: header must name 'id' and 'path' columns, "
+                                    f"got {shown(delimiter.join(header))}")
+            id_col, path_col = header.index("id"), header.index("path")
+            parent_col = header.index("parent") if "parent" in header else None
             continue
         if len(row) <= max(id_col, path_col):
             raise TaxonomyError(f"taxonomy file {path} line {row_number}: expected {len(header)} columns, got {len(row)}")
@@ -312,32 +362,36 @@ def _parse_table(text: str, path: Path, fmt: str) -> tuple[list[str], list[tuple
             raise TaxonomyError(f"taxonomy file {path} line {row_number}: empty id or path")
         ids.append(node_id)
         paths.append(_split_path(node_path))
+        places.append(f"line {row_number}")
         if parent_col is not None:
             parent_ids.append(row[parent_col].strip() if parent_col < len(row) else "")
-    return ids, paths, (parent_ids if parent_col is not None else None)
+    if header is None:
+        return [], [], None, []
+    return ids, paths, (parent_ids if parent_col is not None else None), places
 
 
-def _parse_google(text: str, path: Path, fmt: str) -> tuple[list[str], list[tuple[str, ...]], None]:
+def _parse_google(text: str, path: Path, fmt: str):
     ids, paths = [], []
-    for line_number, line in enumerate(text.splitlines(), start=1):
+    for line_number, line in enumerate(text.split("\n"), start=1):
+        line = line.removesuffix("\r")
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         match = _GOOGLE_LINE.match(line)
         if not match:
-            raise TaxonomyError(f"taxonomy file {path} line {line_number}: expected 'ID - A > B', got {line[:80]!r}")
+            raise TaxonomyError(f"taxonomy file {path} line {line_number}: expected 'ID - A > B', got {shown(line)}")
         ids.append(match.group(1))
         paths.append(_split_path(match.group(2)))
-    return ids, paths, None
+    return ids, paths, None, None
 
 
-def _parse_bestbuy(text: str, path: Path, fmt: str) -> tuple[list[str], list[tuple[str, ...]], list[str]]:
+def _parse_bestbuy(text: str, path: Path, fmt: str):
     try:
         records = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TaxonomyError(f"taxonomy file {path} line {exc.lineno}: invalid JSON ({exc.msg})") from None
     if not isinstance(records, list):
         raise TaxonomyError(f"taxonomy file {path}: expected a JSON list of categories")
-    ids, paths, parent_ids = [], [], []
+    ids, paths, parent_ids, places = [], [], [], []
     for n, record in enumerate(records, start=1):
         try:
             node_id = str(record["id"]).strip()
@@ -351,10 +405,11 @@ def _parse_bestbuy(text: str, path: Path, fmt: str) -> tuple[list[str], list[tup
         ids.append(node_id)
         paths.append(names)
         parent_ids.append(parent_id)
+        places.append(f"record {n}")
     # Best Buy's file names some ancestors (id and name) inside other records' paths
     # without listing them as records of their own; they are nodes all the same.
     listed = set(ids)
-    for record in records:
+    for n, record in enumerate(records, start=1):
         steps = record["path"]
         for depth, step in enumerate(steps[:-1]):
             step_id = str(step["id"]).strip()
@@ -363,4 +418,5 @@ def _parse_bestbuy(text: str, path: Path, fmt: str) -> tuple[list[str], list[tup
                 ids.append(step_id)
                 paths.append(tuple(str(s["name"]).strip() for s in steps[: depth + 1]))
                 parent_ids.append(str(steps[depth - 1]["id"]).strip() if depth else "")
-    return ids, paths, parent_ids
+                places.append(f"step {depth + 1} of record {n}'s path")
+    return ids, paths, parent_ids, places

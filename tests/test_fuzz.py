@@ -8,6 +8,8 @@ import gzip
 import io
 import json
 import math
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -64,7 +66,9 @@ def test_every_row_is_used_or_counted_under_exactly_one_reason(tmp_path_factory,
     path = tmp_path_factory.mktemp("fuzz") / f"log.{fmt}{'.gz' if gz else ''}"
     path.write_bytes(gzip.compress(raw) if gz else raw)
     report = ingest(path, BESTBUY, min_clicks=1, date_from=date_from).report
-    assert report.rows_read == len(rows)
+    # Lines, not CSV records: a field holding a line break makes its first line malformed and the
+    # lines after it rows of their own (issue 34, item 1).
+    assert report.lines == raw.count(b"\n") == report.header_lines + report.blank_lines + report.rows_read
     assert report.rows_used + report.rows_outside_dates + sum(report.skipped.values()) == report.rows_read
     assert all(1 <= r <= raw.count(b"\n") + 1 for examples in report.examples.values() for r, _ in examples)
     assert report.pairs_kept <= report.rows_used
@@ -100,3 +104,246 @@ def test_classify_json_gives_one_valid_record_per_line(lines, demo_labels, monke
         scores = [c["score"] for c in record["categories"]]
         assert all(math.isfinite(s) and 0 <= s <= 1 for s in scores) and scores == sorted(scores, reverse=True)
         assert {c["id"] for c in record["categories"]} <= demo_labels
+
+
+# -- Issue 34: files with quotes, line breaks, CR/CRLF, BOMs, NUL, bad UTF-8, very long lines, cycles
+# and contradictions, through the CLI. Each input ends in exit 0 with every physical line accounted
+# for, or exit 2 with one `qcat: error:` line and nothing written: never exit 70, never a line lost.
+
+from collections import Counter  # noqa: E402
+
+from qcat.lines import MAX_LINE_BYTES  # noqa: E402
+
+OUTCOMES: Counter = Counter()  # (kind, outcome) -> inputs, printed by the fixture below
+TOY_TAXONOMY = "id\tpath\tparent\nT\tToys\t\nL\tToys > Lego\tT\nV\tTVs\t\n"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def outcome_table():
+    """Print (and with $QCAT_FUZZ_TABLE, write as JSON) how many inputs each test tried, by outcome."""
+    yield
+    if OUTCOMES:
+        rows = sorted(OUTCOMES.items())
+        print("\nproperty test inputs by kind and outcome: " + ", ".join(f"{k} {o}: {n}" for (k, o), n in rows)
+              + f"; {sum(OUTCOMES.values())} in all")
+        if os.environ.get("QCAT_FUZZ_TABLE"):
+            Path(os.environ["QCAT_FUZZ_TABLE"]).write_text(json.dumps([[k, o, n] for (k, o), n in rows]))
+
+
+def physical_line_count(raw: bytes) -> int:
+    """Lines as an editor counts them: line feeds, plus a last line without one."""
+    return raw.count(b"\n") + (1 if raw and not raw.endswith(b"\n") else 0)
+
+
+def nasty(good: list[str]) -> st.SearchStrategy[bytes]:
+    """One line's bytes (before its terminator): a good row, or one broken in a way users' files are."""
+    row = st.sampled_from(good)
+    return st.one_of(
+        row.map(str.encode),
+        row.map(lambda r: ('"' + r).encode()),                       # a quote never closed
+        row.map(lambda r: r.replace(",", ',"x\ny",', 1).encode()),   # a quoted field across a line break
+        row.map(lambda r: r.replace(",", "\r,", 1).encode()),        # a bare CR
+        row.map(lambda r: r.replace(",", "\x00,", 1).encode()),      # NUL
+        row.map(lambda r: b"\xff\xfe" + r.encode()),                 # not UTF-8
+        row.map(lambda r: ("\ufeff" + r).encode()),                  # a BOM mid-file
+        row.map(lambda r: (r + "," + r).encode()),                   # too many fields
+        st.sampled_from([b"", b"   ", b"\t", b",", b'"', b'""', b"\x1b[31m", b"\r"]),
+        st.just(b"LONG_QUERY"), st.just(b"LONG_LINE"),
+        st.text(max_size=30).map(lambda t: t.encode("utf-8", "surrogatepass")),
+        st.binary(max_size=30),
+    )
+
+
+def materialize(lines: list[bytes], header: bytes, ending: bytes, bom: bool, final: bool, delimiter: bytes = b",") -> bytes:
+    body = [header] + [(b"q" * 5000 + delimiter + b"L,3" if line == b"LONG_QUERY" else
+                        b"x" * (MAX_LINE_BYTES + 10) if line == b"LONG_LINE" else line) for line in lines]
+    raw = ending.join(body) + (ending if final else b"")
+    return (b"\xef\xbb\xbf" if bom else b"") + raw
+
+
+files = dict(ending=st.sampled_from([b"\n", b"\r\n", b"\n", b"\r\n", b"\r"]), bom=st.booleans(), final=st.booleans())
+EXAMPLES = int(os.environ.get("QCAT_FUZZ_EXAMPLES", "1"))  # a multiplier: 10 for a longer hunt
+
+
+def run_cli(capsys, argv: list) -> tuple[int, str, str]:
+    from qcat.cli import main
+
+    capsys.readouterr()
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def check_error(code: int, err: str, kind: str, written: list[Path]) -> None:
+    """Exit 2: one `qcat: error:` line, the last on stderr (a command may report skipped rows before
+    it), and nothing written."""
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert [line for line in lines if line.startswith("qcat: error: ")] == lines[-1:], lines
+    assert all(line.startswith(("qcat: error: ", "skipped ", "... and ")) for line in lines), lines
+    assert not any(path.exists() for path in written)
+    OUTCOMES[(kind, "exit 2")] += 1
+
+
+def counts_line(out: str, pattern: str) -> tuple[int, ...]:
+    match = re.search(pattern, out)
+    assert match, out
+    return tuple(int(n.replace(",", "")) for n in match.groups())
+
+
+def skipped_total(out: str) -> int:
+    return sum(int(n.replace(",", "")) for n in re.findall(r"skipped ([\d,]+) rows: ", out))
+
+
+LOG_ROWS = ["lego star wars,L,3", "sharp tv,V,2", "nook,T,1", "lego,Toys > Lego,4"]
+
+
+@settings(max_examples=80 * EXAMPLES, deadline=None, suppress_health_check=[
+    HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(lines=st.lists(st.one_of(st.sampled_from(LOG_ROWS).map(str.encode), nasty(LOG_ROWS)), max_size=12),
+       header=st.sampled_from([b"query,category,clicks"] * 4 + [b"query,clicks", b'"query,category,clicks',
+                                                                b"\xffquery,category"]),
+       **files)
+def test_logs_exit_0_with_every_line_accounted_for_or_2_with_one_line(tmp_path_factory, capsys, monkeypatch, lines,
+                                                                      header, ending, bom, final):
+    monkeypatch.setenv("QCAT_QUIET", "1")
+    directory = tmp_path_factory.mktemp("log")
+    raw = materialize(lines, header, ending, bom, final)
+    (directory / "log.csv").write_bytes(raw)
+    (directory / "taxonomy.tsv").write_text(TOY_TAXONOMY)
+    out_path = directory / "table.parquet"
+    code, out, err = run_cli(capsys, ["data", "ingest", directory / "log.csv", "--taxonomy", directory / "taxonomy.tsv",
+                                      "--min-clicks", "1", "--out", out_path])
+    assert code != 70, err
+    if code != 0:
+        return check_error(code, err, "log", [out_path])
+    n, header_lines, blank, read, used, skipped = counts_line(
+        out, r"log\.csv: ([\d,]+) lines \((\d) header, ([\d,]+) blank\), ([\d,]+) rows read, ([\d,]+) used, ([\d,]+) skipped")
+    assert n == physical_line_count(raw) == header_lines + blank + read
+    assert read == used + skipped and skipped == skipped_total(out) and out_path.is_file()
+    OUTCOMES[("log", "exit 0")] += 1
+
+
+CATALOG_ROWS = [f"L{i},lego set {i},L" for i in range(6)] + [f"V{i},sharp tv {i},V" for i in range(6)]
+
+
+@settings(max_examples=40 * EXAMPLES, deadline=None, suppress_health_check=[
+    HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(lines=st.lists(nasty(CATALOG_ROWS), min_size=0, max_size=8), **files)
+def test_catalogs_exit_0_with_every_line_accounted_for_or_2_with_one_line(tmp_path_factory, capsys, monkeypatch, lines,
+                                                                          ending, bom, final):
+    monkeypatch.setenv("QCAT_QUIET", "1")
+    directory = tmp_path_factory.mktemp("catalog")
+    good = [row.encode() for row in CATALOG_ROWS] * 3  # enough clean listings to train, around the generated lines
+    raw = materialize(good[:18] + lines + good[18:], b"listing_id,title,category", ending, bom, final)
+    (directory / "catalog.csv").write_bytes(raw)
+    (directory / "taxonomy.tsv").write_text(TOY_TAXONOMY)
+    out_path = directory / "nb"
+    code, out, err = run_cli(capsys, ["train", "nb", "--catalog", directory / "catalog.csv", "--taxonomy",
+                                      directory / "taxonomy.tsv", "--title-weight", "1", "--short-weight", "0",
+                                      "--out", out_path])
+    assert code != 70, err
+    if code != 0:
+        return check_error(code, err, "catalog", [out_path])
+    n, header_lines, blank, read, used, skipped = counts_line(
+        out, r"catalog\.csv: ([\d,]+) lines \((\d) header, ([\d,]+) blank\), ([\d,]+) rows read, ([\d,]+) listings "
+             r"used, ([\d,]+) skipped")
+    assert n == physical_line_count(raw) == header_lines + blank + read
+    assert read == used + skipped and skipped == skipped_total(out) and (out_path / "manifest.json").is_file()
+    OUTCOMES[("catalog", "exit 0")] += 1
+
+
+GOOD_TAXONOMY_ROWS = ["V\tTVs\t", "C\tToys > Lego > C\tL", "D\tTVs > D\tV", "K\tToys > K\tT"]
+TAXONOMY_ROWS = GOOD_TAXONOMY_ROWS + ["L\tToys > Lego\tV", "A\tA\tB", "B\tB\tA", "D\tTVs > D\tT", "E\tE\tE",
+                                      "T\tToys\tL", 'Q\t"Toys > Q\tT', "X\tY > X\t"]
+
+
+@settings(max_examples=80 * EXAMPLES, deadline=None, suppress_health_check=[
+    HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(lines=st.lists(st.one_of(st.sampled_from(GOOD_TAXONOMY_ROWS).map(str.encode), nasty(TAXONOMY_ROWS)), max_size=6),
+       **files)
+def test_taxonomies_load_every_line_or_exit_2_with_one_line(tmp_path_factory, capsys, monkeypatch, lines, ending, bom,
+                                                             final):
+    from qcat.taxonomy import load_taxonomy
+
+    monkeypatch.setenv("QCAT_QUIET", "1")
+    directory = tmp_path_factory.mktemp("taxonomy")
+    raw = materialize([b"T\tToys\t", b"L\tToys > Lego\tT"] + lines, b"id\tpath\tparent", ending, bom, final)
+    (directory / "taxonomy.tsv").write_bytes(raw)
+    (directory / "log.csv").write_text("query,category,clicks\nlego,L,3\n")
+    out_path = directory / "table.parquet"
+    code, out, err = run_cli(capsys, ["data", "ingest", directory / "log.csv", "--taxonomy", directory / "taxonomy.tsv",
+                                      "--min-clicks", "1", "--out", out_path])
+    assert code != 70, err
+    if code != 0:
+        return check_error(code, err, "taxonomy", [out_path])
+    taxonomy = load_taxonomy(directory / "taxonomy.tsv")
+    text = raw.removeprefix(b"\xef\xbb\xbf").decode()
+    nodes = [line for line in text.split("\n")[1:] if line.strip()]
+    assert len(taxonomy) == len(nodes)  # one node per line: none dropped, none merged
+    for i, path in enumerate(taxonomy.paths):  # a tree whose parents agree with the paths
+        parent = taxonomy.parents[i]
+        assert (taxonomy.paths[parent] if parent >= 0 else ()) == path[:-1]
+    OUTCOMES[("taxonomy", "exit 0")] += 1
+
+
+RESULT_ROWS = ["lego,a,1,a1", "lego,b,1,b1", "lego,a,2,a2", "lego,b,2,b2", "tv,a,1,a3", "tv,b,1,b3", "tv,a,-1,x",
+               "tv,b,1.5,y", "tv,a,1", "q" * 5000 + ",a,3,a9"]
+
+
+@pytest.fixture(scope="module")
+def judging_db(tmp_path_factory):
+    db = tmp_path_factory.mktemp("judging") / "j.db"
+    from qcat.cli import main
+
+    assert main(["db", "upgrade", "--url", str(db)]) == 0
+    return db
+
+
+def sessions_in(db: Path) -> int:
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:
+        return connection.execute("select count(*) from judging_sessions").fetchone()[0]
+
+
+@settings(max_examples=60 * EXAMPLES, deadline=None, suppress_health_check=[
+    HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(lines=st.lists(nasty(RESULT_ROWS), max_size=10), suffix=st.sampled_from([".csv", ".tsv", ".jsonl"]), **files)
+def test_result_files_exit_0_with_every_line_accounted_for_or_2_with_one_line(tmp_path_factory, capsys, monkeypatch,
+                                                                              judging_db, lines, suffix, ending, bom,
+                                                                              final):
+    from judging_app.imports import read_results
+
+    monkeypatch.setenv("QCAT_QUIET", "1")
+    directory = tmp_path_factory.mktemp("results")
+    lines = [row.encode() for row in RESULT_ROWS[:4]] + lines  # both systems, then the generated lines
+    header = b"query,system,rank,listing_id"
+    if suffix == ".tsv":
+        header, lines = header.replace(b",", b"\t"), [line.replace(b",", b"\t") for line in lines]
+    if suffix == ".jsonl":
+        def as_json(line: bytes) -> bytes:
+            fields = line.split(b",")
+            if len(fields) == 4 and line.isascii() and b"\n" not in line and b"\r" not in line and b'"' not in line:
+                return json.dumps(dict(zip(("query", "system", "rank", "listing_id"),
+                                           (f.decode() for f in fields)))).encode()
+            return line
+        body = [as_json(line) for line in lines]
+        raw = (b"\xef\xbb\xbf" if bom else b"") + ending.join(body) + (ending if final else b"")
+    else:
+        raw = materialize(lines, header, ending, bom, final, b"\t" if suffix == ".tsv" else b",")
+    path = directory / f"results{suffix}"
+    path.write_bytes(raw)
+    before = sessions_in(judging_db)
+    code, out, err = run_cli(capsys, ["judge", "create-session", "--results", path, "--default-segment", "head",
+                                      "--judges-per-query", "1", "--url", judging_db, "--name", directory.name])
+    assert code != 70, err
+    if code != 0:
+        check_error(code, err, "results", [])
+        assert sessions_in(judging_db) == before
+        return
+    imported = read_results([path], "head")
+    assert imported.lines == physical_line_count(raw)
+    assert imported.lines == imported.header_lines + imported.blank_lines + imported.rows + len(imported.bad_rows)
+    assert sessions_in(judging_db) == before + 1
+    OUTCOMES[("results", "exit 0")] += 1

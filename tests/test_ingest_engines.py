@@ -34,7 +34,8 @@ ROWS = [
     ("wooden train", "trains", "4", "", "2025-01-05"),
     ("wooden train", "Toys > Trains", "1.5", "2", "2024-12-31"),  # outside
     ("café crème", " trains ", " 3 ", "4", "2025-01-09"),
-    ("multi\nline train", "trains", "3", "3", "2025-01-10"),   # a quoted line break
+    ("multi\nline train", "trains", "3", "3", "2025-01-10"),   # a quoted line break: two rows, one malformed
+    ("long " * 900, "trains", "3", "5", "2025-01-02"),           # query_too_long (4,500 bytes)
     ("!!!", "trains", "3", "5", "2025-01-02"),                  # empty_query
     ("", "trains", "3", "5", "2025-01-02"),                     # empty_query
     ("thing", "NOPE", "3", "5", "2025-01-02"),                  # unknown_category
@@ -121,10 +122,13 @@ def test_engines_agree_on_every_row_and_reject(tmp_path, spark_engine, fmt):
     options = dict(min_clicks=3, date_from="2025-01-01", date_to="2025-03-01")
     duck = ingest(path, TAXONOMY, **options)
     spark = run_spark(spark_engine, path, TAXONOMY, **options)
-    expected_reasons = set(REASONS) - ({"bad_encoding", "malformed_row"} if fmt == "parquet" else set())
+    # too_long: a line over 1 MiB (tests/test_trust_inputs.py), which Spark reads as any line
+    expected_reasons = set(REASONS) - {"too_long"} - ({"bad_encoding", "malformed_row"} if fmt == "parquet" else set())
     assert set(duck.report.skipped) == expected_reasons
     assert duck.report.pairs_below_min_clicks and duck.report.rows_outside_dates
-    assert {"multi line train", "café crème"} <= set(duck.table.queries)
+    # A quoted line break: in CSV/TSV its first line is malformed and the second a row of its own.
+    split = fmt in ("csv", "tsv")
+    assert {"line train" if split else "multi line train", "café crème"} <= set(duck.table.queries)
     assert comparable(spark) == comparable(duck)
     # Examples name the same values (Spark without row numbers) where the text is the row's own.
     for reason in set(REASONS) - {"bad_encoding", "malformed_row"}:
@@ -134,7 +138,7 @@ def test_engines_agree_on_every_row_and_reject(tmp_path, spark_engine, fmt):
 
 def test_spark_strict_names_reason_and_value(tmp_path, spark_engine):
     path = write_log(tmp_path, "csv")
-    with pytest.raises(InputError, match=r"log.csv: query is empty after normalization: '!!!'"):
+    with pytest.raises(InputError, match=r"log.csv: malformed row \(.*\): '\"multi'$"):
         run_spark(spark_engine, path, TAXONOMY, strict=True)
 
 
@@ -192,3 +196,13 @@ def test_spark_missing_is_one_line_error(tmp_path, monkeypatch):
     path = write_log(tmp_path, "csv")
     with pytest.raises(InputError, match=r'needs PySpark: pip install "qcat\[spark\]"'):
         ingest(path, TAXONOMY, engine="spark")
+
+
+def test_spark_echoes_a_binary_header_printable_and_short(tmp_path, spark_engine):
+    """Issue 34, item 8: before, ~4 KB of raw bytes, ESC included, went into the error."""
+    path = tmp_path / "garbage.csv"
+    path.write_bytes(b"\x1b[31m\x89PNG\r\x00" + bytes(range(1, 32)) * 120 + b",x\n")
+    with pytest.raises(InputError) as caught:
+        run_spark(spark_engine, path, TAXONOMY)
+    message = str(caught.value)
+    assert "\x1b" not in message and len(message) < 400 and "(found: '\\x1b[31m" in message

@@ -91,14 +91,18 @@ def test_invalid_utf8_stdin_line_is_reported_and_the_rest_classified(env):
 
 # 4 -- a quoted CSV field holding a newline
 
-def test_quoted_newline_in_a_csv_field_is_a_space(tmp_path):
+def test_a_quoted_field_never_runs_across_lines(tmp_path):
+    """Issue 34, item 1: a quote left open on its line is a malformed row there, and the next line
+    is a row again (before, the two lines were one record, "sony tv")."""
     from qcat.taxonomy import load_taxonomy
     from training.clicklog import ingest
 
     (tmp_path / "log.csv").write_text(f'query,category,clicks\n"sony\ntv",{TV},5\nsharp tv,{TV},x\n')
     result = ingest(tmp_path / "log.csv", load_taxonomy(BESTBUY), min_clicks=1)
-    assert list(result.table.queries) == ["sony tv"]
-    assert result.report.examples["bad_clicks"] == [(4, "x")]  # the next row keeps its file line number
+    assert result.report.examples["malformed_row"] == [(2, '"sony')]
+    assert list(result.table.queries) == ["tv"]  # line 3, 'tv"', read as a row of its own
+    assert result.report.examples["bad_clicks"] == [(4, "x")]
+    assert (result.report.lines, result.report.rows_read) == (4, 3)
 
 
 # 5 -- evaluating your own log; a bad corpus.json

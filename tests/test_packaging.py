@@ -88,6 +88,16 @@ def test_the_core_alone_classifies_like_the_checkout(core_venv):
     assert run_in(core_venv, "qcat", "--version").stdout.strip() == "qcat 0.1.0"
 
 
+def test_the_readme_counts_the_packages_the_core_and_demo_install(core_venv):
+    """Issue 34, item 14: the README said 21, counting the pip and setuptools every new virtual
+    environment has."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    stated = int(re.search(r"the core and the demo come to (\d+)\s+packages", readme).group(1))
+    listed = json.loads(run_in(core_venv, "pip", "list", "--format=json", "--disable-pip-version-check").stdout)
+    installed = [p["name"] for p in listed if p["name"].lower() not in ("pip", "setuptools", "wheel")]
+    assert stated == len(installed), installed
+
+
 def test_the_core_alone_lacks_the_heavy_packages(core_venv):
     probe = "import importlib.util, json; print(json.dumps([m for m in %r if importlib.util.find_spec(m)]))" \
         % (ABSENT_FROM_CORE,)

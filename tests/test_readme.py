@@ -43,3 +43,19 @@ def test_the_readme_demo_scores_are_what_the_demo_model_prints():
     assert [c.path.startswith("Toys") for c in bed_result.categories] == [True, True, False]
     assert bed_result.categories[2].path.endswith("Sofa Beds & Futons")
     assert [f"{c.score:.2f}" for c in bed_result.categories] == [bed.group(2), bed.group(3), bed.group(1)]
+
+
+def test_the_patience_claim_follows_the_stopping_rule():
+    """Issue 34, item 14: docs/benchmarks.md said `--patience 8` means the third cosine period
+    (epochs 7-14) "always finishes"; a run with best epoch 5 stopped after 13. The trainer stops
+    `patience` epochs after the best one (training/xmlq/train.py, ValidationMonitor)."""
+    docs = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    assert "always finishes" not in docs
+    claim = re.search(r"`--patience (\d+)`:\s+a run stops \1 epochs after its best one, so the third cosine period\s+"
+                      r"\(epochs 7–(\d+)\) finishes only\s+when the best epoch is (\d+) or later \(a run whose best "
+                      r"epoch is (\d+) stops after epoch (\d+)\)", docs)
+    assert claim, "the sentence on --patience 8 in docs/benchmarks.md moved: update this test"
+    patience, end, earliest, best, stopped = map(int, claim.groups())
+    assert earliest + patience == end and best + patience == stopped < end
+    source = (ROOT / "training" / "xmlq" / "train.py").read_text(encoding="utf-8")
+    assert "elif epoch + 1 - self.best_epoch >= self.patience:" in source  # the rule the claim rests on

@@ -130,24 +130,37 @@ class CatalogData:
             dataset = Dataset(self._loaded["taxonomy"], dataset.table, dataset.split, dataset.seed)
         return dataset, counts | source.left_out
 
-    def record(self, report: CatalogReport, settings: CatalogSettings, counts: dict, table: list[dict]) -> dict:
-        """The manifest's record of the catalog: file, hash, rows, chosen settings, the choice."""
+    def record(self, report: CatalogReport, settings: CatalogSettings, counts: dict, table: list[dict],
+               chosen_by: str = "validation objective") -> dict:
+        """The manifest's record of the catalog: file, hash, rows, settings, how they were set (``chosen_by``:
+        the validation objective over ``selection``, the settings tried; or ``flags``, one setting given)."""
         from training.provenance import catalog_source
 
         return catalog_source(self.catalog, self.base, self.catalog_only) | {
-            "ingest": report.as_dict(), "settings": settings.as_dict(), "pairs": counts, "selection": table}
+            "ingest": report.as_dict(), "settings": settings.as_dict(), "pairs": counts, "chosen_by": chosen_by,
+            "selection": table}
 
     def fit(self, fit_one, sets, fixed: dict, name: str, log=print) -> tuple[object, Dataset, dict]:
         """``fit_one(dataset, sets) -> model`` once per catalog setting (:func:`training.catalog_source.choose`:
         ``fixed`` settings are not varied), keeping the best on the validation objective ``sets``;
         returns the model, its dataset and the manifest's record of the catalog."""
-        from training.catalog_source import choose
+        from training.catalog_source import candidates, choose
         from training.selection import objective
 
         def fit(settings):
             model = fit_one(self.dataset(settings)[0], sets)
             return model, objective(model, sets)[0]
 
+        titles, shorts, _ = candidates(fixed)
+        if len(titles) == 1 and len(shorts) == 1:  # every setting given (or short forms weigh 0): one fit
+            model, settings, table = choose(fit, fixed)
+            dataset, counts = self.dataset(settings)
+            chosen = settings.as_dict()
+            log(f"{name}: catalog settings fixed by flags: title weight {chosen['title_weight']:g}, short weight "
+                f"{chosen['short_weight']:g}, rules {', '.join(chosen['rules']) or 'none'} (validation objective "
+                f"{table[0]['objective']:.4f}; {counts['pairs_used']:,} catalog pairs used, "
+                f"{counts['pairs_left_out']:,} left out)")
+            return model, dataset, self.record(self.prepare()[1], settings, counts, table, chosen_by="flags")
         log(f"catalog settings ({name}): title weight / short weight / rules -> validation objective")
         model, settings, table = choose(fit, fixed, progress=lambda row: log(
             f"  catalog {row['title_weight']:g} / {row['short_weight']:g} / {','.join(row['rules']) or '-'}: "

@@ -30,7 +30,9 @@ REQUIRED = ("listing_id", "title", ("category", "category_path"))
 
 REASONS = {
     "bad_encoding": "not valid UTF-8",
-    "malformed_row": "malformed row (wrong number of fields, a stray carriage return, or invalid JSON)",
+    "too_long": "line is too long",
+    "malformed_row": "malformed row (wrong number of fields, a quote not closed on its line, a stray carriage "
+                     "return, or invalid JSON)",
     "empty_listing_id": "listing_id is empty",
     "duplicate_listing_id": "listing_id repeats an earlier row's (the first is used)",
     "empty_title": "title is empty after normalization",
@@ -62,6 +64,9 @@ class CatalogReport:
     """What catalog ingestion read, used and skipped (per reason, with examples)."""
 
     path: str
+    lines: int | None = None  # physical lines of a CSV/TSV/JSONL file (None: Parquet)
+    header_lines: int = 0
+    blank_lines: int = 0
     rows_read: int = 0
     rows_used: int = 0
     skipped: Counter = field(default_factory=Counter)
@@ -73,10 +78,20 @@ class CatalogReport:
         self.skipped[reason] += 1
         shown = self.examples.setdefault(reason, [])
         if len(shown) < MAX_EXAMPLES:
-            shown.append((row, value[:80]))
+            shown.append((row, value[:200]))
+
+    def check_lines(self) -> None:
+        """The invariant, as for click logs: lines in the file = header + blank lines + listings used
+        + rows skipped (per reason). A violation is a bug in qcat, never a user's error."""
+        if self.rows_read != self.rows_used + sum(self.skipped.values()) or (
+                self.lines is not None and self.lines != self.header_lines + self.blank_lines + self.rows_read):
+            raise AssertionError(f"catalog {self.path}: {self.lines} lines but {self.header_lines} header + "
+                                 f"{self.blank_lines} blank + {self.rows_read} rows")
 
     def format(self) -> str:
-        lines = [f"catalog {self.path}: {self.rows_read:,} rows read, {self.rows_used:,} listings used, "
+        where = ("" if self.lines is None else
+                 f"{self.lines:,} lines ({self.header_lines} header, {self.blank_lines:,} blank), ")
+        lines = [f"catalog {self.path}: {where}{self.rows_read:,} rows read, {self.rows_used:,} listings used, "
                  f"{sum(self.skipped.values()):,} skipped"]
         return "\n".join(lines + format_skipped(self.skipped, self.examples, REASONS)
                          + format_internal(self.internal, self.internal_nodes))
@@ -96,6 +111,8 @@ def ingest_catalog(path: str | Path, taxonomy: Taxonomy, *, internal_nodes: str 
     if internal_nodes not in INTERNAL_NODE_RULES:
         raise InputError(f"--internal-nodes {internal_nodes!r}: expected one of {', '.join(INTERNAL_NODE_RULES)}")
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"--catalog {path}: is a directory; give the catalog file (CSV, TSV, Parquet or JSONL)")
     if not path.is_file():
         raise InputError(f"--catalog {path}: no such file")
     fmt = fmt or detect_format(path, "catalog")
@@ -108,7 +125,8 @@ def ingest_catalog(path: str | Path, taxonomy: Taxonomy, *, internal_nodes: str 
         raise InputError(f"catalog {path}: {exc}") from None
     finally:
         engine.close()
-    report = CatalogReport(path=str(path), internal_nodes=internal_nodes)
+    report = CatalogReport(path=str(path), internal_nodes=internal_nodes, lines=engine.lines,
+                           header_lines=engine.header_lines, blank_lines=engine.blank_lines)
     category_map, taxonomy = _category_map(sorted(set(c for c in categories if c is not None)), taxonomy, internal_nodes)
     resolved = dict(zip(category_map["raw"], zip(category_map["named_id"], category_map["category_id"],
                                                  category_map["ambiguous"], category_map["internal"])))
@@ -147,6 +165,7 @@ def ingest_catalog(path: str | Path, taxonomy: Taxonomy, *, internal_nodes: str 
                                 ("popularity", popularity)):
                 kept[name].append(value)
     report.rows_used = len(kept["listing_id"])
+    report.check_lines()
     if report.internal and internal_nodes == "refuse":
         refuse_internal(report.internal, taxonomy)
     if not report.rows_used:

@@ -13,7 +13,7 @@ from qcat.cli import MAX_THREADS, float_at_least, float_in, int_at_least, positi
 from qcat.errors import InputError
 from qcat.output import OutputLock, check_new_directory
 from training.data_flags import (add_data_flags, data_args_from, data_from_args, fit_on_data, load_dataset,
-                                 print_objective)
+                                 print_objective, real_text_line)
 
 
 def main(command: str, argv: list[str]) -> int:
@@ -181,6 +181,13 @@ def seen_queries(dataset) -> list[str]:
     return dataset.table.queries[dataset.split != SPLITS.index("test")].tolist()
 
 
+def print_real_text(model, sets) -> None:
+    """The summary's line of PR@1 on real text beside the data's own split, where there is real text."""
+    line = real_text_line(model, sets)
+    if line:
+        print(line)
+
+
 def run_train_nb(args: argparse.Namespace) -> int:
     from training import nb_trainer
     from training.calibrate import describe_fit
@@ -212,6 +219,7 @@ def run_train_nb(args: argparse.Namespace) -> int:
     print(describe_fit(model.calibration))
     print("validation " + json.dumps(model.metrics["validation"]))
     print("test       " + json.dumps(model.metrics["test"]))
+    print_real_text(model, sets)
     print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s")
     return 0
 
@@ -334,6 +342,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     save_bundle(model, args.out, dataset, [fingerprints(sorted(form_queries))] if form_queries else [])
     print(f"best epoch {summary['best_epoch']}: validation {json.dumps(summary['validation'])}")
     print("test (onnxruntime) " + json.dumps(model.metrics["test"]))
+    print_real_text(model, sets)
     print(describe_quantization(model.metrics["quantization"]))
     print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s (checkpoint {checkpoint})")
     return 0
@@ -375,6 +384,7 @@ def run_train_xreg(args: argparse.Namespace) -> int:
     for name in ("xreg", "xreg-t"):
         print(f"{name:<7} validation {json.dumps(model.metrics[f'validation_{name}'])}  "
               f"test {json.dumps(model.metrics[f'test_{name}'])}")
+    print_real_text(model, sets)
     print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s"
           f" (serving {'XReg-t' if config.rerank else 'XReg'} by default)")
     return 0
@@ -519,6 +529,7 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     print(describe_fit(hybrid.calibration) + f" (calibrated sources with the parts': "
           f"{', '.join(calibrated_sources(hybrid)) or 'none'})")
     print("test " + json.dumps(hybrid.metrics["test"]))
+    print_real_text(hybrid, sets)
     print(f"wrote hybrid {args.out}")
     return 0
 

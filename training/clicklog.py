@@ -33,7 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from qcat.errors import InputError, TaxonomyError
+from qcat.errors import InputError, TaxonomyError, shown
+from qcat.lines import MAX_QUERY_BYTES
 from qcat.normalize import normalize
 from qcat.progress import task
 from qcat.taxonomy import OTHER_SUFFIX, Taxonomy
@@ -46,7 +47,10 @@ ENGINES = ("duckdb", "spark")
 # Why a row cannot be used, in the order the checks run.
 REASONS = {
     "bad_encoding": "not valid UTF-8",
-    "malformed_row": "malformed row (wrong number of fields, a stray carriage return, or invalid JSON)",
+    "too_long": "line is too long",
+    "malformed_row": "malformed row (wrong number of fields, a quote not closed on its line, a stray carriage "
+                     "return, or invalid JSON)",
+    "query_too_long": f"query is too long (over {MAX_QUERY_BYTES:,} bytes)",
     "empty_query": "query is empty after normalization",
     "unknown_category": "category is not in the taxonomy",
     "ambiguous_category": "category path belongs to several taxonomy ids",
@@ -64,6 +68,9 @@ class IngestReport:
     """What ingestion read, used, skipped (per reason) and dropped."""
 
     path: str
+    lines: int | None = None  # physical lines of a CSV/TSV/JSONL file (None: Parquet, or not known to Spark)
+    header_lines: int = 0
+    blank_lines: int = 0
     rows_read: int = 0
     rows_used: int = 0
     rows_outside_dates: int = 0
@@ -83,9 +90,20 @@ class IngestReport:
     # per internal category the log names: (rows, clicks, the category it counts for)
     internal: dict[str, tuple[int, float, str]] = field(default_factory=dict)
 
+    def check_lines(self) -> None:
+        """The invariant: lines in the file = header + blank lines + rows used + rows outside the
+        dates + rows skipped (per reason). A violation is a bug in qcat, never a user's error."""
+        accounted = self.rows_used + self.rows_outside_dates + sum(self.skipped.values())
+        if accounted != self.rows_read or (
+                self.lines is not None and self.lines != self.header_lines + self.blank_lines + self.rows_read):
+            raise AssertionError(f"{self.path}: {self.lines} lines but {self.header_lines} header + "
+                                 f"{self.blank_lines} blank + {self.rows_read} rows ({accounted} used or skipped)")
+
     def format(self) -> str:
+        where = ("" if self.lines is None else
+                 f"{self.lines:,} lines ({self.header_lines} header, {self.blank_lines:,} blank), ")
         lines = [
-            f"{self.path}: {self.rows_read:,} rows read, {self.rows_used:,} used, "
+            f"{self.path}: {where}{self.rows_read:,} rows read, {self.rows_used:,} used, "
             f"{sum(self.skipped.values()):,} skipped",
         ]
         if self.rows_outside_dates:
@@ -93,11 +111,11 @@ class IngestReport:
         lines += format_skipped(self.skipped, self.examples, REASONS)
         lines += format_internal(self.internal, self.internal_nodes)
         if self.impression_conflicts:
-            shown = "; ".join(f"{query!r} on {day or 'no date'}: {low:g} vs {high:g}"
+            examples = "; ".join(f"{shown(query)} on {day or 'no date'}: {low:g} vs {high:g}"
                               for query, day, low, high in self.impression_conflict_examples)
             lines.append(f"  {self.impression_conflicts:,} (query, day) groups ({self.impression_conflict_rows:,} rows) "
                          f"report different impressions for the same typed query; each day counts the largest "
-                         f"(e.g. {shown})")
+                         f"(e.g. {examples})")
         if self.duplicate_rows:
             lines.append(f"  {self.duplicate_rows:,} rows repeat another row exactly (query, category, date, clicks, "
                          f"impressions); summed like the others: deduplicate the log first if they are copies")
@@ -125,9 +143,9 @@ def format_skipped(skipped: Counter, examples: dict[str, list[tuple[int | None, 
     """One line per reason rows were skipped for, most rows first, with examples (row, value)."""
     lines = []
     for reason, count in skipped.most_common():
-        shown = ", ".join(f"row {row}: {value!r}" if row is not None else repr(value)
-                          for row, value in examples.get(reason, []))
-        lines.append(f"  skipped {count:,} rows: {reasons[reason]} (e.g. {shown})")
+        shown_ = ", ".join(f"row {row}: {shown(value)}" if row is not None else shown(value)
+                           for row, value in examples.get(reason, []))
+        lines.append(f"  skipped {count:,} rows: {reasons[reason]} (e.g. {shown_})")
     return lines
 
 
@@ -136,19 +154,19 @@ def format_internal(internal: dict[str, tuple[int, float, str]], rule: str) -> l
     if not internal:
         return []
     rows = sum(r for r, _, _ in internal.values())
-    shown = "; ".join(f"{node} {count:,} rows" + (f" -> {to}" if to != node else "")
+    listed = "; ".join(f"{node} {count:,} rows" + (f" -> {to}" if to != node else "")
                       for node, (count, _, to) in sorted(internal.items(), key=lambda x: -x[1][0])[:5])
     done = {"other": "counted for an Other leaf under each node", "keep": "kept as categories (--internal-nodes keep)",
             "refuse": "refused"}[rule]
-    return [f"  {rows:,} rows name {len(internal):,} internal (non-leaf) categories, {done} (e.g. {shown})"]
+    return [f"  {rows:,} rows name {len(internal):,} internal (non-leaf) categories, {done} (e.g. {listed})"]
 
 
 def refuse_internal(internal: dict[str, tuple[int, float, str]], taxonomy: Taxonomy) -> None:
     """The ``refuse`` rule's error: the counts of rows naming internal nodes, the largest first."""
-    shown = ", ".join(f"{node} ({taxonomy.path_of(node)}): {rows:,} rows"
+    listed = ", ".join(f"{node} ({taxonomy.path_of(node)}): {rows:,} rows"
                       for node, (rows, _, _) in sorted(internal.items(), key=lambda x: -x[1][0])[:3])
     raise InputError(f"{sum(r for r, _, _ in internal.values()):,} rows name {len(internal):,} "
-                     f"internal (non-leaf) categories of the taxonomy, e.g. {shown}; map them to leaves, or use "
+                     f"internal (non-leaf) categories of the taxonomy, e.g. {listed}; map them to leaves, or use "
                      f"--internal-nodes other (an Other leaf under each) or keep")
 
 
@@ -237,7 +255,7 @@ def _ingest(engine: IngestEngine, path: str, taxonomy: Taxonomy, fmt: str, min_c
         if first:
             row, reason, value = first[0]
             where = f" row {row}" if engine.row_numbers else ""
-            raise InputError(f"{path}{where}: {REASONS[reason]}: {'' if value is None else str(value)!r}")
+            raise InputError(f"{path}{where}: {REASONS[reason]}: {shown('' if value is None else value)}")
     engine.materialize("groups", sql.GROUPS_SQL)
     for reason, in_range, rows in engine.rows(sql.ROW_COUNTS_SQL):
         rows = int(rows)
@@ -248,6 +266,8 @@ def _ingest(engine: IngestEngine, path: str, taxonomy: Taxonomy, fmt: str, min_c
             report.rows_used += rows
         else:
             report.rows_outside_dates += rows
+    report.lines, report.header_lines, report.blank_lines = engine.lines, engine.header_lines, engine.blank_lines
+    report.check_lines()
     if report.skipped:
         examples = sorted(engine.rows(sql.EXAMPLES_SQL.format(limit=MAX_EXAMPLES)), key=lambda r: (r[0], r[1]))
         for reason, row, value in examples:

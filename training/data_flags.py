@@ -58,6 +58,12 @@ def rule_list(text: str) -> tuple[str, ...]:
 def data_from_args(args: argparse.Namespace):
     """The corpus or click log the data flags name (checked, not yet read) and its ``data``
     block (:mod:`training.provenance`)."""
+    if args.catalog is not None:
+        if args.catalog.is_dir():
+            raise InputError(f"--catalog {args.catalog}: is a directory; give the catalog file (CSV, TSV, Parquet or "
+                             f"JSONL)")
+        if not args.catalog.is_file():
+            raise InputError(f"--catalog {args.catalog}: no such file")
     data = _base_data(args)
     if args.catalog is None:
         for flag, value in (("--catalog-only", args.catalog_only), ("--title-weight", args.title_weight),
@@ -65,7 +71,19 @@ def data_from_args(args: argparse.Namespace):
             if value not in (None, False):
                 raise InputError(f"{flag} is for --catalog FILE")
         return data
+    check_short_forms(args.short_forms, args.short_weight)
     return _catalog_data(args, data)
+
+
+def check_short_forms(rules: tuple[str, ...] | None, weight: float | None) -> None:
+    """Refuse short-form flags that contradict each other: a weight for short forms that no rule
+    makes, or rules whose forms weigh nothing."""
+    if rules == () and weight:
+        raise InputError(f"--short-forms none makes no short forms, so --short-weight {weight:g} would weigh nothing: "
+                         f"give rules (e.g. --short-forms all) or drop --short-weight")
+    if rules and weight == 0:
+        raise InputError(f"--short-weight 0 leaves out every short form, so --short-forms {','.join(rules)} would do "
+                         f"nothing: give a weight above 0 or --short-forms none")
 
 
 def _catalog_data(args: argparse.Namespace, data):
@@ -74,8 +92,6 @@ def _catalog_data(args: argparse.Namespace, data):
     from training.corpus import LogCorpus
     from training.provenance import catalog_source, file_source
 
-    if not args.catalog.is_file():
-        raise InputError(f"--catalog {args.catalog}: no such file")
     if data is None:
         if args.taxonomy is None:
             raise InputError("--catalog without --log or --corpus (cold start) needs --taxonomy")
@@ -108,6 +124,9 @@ def _base_data(args: argparse.Namespace):
         if args.period is not None:
             raise InputError(f"--period {args.period} is for a corpus; a catalog alone is one period")
         return None
+    if args.catalog is not None and args.log is None and args.corpus is None and not _is_demo_catalog(args.catalog):
+        raise InputError(f"--catalog {args.catalog} needs --taxonomy, the taxonomy its categories name (or --log/--corpus "
+                         f"with theirs); without it qcat would read it against the demo corpus's taxonomy")
     if args.log is not None:
         if args.taxonomy is None:
             raise InputError("--log needs --taxonomy")
@@ -133,6 +152,16 @@ def _base_data(args: argparse.Namespace):
     corpus = Corpus.open(args.corpus)
     args.period = args.period or "base"
     return corpus, corpus_source(corpus, args.period)
+
+
+def _is_demo_catalog(path: Path) -> bool:
+    """Whether ``path`` is the demo corpus's own catalog file (which trains with the demo corpus)."""
+    from training.corpus import Corpus
+
+    try:
+        return path.resolve() == Corpus.open(None).path("catalog").resolve()
+    except (InputError, OSError):
+        return False
 
 
 def load_dataset(args: argparse.Namespace, data=None):
@@ -258,3 +287,17 @@ def warn_if_small(dataset, report) -> None:
 def print_objective(sets) -> None:
     print("validation objective: " + ", ".join(f"{weight:.2f} x PR@1 {name} ({len(table.queries):,} queries)"
                                                for name, (table, weight) in sets.items()))
+
+
+def real_text_line(model, sets) -> str | None:
+    """PR@1 on each validation set, the data's own split beside the real-text sets a corpus has (the
+    demo's held-out titles and two-token queries), for every training summary: the simulated split
+    can rise with the catalog while real text stays flat. None where the data has no real-text set."""
+    from training.selection import objective
+
+    if len(sets) < 2:
+        return None
+    per_set = objective(model, sets)[1]
+    own, *real = sets
+    return (f"validation PR@1: {own} {per_set[own]:.4f}; real text " +
+            ", ".join(f"{name} {per_set[name]:.4f}" for name in real) + " (text the simulator never saw)")

@@ -18,6 +18,7 @@ import duckdb
 import numpy as np
 
 from qcat.errors import InputError
+from qcat.lines import MAX_QUERY_BYTES, query_bytes
 from training.ingest_engine import COLUMNS, REQUIRED, check_header
 from training.ingest_text import read_delimited, read_jsonl
 from training.ingest_sql import DUCKDB_MACROS
@@ -51,6 +52,9 @@ def memory_limit(value: str | None = None) -> str:
 class DuckDBEngine:
     name = "duckdb"
     row_numbers = True
+    lines: int | None = None  # the file's physical lines, header and blank ones (None: Parquet)
+    header_lines = 0
+    blank_lines = 0
 
     def __init__(self, memory_limit_: str | None = None):
         limit = memory_limit(memory_limit_)  # checked before anything is created
@@ -84,6 +88,7 @@ class DuckDBEngine:
                 raise InputError(f"{path}: its name ends in .gz but it is not a valid gzip file ({exc})") from None
         rows = (read_jsonl(raw, columns, required) if fmt == "jsonl"
                 else read_delimited(raw, "\t" if fmt == "tsv" else ",", columns, required))
+        self.lines, self.header_lines, self.blank_lines = rows.lines, rows.header_lines, rows.blank_lines
         self.register("raw", rows.arrays())
 
     def _view_parquet(self, path: Path, columns: tuple[str, ...], required: tuple) -> None:
@@ -104,8 +109,11 @@ class DuckDBEngine:
 
     def map_queries(self, normalize: Callable[[str], str]) -> None:
         raw = [r[0] for r in self.con.execute("select distinct query from raw where query is not null").fetchall()]
+        size = [query_bytes(q) for q in raw]
         self.register("query_map", {"raw": np.asarray(raw, dtype=object),
-                                    "normalized": np.asarray([normalize(q) for q in raw], dtype=object)})
+                                    "normalized": np.asarray([normalize(q) if n <= MAX_QUERY_BYTES else ""
+                                                              for q, n in zip(raw, size)], dtype=object),
+                                    "bytes": np.asarray(size, dtype=np.int64)})
 
     def distinct(self, column: str) -> list[str]:
         return [r[0] for r in self.con.execute(f'select distinct "{column}" from raw where "{column}" is not null').fetchall()]

@@ -11,7 +11,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from qcat.errors import InputError
+from qcat.errors import InputError, shown
 
 COLUMNS = ("query", "category", "clicks", "impressions", "date")
 REQUIRED = ("query", "category")
@@ -23,6 +23,9 @@ class IngestEngine(Protocol):
 
     name: str
     row_numbers: bool  # whether ``raw.row`` is the file's line (or Parquet row) number
+    lines: int | None  # after ``read``: the file's physical lines, None where not known (Parquet, Spark)
+    header_lines: int  # of those, the header's
+    blank_lines: int  # and the blank ones (every other line is a row of ``raw``)
 
     def read(self, path: str, fmt: str) -> None:
         """Make the ``raw`` relation from a click log; InputError if it cannot be read."""
@@ -65,4 +68,4 @@ def check_header(header: Sequence[str], required: Sequence[str] = REQUIRED) -> N
     missing = [c if isinstance(c, str) else " or ".join(c) for c in required
                if not (c in header if isinstance(c, str) else any(name in header for name in c))]
     if missing:
-        raise InputError(f"missing column(s) {', '.join(missing)} (found: {', '.join(header) or 'none'})")
+        raise InputError(f"missing column(s) {', '.join(missing)} (found: {shown(', '.join(header)) if header else 'none'})")

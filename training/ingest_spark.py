@@ -6,8 +6,8 @@ corrupt-record column: such rows are ``malformed_row``. Spark decodes invalid UT
 U+FFFD, so a row holding U+FFFD counts as ``bad_encoding`` (a log that really contains
 U+FFFD is rejected here where DuckDB keeps it). A distributed read has no line numbers:
 reject examples carry none, and ``strict`` names the reason and value only. CSV and TSV are
-read with ``multiLine`` (a quoted field may hold a line break, as in the Python reader), which
-makes each file one task: give Spark a directory of part files, or Parquet, to spread a big log.
+read line by line, as the Python reader reads them: a quoted field does not run across lines, so
+a quote left open makes one malformed row, never swallows the lines after it.
 
 Queries are normalized by :func:`qcat.normalize.normalize` itself, on the executors, over
 the distinct queries (``mapInArrow``); the driver ships qcat's normalizer to them. The few
@@ -30,6 +30,7 @@ from typing import Callable
 import numpy as np
 
 from qcat.errors import InputError
+from qcat.lines import MAX_QUERY_BYTES
 from training.ingest_engine import COLUMNS, check_header
 
 INSTALL = 'pip install "qcat[spark]" and Java 17+ (Debian: apt-get install default-jre-headless)'
@@ -105,6 +106,9 @@ def _first_line(exc: Exception) -> str:
 class SparkEngine:
     name = "spark"
     row_numbers = False
+    lines = None  # a distributed read counts no lines
+    header_lines = 0
+    blank_lines = 0
 
     def __init__(self, spark, *, owned: bool = False):
         self.spark = spark
@@ -167,7 +171,7 @@ class SparkEngine:
             schema = StructType([StructField(c, StringType()) for c in fields + [CORRUPT]])
             frame = self.spark.read.json(path, schema=schema, mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT)
             return frame, fields
-        options = dict(sep="\t" if fmt == "tsv" else ",", quote='"', escape='"', encoding="UTF-8", multiLine=True)
+        options = dict(sep="\t" if fmt == "tsv" else ",", quote='"', escape='"', encoding="UTF-8", multiLine=False)
         header = self.spark.read.csv(path, header=True, **options).columns
         fields = [h.strip().lstrip("\ufeff").strip().lower() for h in header]
         check_header(fields)
@@ -193,19 +197,23 @@ class SparkEngine:
         import pyarrow as pa
 
         self._ship(normalize)
+        limit = MAX_QUERY_BYTES  # a plain int in the closure: the executors need no qcat.lines
 
         def normalized(batches):
             for batch in batches:
                 raw = batch.column(0).to_pylist()
+                size = [len(q.encode("utf-8", "surrogatepass")) for q in raw]  # qcat.lines.query_bytes
                 yield pa.RecordBatch.from_arrays(
-                    [pa.array(raw, pa.string()), pa.array([normalize(q) for q in raw], pa.string())],
-                    names=["raw", "normalized"])
+                    [pa.array(raw, pa.string()),
+                     pa.array([normalize(q) if n <= limit else "" for q, n in zip(raw, size)], pa.string()),
+                     pa.array(size, pa.int64())],
+                    names=["raw", "normalized", "bytes"])
 
         with _spark_errors(self._path), warnings.catch_warnings():
             # PySpark warns about pandas versions even where, as here, it uses no pandas.
             warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
             distinct = self.spark.sql("select distinct query from raw where query is not null")
-            self._name("query_map", distinct.mapInArrow(normalized, "raw string, normalized string"), cache=True)
+            self._name("query_map", distinct.mapInArrow(normalized, "raw string, normalized string, bytes bigint"), cache=True)
 
     def _ship(self, function: Callable) -> None:
         """Send the module of ``function`` (qcat's normalizer, stdlib only) to the executors,

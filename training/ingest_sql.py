@@ -14,7 +14,8 @@ Each engine provides three relations:
   ``impressions``, ``date`` (all text, null where absent), and ``bad`` / ``bad_value``: the
   reason and text of a row the reader could not decode or split (``bad_encoding``,
   ``malformed_row``), null otherwise;
-* ``query_map``: ``raw`` -> ``normalized``, from :func:`qcat.normalize.normalize`;
+* ``query_map``: ``raw`` -> ``normalized``, from :func:`qcat.normalize.normalize`, and ``bytes``,
+  the query's size in UTF-8 (a query over :data:`qcat.lines.MAX_QUERY_BYTES` is too long);
 * ``category_map``: ``raw`` -> ``named_id`` (the taxonomy id the log names, null if unknown),
   ``category_id`` (the category it counts for once the internal-node rule is applied),
   ``ambiguous``.
@@ -24,6 +25,8 @@ from __future__ import annotations
 
 import math
 from datetime import date
+
+from qcat.lines import MAX_QUERY_BYTES
 
 # Numbers as both engines' casts read them alike: Spark alone would take "1.5d" or "Infinity",
 # DuckDB alone "1_000"; either would read "nan". Anything else is a bad value.
@@ -69,11 +72,12 @@ def classify_sql(date_from: date | None, date_to: date | None) -> str:
     exceed = "impressions is not null and clicks > impressions"
     bad_date = "date_text is not null and trim(date_text) <> '' and day is null"
     empty = "normalized is null or normalized = ''"
+    too_long = f"query_bytes > {MAX_QUERY_BYTES}"
     return f"""
 with typed as (
     select /*+ BROADCAST(c) */ r.row, r.bad, r.bad_value, r.query, r.category,
            r.clicks as clicks_text, r.impressions as impressions_text, r.date as date_text,
-           q.normalized, c.category_id, c.named_id, coalesce(c.ambiguous, false) as ambiguous,
+           q.normalized, q.bytes as query_bytes, c.category_id, c.named_id, coalesce(c.ambiguous, false) as ambiguous,
            case when r.clicks is null or trim(r.clicks) = '' then cast(1 as double)
                 else {_number('r.clicks')} end as clicks,
            case when r.impressions is null or trim(r.impressions) = '' then cast(null as double)
@@ -88,6 +92,7 @@ select row, normalized, category_id, named_id, clicks, impressions, day,
     query as query_text, category as category_text,
     case
         when bad is not null then bad
+        when {too_long} then 'query_too_long'
         when {empty} then 'empty_query'
         when ambiguous then 'ambiguous_category'
         when category_id is null then 'unknown_category'
@@ -98,6 +103,7 @@ select row, normalized, category_id, named_id, clicks, impressions, day,
     end as reason,
     case
         when bad is not null then bad_value
+        when {too_long} then concat(cast(query_bytes as string), ' bytes: ', substr(query, 1, 40))
         when {empty} then coalesce(query, '')
         when ambiguous or category_id is null then coalesce(category, '')
         when {bad_clicks} then clicks_text

@@ -49,8 +49,11 @@ def check_trainable(dataset: Dataset, sets: ValidationSets, backend: str) -> Non
     be trained (or its settings chosen) on it. Every trainer calls this before fitting."""
     train, validation = dataset.train, own_split(sets)
     if len(train) == 0 or len(validation) == 0:
+        source = next(iter(sets))  # the data's own split: catalog, log or simulated (a corpus)
+        needs = {"catalog": "the catalog needs more usable listings (its titles are split 80/10/10)",
+                 "log": "the log needs more queries (or a lower --min-clicks)"}.get(source, "the corpus needs more queries")
         raise InputError(f"cannot train {backend}: {len(train):,} training and {len(validation):,} validation "
-                         f"(query, category) pairs; the log needs more queries (or a lower --min-clicks)")
+                         f"(query, category) pairs; {needs}")
 
 
 def validation_sets(dataset: Dataset, corpus=None) -> ValidationSets:

@@ -52,7 +52,12 @@ def parse_rules(text: str) -> tuple[str, ...]:
         return RULES
     if text == "none":
         return ()
-    return check_rules(part.strip() for part in text.split(",") if part.strip())
+    names = [part.strip() for part in text.split(",")]
+    if not any(names):
+        raise InputError(f"--short-forms {text!r} names no rule: give some of {', '.join(RULES)}, all, or none")
+    if "" in names:
+        raise InputError(f"--short-forms {text!r} has an empty rule name between commas")
+    return check_rules(names)
 
 
 def _is_model_number(token: str) -> bool:

@@ -15,14 +15,13 @@ Complement, Irrelevant) become Excellent/Good/Acceptable/Off-topic.
 
 from __future__ import annotations
 
-import csv
 import gzip
-import io
 import json
 from pathlib import Path
 
 from evaluation.golden.golden_set import GRADE_NAMES, NO_GRADE, RELEVANT_GRADE, GoldenSet, ImportReport, from_rows
-from qcat.errors import InputError
+from qcat.errors import InputError, shown
+from qcat.lines import split_line
 from qcat.normalize import normalize
 
 FORMATS = ("csv", "esci")
@@ -65,8 +64,8 @@ class _Rows:
 
     def bad(self, where: str, reason: str, value: object) -> None:
         if self.strict:
-            raise InputError(f"{self.path} {where}: {reason} ({value!r})")
-        self.report.skip(reason, f"{where}: {value!r}")
+            raise InputError(f"{self.path} {where}: {reason} ({shown(value)})")
+        self.report.skip(reason, f"{where}: {shown(value)}")
 
     def add(self, where: str, query: str, listing_id: str, relevance: int, grade: int, judge: str, simulated: bool) -> None:
         normalized = normalize(query)
@@ -88,18 +87,29 @@ def _grade(text: str) -> int | None:
 
 
 def read_csv(path: Path, strict: bool = False) -> GoldenSet:
-    reader = csv.DictReader(io.StringIO(_read_text(path)))
-    missing = [c for c in ("query", "listing_id", "relevance") if c not in (reader.fieldnames or [])]
+    """Golden judgments from CSV, one physical line at a time (a quote left open is one bad row at its
+    line, never a field that swallows the lines after it)."""
+    lines = _read_text(path).split("\n")
+    header = [name.strip() for name in (split_line(lines[0].removesuffix("\r"), ",") or [])]
+    missing = [c for c in ("query", "listing_id", "relevance") if c not in header]
     if missing:
         raise InputError(f"golden CSV {path} lacks columns {', '.join(missing)} "
                          "(expected query, listing_id, relevance[, grade, judge, simulated])")
     rows = _Rows(path, strict)
-    for line, row in enumerate(reader, start=2):
+    for line, text in enumerate(lines[1:], start=2):
+        text = text.removesuffix("\r")
+        if not text.strip():
+            continue
         rows.report.rows_read += 1
         where = f"row {line}"
-        if None in row or any(v is None for v in row.values()):
-            rows.bad(where, "wrong number of fields", row.get(None) or "")
+        fields = split_line(text, ",")
+        if fields is None:
+            rows.bad(where, "not well-formed CSV (a quote not closed on its line, or a stray carriage return)", text)
             continue
+        if len(fields) != len(header):
+            rows.bad(where, "wrong number of fields", text)
+            continue
+        row = dict(zip(header, fields))
         grade = _grade(row.get("grade") or "")
         if grade is None:
             rows.bad(where, "grade is not 0-3 or a grade name", row["grade"])

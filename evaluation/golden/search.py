@@ -79,7 +79,10 @@ class MiniSearch:
 
     def retrieve(self, token_lists: list[list[str]]) -> Candidates:
         k = min(self.config.candidates, len(self.inventory))
-        docs, scores = self.retriever.retrieve(token_lists, k=k, show_progress=False, n_threads=2)
+        # numpy's top-k, pinned: "auto" picks JAX's whenever JAX is installed, which changes memory use
+        # (a large batch died in JAX with RESOURCE_EXHAUSTED) and could change ties.
+        docs, scores = self.retriever.retrieve(token_lists, k=k, show_progress=False, n_threads=2,
+                                               backend_selection="numpy")
         docs, scores = docs.astype(np.int64), scores.astype(np.float64)
         # bm25s fills the list with score-0 documents when fewer match.
         docs[scores <= 0] = -1

@@ -202,20 +202,25 @@ def create_app(config: ServeConfig, loaded: LoadedModel, reloads=None, lifecycle
         metrics.queries.inc(len(results) - failed)
         if failed:
             metrics.query_errors.inc(failed)
-        if request.method == "GET" and failed:
-            return error_response(400, results[0]["error"])
+        # A query that cannot be classified is an error object in its result, for GET as for POST: any
+        # string is a valid `q` by the schema, so the request itself is answered (200).
         return json_response({"model": loaded.identity, "results": results})
 
     async def model(request: Request) -> Response:
         return json_response(slot.current.summary())
 
     async def reload(request: Request) -> Response:
+        # No credentials: 401, whether or not reloading is on (the schema's bearer security says so).
+        # Credentials while reloading over HTTP is off: 403. Wrong credentials: 401.
+        given = request.headers.get("authorization")
+        if given is None:
+            return error_response(401, "reload needs the header 'Authorization: Bearer <token>' with the "
+                                       f"token in {RELOAD_TOKEN_ENV}", {"WWW-Authenticate": "Bearer"})
         expected = os.environ.get(RELOAD_TOKEN_ENV, "")
         if not expected:
             return error_response(403, f"reloading over HTTP is off: start the service with {RELOAD_TOKEN_ENV} "
                                        f"set to a secret (or send the process SIGHUP)")
-        given = request.headers.get("authorization", "")
-        if not hmac.compare_digest(given.encode("utf-8"), f"Bearer {expected}".encode("utf-8")):
+        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), f"Bearer {expected}".encode("utf-8")):
             return error_response(401, "reload needs the header 'Authorization: Bearer <token>' with the "
                                        f"token in {RELOAD_TOKEN_ENV}", {"WWW-Authenticate": "Bearer"})
         try:

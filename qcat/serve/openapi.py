@@ -32,6 +32,9 @@ def openapi_document(config: ServeConfig) -> dict:
             "/v1/classify": {
                 "get": {
                     "summary": "Classify one query",
+                    "description": "The same answer as a POST of one query: a query that cannot be classified "
+                                   "(empty after normalization, longer than "
+                                   f"{config.max_query_length} characters) gets an error object as its result.",
                     "parameters": [
                         {"name": "q", "in": "query", "required": True, "schema": {"type": "string"}},
                         {"name": "k", "in": "query", "required": False, "schema": k},
@@ -87,7 +90,9 @@ def openapi_document(config: ServeConfig) -> dict:
                 "ClassifyRequest": {
                     "type": "object", "required": ["queries"], "additionalProperties": False,
                     "properties": {"queries": {"type": "array", "minItems": 1, "maxItems": config.max_batch,
-                                               "items": {"type": "string"}}, "k": k, "min_score": min_score}},
+                                               "items": {"type": "string"}}, "k": k,
+                                   "min_score": {**min_score, "type": ["number", "null"],
+                                                 "description": min_score["description"] + " null: the same."}}},
                 "Category": {"type": "object", "required": ["id", "path", "score"], "properties": {
                     "id": {"type": "string"}, "path": {"type": "string", "description": "A > B > C"},
                     "score": {"type": "number", "description": "the probability that the category is right where "

@@ -13,7 +13,9 @@ from qcat.serve.config import ServeConfig
 
 CLASSIFY_FIELDS = ("queries", "k", "min_score")
 ASCII_DIGITS = re.compile(r"[0-9]{1,9}")
-ASCII_DECIMAL = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?|\.[0-9]{1,9}")
+# A JSON number in the ASCII digits (as OpenAPI clients write a `number` parameter, 1e-05 included);
+# float() alone would also take "nan", "inf", "١" and "1_0".
+ASCII_DECIMAL = re.compile(r"[+-]?([0-9]{1,40}(\.[0-9]{0,40})?|\.[0-9]{1,40})([eE][+-]?[0-9]{1,3})?")
 
 
 class HTTPProblem(Exception):
@@ -43,8 +45,12 @@ def _json_type(value) -> str:
 
 
 def check_k(value, config: ServeConfig, field: str = "k") -> int:
+    """An integer as JSON Schema reads one: 96 or 96.0 (a number with no fraction), not true or "96"."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise HTTPProblem(400, f"{field} must be an integer, got {_json_type(value)}")
+        kind = "a number with a fraction" if isinstance(value, float) else _json_type(value)
+        raise HTTPProblem(400, f"{field} must be an integer, got {kind}")
     if not 1 <= value <= config.max_k:
         raise HTTPProblem(400, f"{field} must lie in 1..{config.max_k}, got {value}")
     return value
@@ -121,7 +127,7 @@ def parse_classify_query_string(raw: bytes, config: ServeConfig) -> ClassifyRequ
     min_score = None
     if "min_score" in fields:
         if not ASCII_DECIMAL.fullmatch(fields["min_score"][0]):
-            raise HTTPProblem(400, f"min_score must be a decimal number in [0, 1] written in the digits 0-9, "
+            raise HTTPProblem(400, f"min_score must be a number in [0, 1] written in the digits 0-9, "
                                    f"got {fields['min_score'][0]!r}")
         min_score = check_min_score(float(fields["min_score"][0]))
     return ClassifyRequest(fields["q"], k, min_score)

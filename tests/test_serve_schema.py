@@ -1,0 +1,54 @@
+"""Issue 34, item 15: `qcat serve` and its /openapi.json agree. Schemathesis generates requests
+from the served schema (every check, a fixed seed) against a live server, with no failure; and
+the four disagreements it found before, one by one."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.test_serve import DEMO, call
+from serve_load import ServerProcess  # noqa: E402  (benchmarks/, put on the path by tests.test_serve)
+
+CONFIG = Path(__file__).parent / "data" / "schemathesis.toml"
+
+
+@pytest.fixture(scope="module")
+def server():
+    process = ServerProcess(["--model", str(DEMO), "--no-access-log"], env={"QCAT_RELOAD_TOKEN": ""})
+    yield process
+    assert process.stop() == 0
+
+
+def test_the_four_disagreements_schemathesis_found(server):
+    # GET ?q= is schema-valid: the query's problem is its result, as in a POST (before: 400).
+    status, _, body = call(server.port, "GET", "/v1/classify?q=")
+    assert status == 200 and body["results"] == [{"query": "", "error": "query '' is empty after normalization"}]
+    # "min_score": null is allowed by the schema and means no threshold (before: schema-invalid, 200).
+    status, _, body = call(server.port, "POST", "/v1/classify", {"queries": ["lego"], "min_score": None, "k": 3})
+    assert status == 200 and len(body["results"][0]["categories"]) == 3
+    # 96.0 is an integer in JSON Schema (before: 400).
+    status, _, body = call(server.port, "POST", "/v1/classify", {"queries": ["lego"], "k": 96.0})
+    assert status == 200 and body == call(server.port, "POST", "/v1/classify", {"queries": ["lego"], "k": 96})[2]
+    # No Authorization: 401, as the schema's bearer security says, even with reloading off (before: 403).
+    status, headers, body = call(server.port, "POST", "/v1/reload")
+    assert status == 401 and headers.get("www-authenticate", headers.get("WWW-Authenticate")) == "Bearer"
+    status, _, body = call(server.port, "POST", "/v1/reload", headers={"Authorization": "Bearer x"})
+    assert status == 403 and "reloading over HTTP is off" in body["error"]
+
+
+def test_schemathesis_finds_no_failure(server, tmp_path):
+    schemathesis = shutil.which("schemathesis") or shutil.which("st")
+    if schemathesis is None:
+        pytest.skip("schemathesis is not installed (pip install -e \".[test]\")")
+    result = subprocess.run([schemathesis, "--config-file", str(CONFIG), "run",
+                             f"http://127.0.0.1:{server.port}/openapi.json", "--checks", "all", "--seed", "34",
+                             "--no-color"], capture_output=True, timeout=300, cwd=tmp_path)  # its cache goes there
+    out = result.stdout.decode(errors="replace")
+    assert result.returncode == 0, out[-4000:]
+    generated, passed = map(int, re.search(r"(\d+) generated, (\d+) passed", out).groups())
+    assert generated == passed >= 200
