@@ -414,5 +414,6 @@ export default function (component) {
     });
   }
   receive(data);
-  return () => { P.root = null; };
+  const mine = P.root;
+  return () => { if (P.root === mine) P.root = null; };  // a remount may have run before this cleanup
 }
