@@ -473,15 +473,11 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 STOP_GRACE_SECONDS = 10
 
 
-def die_with_parent(parent: int) -> None:
-    """In the child, before it runs: SIGKILL it when its parent dies (Linux ``PR_SET_PDEATHSIG``),
-    and exit at once if the parent died before that was set."""
-    import ctypes
-
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
+# Run before the Streamlit server replaces it (exec): on Linux, SIGKILL it when its parent, `qcat
+# judge app`, dies (PR_SET_PDEATHSIG survives the exec), and exit at once if the parent is gone
+# already. A launcher rather than Popen's preexec_fn, which is unsafe in a process with threads.
+DIE_WITH_PARENT = ("import ctypes, os, signal, sys; ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0); "
+                   "os.getppid() == int(sys.argv[1]) or os._exit(1); os.execv(sys.argv[2], sys.argv[2:])")
 
 
 def run_child(command: list[str], env: dict) -> int:
@@ -490,9 +486,9 @@ def run_child(command: list[str], env: dict) -> int:
     gets :data:`STOP_GRACE_SECONDS` to exit before it is killed; on Linux the child is also killed
     when this process dies without a word (SIGKILL, a crash), so it never serves on alone. Returns
     the child's exit status (0 when it was stopped by one of those signals)."""
-    parent = os.getpid()
-    child = subprocess.Popen(command, env=env,
-                             preexec_fn=(lambda: die_with_parent(parent)) if sys.platform == "linux" else None)
+    if sys.platform == "linux":
+        command = [sys.executable, "-c", DIE_WITH_PARENT, str(os.getpid()), *command]
+    child = subprocess.Popen(command, env=env)
     stopping: list[int] = []
 
     def stop(signum, frame) -> None:
