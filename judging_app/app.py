@@ -289,7 +289,7 @@ def grading(store, judge_id: int, session_id: int) -> None:
         answers = desk.take(outbox["actions"])
         reviewing = st.session_state.get("reviewing")
         if any(answer["status"] in ("changed", "back") and answer["query_id"] == reviewing
-               for answer in answers.values()):
+               for answer in desk.new_answers):
             st.session_state.pop("reviewing", None)
             reviewing = None
         down = None

@@ -246,18 +246,22 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
 
 
 def next_queries(store: Store, judge_id: int, session_id: int, count: int,
-                 claim_timeout: timedelta = CLAIM_TIMEOUT, holding: Sequence[int] = ()) -> list[int]:
+                 claim_timeout: timedelta = CLAIM_TIMEOUT, holding: Sequence[int] = (),
+                 passed_over: Collection[int] = ()) -> list[int]:
     """The ids of up to ``count`` queries for the judge, in the order to judge them: the one to
     show now and the ones the grading panel holds ready after it (each claimed, as
     :func:`next_query` claims one), in one transaction. ``holding``: the queries the panel holds
     now, in its order; those not finished meanwhile come first, so a prefetched query is never
-    swapped for another. (:func:`screen` gives what each shows; it never changes.)"""
+    swapped for another. ``passed_over``: queries the panel has let go of (never given again by it).
+    (:func:`screen` gives what each shows; it never changes.)"""
     def pick(session) -> list[int]:
         record, now = _ready(session, judge_id, session_id, claim_timeout)
         picked: list[int] = []
-        for _ in range(count):
+        for index in range(count):
             showing = next((query_id for query_id in holding if query_id not in picked), None)
-            query_id = _pick(session, judge_id, record, now, showing, picked)
+            # only the query on screen stays the judge's when its released claim cannot be taken back
+            query_id = _pick(session, judge_id, record, now, showing, [*picked, *passed_over],
+                             keep_released=index == 0)
             if query_id is None:
                 break
             picked.append(query_id)
@@ -293,13 +297,18 @@ def _ready(session, judge_id: int, session_id: int, claim_timeout: timedelta) ->
 
 
 def _pick(session, judge_id: int, record: JudgingSession, now: datetime, showing: int | None,
-          beyond: Collection[int]) -> int | None:
+          beyond: Collection[int], keep_released: bool = True) -> int | None:
     """The id of the next query of :func:`next_query`, in its order, claimed within the caller's
-    transaction."""
+    transaction. ``keep_released``: ``showing`` stays the judge's even when its released claim
+    cannot be taken back (the query on screen); else such a query is passed over."""
     session_id, limit = record.id, record.judges_per_query
     held = (_on_screen(session, judge_id, session_id, showing)
             if showing is not None and showing not in beyond else None)
-    held = held or open_assignment(session, judge_id, session_id, beyond)
+    if held is not None and not _reclaim(session, held, limit, now) and not keep_released:
+        held = None
+    if held is not None:
+        return held.query_id
+    held = open_assignment(session, judge_id, session_id, beyond)
     if held is not None:
         _reclaim(session, held, limit, now)
         return held.query_id

@@ -118,14 +118,18 @@ class GradingDesk:
         """Store every action of the outbox not answered yet, in order; the answers of all of them."""
         actions = outbox if isinstance(outbox, list) else []
         answers: dict[str, dict] = {}
+        self.new_answers: list[dict] = []  # those answered by this call (a page rerun sends old ones again)
         for action in actions[:MAX_ACTIONS]:
             if not isinstance(action, dict) or not isinstance(action.get("id"), str):
                 continue
             key = action["id"][:100]
             if key not in self.answered:  # a retry after the store was down comes with an id of its own
-                self.answered[key] = self.answer(action).as_dict()
-                if self.answered[key]["status"] in ("saved", "skipped", "finished", "not_needed"):
-                    self.finished.add(self.answered[key]["query_id"])
+                answer = self.answered[key] = self.answer(action).as_dict()
+                self.new_answers.append(answer)
+                if answer["status"] in ("saved", "skipped", "finished", "not_needed", "refused"):
+                    self.finished.add(answer["query_id"])
+                if answer["status"] == "refused" and action.get("kind") in ("submit", "skip", "flag"):
+                    self.let_go(answer["query_id"])
             answers[key] = self.answered[key]
         for key in set(self.answered) - set(answers):  # the panel has let go of them
             del self.answered[key]
@@ -160,6 +164,8 @@ class GradingDesk:
         except assignment.AlreadyFinished as exc:
             if kind == "submit" and exc.status == "done":  # sent again (a retry, a reload): stored once already
                 return Answer("saved", f"Your grades for “{text}” were saved already.", query_id)
+            if kind in ("skip", "flag") and exc.status == "skipped":  # the same: skipped once already
+                return Answer("skipped", f"“{text}” was skipped already.", query_id)
             return Answer("finished", f"“{text}” was already {'graded' if exc.status == 'done' else 'skipped'} in "
                                       "another window: nothing was changed.", query_id)
         except judgments.NotNeeded:
@@ -172,6 +178,16 @@ class GradingDesk:
                 self.log.error("judging store error: %s", error_detail(exc), exc_info=exc)
             return Answer("store_down", f"Not saved: {STORE_DOWN.lower()}. Your grades are kept here: press R "
                                         "(or Retry) in a moment.", query_id)
+
+    def let_go(self, query_id: int | None) -> None:
+        """Give back the judge's claim on a query the panel has let go of (its action refused)."""
+        if query_id is None:
+            return
+        try:
+            assignment.release(self.store, judge_id=self.judge_id, query_id=query_id)
+        except (InputError, SQLAlchemyError) as exc:  # it expires with the claim timeout all the same
+            if self.log is not None:
+                self.log.warning("could not release query %s of judge %s: %s", query_id, self.judge_id, exc)
 
     @staticmethod
     def grades(action: dict) -> list[tuple[str, str, object]]:
@@ -186,7 +202,7 @@ class GradingDesk:
         held = [q for q in holding if isinstance(q, int) and not isinstance(q, bool) and q not in self.finished
                 ] if isinstance(holding, list) else []
         ids = assignment.next_queries(self.store, self.judge_id, self.session_id, 1 + self.prefetch,
-                                      self.claim_timeout, holding=held[:1 + self.prefetch])
+                                      self.claim_timeout, holding=held[:1 + self.prefetch], passed_over=self.finished)
         new = [query_id for query_id in ids if query_id not in self.drawn]
         if new:
             with self.store.sessions() as session:

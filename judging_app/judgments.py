@@ -167,9 +167,13 @@ def check_active_seconds(seconds: object) -> float | None:
     """A measured time on a query: a finite number of seconds, 0 or more (None: not measured)."""
     if seconds is None:
         return None
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds < 0:
-        raise InputError(f"the time spent on a query must be a number of seconds, 0 or more: got {seconds!r}")
-    return float(seconds)
+    try:
+        value = float(seconds) if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) else math.nan
+    except OverflowError:  # an integer too large for a float
+        value = math.inf
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"the time spent on a query must be a number of seconds, 0 or more: got {str(seconds)[:40]}")
+    return value
 
 
 def key_changed(before: dict, listing: str, side: str, grade: int) -> bool:

@@ -51,7 +51,7 @@ function keepDraft() {
 
 function forget(id) {
   P.drafts.delete(id);
-  if (store()) store().removeItem(draftKey(id));
+  try { if (store()) store().removeItem(draftKey(id)); } catch (e) { /* nothing kept to forget */ }
 }
 
 // ---- time at work on the query on screen: gaps of inactivity count at most the idle cap
@@ -63,12 +63,15 @@ function activity() {
 }
 
 // ---- talking to the server
-const RESEND_MS = 3000;  // an action unanswered this long is sent again (a message lost in a reconnect)
+const RESEND_MS = 3000;
+const DONE_ASK_MS = 30000;  // with nothing left for the judge: ask again whether a query came back  // an action unanswered this long is sent again (a message lost in a reconnect)
 
 function keepOutbox() {  // in the tab, so that a reload sends them again (or keeps them for R)
   if (!store()) return;
-  store().setItem(outboxKey(), JSON.stringify(P.outbox));
-  store().setItem(failedKey(), JSON.stringify(P.failed));
+  try {
+    store().setItem(outboxKey(), JSON.stringify(P.outbox));
+    store().setItem(failedKey(), JSON.stringify(P.failed));
+  } catch (e) { /* storage full or refused: kept in memory only, and sent all the same */ }
 }
 
 function send() {
@@ -234,8 +237,10 @@ if (!window.qcatPanelKeys) {  // one listener for the page's life; it acts on th
   for (const type of ['pointerdown', 'wheel', 'scroll']) document.addEventListener(type, () => activity(), {capture: true, passive: true});
   setInterval(() => {  // at least once: the server stores an action once, however often it hears of it;
     // and while the store is down, ask again now and then, so that the panel learns when it is back
-    const due = P.outbox.length || (P.data && P.data.store_down);
-    if (P.root && P.root.isConnected && due && performance.now() - (P.sentAt || 0) > RESEND_MS) send();
+    const since = performance.now() - (P.sentAt || 0);
+    const due = ((P.outbox.length || (P.data && P.data.store_down)) && since > RESEND_MS)
+      || (P.data && P.data.mode === 'done' && since > DONE_ASK_MS);
+    if (P.root && P.root.isConnected && due) send();
   }, 1000);
 }
 
@@ -258,8 +263,8 @@ function drawQuery() {
   const s = P.current, review = P.data.mode === 'review';
   const body = $('.body');
   if (!s) {
-    body.innerHTML = P.data.mode === 'done' || (P.data.mode === 'grade' && !P.order.length && P.data.exhausted && !P.outbox.length)
-      ? '<p class="all-done">All done: no query in this session needs your judgment any more. Thank you!</p>'
+    body.innerHTML = P.data.mode === 'done'
+      ? '<p class="all-done">All done: no query in this session needs your judgment right now. Thank you! (Should one come back to the queue, it shows here.)</p>'
       : '<p class="loading">Loading the next query…</p>';
     $('.actions').hidden = true;
     return;
@@ -344,17 +349,23 @@ function showNext() {
 }
 
 // ---- what the server sent
-function receive(data) {
+function receive(data, redraw) {
   const fresh = P.epoch !== data.epoch;
   P.data = data;
   if (fresh) {  // a new panel: sign-in, another session, review mode in or out
     P.epoch = data.epoch;
     P.screens = new Map(); P.order = []; P.current = null; P.finishedHere = new Set(); P.waiting = [];
-    if (!P.outbox.length && !P.failed.length && store()) {  // actions of the tab before a reload
-      try { P.outbox = JSON.parse(store().getItem(outboxKey()) || '[]'); } catch (e) { P.outbox = []; }
-      try { P.failed = JSON.parse(store().getItem(failedKey()) || '[]'); } catch (e) { P.failed = []; }
-      if (P.outbox.length) send();
+    if (P.judge !== data.judge) {  // another judge in this tab: the last one's actions stay in the tab, under their name
+      P.judge = data.judge;
+      P.outbox = []; P.failed = []; P.drafts = new Map(); P.messages = [];
+      try {  // actions of this judge's tab before a reload, not yet answered (or kept for R)
+        P.outbox = JSON.parse((store() && store().getItem(outboxKey())) || '[]');
+        P.failed = JSON.parse((store() && store().getItem(failedKey())) || '[]');
+      } catch (e) { P.outbox = []; P.failed = []; }
     }
+    // a query whose action is still on its way is finished here: never shown blank again
+    for (const action of P.outbox.concat(P.failed)) if (action.kind !== 'back') P.finishedHere.add(action.query);
+    if (P.outbox.length) send();
   }
   const answers = data.answers || {};
   const answered = P.outbox.filter((a) => answers[a.id]);
@@ -382,10 +393,13 @@ function receive(data) {
   if (shown && !ids.includes(shown.id) && !data.store_down) {
     say(`“${shown.plain}” was already graded or skipped in another window, or taken by another judge after a long pause: nothing was changed. Here is your next query.`, 'warn');
     forget(shown.id);
+    const note = $('.note');
+    if (note && P.root.getRootNode().activeElement === note) note.blur();
   }
   P.order = ids;
   drawHeader();
   if (!shown || !ids.includes(shown.id)) showNext();
+  else if (redraw) drawQuery();
   else drawGrades(false);
   if (data.open_guidelines && fresh) $('.help').hidden = false;
   drawMessages();
@@ -393,7 +407,9 @@ function receive(data) {
 
 export default function (component) {
   const {parentElement, data, setStateValue} = component;
-  P.root = parentElement.querySelector('.qcat-panel');
+  const root = parentElement.querySelector('.qcat-panel');
+  const remounted = P.root !== root;  // a new element (an app restart, a page rerun): draw it all again
+  P.root = root;
   P.setState = setStateValue;
   if (!P.root.dataset.wired) {
     P.root.dataset.wired = '1';
@@ -413,7 +429,7 @@ export default function (component) {
       if (event.target.classList.contains('note') && P.current) { draft(P.current).note = event.target.value; keepDraft(); }
     });
   }
-  receive(data);
+  receive(data, remounted);
   const mine = P.root;
   return () => { if (P.root === mine) P.root = null; };  // a remount may have run before this cleanup
 }

@@ -117,17 +117,20 @@ def test_sign_in_then_grade_a_query(app_env):
     held = min(1 + PREFETCH, len(QUERIES))  # the query shown and those held ready after it
     assert len(data["queue"]) == held and len({shown["id"] for shown in data["queue"]}) == held
     assert count(store, Assignment, Assignment.status == "open") == held  # each claimed for ann
-    # an incomplete submission is refused and stores nothing
+    # an incomplete submission (the panel never sends one) is refused, stores nothing, and the
+    # panel, which has moved on, lets go of the query: its claim goes back to the others
     action = panel_action(at, "submit", 3)
     action["grades"] = action["grades"][:1]
     at = panel_send(at, action)
     assert [a["status"] for a in panel_answers(at)] == ["refused"]
     assert "grade every listing: 4 of 5 are not graded yet" in messages(at)[0]
-    assert count(store, Judgment) == 0
+    assert count(store, Judgment) == 0 and count(store, Assignment, Assignment.status == "released") == 1
+    second = shown_query(at)
+    assert second not in (None, first)
     at = grade_everything(at, 2)
-    assert messages(at) == [f"Saved your 5 grades for “{first}”."]
+    assert messages(at) == [f"Saved your 5 grades for “{second}”."]
     assert count(store, Judgment) == 5 and count(store, Judgment, Judgment.grade == 2) == 5
-    assert shown_query(at) not in (None, first)
+    assert shown_query(at) not in (None, first, second)
     assert count(store, Assignment, Assignment.status == "done") == 1
 
 
@@ -138,16 +141,19 @@ def test_skip_and_flag(app_env):
     at = panel_send(at, panel_action(at, "skip"))
     second = shown_query(at)
     assert second not in (None, first) and messages(at) == [f"Skipped “{first}”."]
-    at = panel_send(at, panel_action(at, "flag"))  # without a note: refused
-    assert [a["status"] for a in panel_answers(at)] == ["refused"] and shown_query(at) == second
+    at = panel_send(at, panel_action(at, "flag"))  # without a note (the panel never sends one): refused
+    assert [a["status"] for a in panel_answers(at)] == ["refused"]
+    third = shown_query(at)  # the panel let go of the second; its claim went back
+    assert third not in (None, first, second)
     note = "Robert'); DROP TABLE judgments;-- not a product search"
     at = panel_send(at, panel_action(at, "flag", note=note))
-    assert messages(at) == [f"Flagged and skipped “{second}”."]
-    assert shown_query(at) not in (None, first, second)
+    assert messages(at) == [f"Flagged and skipped “{third}”."]
+    assert shown_query(at) not in (None, first, second, third)
     with store.sessions() as session:
         rows = session.execute(select(SessionQuery.text, Assignment.status, Assignment.flagged, Assignment.flag_note)
                                .join(SessionQuery, SessionQuery.id == Assignment.query_id).order_by(Assignment.id)).all()
-    assert [tuple(r) for r in rows[:2]] == [(first, "skipped", False, ""), (second, "skipped", True, note)]
+    assert [tuple(r) for r in rows[:3]] == [(first, "skipped", False, ""), (second, "released", False, ""),
+                                            (third, "skipped", True, note)]
     assert count(store, Judgment) == 0
 
 
@@ -433,7 +439,8 @@ def test_a_judge_reviews_and_changes_a_submitted_query(app_env):
     data = panel_data(at)
     assert data["mode"] == "review" and len(data["queue"]) == 1
     assert [slot["grade"] for slot in panel_slots(at)] == [1] * 5  # the grades given
-    at = panel_send(at, panel_action(at, "review", [3, 1, 1, 1, 1]))
+    review = panel_action(at, "review", [3, 1, 1, 1, 1])
+    at = panel_send(at, review)
     assert messages(at)[0].startswith("Changed 1 grade of"), messages(at)
     assert "“" in judged and count(store, Judgment, Judgment.grade == 3) == 1
     with store.sessions() as session:
@@ -441,6 +448,9 @@ def test_a_judge_reviews_and_changes_a_submitted_query(app_env):
     assert panel_data(at)["mode"] == "grade" and all(slot["grade"] is None for slot in panel_slots(at))  # back
     at.run()
     assert "(changed 1 time)" in at.selectbox(key="review_choice").options[0]
+    button(at, "Review or change").click()  # the same query again, the panel's state still holding the saved
+    at = panel_send(at, review)            # review: its old answer does not close the new review at once
+    assert panel_data(at)["mode"] == "review" and [slot["grade"] for slot in panel_slots(at)] == [3, 1, 1, 1, 1]
 
 
 def test_the_admin_page_shows_progress_and_deactivates_and_resets_a_judge(app_env):

@@ -257,14 +257,16 @@ def test_the_store_stopped_mid_session_loses_nothing_and_r_stores_what_was_kept(
                     type_keys(page, [*digits, "Enter"])
                     shown = panel_shown(page)
                 page.wait_for_function("() => window.qcatPanel.failed.length === 3", timeout=30_000)
-                errors = page.locator(".qcat-panel .msg.error")
-                assert errors.count() == 1 and "3 queries are kept here" in errors.inner_text()
+                errors = page.evaluate("() => Array.from(window.qcatPanel.root.querySelectorAll('.msg.error'))"
+                                       ".map(e => e.innerText)")
+                assert len(errors) == 1 and "3 queries are kept here" in errors[0], errors
                 assert "Traceback" not in page.inner_text("body")
                 server.start()
                 page.keyboard.press("r")
                 page.wait_for_function(SETTLED, timeout=30_000)
                 page.wait_for_function("() => !window.qcatPanel.data.store_down", timeout=30_000)  # it asks again
-                assert page.locator(".qcat-panel .msg.error").count() == 0
+                page.wait_for_function("() => window.qcatPanel.root.querySelectorAll('.msg.error').length === 0",
+                                       timeout=30_000)
             finally:
                 browser.close()
         assert_stored_as_typed(url, "ann", typed)

@@ -163,3 +163,33 @@ def test_defect_6_the_report_header_counts_a_sent_back_query_by_its_judges(store
 def test_defect_8_no_deprecated_width_argument_in_the_app():
     sources = "\n".join(path.read_text() for path in (ROOT / "judging_app").glob("*.py"))
     assert not re.search(r"use_container_width", sources)
+
+
+def test_a_held_query_whose_claim_went_to_others_is_passed_over_and_a_refused_one_let_go(store):
+    """Review findings: only the query on screen stays the judge's when its released claim cannot
+    be taken back (a query held ready is passed over); a query whose action was refused is given
+    back and never shown again by that page."""
+    session_id = store_session(store, "one judge", "A", "B", QUERIES, judges_per_query=1, seed=4)
+    ann, bob = add_judge(store, "ann")[0], add_judge(store, "bob")[0]
+    desk = GradingDesk(store, ann.id, session_id, prefetch=2)
+    held = [shown["id"] for shown in desk.queue()]
+    assignment.release(store, judge_id=ann.id)  # an organizer releases all of ann's claims
+    bobs = [shown["id"] for shown in GradingDesk(store, bob.id, session_id, prefetch=2).queue()]
+    assert bobs == held  # bob takes them all (one judge per query)
+    again = [shown["id"] for shown in desk.queue(held)]
+    assert again[0] == held[0] and not set(again[1:]) & set(held)  # the one on screen stays; the others not
+    refused = desk.take([{"id": "r", "kind": "submit", "query": again[1], "text": "t", "grades": []}])["r"]
+    assert refused["status"] == "refused"
+    with store.sessions() as session:
+        status = session.scalar(select(Assignment.status).where(Assignment.query_id == again[1],
+                                                                Assignment.judge_id == ann.id))
+    assert status == "released" and again[1] not in [shown["id"] for shown in desk.queue(again)]
+
+
+def test_a_time_too_large_for_a_float_is_refused_in_one_line(store):
+    session_id = store_session(store, "timed", "A", "B", QUERIES[:1], seed=1)
+    ann = add_judge(store, "ann")[0]
+    desk = GradingDesk(store, ann.id, session_id)
+    [shown] = desk.queue()
+    answer = submit(desk, shown, 1, "big", seconds=10 ** 400)
+    assert answer["status"] == "refused" and "seconds, 0 or more" in answer["message"]
