@@ -274,3 +274,31 @@ def test_the_store_stopped_mid_session_loses_nothing_and_r_stores_what_was_kept(
         stop_judging_app(process)
         drop()
         server.remove()
+
+
+def test_another_judge_signing_in_in_the_same_tab_starts_clean(running_app):
+    """Review finding: a judge's grades typed but not submitted, or actions not yet answered, never
+    carry over to the next judge who signs in in the same tab (no reload between them)."""
+    url, db, tokens, _ = running_app
+    with playwright.sync_playwright() as p:
+        browser = launch_chromium(p)
+        try:
+            context, page = signed_in_panel(browser, url, tokens[0])
+            first = panel_shown(page)
+            type_keys(page, ["3", "3"])  # typed, not submitted
+            page.get_by_role("button", name="Sign out").click()
+            page.get_by_label("Your judge token").fill(tokens[1])
+            page.keyboard.press("Enter")
+            page.wait_for_function("(judge) => window.qcatPanel.data && window.qcatPanel.data.judge !== judge "
+                                   "&& window.qcatPanel.current", arg=page.evaluate("() => window.qcatPanel.data.judge"))
+            shown = panel_shown(page)
+            state = page.evaluate("(id) => ({outbox: window.qcatPanel.outbox.length, failed: window.qcatPanel.failed.length,"
+                                  " drafts: window.qcatPanel.drafts.size,"
+                                  " grades: window.qcatPanel.drafts.get(id) ? window.qcatPanel.drafts.get(id).grades : null})",
+                                  shown["id"])
+            assert state["outbox"] == 0 and state["failed"] == 0, state
+            assert state["grades"] is None or all(g is None for g in state["grades"]), state  # ann's 3 3 not shown to bob
+            assert shown["id"] == first["id"]  # ann's claims went back at sign-out: bob gets her query, blank
+        finally:
+            browser.close()
+    assert stored_grades(db, "ann") == {} and stored_grades(db, "bob") == {}
