@@ -204,28 +204,6 @@ def sidebar(store, judge_id: int, session_id: int) -> None:
                    "**S** skip · **F** flag · **R** retry · **?** guidelines")
 
 
-def session_guidelines(store, session_id: int) -> str | None:
-    """The session's own Markdown guidelines (``create-session --guidelines``), or None."""
-    try:
-        with store.sessions() as session:
-            record = find_session(session, session_id)
-            return json.loads(record.settings or "{}").get("guidelines") or None
-    except SQLAlchemyError as exc:
-        store_down(exc)
-        return None
-
-
-def session_display_name(store, session_id: int) -> str:
-    """The session's name as judges see it (its display name: never the systems compared)."""
-    try:
-        with store.sessions() as session:
-            record = find_session(session, session_id)
-            return judge_facing_name(record.id, record.display_name)
-    except SQLAlchemyError as exc:
-        store_down(exc)
-        return ""
-
-
 @st.fragment(run_every=timedelta(seconds=JUDGMENTS_REFRESH_SECONDS))
 def your_judgments(store, judge_id: int, session_id: int) -> None:
     """The queries this judge submitted, to review and change (the panel submits without
@@ -265,17 +243,21 @@ def grading_desk(store, judge_id: int, session_id: int) -> GradingDesk:
 
 
 def session_about(store, session_id: int) -> dict:
-    """What the panel says of the session: its display name and its guidelines as HTML (read once
-    per page and session: they do not change while judges grade)."""
+    """What the panel says of the session: its display name (never the systems compared) and its
+    guidelines (``create-session --guidelines``) as HTML, read once per page and session: they do
+    not change while judges grade."""
     cached = st.session_state.setdefault("session_about", {})
     if session_id not in cached:
-        guidelines = session_guidelines(store, session_id)
-        name = session_display_name(store, session_id)
-        about = {"name": name, "has_guidelines": bool(guidelines),
-                 "guidelines_html": markdown_html((guidelines + "\n\n---\n\n" if guidelines else "") + GUIDELINE)}
-        if not name:  # the store could not be reached: ask again next time
-            return about
-        cached[session_id] = about
+        try:
+            with store.sessions() as session:
+                record = find_session(session, session_id)
+                name = judge_facing_name(record.id, record.display_name)
+                guidelines = json.loads(record.settings or "{}").get("guidelines") or None
+        except SQLAlchemyError as exc:  # asked again next time
+            store_down(exc)
+            return {"name": "", "has_guidelines": False, "guidelines_html": markdown_html(GUIDELINE)}
+        cached[session_id] = {"name": name, "has_guidelines": bool(guidelines), "guidelines_html": markdown_html(
+            (guidelines + "\n\n---\n\n" if guidelines else "") + GUIDELINE)}
     return cached[session_id]
 
 
@@ -285,26 +267,25 @@ def grading(store, judge_id: int, session_id: int) -> None:
     stored, and it is sent its next queries back."""
     desk = grading_desk(store, judge_id, session_id)
     outbox = sent_outbox()
-    with desk.turn():
-        answers = desk.take(outbox["actions"])
-        reviewing = st.session_state.get("reviewing")
-        if any(answer["status"] in ("changed", "back") and answer["query_id"] == reviewing
-               for answer in desk.new_answers):
-            st.session_state.pop("reviewing", None)
-            reviewing = None
-        down = None
-        try:
-            queue = desk.review(reviewing) if reviewing is not None else desk.queue(outbox["holding"])
-            progress = desk.progress()
-            st.session_state["panel_queue"] = (reviewing, queue)
-        except InputError as exc:  # deactivated, not a member, a session gone: said, never a traceback
-            st.error(str(exc))
-            return
-        except SQLAlchemyError as exc:
-            log.error("judging store error: %s", error_detail(exc), exc_info=exc)
-            held_for, queue = st.session_state.get("panel_queue", (None, []))
-            queue = queue if held_for == reviewing else []
-            progress, down = None, f"{STORE_DOWN}: you can go on with the queries on screen; what you submit is kept here."
+    answers = desk.take(outbox["actions"])
+    reviewing = st.session_state.get("reviewing")
+    if any(answer["status"] in ("changed", "back") and answer["query_id"] == reviewing
+           for answer in desk.new_answers):
+        st.session_state.pop("reviewing", None)
+        reviewing = None
+    down = None
+    try:
+        queue = desk.review(reviewing) if reviewing is not None else desk.queue(outbox["holding"])
+        progress = desk.progress()
+        st.session_state["panel_queue"] = (reviewing, queue)
+    except InputError as exc:  # deactivated, not a member, a session gone: said, never a traceback
+        st.error(str(exc))
+        return
+    except SQLAlchemyError as exc:
+        log.error("judging store error: %s", error_detail(exc), exc_info=exc)
+        held_for, queue = st.session_state.get("panel_queue", (None, []))
+        queue = queue if held_for == reviewing else []
+        progress, down = None, f"{STORE_DOWN}: you can go on with the queries on screen; what you submit is kept here."
     about = session_about(store, session_id)
     first_time = session_id not in st.session_state.setdefault("guidelines_seen", set())
     st.session_state["guidelines_seen"].add(session_id)

@@ -14,9 +14,7 @@ message; ``store_down`` keeps it in the panel, with the grades, for the judge to
 
 from __future__ import annotations
 
-import contextlib
 import html
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -31,11 +29,6 @@ from judging_app.store import Store, error_detail
 from qcat.errors import InputError
 
 PREFETCH = 4  # queries held ready after the one on screen: a margin for a busy server (docs/benchmarks.md)
-# One app process serves every judge. On SQLite, whose writers take one lock for the whole file,
-# its pages take turns here: a waiter wakes the moment the lock is free, instead of in SQLite's
-# busy handler, which sleeps up to 100 ms between tries (measured: 227 ms per panel message with 3
-# judges typing at speed, 10 ms for one judge alone).
-SQLITE_WRITES = threading.Lock()
 PROGRESS_SECONDS = 5.0
 MAX_ACTIONS = 200  # an outbox longer than this is not the panel's
 STORE_DOWN = "The judging store cannot be reached right now"
@@ -109,10 +102,6 @@ class GradingDesk:
     drawn: dict[int, dict] = field(default_factory=dict)  # query id -> screen_data (a query's lists never change)
     counted: tuple[float, dict] | None = None  # (when, progress)
     log: Any = None
-
-    def turn(self):
-        """Hold the app's SQLite write turn (no-op on PostgreSQL) for one panel message."""
-        return SQLITE_WRITES if self.store.engine.dialect.name == "sqlite" else contextlib.nullcontext()
 
     def take(self, outbox: object) -> dict[str, dict]:
         """Store every action of the outbox not answered yet, in order; the answers of all of them."""

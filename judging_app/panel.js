@@ -78,8 +78,8 @@ function send() {
   keepOutbox();
   P.sentAt = performance.now();
   P.sends = (P.sends || 0) + 1;  // makes every message new, so that a resend reaches the server too
-  P.setState('outbox', {actions: P.outbox.slice(), send: P.sends,
-                        holding: (P.current ? [P.current.id] : []).concat(P.order.filter((id) => !P.current || id !== P.current.id))});
+  // P.order: the query on screen first, then those held ready (a finished one leaves it at once)
+  P.setState('outbox', {actions: P.outbox.slice(), send: P.sends, holding: P.order.slice()});
 }
 
 

@@ -51,22 +51,18 @@ def markdown_html(text: str) -> str:
 PAGE_STYLE = "<style>[data-testid='stMainBlockContainer'] { padding-top: 2.5rem; padding-bottom: 0; }</style>"
 
 
-def grading_panel(data: dict) -> dict:
-    """Mount the panel with ``data`` (see :func:`judging_app.app.panel_data`); its outbox, as last
-    sent (``{"actions": [...], "holding": [...]}``), or an empty one."""
+def grading_panel(data: dict) -> None:
+    """Mount the panel with ``data`` (what :func:`judging_app.app.grading` sends it); what the
+    panel sends back is read at the start of the next run, :func:`sent_outbox`."""
     st.html(PAGE_STYLE)
-    result = _component(key=KEY, data=data, default={"outbox": {"actions": [], "holding": []}},
-                        on_outbox_change=lambda: None)
-    return outbox_of(result)
+    _component(key=KEY, data=data, default={"outbox": {"actions": [], "holding": []}}, on_outbox_change=lambda: None)
 
 
 def sent_outbox() -> dict:
-    """The panel's outbox as it stands at the start of this run (before the panel is mounted)."""
-    return outbox_of(st.session_state.get(KEY))
-
-
-def outbox_of(state) -> dict:
-    outbox = (state or {}).get("outbox") if hasattr(state, "get") else None
+    """The panel's outbox (``{"actions": [...], "holding": [...]}``) as it stands at the start of
+    this run, before the panel is mounted; an empty one before the panel has sent anything."""
+    state = st.session_state.get(KEY)
+    outbox = state.get("outbox") if hasattr(state, "get") else None
     if not isinstance(outbox, dict):
         return {"actions": [], "holding": []}
     return {"actions": outbox.get("actions") if isinstance(outbox.get("actions"), list) else [],
