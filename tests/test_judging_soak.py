@@ -116,5 +116,7 @@ def test_eight_judges_judge_a_session_to_the_end_while_10_percent_of_claims_are_
     assert claims == [JUDGES_PER_QUERY] * QUERIES and states["open"] == 0
     assert len(stored_rows) == len(stored) == QUERIES * JUDGES_PER_QUERY * 10  # none duplicated
     assert stored == submitted  # none lost, none changed
-    assert kept == QUERIES * JUDGES_PER_QUERY and set(per_judge) == set(judges)
+    # Which judges got queries is up to thread scheduling (on a busy 2-core CI machine one thread can
+    # start after the others have taken everything), so only the judges' count per query is asserted.
+    assert kept == QUERIES * JUDGES_PER_QUERY and JUDGES_PER_QUERY <= len(per_judge) and set(per_judge) <= set(judges)
     assert abandoned == released_passers_by == states["released"] and abandoned >= kept // (ABANDON_EVERY + 2)
