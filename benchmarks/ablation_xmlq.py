@@ -23,10 +23,11 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from evaluation.evaluate import evaluate  # noqa: E402
+from qcat.evaluation.evaluate import evaluate  # noqa: E402
+from qcat.training.selection.table_metrics import evaluate_pr  # noqa: E402
+
 from qcat.classifier import default_model_dir, load_model  # noqa: E402
 from qcat.hybrid import HybridModel  # noqa: E402
-from training.table_metrics import evaluate_pr  # noqa: E402
 
 VARIANTS = {  # name -> (XMLQConfig options, augmentation steps)
     "XML-CNN": ({"loss": "bce", "rnn": False, "cosine": False}, ""),
@@ -44,10 +45,10 @@ COLUMNS = ("P", "R", "F1", "PR@1", "PR@3", "PR@10")
 
 
 def train_variant(name: str, options: dict, steps: str, epochs: int, out: Path) -> Path:
-    from training.cli import augmented_dataset
-    from training.corpus import Corpus
-    from training.xmlq.export import bundle_model
-    from training.xmlq.train import XMLQConfig, prepare, train
+    from qcat.training.commands.train import augmented_dataset
+    from qcat.training.data.corpus import Corpus
+    from qcat.training.xmlq.export import bundle_model
+    from qcat.training.xmlq.train import XMLQConfig, prepare, train
 
     directory = out / name.replace("*", "-star").replace("+", "plus-")
     if (directory / "manifest.json").exists():

@@ -1,7 +1,7 @@
 """The catalog as a training source (issue 23): log only, catalog only and both, and a row per
 short-form rule, on the demo corpus, in one run.
 
-Every model is the demo's NB + XReg hybrid (:func:`training.build_demo.build_hybrid`: NB tuned
+Every model is the demo's NB + XReg hybrid (:func:`qcat.training.simulator.build_demo.build_hybrid`: NB tuned
 on the objective, XReg with |w| >= 1, the hybrid's cutoff and blend chosen on the objective):
 
 - ``log only``: the simulated log's base period (``--log-only DIR``: a bundle built by
@@ -54,8 +54,9 @@ def evaluation_sets(corpus) -> dict:
 
 def per_query(model, table, k: int = 3) -> dict[str, np.ndarray]:
     """Per query of ``table``: PR@1, PR@3, the top-1 score and the query's token count."""
-    from measure.predict import predict_matched
-    from training.dataset import truth_matrix
+    from qcat.training.data.dataset import truth_matrix
+
+    from qcat.measure.predict import predict_matched
 
     matched = predict_matched(model, table.queries, table.categories, truth_matrix(table), k)
     n_true = np.maximum(matched.n_true, 1)
@@ -79,8 +80,9 @@ def paired_p(a: np.ndarray, b: np.ndarray, draws: int = DRAWS, seed: int = 0) ->
 
 
 def load_or_build(name: str, directory: Path | None, work: Path, build) -> tuple[object, Path, float | None]:
+    from qcat.training.commands.train import save_bundle
+
     from qcat.classifier import load_model
-    from training.cli import save_bundle
 
     if directory is not None:
         return load_model(directory), directory, None
@@ -104,10 +106,10 @@ def chosen_settings(bundle: Path) -> dict[str, dict]:
 
 
 def main(argv=None) -> int:
-    from training.build_demo import build_hybrid, hybrid_objective
-    from training.catalog_data import CatalogData
-    from training.corpus import Corpus
-    from training.short_forms import RULES
+    from qcat.training.catalog.data import CatalogData
+    from qcat.training.catalog.short_forms import RULES
+    from qcat.training.data.corpus import Corpus
+    from qcat.training.simulator.build_demo import build_hybrid, hybrid_objective
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True, help="directory for the bundles built here")

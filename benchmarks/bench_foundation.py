@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import time
 
+from qcat.training.data.corpus import Corpus
+from qcat.training.nb import trainer as nb_trainer
+from qcat.training.selection.table_metrics import evaluate_pr
+
 from qcat.classifier import Classifier
-from training import nb_trainer
-from training.corpus import Corpus
-from training.table_metrics import evaluate_pr
 
 
 def main() -> None:

@@ -15,11 +15,11 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from qcat.evaluation.propensity import PropensityModel, label_counts
+from qcat.evaluation.scoring import summarize
 
-from evaluation.propensity import PropensityModel, label_counts
-from evaluation.scoring import summarize
-from measure.metrics import Matched
-from measure.segments import SEGMENTS, segment_by_impressions
+from qcat.measure.metrics import Matched
+from qcat.measure.segments import SEGMENTS, segment_by_impressions
 
 
 def synthetic(n: int, n_labels: int, k: int, seed: int = 0):

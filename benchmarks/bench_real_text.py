@@ -4,7 +4,7 @@ Both peers train on exactly the demo corpus's base-period train split (``dataset
 every model, peer or qcat bundle (``--model NAME=DIR``, repeatable), is then scored on:
 
 - the simulated test split: PR@1 over all queries and over head / torso / tail
-  (``measure.segments.segment_by_impressions``);
+  (``qcat.measure.segments.segment_by_impressions``);
 - real text: ``real-title`` and ``real-2tok`` test (whole titles of held-out catalog
   listings and their first two tokens) and the 18 ``real-queries``: PR@1 and PR@3;
 - training time (peers: measured here, writing their input files included; bundles:
@@ -27,7 +27,7 @@ The peers:
   repeats, 594k lines). One thread and a fixed seed, so a rerun trains the same model.
   Its Python ``predict`` breaks on numpy 2, so ``model.f.predict`` is called directly.
 - Omikuji (Parabel trees, default hyperparameters, one thread) on the tf-idf unigram +
-  bigram rows that qcat's XReg uses (``training.xreg.features``), one row per train query
+  bigram rows that qcat's XReg uses (``qcat.training.xreg.features``), one row per train query
   with all its categories as (binary) labels, written as in ``bench_xreg.py``. Omikuji
   takes no seed, so its figures move a little between runs (two runs: simulated PR@1
   .901/.903, real-title PR@1 .727/.733).
@@ -59,12 +59,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_xreg import best_of, xc_format  # noqa: E402
-from measure.metrics import pr_at_k  # noqa: E402
-from measure.predict import match_to_truth  # noqa: E402
-from measure.segments import SEGMENTS, segment_by_impressions  # noqa: E402
+from qcat.training.data.dataset import truth_matrix  # noqa: E402
+
+from qcat.measure.metrics import pr_at_k  # noqa: E402
+from qcat.measure.predict import match_to_truth  # noqa: E402
+from qcat.measure.segments import SEGMENTS, segment_by_impressions  # noqa: E402
 from qcat.model import Predictions  # noqa: E402
 from qcat.normalize import tokenize  # noqa: E402
-from training.dataset import truth_matrix  # noqa: E402
 
 K = 10
 SEED = 0
@@ -120,9 +121,8 @@ class OmikujiPeer:
     @classmethod
     def train(cls, table, workdir: Path) -> "OmikujiPeer":
         import omikuji
-
-        from training.xreg.features import featurize, fit_tfidf
-        from training.xreg.relevance import relevance_matrix
+        from qcat.training.xreg.features import featurize, fit_tfidf
+        from qcat.training.xreg.relevance import relevance_matrix
 
         used = np.unique(table.pair_category)
         columns = np.full(len(table.categories), -1, dtype=np.int64)
@@ -244,8 +244,9 @@ def main() -> None:
     args = parser.parse_args()
     bundles = parse_models(args.model)
 
+    from qcat.training.data.corpus import Corpus
+
     from qcat.classifier import load_model
-    from training.corpus import Corpus
 
     corpus = Corpus.open()
     dataset = corpus.dataset("base")

@@ -30,7 +30,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from serve_load import REPO, ServerProcess, drive, get_request, post_request, run
 
 DEMO = REPO / "demo" / "qcat_demo" / "model"
@@ -47,7 +46,7 @@ CONFIGS = [  # (name, model, qcat serve flags, levels)
 
 def sample_queries(n: int = 5000) -> list[str]:
     """Distinct queries of the demo corpus's test split (head, torso and tail), shuffled."""
-    from training.corpus import Corpus
+    from qcat.training.data.corpus import Corpus
 
     queries = list(dict.fromkeys(Corpus.open().dataset("base").test.queries))
     order = np.random.default_rng(0).permutation(len(queries))[:n]

@@ -51,7 +51,7 @@ K = 5
 
 
 def real_text_queries() -> list[str]:
-    from training.corpus import Corpus
+    from qcat.training.data.corpus import Corpus
 
     corpus = Corpus.open()
     return [q for name in ("real-title", "real-2tok") for q in list(corpus.query_set(name, "test").queries)[:PER_SET]]
@@ -106,7 +106,7 @@ def best_of_3(run) -> float:
 
 def omikuji_peer():
     from bench_real_text import OmikujiPeer
-    from training.corpus import Corpus
+    from qcat.training.data.corpus import Corpus
 
     dataset = Corpus.open().dataset("base")
     with tempfile.TemporaryDirectory(prefix="qcat-omikuji-") as workdir:

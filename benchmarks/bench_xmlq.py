@@ -33,7 +33,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_real_text import matched_on, parse_models, query_sets  # noqa: E402
 from bench_single_query import per_query_ms, real_text_queries  # noqa: E402
-from measure.metrics import pr_at_k  # noqa: E402
+
+from qcat.measure.metrics import pr_at_k  # noqa: E402
 
 K = 5
 COLUMNS = ("preset", "trained on", "epochs best/run", "s/epoch", "sim PR@1", "real-title val", "real-title test",
@@ -86,10 +87,11 @@ def cell(value) -> str:
 def time_steps(preset: str, steps: int) -> None:
     """Seconds per training step of ``preset`` at batch 256 on the demo's vocabulary and labels."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from qcat.training.data.corpus import Corpus
+    from qcat.training.xmlq.model import PRESETS, build_xmlq
+    from qcat.training.xmlq.train import Batches, XMLQConfig, backend_and_device, compile_for, prepare
+
     from qcat.query_encoding import RESERVED
-    from training.corpus import Corpus
-    from training.xmlq.model import PRESETS, build_xmlq
-    from training.xmlq.train import Batches, XMLQConfig, backend_and_device, compile_for, prepare
 
     dataset = Corpus.open().dataset("base")
     config = XMLQConfig(preset=preset)
@@ -117,7 +119,7 @@ def main() -> None:
     if args.time_steps:
         time_steps(args.time_steps, args.steps)
         return
-    from training.corpus import Corpus
+    from qcat.training.data.corpus import Corpus
 
     corpus = Corpus.open()
     dataset = corpus.dataset("base")

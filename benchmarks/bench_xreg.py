@@ -1,7 +1,7 @@
 """XReg and XReg-t against Omikuji (Parabel), napkinXC (PLT) and PECOS XR-Linear.
 
 Demo corpus (default): every model trains on the same tf-idf rows of the base period's train
-split (``training.xreg.features``) and is scored on the test split with the evaluation
+split (``qcat.training.xreg.features``) and is scored on the test split with the evaluation
 library: P@1/3/5, PSP@5 (normalized, propensities from the train split), nDCG@5 (clicks as
 gains), XMAD@5 against the normalized CTR that XReg regresses on, and XMAD@5 against click
 shares (``qcat evaluate``'s convention); train time, predict ms/query (top 10, from feature
@@ -13,7 +13,7 @@ model size on disk. Omikuji, napkinXC and PECOS learn from binary labels, as the
 PECOS needs numpy < 2 and scipy < 1.14, which the qcat environment cannot have, so it runs in
 its own virtual environment (``benchmarks/pecos_peer.py``) on the same rows, passed as .npz.
 
-Scale (``--scale``): generated problems (``training.xreg.synthetic``); train time and peak
+Scale (``--scale``): generated problems (``qcat.training.xreg.synthetic``); train time and peak
 memory against N at L labels, and predict time per query against L; each run is a separate
 process so that its peak memory is its own.
 
@@ -39,11 +39,12 @@ import scipy.sparse as sp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evaluation import metrics as M  # noqa: E402
-from evaluation import regression as R  # noqa: E402
-from evaluation.propensity import PropensityModel, label_counts  # noqa: E402
-from measure.predict import match_to_truth  # noqa: E402
-from measure.ranking import row_normalized  # noqa: E402
+from qcat.evaluation import metrics as M  # noqa: E402
+from qcat.evaluation import regression as R  # noqa: E402
+from qcat.evaluation.propensity import PropensityModel, label_counts  # noqa: E402
+
+from qcat.measure.predict import match_to_truth  # noqa: E402
+from qcat.measure.ranking import row_normalized  # noqa: E402
 
 K = 10
 COLUMNS = ("P@1", "P@3", "P@5", "PSP@5", "nDCG@5", "XMAD@5 (CTR)", "XMAD@5 (shares)", "train s", "train CPU s",
@@ -61,10 +62,10 @@ class Problem:
     """tf-idf rows and truths of the demo corpus's train and test splits."""
 
     def __init__(self) -> None:
-        from training.corpus import Corpus
-        from training.dataset import truth_matrix
-        from training.xreg.features import featurize, fit_tfidf
-        from training.xreg.relevance import relevance_matrix
+        from qcat.training.data.corpus import Corpus
+        from qcat.training.data.dataset import truth_matrix
+        from qcat.training.xreg.features import featurize, fit_tfidf
+        from qcat.training.xreg.relevance import relevance_matrix
 
         self.dataset = Corpus.open().dataset("base")
         train, test = self.dataset.train, self.dataset.test
@@ -119,9 +120,10 @@ def best_of(predict, n_rows: int):
 def run_xreg(problem: Problem, workdir: Path, threads: int = 1) -> dict[str, dict]:
     from dataclasses import asdict
 
+    from qcat.training.xreg.features import from_csr
+    from qcat.training.xreg.trainer import XRegConfig, fit_arrays
+
     from qcat.xreg import XRegModel
-    from training.xreg.features import from_csr
-    from training.xreg.trainer import XRegConfig, fit_arrays
 
     config = XRegConfig(threads=threads)
     started, cpu = time.perf_counter(), time.process_time()
@@ -255,10 +257,11 @@ def demo(args: argparse.Namespace) -> None:
 
 def scale_one(n_points: int, n_labels: int, n_features: int, test_points: int, trees: int) -> dict:
     """Generate, train and predict once; returns times and this process's peak memory."""
+    from qcat.training.xreg.features import from_csr
+    from qcat.training.xreg.synthetic import generate
+    from qcat.training.xreg.trainer import XRegConfig, fit_arrays
+
     from qcat.xreg import TfidfFeatures, XRegModel
-    from training.xreg.features import from_csr
-    from training.xreg.synthetic import generate
-    from training.xreg.trainer import XRegConfig, fit_arrays
 
     started = time.perf_counter()
     X, Y = generate(n_points + test_points, n_labels, n_features, seed=0)

@@ -1,4 +1,4 @@
-"""Where `training.clicklog.ingest` spends its time and memory, step by step.
+"""Where `qcat.training.clicklogs.clicklog.ingest` spends its time and memory, step by step.
 
 Run: python benchmarks/profile_ingest.py /tmp/qcat-scale/log_10M.parquet /tmp/qcat-scale/taxonomy.tsv
 
@@ -105,8 +105,9 @@ class Result:
 
 
 def main() -> int:
+    from qcat.training.clicklogs import clicklog
+
     from qcat.taxonomy import load_taxonomy
-    from training import clicklog
 
     log, taxonomy_path = Path(sys.argv[1]), Path(sys.argv[2])
     taxonomy = load_taxonomy(taxonomy_path)

@@ -1,1 +1,6 @@
-"""qcat evaluation: metrics, golden-data harness and reports (the measures training shares are in measure)."""
+"""qcat evaluation: metrics, propensities, ``qcat evaluate`` and its reports, and the golden-data
+search harness (golden/). The measures training shares with it are in :mod:`qcat.measure`."""
+
+from qcat.extras import require_extra
+
+require_extra("eval", "qcat.evaluation")

@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from evaluation.report_files import clean_json
+from qcat.evaluation.report_files import clean_json
+
 from qcat.cli import ArgumentParser, float_at_least, int_at_least, positive_float
 from qcat.errors import InputError
 
@@ -57,9 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(command: str, argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    from evaluation.evaluate import evaluate
-    from evaluation.propensity import PropensityModel
-    from evaluation.scoring import ScoringOptions
+    from qcat.evaluation.evaluate import evaluate
+    from qcat.evaluation.propensity import PropensityModel
+    from qcat.evaluation.scoring import ScoringOptions
 
     if not 0 <= args.threshold <= 1:
         raise InputError(f"--threshold must lie in [0, 1], got {args.threshold}")
@@ -73,9 +74,8 @@ def main(command: str, argv: list[str]) -> int:
         raise InputError(f"--out {args.out} is a file; give a directory for the report")
     data = args.corpus
     if args.log is not None:
-        from training.corpus import LogCorpus
-
-        from training.provenance import log_settings
+        from qcat.training.data.corpus import LogCorpus
+        from qcat.training.data.provenance import log_settings
 
         if not args.log.is_file():
             raise InputError(f"--log {args.log}: no such file")
@@ -107,9 +107,9 @@ def main(command: str, argv: list[str]) -> int:
 
 def write_report(report: dict, out: Path) -> list[Path]:
     """Write report.json, report.md (with plots/*.svg) and a self-contained report.html."""
-    from evaluation.html import render_html
-    from evaluation.plots import draw_all
-    from evaluation.report import render_markdown
-    from evaluation.report_files import write_report_files
+    from qcat.evaluation.html import render_html
+    from qcat.evaluation.plots import draw_all
+    from qcat.evaluation.report import render_markdown
+    from qcat.evaluation.report_files import write_report_files
 
     return write_report_files(report, out, draw_all(report), render_markdown, render_html)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
-from evaluation.report import Table, header_lines, tables
+from qcat.evaluation.report import Table, header_lines, tables
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1200px;

@@ -1,8 +1,8 @@
 """Classification and ranking metrics over sparse top-k predictions (DESIGN.md, Metrics).
 
-Every metric takes a :class:`measure.metrics.Matched` (the predictions ranked and lined up
+Every metric takes a :class:`qcat.measure.metrics.Matched` (the predictions ranked and lined up
 against the truth once) and means over the rows with at least one true label. PR@k and the
-Godbole–Sarawagi scores, which training tunes on too, are in :mod:`measure.metrics`.
+Godbole–Sarawagi scores, which training tunes on too, are in :mod:`qcat.measure.metrics`.
 
 Which relevance a metric reads: P@k, PR@k, the Godbole–Sarawagi scores, the propensity
 scored metrics and coverage treat every true label as relevant (value > 0); nDCG@k uses
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from measure.metrics import Matched, calibration_bins, check_k, mean_over_valid
-from measure.ranking import binary, ideal_ranking
+from qcat.measure.metrics import Matched, calibration_bins, check_k, mean_over_valid
+from qcat.measure.ranking import binary, ideal_ranking
 
 
 def discounts(k: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """XReg's regression and relevance-weighted ranking metrics (XReg §3, supplementary A).
 
 Truth values are relevance weights ``y`` (e.g. click shares, see
-:func:`measure.ranking.row_normalized`) and prediction scores are relevance estimates
+:func:`qcat.measure.ranking.row_normalized`) and prediction scores are relevance estimates
 ``ŷ >= 0``. Predictions are sparse: a label outside a row's top-k list has ``ŷ = 0``,
 as in XReg's pointwise inference. Hence ``S(ŷ, k)`` is the first k predicted labels,
 and where a row lists fewer than k, the rest of ``S(ŷ, k)`` are zero-score labels that
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from measure.metrics import Matched, mean_over_valid
-from measure.ranking import ideal_ranking
+from qcat.measure.metrics import Matched, mean_over_valid
+from qcat.measure.ranking import ideal_ranking
 
 
 def _check_scores(matched: Matched) -> None:

@@ -1,6 +1,6 @@
 """The evaluation report's tables and its Markdown form.
 
-A report is the dict :func:`evaluation.evaluate.evaluate` returns. :func:`tables` turns
+A report is the dict :func:`qcat.evaluation.evaluate.evaluate` returns. :func:`tables` turns
 it into plain tables (title, header, rows of strings) that both the Markdown and the
 HTML renderers print, so the two always show the same numbers.
 """

@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+from qcat.evaluation import metrics as M
+from qcat.evaluation import regression as R
 
-from evaluation import metrics as M
-from evaluation import regression as R
-from measure.metrics import Matched, gs_scores, pr_at_k
-from measure.ranking import row_normalized, truth_at
-from measure.segments import LENGTH_BINS, SEGMENTS
+from qcat.measure.metrics import Matched, gs_scores, pr_at_k
+from qcat.measure.ranking import row_normalized, truth_at
+from qcat.measure.segments import LENGTH_BINS, SEGMENTS
 
 CURVE_KS = tuple(range(1, 11))
 

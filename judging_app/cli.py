@@ -14,9 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from qcat.cli import ArgumentParser, float_at_least, int_at_least, positive_float
+from qcat.judging.store.connection import URL_ENV, resolve_url
 
-from judging_app.store import URL_ENV, resolve_url
+from qcat.cli import ArgumentParser, float_at_least, int_at_least, positive_float
 
 DEFAULT_REPORT = Path("qcat-judging-report")
 
@@ -168,9 +168,8 @@ def judge_parser() -> argparse.ArgumentParser:
 
 
 def main(command: str, argv: list[str]) -> int:
+    from qcat.judging.store.connection import database_error
     from sqlalchemy.exc import SQLAlchemyError
-
-    from judging_app.store import database_error
 
     args = (db_parser() if command == "db" else judge_parser()).parse_args(argv)
     run = run_db if command == "db" else JUDGE_ACTIONS[args.action]
@@ -185,8 +184,9 @@ def say(message: str) -> None:
 
 
 def run_db(args: argparse.Namespace) -> int:
-    from judging_app import migrate
-    from judging_app.store import current_revision, make_engine, sqlite_file
+    from qcat.judging.store import migrate
+    from qcat.judging.store.connection import current_revision, make_engine, sqlite_file
+
     from qcat.errors import InputError
 
     url = resolve_url(args.url)
@@ -213,13 +213,13 @@ def run_db(args: argparse.Namespace) -> int:
 
 
 def display_url(url: str) -> str:
-    from judging_app.store import parse_url
+    from qcat.judging.store.connection import parse_url
 
     return parse_url(url).render_as_string(hide_password=True)
 
 
 def run_create(args: argparse.Namespace) -> int:
-    from judging_app.sessions import (
+    from qcat.judging.grading.sessions import (
         SEGMENTS,
         build_queries,
         check_session_name_free,
@@ -227,7 +227,8 @@ def run_create(args: argparse.Namespace) -> int:
         judge_facing_name,
         store_session,
     )
-    from judging_app.store import open_store
+    from qcat.judging.store.connection import open_store
+
     from qcat.errors import InputError
 
     if args.queries is not None and args.queries < len(SEGMENTS):
@@ -253,7 +254,8 @@ def run_create(args: argparse.Namespace) -> int:
     store = open_store(args.url)  # fail early when the database is not ready
     if args.results is not None:
         return create_from_results(args, store, guidelines)
-    from evaluation.golden.search import SearchConfig
+    from qcat.evaluation.golden.search import SearchConfig
+
     from qcat.bundle import read_manifest
 
     for model in (args.baseline, args.target):
@@ -308,11 +310,9 @@ def _identical_note(stats: dict) -> str:
 
 
 def create_from_results(args: argparse.Namespace, store, guidelines: str | None) -> int:
-    """``create-session --results``: a session from two systems' result lists (judging_app.imports)."""
-    from judging_app.imports import read_results, report_bad_rows
-    from judging_app.sessions import check_session_name_free, judge_facing_name, select_imported, store_session
-
-    from judging_app.imports import read_listings, read_topics
+    """``create-session --results``: a session from two systems' result lists (qcat.judging.grading.imports)."""
+    from qcat.judging.grading.imports import read_listings, read_results, read_topics, report_bad_rows
+    from qcat.judging.grading.sessions import check_session_name_free, judge_facing_name, select_imported, store_session
 
     topics = read_topics(args.topics) if args.topics is not None else None
     listings = read_listings(args.listings) if args.listings is not None else None
@@ -340,8 +340,8 @@ def create_from_results(args: argparse.Namespace, store, guidelines: str | None)
 
 
 def run_add_judge(args: argparse.Namespace) -> int:
-    from judging_app.judges import add_judge
-    from judging_app.store import open_store
+    from qcat.judging.store.connection import open_store
+    from qcat.judging.store.judges import add_judge
 
     store = open_store(args.url)
     judge, token = add_judge(store, args.name)
@@ -352,8 +352,8 @@ def run_add_judge(args: argparse.Namespace) -> int:
 
 
 def run_add_admin(args: argparse.Namespace) -> int:
-    from judging_app.judges import add_admin
-    from judging_app.store import open_store
+    from qcat.judging.store.connection import open_store
+    from qcat.judging.store.judges import add_admin
 
     store = open_store(args.url)
     admin, token = add_admin(store, args.name)
@@ -365,15 +365,15 @@ def run_add_admin(args: argparse.Namespace) -> int:
 
 
 def _judge_id(store, name: str) -> int:
-    from judging_app.judges import find_judge
+    from qcat.judging.store.judges import find_judge
 
     with store.sessions() as session:
         return find_judge(session, name).id
 
 
 def run_reset_token(args: argparse.Namespace) -> int:
-    from judging_app.judges import reset_token
-    from judging_app.store import open_store
+    from qcat.judging.store.connection import open_store
+    from qcat.judging.store.judges import reset_token
 
     store = open_store(args.url)
     token = reset_token(store, _judge_id(store, args.name))
@@ -385,8 +385,8 @@ def run_reset_token(args: argparse.Namespace) -> int:
 
 
 def run_deactivate(args: argparse.Namespace) -> int:
-    from judging_app.judges import set_active
-    from judging_app.store import open_store
+    from qcat.judging.store.connection import open_store
+    from qcat.judging.store.judges import set_active
 
     store = open_store(args.url)
     released = set_active(store, _judge_id(store, args.name), args.reactivate)
@@ -398,8 +398,8 @@ def run_deactivate(args: argparse.Namespace) -> int:
 
 
 def run_members(args: argparse.Namespace) -> int:
-    from judging_app.members import change_members
-    from judging_app.store import open_store
+    from qcat.judging.store.connection import open_store
+    from qcat.judging.store.members import change_members
 
     store = open_store(args.url)
     name, judges = change_members(store, args.session, args.add, args.remove)
@@ -412,8 +412,8 @@ def run_members(args: argparse.Namespace) -> int:
 
 
 def run_sessions(args: argparse.Namespace) -> int:
-    from judging_app.sessions import session_overview
-    from judging_app.store import open_store
+    from qcat.judging.grading.sessions import session_overview
+    from qcat.judging.store.connection import open_store
 
     store = open_store(args.url)
     rows = session_overview(store)
@@ -431,17 +431,14 @@ def run_sessions(args: argparse.Namespace) -> int:
 def app_command(url: str, session: str | None, port: int, address: str,
                 claim_timeout: float = 30) -> tuple[list[str], dict]:
     """The ``streamlit run`` command line and environment of the judging app."""
-    import judging_app
-    from judging_app.assignment import CLAIM_TIMEOUT_ENV
+    from qcat.judging.grading.assignment import CLAIM_TIMEOUT_ENV
 
-    package_root = Path(judging_app.__file__).resolve().parent.parent
-    env = {**os.environ, URL_ENV: url, CLAIM_TIMEOUT_ENV: str(claim_timeout), "PYTHONPATH": os.pathsep.join(
-        p for p in (str(package_root), os.environ.get("PYTHONPATH", "")) if p)}
+    env = {**os.environ, URL_ENV: url, CLAIM_TIMEOUT_ENV: str(claim_timeout)}
     if session is not None:
         env["QCAT_JUDGE_SESSION"] = str(session)
     else:
         env.pop("QCAT_JUDGE_SESSION", None)
-    command = [sys.executable, "-m", "streamlit", "run", str(package_root / "judging_app" / "app.py"),
+    command = [sys.executable, "-m", "streamlit", "run", str(Path(__file__).resolve().parent / "pages" / "app.py"),
                "--server.port", str(port), "--server.address", address, "--server.headless", "true",
                "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
                "--client.toolbarMode", "viewer"]
@@ -449,9 +446,9 @@ def app_command(url: str, session: str | None, port: int, address: str,
 
 
 def run_app(args: argparse.Namespace) -> int:
-    from judging_app.sign_in_limits import PROXY_HEADER_ENV
-    from judging_app.sign_ins import LIFETIME_ENV
-    from judging_app.store import open_store
+    from qcat.judging.store.connection import open_store
+    from qcat.judging.store.sign_in_limits import PROXY_HEADER_ENV
+    from qcat.judging.store.sign_ins import LIFETIME_ENV
 
     url = resolve_url(args.url)
     store = open_store(url)
@@ -521,10 +518,10 @@ def run_child(command: list[str], env: dict) -> int:
 
 
 def run_release(args: argparse.Namespace) -> int:
-    from judging_app.assignment import release
-    from judging_app.judges import find_judge
-    from judging_app.sessions import find_query, find_session
-    from judging_app.store import open_store
+    from qcat.judging.grading.assignment import release
+    from qcat.judging.grading.sessions import find_query, find_session
+    from qcat.judging.store.connection import open_store
+    from qcat.judging.store.judges import find_judge
 
     store = open_store(args.url)
     with store.sessions() as session:
@@ -543,8 +540,9 @@ def run_release(args: argparse.Namespace) -> int:
 
 
 def run_backup(args: argparse.Namespace) -> int:
-    from judging_app.backup import backup_sqlite, pg_dump_command
-    from judging_app.store import open_store, parse_url
+    from qcat.judging.store.backup import backup_sqlite, pg_dump_command
+    from qcat.judging.store.connection import open_store, parse_url
+
     from qcat.errors import InputError
 
     url = resolve_url(args.url)
@@ -563,19 +561,19 @@ def run_backup(args: argparse.Namespace) -> int:
 
 
 def _existing_session(store, key: str) -> None:
-    from judging_app.sessions import find_session
+    from qcat.judging.grading.sessions import find_session
 
     with store.sessions() as session:
         find_session(session, key)
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from judging_app.store import open_store
+    from qcat.judging.store.connection import open_store
 
     store = open_store(args.url)
     _existing_session(store, args.session)  # before the heavy imports: errors come fast
-    from evaluation.report_files import clean_json, write_report_files
-    from judging_app.report import build_report, draw_all, render_html, render_markdown
+    from qcat.evaluation.report_files import clean_json, write_report_files
+    from qcat.judging.reporting.report import build_report, draw_all, render_html, render_markdown
 
     report = build_report(store, args.session, bootstrap=args.bootstrap, seed=args.seed, min_judges=args.min_judges)
     store.dispose()
@@ -587,8 +585,8 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_add_gold(args: argparse.Namespace) -> int:
-    from judging_app.gold import add_gold
-    from judging_app.store import open_store
+    from qcat.judging.grading.gold import add_gold
+    from qcat.judging.store.connection import open_store
 
     store = open_store(args.url)
     try:
@@ -604,14 +602,15 @@ def run_add_gold(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from judging_app.store import open_store
+    from qcat.judging.store.connection import open_store
+
     from qcat.errors import InputError
 
     if not (args.csv or args.qrels or args.golden):
         raise InputError("say what to write: --csv FILE, --qrels FILE and/or --golden FILE")
     store = open_store(args.url)
     _existing_session(store, args.session)
-    from judging_app.export import selected, write_csv, write_golden_csv, write_qrels
+    from qcat.judging.reporting.export import selected, write_csv, write_golden_csv, write_qrels
 
     selection = selected(store, args.session, args.min_judges)
     for path, writer in ((args.csv, write_csv), (args.qrels, write_qrels), (args.golden, write_golden_csv)):

@@ -1,1 +1,1 @@
-"""Alembic environment and versions of the judging store (see judging_app.migrate)."""
+"""Alembic environment and versions of the judging store (see qcat.judging.store.migrate)."""

@@ -1,14 +1,13 @@
 """Alembic environment of the judging store.
 
-``qcat db upgrade|downgrade`` (judging_app.migrate) hands in an open connection through
+``qcat db upgrade|downgrade`` (qcat.judging.store.migrate) hands in an open connection through
 ``config.attributes["connection"]``; run from the ``alembic`` command line, the URL comes
 from ``sqlalchemy.url`` or ``$QCAT_DB_URL``.
 """
 
 from alembic import context
-
-from judging_app.models import Base
-from judging_app.store import make_engine
+from qcat.judging.store.connection import make_engine
+from qcat.judging.store.models import Base
 
 config = context.config
 target_metadata = Base.metadata

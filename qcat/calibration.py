@@ -4,7 +4,7 @@ query length (1, 2, 3, 4-5, 6-8, 9+ tokens: a 10-token title and a 2-token query
 raw score are not equally often right). A length bin with too few validation queries uses the
 source's map over all lengths.
 
-The maps are fitted on validation queries by isotonic regression (``training.calibrate``)
+The maps are fitted on validation queries by isotonic regression (``qcat.training.selection.calibrate``)
 and stored in the bundle as ``calibration.json`` (hashed like every bundle file). Serving
 interpolates linearly between the map's knots and mixes in ``RAW_SHARE`` of the raw score,
 ``p = (1 - RAW_SHARE) · map(s) + RAW_SHARE · s``, so the result is strictly increasing: it never
@@ -164,7 +164,7 @@ def calibrated_sources(model) -> list[str]:
 
 
 def describe_verdict(source: str, verdict: dict) -> str:
-    """Why one source's scores are calibrated or raw, from ``fitted_on["ece"]`` (training.calibrate)."""
+    """Why one source's scores are calibrated or raw, from ``fitted_on["ece"]`` (qcat.training.selection.calibrate)."""
     if "why" in verdict:
         return f"{source} raw ({verdict['why']})"
     change = f"held-out ECE {verdict['ece_raw']:.3f} raw -> {verdict['ece_calibrated_held_out']:.3f}"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import json
 import math
 import os
@@ -19,31 +18,22 @@ from typing import Iterable, Iterator
 
 from qcat import __version__
 from qcat.errors import EmptyQueryError, InputError, QcatError, printable_message
+from qcat.extras import EXTRA_INCLUDES, EXTRA_MODULES, first_missing
 from qcat.lines import MAX_K as LIMIT_K
 from qcat.progress import QUIET_ENV
 
 # command -> (module with main(command, argv), one-line help)
 DELEGATED = {
-    "data": ("training.data_cli", "click logs: ingest, simulate, build the demo corpus"),
-    "train": ("training.cli", "train a model bundle (nb, xmlq, xreg, hybrid)"),
-    "evaluate": ("evaluation.cli", "score models on a corpus split; write a head/torso/tail report"),
-    "golden": ("evaluation.golden.cli", "golden-data search harness: generate, import, evaluate (baseline vs target)"),
-    "db": ("judging_app.cli", "judging store migrations: upgrade, downgrade, current"),
-    "judge": ("judging_app.cli", "side-by-side human judging: create-session, add-judge, app, report, export"),
+    "data": ("qcat.training.commands.data", "click logs: ingest, simulate, build the demo corpus"),
+    "train": ("qcat.training.commands.train", "train a model bundle (nb, xmlq, xreg, hybrid)"),
+    "evaluate": ("qcat.evaluation.cli", "score models on a corpus split; write a head/torso/tail report"),
+    "golden": ("qcat.evaluation.golden.cli", "golden-data search harness: generate, import, evaluate (baseline vs target)"),
+    "db": ("qcat.judging.cli", "judging store migrations: upgrade, downgrade, current"),
+    "judge": ("qcat.judging.cli", "side-by-side human judging: create-session, add-judge, app, report, export"),
 }
-# The extra each delegated command needs, the modules each extra brings (pyproject.toml's
-# optional dependencies; a test keeps the two in step) and the extras each includes: a command
+# The extra each delegated command needs (the modules each brings: qcat/extras.py): a command
 # whose extra is missing names it, with the pip line, before it parses or imports anything.
 COMMAND_EXTRAS = {"data": "data", "train": "train", "evaluate": "eval", "golden": "eval", "db": "judge", "judge": "judge"}
-EXTRA_MODULES = {
-    "data": ("scipy", "duckdb", "pyarrow", "rich"),
-    "train": ("keras", "tf2onnx", "onnx"),
-    "eval": ("matplotlib", "bm25s"),
-    "judge": ("streamlit", "sqlalchemy", "alembic", "psycopg", "markdown_it"),
-    "spark": ("pyspark",),
-}
-DISTRIBUTIONS = {"markdown_it": "markdown-it-py"}  # a module whose distribution has another name
-EXTRA_INCLUDES = {"train": ("data",), "eval": ("data",), "judge": ("eval", "data"), "spark": ("data",)}
 KERAS_BACKENDS = {"tensorflow", "jax", "torch"}
 BATCH = 2048
 
@@ -242,10 +232,8 @@ def extra_error(command: str, extras: str, module: str) -> InputError:
 def require_extra(command: str) -> None:
     """Refuse a command whose extra is not installed, naming the extra."""
     extra = COMMAND_EXTRAS[command]
-    for name in (extra, *EXTRA_INCLUDES.get(extra, ())):
-        for module in EXTRA_MODULES[name]:
-            if importlib.util.find_spec(module) is None:
-                raise extra_error(command, extra, module)
+    if (module := first_missing(extra)) is not None:
+        raise extra_error(command, extra, module)
 
 
 def missing_extra(command: str, exc: ModuleNotFoundError) -> Exception:

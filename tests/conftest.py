@@ -22,10 +22,10 @@ def bestbuy_taxonomy():
 def bestbuy_model_dir(tmp_path_factory, bestbuy_taxonomy):
     """A small NB bundle trained on the real Best Buy click sample (with --min-clicks 1), recording
     its data as `qcat train nb --log` does."""
-    from training import nb_trainer
-    from training.cli import save_bundle
-    from training.corpus import LogCorpus
-    from training.provenance import log_source
+    from qcat.training.commands.train import save_bundle
+    from qcat.training.data.corpus import LogCorpus
+    from qcat.training.data.provenance import log_source
+    from qcat.training.nb import trainer as nb_trainer
 
     log = LogCorpus(DATA / "bestbuy_clicks_sample.csv", DATA / "bestbuy_categories_2016.json.gz", min_clicks=1)
     dataset = log.dataset()

@@ -190,8 +190,8 @@ def db_url(request, tmp_path):
 @pytest.fixture
 def store(db_url):
     """A migrated store of each backend."""
-    from judging_app.migrate import upgrade
-    from judging_app.store import open_store
+    from qcat.judging.store.connection import open_store
+    from qcat.judging.store.migrate import upgrade
 
     upgrade(db_url)
     opened = open_store(db_url)
@@ -201,7 +201,7 @@ def store(db_url):
 
 def toy_queries(n: int, per_list: int = 5, prefix: str = "query"):
     """``n`` queries over the three segments, each with two overlapping result lists."""
-    from judging_app.sessions import SEGMENTS, Listing, QuerySpec
+    from qcat.judging.grading.sessions import SEGMENTS, Listing, QuerySpec
 
     out = []
     for i in range(n):
@@ -277,7 +277,7 @@ def running_judging_app(db: Path, log_path: Path, session: str = "1"):
 @pytest.fixture
 def fresh_sign_in_limits():
     """Each test starts with no wrong tokens counted (the app's limiter lives in this process)."""
-    from judging_app.sign_in_limits import LIMITER
+    from qcat.judging.store.sign_in_limits import LIMITER
 
     LIMITER.clear()
     yield
@@ -421,10 +421,9 @@ def launch_chromium(p):
 
 def stored_grades(db, judge: str) -> dict[int, dict[tuple[str, str], int]]:
     """Every grade ``judge`` has in the store: query id -> (listing, side) -> grade."""
+    from qcat.judging.store.connection import open_store
+    from qcat.judging.store.models import Judge, Judgment
     from sqlalchemy import select
-
-    from judging_app.models import Judge, Judgment
-    from judging_app.store import open_store
 
     store = open_store(str(db))
     try:

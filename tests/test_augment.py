@@ -1,13 +1,12 @@
-"""Data augmentation (training.augment): the three §3.4 steps on hand-built tables, the
+"""Data augmentation (qcat.training.data.augment): the three §3.4 steps on hand-built tables, the
 merge, switching steps off, no leakage of held-out queries, and the demo corpus."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from qcat.errors import InputError
-from training.augment import (
+from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.data.augment import (
     augment,
     brand_matches,
     brand_rare_queries,
@@ -16,8 +15,9 @@ from training.augment import (
     rare_categories,
     worst_categories,
 )
-from training.clicktable import ClickTable
-from training.dataset import Dataset, split_queries
+from qcat.training.data.dataset import Dataset, split_queries
+
+from qcat.errors import InputError
 
 
 def _table(rows, categories=None) -> ClickTable:
@@ -221,8 +221,8 @@ def test_bad_arguments():
 
 @pytest.fixture(scope="module")
 def demo():
-    from training.corpus import Corpus
-    from training.simulate import catalog_brand_queries
+    from qcat.training.data.corpus import Corpus
+    from qcat.training.simulator.simulate import catalog_brand_queries
 
     corpus = Corpus.open()
     taxonomy = corpus.taxonomy()

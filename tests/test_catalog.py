@@ -9,13 +9,13 @@ import sys
 
 import numpy as np
 import pytest
+from qcat.training.catalog.ingest import ingest_catalog
+from qcat.training.catalog.short_forms import RULES, category_pairs, parse_rules, short_forms
+from qcat.training.catalog.source import CatalogSettings, merge_pairs
 
 from qcat.errors import InputError
 from qcat.normalize import normalize
 from qcat.taxonomy import from_paths
-from training.catalog_ingest import ingest_catalog
-from training.catalog_source import CatalogSettings, merge_pairs
-from training.short_forms import RULES, category_pairs, parse_rules, short_forms
 
 PATHS = ["Phones > Smartphones", "Phones > Cases", "Toys > Trains", "Toys > Dolls", "Toys"]
 
@@ -108,7 +108,7 @@ def test_short_form_rules():
 
 
 def test_catalog_pairs_add_to_log_pairs_as_clicks():
-    from training.real_text import table_from_pairs
+    from qcat.training.data.real_text import table_from_pairs
 
     log = table_from_pairs(["iphone", "iphone", "lego"], ["c1", "c2", "c3"], [8, 2, 5])
     table = merge_pairs(log, np.asarray(["iphone", "lego train"], dtype=object), np.asarray(["c2", "c3"], dtype=object),
@@ -125,7 +125,7 @@ def test_catalog_pairs_add_to_log_pairs_as_clicks():
 
 
 def _held_out_texts(corpus, training_titles, training_categories):
-    """Computed here, independently of training.catalog_data: every held-out listing's title
+    """Computed here, independently of qcat.training.catalog.data: every held-out listing's title
     and every short form of it by every rule (catgram with the training listings' frequent
     pairs and, to be safe, with all listings')."""
     catalog = corpus.catalog()
@@ -144,10 +144,11 @@ def _held_out_texts(corpus, training_titles, training_categories):
 
 @pytest.mark.parametrize("catalog_only", [False, True])
 def test_no_held_out_title_or_short_form_of_one_reaches_training(catalog_only):
-    from training.catalog_data import CatalogData
-    from training.catalog_source import CatalogPairs
+    from qcat.training.catalog.data import CatalogData
+    from qcat.training.catalog.source import CatalogPairs
+    from qcat.training.data.corpus import Corpus
+
     from qcat.demo import demo_corpus_dir
-    from training.corpus import Corpus
 
     corpus = Corpus.open()
     data = CatalogData(demo_corpus_dir() / "catalog.csv.gz", corpus, catalog_only=catalog_only, period="base")
@@ -254,7 +255,7 @@ def test_catalog_flags_need_catalog(tmp_path):
 def test_build_demo_ships_the_best_objective_that_fits_the_size_limit(tmp_path, monkeypatch, capsys):
     from types import SimpleNamespace
 
-    from training import build_demo
+    from qcat.training.simulator import build_demo
 
     class Candidate:
         def __init__(self, objective, size):

@@ -283,13 +283,13 @@ def test_ingest_refuses_an_existing_out_unless_forced(workdir, capsys):
 
 
 def test_ingest_on_a_full_disk_leaves_nothing(workdir, capsys, monkeypatch):
-    import training.clicktable
+    import qcat.training.clicklogs.clicktable
 
     def full_disk(table, path):
         Path(path).write_text("query,category\nhalf a ro")
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(training.clicktable, "write_table", full_disk)
+    monkeypatch.setattr(qcat.training.clicklogs.clicktable, "write_table", full_disk)
     before = snapshot(workdir)
     code, _, err = run(workdir, capsys, ["data", "ingest", CLICKS, "--taxonomy", BESTBUY, "--out", "t.parquet"])
     assert "--out t.parquet: cannot write (No space left on device)" in assert_one_line_error(code, err.splitlines()[-1])
@@ -431,8 +431,9 @@ def test_atomic_file_removes_its_staging_file_on_any_error(tmp_path):
 
 
 def test_memory_limit_values():
+    from qcat.training.clicklogs.ingest_duckdb import memory_limit
+
     from qcat.errors import InputError
-    from training.ingest_duckdb import memory_limit
 
     assert [memory_limit(v) for v in ("4GB", "512MB", "2GiB", "1.5gb", "4G", "64MB")] == \
         ["4GB", "512MB", "2GiB", "1.5GB", "4GB", "64MB"]

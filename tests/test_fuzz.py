@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from qcat.training.clicklogs.clicklog import ingest
 
 from qcat.taxonomy import load_taxonomy
-from training.clicklog import ingest
 
 DATA = Path(__file__).resolve().parent / "data"
 BESTBUY = load_taxonomy(DATA / "bestbuy_categories_2016.json.gz")
@@ -313,7 +313,7 @@ def sessions_in(db: Path) -> int:
 def test_result_files_exit_0_with_every_line_accounted_for_or_2_with_one_line(tmp_path_factory, capsys, monkeypatch,
                                                                               judging_db, lines, suffix, ending, bom,
                                                                               final):
-    from judging_app.imports import read_results
+    from qcat.judging.grading.imports import read_results
 
     monkeypatch.setenv("QCAT_QUIET", "1")
     directory = tmp_path_factory.mktemp("results")

@@ -12,10 +12,10 @@ import sys
 
 import numpy as np
 import pytest
+from qcat.training.clicklogs.clicklog import REASONS, ingest
 
 from qcat.errors import InputError
 from qcat.taxonomy import Taxonomy
-from training.clicklog import REASONS, ingest
 
 TAXONOMY = Taxonomy.from_path_tuples(
     ("toys", "trains", "dolls", "gifts-a", "gifts-b"),
@@ -98,7 +98,7 @@ def spark_engine():
     pytest.importorskip("pyspark", reason='PySpark is not installed (pip install "qcat[spark]")')
     if not shutil.which("java"):
         pytest.skip("Java is not installed (apt-get install default-jre-headless)")
-    from training.ingest_spark import SparkEngine, session
+    from qcat.training.clicklogs.ingest_spark import SparkEngine, session
 
     spark = session("local[2]", shuffle_partitions=1)
     # Tiny inputs: compiling generated code costs more than it saves.

@@ -7,15 +7,17 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from judging_fixtures import grade_all, qcat, toy_queries
+from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
+from qcat.judging.reporting import admin_figures as admin
+from qcat.judging.reporting.report import build_report
+from qcat.judging.reporting.results import load_results
+from qcat.judging.store import sign_ins
+from qcat.judging.store.judges import add_admin, add_judge, authenticate, authenticate_any, reset_token, set_active
+from qcat.judging.store.models import Admin, Assignment, Judge, JudgmentVersion, SignIn, utcnow
 from sqlalchemy import func, select, update
 
-from judging_app import admin, assignment, judgments, sign_ins
-from judging_app.judges import add_admin, add_judge, authenticate, authenticate_any, reset_token, set_active
-from judging_app.models import Admin, Assignment, Judge, JudgmentVersion, SignIn, utcnow
-from judging_app.report import build_report
-from judging_app.results import load_results
-from judging_app.sessions import Listing, QuerySpec, store_session
-from judging_fixtures import grade_all, qcat, toy_queries
 from qcat.errors import InputError
 
 
@@ -152,7 +154,7 @@ def test_admin_cli_commands(tmp_path):
     unknown = qcat("judge", "deactivate", "zed", "--url", db)
     assert unknown.returncode == 2 and unknown.stderr.strip() == (
         "qcat: error: no judge named 'zed' (`qcat judge add-judge NAME` adds one)")
-    from judging_app.store import open_store
+    from qcat.judging.store.connection import open_store
 
     store = open_store(f"sqlite:///{db}")
     try:

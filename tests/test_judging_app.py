@@ -9,16 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from sqlalchemy import func, select
-from streamlit.testing.v1 import AppTest
-
-from judging_app.admin import judge_activity as admin_activity
-from judging_app.grading_desk import PREFETCH
-from judging_app.judges import add_admin, add_judge
-from judging_app.migrate import upgrade
-from judging_app.models import Assignment, Judgment, JudgmentVersion, SessionQuery
-from judging_app.sessions import Listing, QuerySpec, store_session
-from judging_app.store import open_store
 from judging_fixtures import (
     ROOT,
     PostgresServer,
@@ -31,8 +21,17 @@ from judging_fixtures import (
     panel_send,
     panel_slots,
 )
+from qcat.judging.grading.desk import PREFETCH
+from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
+from qcat.judging.reporting.admin_figures import judge_activity as admin_activity
+from qcat.judging.store.connection import open_store
+from qcat.judging.store.judges import add_admin, add_judge
+from qcat.judging.store.migrate import upgrade
+from qcat.judging.store.models import Assignment, Judgment, JudgmentVersion, SessionQuery
+from sqlalchemy import func, select
+from streamlit.testing.v1 import AppTest
 
-APP = str(ROOT / "judging_app" / "app.py")
+APP = str(ROOT / "judging_app" / "pages" / "app.py")
 QUERIES = [QuerySpec(f"query {i}", ("head", "torso", "tail")[i % 3],
                      [Listing(f"b{i}-{j}", f"Baseline title {i}.{j} *bold*", "Home > Shoes") for j in range(3)],
                      [Listing(f"t{i}-{j}", f"Target title {i}.{j}", "Home > Shoe care") for j in range(2)])
@@ -414,9 +413,9 @@ def test_a_query_finished_in_another_window_is_said_and_changes_nothing(app_env,
 
 def test_submit_refuses_a_query_already_submitted_when_resubmit_is_off(app_env):
     """The store side of a second window's submission that reached the store after the first's."""
-    from judging_app import assignment, judgments
-    from judging_app.judges import find_judge
     from judging_fixtures import grade_all
+    from qcat.judging.grading import assignment, judgments
+    from qcat.judging.store.judges import find_judge
 
     store, tokens, session_id = app_env
     with store.sessions() as session:

@@ -7,16 +7,15 @@ import json
 import shutil
 
 import pytest
-from sqlalchemy import func, select
-
-from judging_app import assignment, judgments
-from judging_app.judges import authenticate
-from judging_app.models import Judge, ResultItem, ResultList, SessionQuery
-from judging_app.sessions import known_brand, known_price
-from judging_app.store import open_store
 from judging_fixtures import DEMO_QUERIES as QUERIES
 from judging_fixtures import REVISIONS, ROOT, qcat
-from training.catalog import load_catalog
+from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading.sessions import known_brand, known_price
+from qcat.judging.store.connection import open_store
+from qcat.judging.store.judges import authenticate
+from qcat.judging.store.models import Judge, ResultItem, ResultList, SessionQuery
+from qcat.training.catalog.listings import load_catalog
+from sqlalchemy import func, select
 
 HEAD, PREVIOUS = REVISIONS[-1], REVISIONS[-2]
 
@@ -137,7 +136,8 @@ def test_db_downgrade_with_data_asks_for_yes_and_revision_errors_are_one_line(de
 
 
 def test_database_errors_are_one_line_without_sql_or_secrets(demo_db, tmp_path, monkeypatch, capsys):
-    from judging_app import tokens
+    from qcat.judging.store import tokens
+
     from qcat.cli import main
 
     db = tmp_path / "ro.db"
@@ -186,10 +186,10 @@ def test_release_frees_a_judges_claims_and_says_which(demo_db, tmp_path):
 def test_backup_of_a_sqlite_store_in_use_has_every_committed_judgment_and_restores(tmp_path):
     import sqlite3
 
-    from judging_app.judges import add_judge
-    from judging_app.migrate import upgrade
-    from judging_app.sessions import store_session
     from judging_fixtures import grade_all, toy_queries
+    from qcat.judging.grading.sessions import store_session
+    from qcat.judging.store.judges import add_judge
+    from qcat.judging.store.migrate import upgrade
 
     live = tmp_path / "live.db"
     upgrade(f"sqlite:///{live}")

@@ -17,15 +17,6 @@ import time
 import urllib.request
 
 import pytest
-from sqlalchemy import select
-from streamlit.testing.v1 import AppTest
-
-from judging_app import assignment
-from judging_app.judges import add_judge
-from judging_app.migrate import upgrade
-from judging_app.models import Assignment, Judgment, JudgmentVersion
-from judging_app.sessions import Listing, QuerySpec, store_session
-from judging_app.store import open_store
 from judging_fixtures import (
     ROOT,
     child_env,
@@ -39,8 +30,16 @@ from judging_fixtures import (
     qcat,
     wait_for,
 )
+from qcat.judging.grading import assignment
+from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
+from qcat.judging.store.connection import open_store
+from qcat.judging.store.judges import add_judge
+from qcat.judging.store.migrate import upgrade
+from qcat.judging.store.models import Assignment, Judgment, JudgmentVersion
+from sqlalchemy import select
+from streamlit.testing.v1 import AppTest
 
-APP = str(ROOT / "judging_app" / "app.py")
+APP = str(ROOT / "judging_app" / "pages" / "app.py")
 
 
 pytestmark = pytest.mark.usefixtures("fresh_sign_in_limits")
@@ -122,8 +121,8 @@ def test_defect_6_one_changed_grade_of_a_listing_in_both_groups_is_one_change(ap
 
 
 def test_defect_7_wrong_tokens_lock_the_judge_and_the_client_out_before_any_scrypt(app_store, monkeypatch):
-    from judging_app import judges
-    from judging_app.sign_in_limits import LIMITER, PER_CLIENT_ACCOUNT, Limiter
+    from qcat.judging.store import judges
+    from qcat.judging.store.sign_in_limits import LIMITER, PER_CLIENT_ACCOUNT, Limiter
 
     judge, token = add_judge(app_store, "ann")
     token_id = token.split(".")[0]
@@ -159,10 +158,9 @@ def test_defect_7_wrong_tokens_lock_the_judge_and_the_client_out_before_any_scry
 def test_defect_7_sign_in_keys_expire_on_the_server(app_store):
     from datetime import timedelta
 
+    from qcat.judging.store import sign_ins
+    from qcat.judging.store.models import SignIn, utcnow
     from sqlalchemy import func, update
-
-    from judging_app import sign_ins
-    from judging_app.models import SignIn, utcnow
 
     judge, _ = add_judge(app_store, "ann")
     key = sign_ins.remember(app_store, judge)
@@ -173,17 +171,16 @@ def test_defect_7_sign_in_keys_expire_on_the_server(app_store):
     assert sign_ins.recall(app_store, key, timedelta(hours=12)) is None
     with app_store.sessions() as session:
         assert session.scalar(select(func.count()).select_from(SignIn)) == 0  # deleted on the server
-    from judging_app.cli import judge_parser
+    from qcat.judging.cli import judge_parser
 
     assert judge_parser().parse_args(["app", "--sign-in-hours", "0.25"]).sign_in_hours == 0.25
 
 
 def test_defect_8_emphasis_in_a_judge_name_stays_as_typed_in_report_md(app_store, tmp_path):
     from markdown_it import MarkdownIt
-
-    from evaluation.report_files import write_report_files
-    from judging_app import judgments
-    from judging_app.report import build_report, draw_all, render_html, render_markdown
+    from qcat.evaluation.report_files import write_report_files
+    from qcat.judging.grading import judgments
+    from qcat.judging.reporting.report import build_report, draw_all, render_html, render_markdown
 
     queries = [QuerySpec(f"q {i}", ("head", "torso", "tail")[i], [Listing(f"a{i}")], [Listing(f"b{i}")])
                for i in range(3)]
@@ -203,7 +200,7 @@ def test_defect_8_emphasis_in_a_judge_name_stays_as_typed_in_report_md(app_store
 
 
 def test_defect_10_claim_timeout_takes_fractions_of_a_minute(tmp_path):
-    from judging_app.cli import app_command, judge_parser
+    from qcat.judging.cli import app_command, judge_parser
 
     args = judge_parser().parse_args(["app", "--claim-timeout", "0.5"])
     assert args.claim_timeout == 0.5
@@ -301,7 +298,7 @@ def test_defect_12_no_deprecated_components_api_and_a_tested_streamlit_range():
     import streamlit
     from packaging.specifiers import SpecifierSet
 
-    sources = "\n".join(path.read_text() for path in (ROOT / "judging_app").glob("*.py"))
+    sources = "\n".join(path.read_text() for path in (ROOT / "judging_app").rglob("*.py"))
     assert not re.search(r"components\.v1|components\.html\(", sources.replace("``st.components.v1.html``", ""))
     pyproject = (ROOT / "pyproject.toml").read_text()
     pin = re.search(r'"streamlit([^"]*)"', pyproject).group(1)
@@ -309,7 +306,7 @@ def test_defect_12_no_deprecated_components_api_and_a_tested_streamlit_range():
 
 
 def test_defect_10_a_session_that_names_its_judges_is_theirs_alone(app_store, monkeypatch, tmp_path):
-    from judging_app.members import change_members
+    from qcat.judging.store.members import change_members
 
     queries = [QuerySpec(f"query {i}", "head", [Listing(f"a{i}", "A")], [Listing(f"b{i}", "B")]) for i in range(2)]
     private = store_session(app_store, "private", "A", "B", queries, display_name="Private round")
@@ -339,7 +336,7 @@ def test_defect_10_a_session_that_names_its_judges_is_theirs_alone(app_store, mo
 def test_defect_9_long_session_names_are_cut_in_the_admin_tables(app_store):
     import json
 
-    from judging_app.judges import add_admin
+    from qcat.judging.store.judges import add_admin
 
     long_name = "nb vs hybrid " + "with a very long description of the models compared " * 3
     store_session(app_store, long_name.strip(), "A", "B",

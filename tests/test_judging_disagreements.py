@@ -1,21 +1,20 @@
-"""The disagreement queue (judging_app.disagreements): listings 2+ grades apart, sent back for
+"""The disagreement queue (qcat.judging.grading.disagreements): listings 2+ grades apart, sent back for
 another judgment (one more judge gets the query) or settled (the report uses the admin's grade),
 both kept in the history; and the admin page's buttons under AppTest."""
 
 from __future__ import annotations
 
 import pytest
+from judging_fixtures import ROOT
+from qcat.judging.grading import assignment, disagreements, judgments
+from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
+from qcat.judging.reporting.report import build_report
+from qcat.judging.store.connection import open_store
+from qcat.judging.store.judges import add_admin, add_judge
+from qcat.judging.store.migrate import upgrade
 from streamlit.testing.v1 import AppTest
 
-from judging_app import assignment, disagreements, judgments
-from judging_app.judges import add_admin, add_judge
-from judging_app.migrate import upgrade
-from judging_app.report import build_report
-from judging_app.sessions import Listing, QuerySpec, store_session
-from judging_app.store import open_store
-from judging_fixtures import ROOT
-
-APP = str(ROOT / "judging_app" / "app.py")
+APP = str(ROOT / "judging_app" / "pages" / "app.py")
 
 
 @pytest.fixture

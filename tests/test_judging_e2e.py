@@ -20,10 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
-
-from judging_app.models import Assignment, Judge, SessionQuery
-from judging_app.store import open_store
 from judging_fixtures import (
     CHROMIUM,
     ROOT,
@@ -38,6 +34,9 @@ from judging_fixtures import (
     stored_grades,
     type_keys,
 )
+from qcat.judging.store.connection import open_store
+from qcat.judging.store.models import Assignment, Judge, SessionQuery
+from sqlalchemy import select
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
 
@@ -223,10 +222,10 @@ def test_the_store_stopped_mid_session_loses_nothing_and_r_stores_what_was_kept(
     """The store (PostgreSQL, a server of the test's own) stops while a judge types at speed: the
     panel says so in one line (defect 9: once, never repeated), the judge goes on with the queries
     held ready, and R, once the store is back, stores every kept query once, as typed."""
-    from judging_app.judges import add_judge
-    from judging_app.migrate import upgrade
-    from judging_app.sessions import Listing, QuerySpec, store_session
     from judging_fixtures import PostgresServer, fresh_database
+    from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
+    from qcat.judging.store.judges import add_judge
+    from qcat.judging.store.migrate import upgrade
 
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM}")

@@ -11,18 +11,18 @@ from collections import Counter
 from datetime import timedelta
 
 import pytest
+from judging_fixtures import grade_all, qcat, run_threads, toy_queries
+from qcat.evaluation.report_files import write_report_files
+from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading.gold import add_gold, gold_queries, judge_agreement
+from qcat.judging.grading.sessions import Listing, QuerySpec, session_overview, store_session
+from qcat.judging.reporting.export import golden_from_store, qrels, write_csv
+from qcat.judging.reporting.report import build_report, draw_all, render_html, render_markdown
+from qcat.judging.store.connection import open_store
+from qcat.judging.store.judges import add_judge, authenticate
+from qcat.judging.store.models import Assignment, GoldGrade, SessionQuery, utcnow
 from sqlalchemy import func, select, update
 
-from judging_app import assignment, judgments
-from judging_app.export import golden_from_store, qrels, write_csv
-from judging_app.gold import add_gold, gold_queries, judge_agreement
-from judging_app.judges import add_judge, authenticate
-from judging_app.models import Assignment, GoldGrade, SessionQuery, utcnow
-from judging_app.report import build_report, draw_all, render_html, render_markdown
-from judging_app.sessions import Listing, QuerySpec, session_overview, store_session
-from judging_app.store import open_store
-from evaluation.report_files import write_report_files
-from judging_fixtures import grade_all, qcat, run_threads, toy_queries
 from qcat.errors import InputError
 
 

@@ -1,4 +1,4 @@
-"""Result lists from any search system (judging_app.imports, ``create-session --results``): the
+"""Result lists from any search system (qcat.judging.grading.imports, ``create-session --results``): the
 formats, bad rows reported by file and line, segments, ``--differing-only``, exports of such a
 session, and the report's time per judgment with its flag on much faster judges."""
 
@@ -8,15 +8,15 @@ import json
 from datetime import timedelta
 
 import pytest
+from judging_fixtures import grade_all, qcat
+from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading.imports import read_results
+from qcat.judging.grading.sessions import Listing, QuerySpec, select_imported, store_session
+from qcat.judging.grading.timing import timing_summary
+from qcat.judging.store.judges import add_judge
+from qcat.judging.store.models import Assignment
 from sqlalchemy import select, update
 
-from judging_app import assignment, judgments
-from judging_app.imports import read_results
-from judging_app.judges import add_judge
-from judging_app.models import Assignment
-from judging_app.sessions import Listing, QuerySpec, select_imported, store_session
-from judging_app.timing import timing_summary
-from judging_fixtures import grade_all, qcat
 from qcat.errors import InputError
 
 
@@ -100,7 +100,7 @@ def test_the_cli_reports_bad_rows_and_the_session_exports(tmp_path):
     assert "3 queries, baseline 'a' and target 'b'" in result.stderr
     refused = qcat("judge", "create-session", "--results", a, "--baseline", "x", "--url", db)
     assert refused.returncode != 0 and "not both" in refused.stderr and "Traceback" not in refused.stderr
-    from judging_app.store import open_store
+    from qcat.judging.store.connection import open_store
 
     store = open_store(str(db))
     judge, _ = add_judge(store, "ann")
@@ -114,9 +114,9 @@ def test_the_cli_reports_bad_rows_and_the_session_exports(tmp_path):
 
 
 def test_the_report_flags_a_much_faster_judge_beside_their_gold_agreement(sqlite_url, tmp_path):
-    from judging_app.gold import add_gold
-    from judging_app.migrate import upgrade
-    from judging_app.store import open_store
+    from qcat.judging.grading.gold import add_gold
+    from qcat.judging.store.connection import open_store
+    from qcat.judging.store.migrate import upgrade
 
     upgrade(sqlite_url)
     store = open_store(sqlite_url)
@@ -162,7 +162,7 @@ def test_a_trec_run_with_topics_and_listings(tmp_path):
     topics.write_text("1\tred running shoes\n2\tblue hat\n")
     listings = tmp_path / "listings.csv"
     listings.write_text("listing_id,title,image_url\nD1,Red shoe,https://img/d1.png\nD2,Red boot,\n")
-    from judging_app.imports import read_listings, read_topics
+    from qcat.judging.grading.imports import read_listings, read_topics
 
     with pytest.raises(InputError, match="names queries by id: give their text with --topics"):
         read_results([run], default_segment="head")

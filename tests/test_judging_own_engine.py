@@ -22,11 +22,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
-
-from judging_app.models import Assignment, Judge, Judgment, QueryReview, ResultItem, ResultList, SessionQuery
-from judging_app.store import open_store
 from judging_fixtures import CHROMIUM, panel_shown, qcat, running_judging_app, signed_in_panel, type_keys
+from qcat.judging.store.connection import open_store
+from qcat.judging.store.models import Assignment, Judge, Judgment, QueryReview, ResultItem, ResultList, SessionQuery
+from sqlalchemy import select
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
 TIMEOUT_MS = 20_000

@@ -1,4 +1,4 @@
-"""Issue 31, judging at typing speed: the grading panel's server side (judging_app.grading_desk)
+"""Issue 31, judging at typing speed: the grading panel's server side (qcat.judging.grading.desk)
 against a real store, and the defects that need no browser: sign-in limits per token id (3), the
 Streamlit child dying with ``qcat judge app`` under SIGKILL (4, in test_judging_defects.py), time per query as the panel
 measured it (5), the report's judged-by line with a sent-back query (6), today's width API (8).
@@ -12,19 +12,18 @@ import re
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import func, select
-
-from judging_app import assignment, disagreements, judgments
-from judging_app.grading_desk import GradingDesk
-from judging_app.judges import add_judge
-from judging_app.migrate import upgrade
-from judging_app.models import Assignment, Judgment
-from judging_app.report import build_report, header_lines, tables
-from judging_app.sessions import Listing, QuerySpec, store_session
-from judging_app.sign_in_limits import PER_CLIENT, PER_CLIENT_ACCOUNT, Limiter, client_address
-from judging_app.store import open_store
-from judging_app.timing import IDLE_CAP_SECONDS, TIMING_RULE, timing_summary
 from judging_fixtures import ROOT, qcat
+from qcat.judging.grading import assignment, disagreements, judgments
+from qcat.judging.grading.desk import GradingDesk
+from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
+from qcat.judging.grading.timing import IDLE_CAP_SECONDS, TIMING_RULE, timing_summary
+from qcat.judging.reporting.report import build_report, header_lines, tables
+from qcat.judging.store.connection import open_store
+from qcat.judging.store.judges import add_judge
+from qcat.judging.store.migrate import upgrade
+from qcat.judging.store.models import Assignment, Judgment
+from qcat.judging.store.sign_in_limits import PER_CLIENT, PER_CLIENT_ACCOUNT, Limiter, client_address
+from sqlalchemy import func, select
 
 QUERIES = [QuerySpec(f"query {i}", ("head", "torso", "tail")[i % 3],
                      [Listing(f"b{i}-{j}", f"Baseline <b>{i}.{j}</b>", "Home > Shoes") for j in range(3)],
@@ -141,7 +140,7 @@ def test_defect_5_time_per_query_is_the_active_time_the_panel_measured(store):
     report = build_report(store, session_id, bootstrap=0)
     timing_table = next(t for t in tables(report) if t.title.startswith("Seconds per query"))
     assert TIMING_RULE in timing_table.note
-    panel_js = (ROOT / "judging_app" / "panel.js").read_text()
+    panel_js = (ROOT / "judging_app" / "pages" / "panel.js").read_text()
     assert "Math.min(now - P.timer.last, P.data.idle_cap * 1000)" in panel_js  # the cap, in the browser
 
 
@@ -161,7 +160,7 @@ def test_defect_6_the_report_header_counts_a_sent_back_query_by_its_judges(store
 
 
 def test_defect_8_no_deprecated_width_argument_in_the_app():
-    sources = "\n".join(path.read_text() for path in (ROOT / "judging_app").glob("*.py"))
+    sources = "\n".join(path.read_text() for path in (ROOT / "judging_app").rglob("*.py"))
     assert not re.search(r"use_container_width", sources)
 
 

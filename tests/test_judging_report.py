@@ -11,20 +11,25 @@ import re
 import krippendorff
 import numpy as np
 import pytest
+from qcat.evaluation.golden.system_metrics import NDCG_DEPTH
+from qcat.evaluation.report_files import write_report_files
+from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
+from qcat.judging.reporting.agreement import (
+    agreement,
+    count_table,
+    fleiss_kappa,
+    krippendorff_alpha_ordinal,
+    pairwise_agreement,
+)
+from qcat.judging.reporting.export import golden_from_store, qrels, write_csv, write_golden_csv, write_qrels
+from qcat.judging.reporting.report import build_report, draw_all, header_lines, render_html, render_markdown
+from qcat.judging.store.connection import open_store
+from qcat.judging.store.judges import add_judge
+from qcat.judging.store.migrate import upgrade
 from statsmodels.stats.inter_rater import fleiss_kappa as statsmodels_fleiss_kappa
 
-from evaluation.golden.system_metrics import NDCG_DEPTH
-from judging_app import assignment, judgments
-from judging_app.agreement import agreement, count_table, fleiss_kappa, krippendorff_alpha_ordinal, pairwise_agreement
-from judging_app.export import golden_from_store, qrels, write_csv, write_golden_csv, write_qrels
-from judging_app.judges import add_judge
-from judging_app.migrate import upgrade
-from judging_app.report import build_report, draw_all, header_lines, render_html, render_markdown
-from judging_app.sessions import Listing, QuerySpec, store_session
-from judging_app.store import open_store
-from evaluation.report_files import write_report_files
 from qcat.errors import InputError
-
 
 # --- agreement -------------------------------------------------------------------------------
 
@@ -190,7 +195,7 @@ def test_csv_qrels_and_golden_exports(sqlite_store, sqlite_url, tmp_path):
     assert by_pair[("red shoe", "a")] == (1, pytest.approx(7 / 3))
     assert by_pair[("oak table", "e")] == (0, pytest.approx(2 / 3))
     assert write_golden_csv(sqlite_store, session_id, tmp_path / "g.csv") == 12
-    from evaluation.golden.importers import load_golden
+    from qcat.evaluation.golden.importers import load_golden
 
     assert len(load_golden(tmp_path / "g.csv")) == 12
     assert sorted(qrels(sqlite_store, session_id)) == sorted(qrels(sqlite_store, "hand"))

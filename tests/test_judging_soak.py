@@ -17,14 +17,13 @@ import time
 from collections import Counter
 from datetime import timedelta
 
-from sqlalchemy import func, select, update
-
-from judging_app import assignment, judgments
-from judging_app.judges import add_judge
-from judging_app.models import Assignment, Judgment, SessionQuery, utcnow
-from judging_app.sessions import store_session
-from judging_app.store import open_store
 from judging_fixtures import grade_all, run_threads, toy_queries
+from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading.sessions import store_session
+from qcat.judging.store.connection import open_store
+from qcat.judging.store.judges import add_judge
+from qcat.judging.store.models import Assignment, Judgment, SessionQuery, utcnow
+from sqlalchemy import func, select, update
 
 JUDGES = 8
 JUDGES_PER_QUERY = 3

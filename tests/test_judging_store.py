@@ -6,25 +6,25 @@ from __future__ import annotations
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import func, inspect, select, text, update
-from sqlalchemy.exc import IntegrityError
-
-from judging_app import assignment, judgments
-from judging_app.judges import add_judge, authenticate
-from judging_app.migrate import downgrade, upgrade
-from judging_app.models import (
+from judging_fixtures import REVISIONS, grade_all, toy_queries
+from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading.sessions import Listing, QuerySpec, find_session, session_overview, store_session
+from qcat.judging.store.connection import make_engine, open_store
+from qcat.judging.store.judges import add_judge, authenticate
+from qcat.judging.store.migrate import downgrade, upgrade
+from qcat.judging.store.models import (
     Assignment,
     Base,
     Judge,
-    Judgment,
     JudgingSession,
+    Judgment,
     ResultItem,
     ResultList,
     SessionQuery,
 )
-from judging_app.sessions import Listing, QuerySpec, find_session, session_overview, store_session
-from judging_app.store import make_engine, open_store
-from judging_fixtures import REVISIONS, grade_all, toy_queries
+from sqlalchemy import func, inspect, select, text, update
+from sqlalchemy.exc import IntegrityError
+
 from qcat.errors import InputError
 
 HEAD = REVISIONS[-1]
@@ -268,7 +268,7 @@ def test_sql_injection_strings_are_stored_verbatim_and_change_nothing_else(store
 
 
 def test_downgrade_refuses_to_drop_tables_holding_rows_unless_confirmed(db_url):
-    from judging_app.migrate import DataLossRefused
+    from qcat.judging.store.migrate import DataLossRefused
 
     upgrade(db_url)
     store = open_store(db_url)
@@ -294,7 +294,7 @@ def _idle(store, judge_id: int, minutes: float) -> None:
     """Make the judge's claims look ``minutes`` idle."""
     from datetime import timedelta
 
-    from judging_app.models import utcnow
+    from qcat.judging.store.models import utcnow
 
     with store.transaction() as session:
         session.execute(update(Assignment).where(Assignment.judge_id == judge_id)

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import scipy.stats
+from qcat.evaluation import metrics as M
+from qcat.evaluation import regression as R
+from qcat.evaluation.propensity import PropensityModel, label_counts
 
-from evaluation import metrics as M
-from evaluation import regression as R
-from evaluation.propensity import PropensityModel, label_counts
-from measure.metrics import Matched, gs_scores, pr_at_k
-from measure.ranking import binary, rank_predictions, row_normalized
+from qcat.measure.metrics import Matched, gs_scores, pr_at_k
+from qcat.measure.ranking import binary, rank_predictions, row_normalized
 
 LOG3 = math.log2(3)
 
@@ -133,7 +133,7 @@ def test_reliability_bins_top1(small: Matched) -> None:
 
 
 def test_an_empty_segment_scores_nan_not_an_error() -> None:
-    from evaluation.scoring import summarize
+    from qcat.evaluation.scoring import summarize
 
     empty = Matched.build(np.zeros((0, 10), int), np.zeros((0, 10)), sp.csr_matrix((0, 5)))
     scores = summarize(empty, np.ones(5))

@@ -4,12 +4,12 @@ import math
 
 import numpy as np
 import pytest
+from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.data.dataset import Dataset
+from qcat.training.nb.trainer import build_model, count_features
 
 from qcat.errors import EmptyQueryError
 from qcat.taxonomy import from_paths
-from training.clicktable import ClickTable
-from training.dataset import Dataset
-from training.nb_trainer import build_model, count_features
 
 TAXONOMY = from_paths(["Toys > Trains", "Toys > Dolls"])
 TRAINS, DOLLS = TAXONOMY.id_of_path("Toys > Trains"), TAXONOMY.id_of_path("Toys > Dolls")
@@ -106,10 +106,10 @@ def test_grid_scorer_gives_the_objective_of_the_built_model(bestbuy_taxonomy):
     the training lookup table included."""
     from pathlib import Path
 
-    from training.clicklog import ingest
-    from training.dataset import subset_queries
-    from training.nb_trainer import _GridScorer, _prune
-    from training.selection import objective
+    from qcat.training.clicklogs.clicklog import ingest
+    from qcat.training.data.dataset import subset_queries
+    from qcat.training.nb.trainer import _GridScorer, _prune
+    from qcat.training.selection.objective import objective
 
     data = Path(__file__).parent / "data"
     result = ingest(data / "bestbuy_clicks_sample.csv", bestbuy_taxonomy, min_clicks=1)

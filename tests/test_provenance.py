@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from qcat.training.data.provenance import SEEN_FILE, fingerprints, overlap, read_seen_fingerprints
 
 from tests.test_own_data import BESTBUY, CLICKS, DEMO, one_line_error, qcat
-from training.provenance import SEEN_FILE, fingerprints, overlap, read_seen_fingerprints
 
 LOG = ("--log", CLICKS, "--taxonomy", BESTBUY, "--min-clicks", "1")
 

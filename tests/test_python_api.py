@@ -50,10 +50,10 @@ def test_load_names_a_missing_bundle(tmp_path):
 
 
 def test_a_training_flag_error_names_the_flag(tmp_path):
-    from training.api import train_nb
+    from qcat.training.api import train_nb
 
     with pytest.raises(InputError, match="--log"):
         train_nb(tmp_path / "out", log=tmp_path / "missing.csv", taxonomy=tmp_path / "missing.tsv")
     with pytest.raises(InputError, match="backend 'svm'"):
-        from training.api import train
+        from qcat.training.api import train
         train("svm", tmp_path / "out2")

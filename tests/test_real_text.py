@@ -10,21 +10,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from qcat.training.catalog.listings import leaf_category_paths, load_catalog
+from qcat.training.data.corpus import Corpus
+from qcat.training.data.real_text import map_bestbuy_clicks, table_from_pairs
+from qcat.training.selection.calibrate import isotonic
+from qcat.training.selection.objective import choose_hybrid, objective
+from qcat.training.simulator.simulate import SimulationConfig, simulate_clicklog
 
 from qcat.calibration import CALIBRATION_FILE, Calibration, calibrated_sources
 from qcat.classifier import Classifier, default_model_dir, load_model
+from qcat.demo import demo_corpus_dir
 from qcat.errors import BundleError
 from qcat.hybrid import HybridModel
 from qcat.model import Predictions
 from qcat.normalize import tokenize
 from qcat.taxonomy import from_paths
-from training.calibrate import isotonic
-from training.catalog import leaf_category_paths, load_catalog
-from qcat.demo import demo_corpus_dir
-from training.corpus import Corpus
-from training.real_text import map_bestbuy_clicks, table_from_pairs
-from training.selection import choose_hybrid, objective
-from training.simulate import SimulationConfig, simulate_clicklog
 
 DATA = Path(__file__).parent / "data"
 
@@ -261,7 +261,7 @@ def test_hybrid_blend_is_the_weighted_sum_of_its_parts() -> None:
 
 
 def test_evaluate_reports_real_sets_and_calibration(tmp_path) -> None:
-    from evaluation.evaluate import evaluate
+    from qcat.evaluation.evaluate import evaluate
 
     report = evaluate([default_model_dir()], ["demo"], query_sets=["real-title", "real-queries"])
     assert report["query_sets"] == ["real-title", "real-queries"]
@@ -270,7 +270,7 @@ def test_evaluate_reports_real_sets_and_calibration(tmp_path) -> None:
     assert 0 <= scores["ECE"] <= 1 and 0 <= scores["ECE raw"] <= 1
     assert "segments" not in report["models"][0]
     out = tmp_path / "r"
-    from evaluation.cli import write_report
+    from qcat.evaluation.cli import write_report
 
     write_report(report, out)
     assert "real-title (test" in (out / "report.md").read_text()

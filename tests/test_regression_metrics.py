@@ -7,10 +7,10 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from qcat.evaluation import regression as R
+from qcat.evaluation.propensity import PropensityModel, fit_propensity
 
-from evaluation import regression as R
-from evaluation.propensity import PropensityModel, fit_propensity
-from measure.metrics import Matched
+from qcat.measure.metrics import Matched
 
 relevance = st.one_of(st.just(0.0), st.floats(0.0, 1.0, allow_nan=False))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from measure.segments import LENGTH_BINS, segment_by_impressions, segment_by_length
+from qcat.measure.segments import LENGTH_BINS, segment_by_impressions, segment_by_length
 
 
 def test_segment_by_impressions_hand_computed() -> None:

@@ -1,4 +1,4 @@
-"""The click simulator (training.simulate) and the Table-1 statistics (training.logstats)."""
+"""The click simulator (qcat.training.simulator.simulate) and the Table-1 statistics (qcat.training.clicklogs.logstats)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from qcat.normalize import normalize
-from training.catalog import Catalog, load_catalog
-from training.clicklog import ingest
-from training.clicktable import ClickTable
-from training.logstats import table1_stats
-from training.simulate import (
+from qcat.training.catalog.listings import Catalog, load_catalog
+from qcat.training.clicklogs.clicklog import ingest
+from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.clicklogs.logstats import table1_stats
+from qcat.training.simulator.simulate import (
     SimulationConfig,
     simulate_clicklog,
     simulated_search,
     write_log,
 )
+
+from qcat.normalize import normalize
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = SimulationConfig(total_searches=1_500_000, long_queries_per_listing=3.0, cased_variants=200)
@@ -192,8 +192,7 @@ def test_default_simulation_reproduces_the_shipped_demo_log(catalog: Catalog, tm
     gives the shipped log row for row (its Table 1 statistics are checked in
     tests/test_demo_corpus.py)."""
     import duckdb
-
-    from training.corpus import Corpus
+    from qcat.training.data.corpus import Corpus
 
     simulated = Corpus.open().holdout_split(catalog) == 0  # the real-text listings never reach the simulator
     log = simulate_clicklog(catalog.subset(simulated), catalog.taxonomy(), SimulationConfig())

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from single_query_check import assert_same_answers
 
 from qcat import xreg
 from qcat.classifier import Classifier
 from qcat.errors import EmptyQueryError
-from single_query_check import assert_same_answers
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +56,7 @@ def test_single_query_path_equals_the_batch_path(demo, words, name) -> None:
 
 
 def test_real_text_queries_answer_alike(demo) -> None:
-    from training.corpus import Corpus
+    from qcat.training.data.corpus import Corpus
 
     corpus = Corpus.open()
     queries = [q for name in ("real-title", "real-2tok") for q in list(corpus.query_set(name, "test").queries)[:150]]

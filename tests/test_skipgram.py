@@ -11,11 +11,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-
-from training.dataset import split_queries
-from training.query_short_forms import with_short_forms
-from training.real_text import table_from_pairs
-from training.skipgram import SkipGramConfig, cosine, keep_probabilities, noise_table, train_skipgram
+from qcat.training.catalog.query_short_forms import with_short_forms
+from qcat.training.data.dataset import split_queries
+from qcat.training.data.real_text import table_from_pairs
+from qcat.training.xmlq.skipgram import SkipGramConfig, cosine, keep_probabilities, noise_table, train_skipgram
 
 VOCABULARY = ["cat", "dog", "car", "truck", "pet", "fur", "food", "engine", "wheel", "road", "the", "zebra"]
 
@@ -70,8 +69,8 @@ def test_subsampling_and_noise_follow_word2vec() -> None:
 
 def test_unseen_tokens_keep_the_networks_random_rows(vectors) -> None:
     pytest.importorskip("keras")
-    from training.xmlq.embedding_init import skipgram_embeddings
-    from training.xmlq.model import PRESETS, build_xmlq
+    from qcat.training.xmlq.embedding_init import skipgram_embeddings
+    from qcat.training.xmlq.model import PRESETS, build_xmlq
 
     assert vectors.seen.tolist() == [token != "zebra" for token in VOCABULARY]
     assert not vectors.vectors[VOCABULARY.index("zebra")].any()
@@ -91,9 +90,10 @@ def test_unseen_tokens_keep_the_networks_random_rows(vectors) -> None:
 
 
 def test_skipgram_text_leaves_out_the_held_out_listings() -> None:
+    from qcat.training.data.corpus import Corpus
+    from qcat.training.xmlq.embedding_init import simulator_titles
+
     from qcat.normalize import normalize
-    from training.corpus import Corpus
-    from training.xmlq.embedding_init import simulator_titles
 
     corpus = Corpus.open()
     catalog = corpus.catalog()
@@ -139,8 +139,8 @@ def test_short_forms_hand_computed() -> None:
 
 
 def test_short_forms_never_touch_validation_or_test() -> None:
-    from training.corpus import Corpus
-    from training.query_short_forms import held_out_texts
+    from qcat.training.catalog.query_short_forms import held_out_texts
+    from qcat.training.data.corpus import Corpus
 
     corpus = Corpus.open()
     dataset = corpus.dataset("base")
@@ -177,9 +177,9 @@ def test_cli_trains_with_both_options_records_them_and_refuses_a_changed_resume(
     added = manifest["config"]["data"]["query_short_forms"]["added_queries"]
     assert added > 0
     # The forms are recorded as seen (an evaluation on them is flagged), with every non-test query.
-    from training.cli import seen_queries
-    from training.corpus import LogCorpus
-    from training.provenance import read_seen_fingerprints
+    from qcat.training.commands.train import seen_queries
+    from qcat.training.data.corpus import LogCorpus
+    from qcat.training.data.provenance import read_seen_fingerprints
 
     log = LogCorpus(data_dir / "bestbuy_clicks_sample.csv", data_dir / "bestbuy_categories_2016.json.gz", min_clicks=1)
     assert len(read_seen_fingerprints(out)) == len(seen_queries(log.dataset())) + added

@@ -13,18 +13,28 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 MAX_SIMULATOR_LINES = 400
+MAX_MODULES_SIDE_BY_SIDE = 12
+# The repository's folders and the package each installs as (pyproject.toml's package-dir).
+FOLDERS = {"qcat": "qcat", "training": "qcat.training", "evaluation": "qcat.evaluation",
+           "judging_app": "qcat.judging", "migrations": "qcat.migrations"}
+# The layout, top to bottom: a package imports only those below it (the serving core is the rest of
+# qcat/). The Alembic migrations belong to the judging store, so they sit in its layer.
+LAYERS = [("qcat.judging", "qcat.migrations"), ("qcat.evaluation",), ("qcat.training",), ("qcat.measure",)]
 
 
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    folder, *parts = path.relative_to(REPO).with_suffix("").parts
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts)
+    return ".".join([FOLDERS[folder], *parts])
 
 
 def modules(package: str) -> dict[str, Path]:
     """Every module of ``package`` (subpackages included), by dotted name."""
-    return {module_name(path): path for path in sorted((REPO / package).rglob("*.py"))}
+    folder = next(f for f, name in FOLDERS.items() if package == name or package.startswith(name + ".")
+                  and not any(package == n or package.startswith(n + ".") for n in FOLDERS.values() if len(n) > len(name)))
+    root = REPO / folder / Path(*package.split(".")[len(FOLDERS[folder].split(".")):])
+    return {module_name(path): path for path in sorted(root.rglob("*.py"))}
 
 
 def imported(path: Path) -> set[str]:
@@ -48,19 +58,50 @@ def imports_package(names: set[str], package: str) -> set[str]:
     return {n for n in names if n == package or n.startswith(package + ".")}
 
 
-def test_training_does_not_import_evaluation() -> None:
-    """Evaluation builds on training (corpora, datasets); what both need is in ``measure``."""
-    offenders = {name: sorted(imports_package(imported(path), "evaluation"))
-                 for name, path in modules("training").items()}
+def layer_of(module: str) -> int:
+    """The module's layer: its index in LAYERS, or len(LAYERS) for the serving core."""
+    return next((i for i, layer in enumerate(LAYERS) for package in layer
+                 if module == package or module.startswith(package + ".")), len(LAYERS))
+
+
+def every_module() -> dict[str, Path]:
+    return {name: path for folder in FOLDERS for name, path in modules(FOLDERS[folder]).items()}
+
+
+def test_no_import_runs_up_the_layout() -> None:
+    """judging (and its migrations) -> evaluation -> training -> measure -> the serving core."""
+    own = every_module()
+    offenders = {name: sorted(n for n in imported(path) if n in own and layer_of(n) < layer_of(name))
+                 for name, path in own.items()}
     assert {name: found for name, found in offenders.items() if found} == {}
 
 
-def test_measure_imports_only_qcat_and_itself() -> None:
-    first_party = ("training", "evaluation", "judging_app", "migrations")
-    offenders = {name: sorted(n for package in first_party for n in imports_package(imported(path), package))
-                 for name, path in modules("measure").items()}
-    assert modules("measure"), "the measure package is missing"
-    assert {name: found for name, found in offenders.items() if found} == {}
+def test_the_layer_check_sees_an_upward_import() -> None:
+    assert layer_of("qcat.evaluation.golden.cli") < layer_of("qcat.training.api") < layer_of("qcat.measure.metrics") \
+        < layer_of("qcat.classifier")
+    assert layer_of("qcat.judging.reporting.export") == layer_of("qcat.migrations.env") == 0
+
+
+def test_every_module_is_found_under_its_installed_name() -> None:
+    names = every_module()
+    assert {"qcat.training.api", "qcat.judging.pages.app", "qcat.evaluation.golden.cli", "qcat.measure.metrics",
+            "qcat.migrations.env", "qcat.classifier"} <= set(names)
+    assert not [n for n in names if n.split(".")[0] != "qcat"]
+
+
+@pytest.mark.parametrize("folder", ["training", "judging_app", "evaluation", "qcat"])
+def test_no_folder_holds_more_than_12_modules_side_by_side(folder: str) -> None:
+    crowded = {str(d.relative_to(REPO)): n for d in [REPO / folder, *(REPO / folder).rglob("*")]
+               if d.is_dir() and (n := len([p for p in d.glob("*.py") if p.name != "__init__.py"])) > MAX_MODULES_SIDE_BY_SIDE
+               and folder != "qcat"}
+    assert crowded == {}
+
+
+def test_every_subpackage_says_what_lives_there() -> None:
+    for folder in ("training", "judging_app", "evaluation"):
+        for init in (REPO / folder).rglob("__init__.py"):
+            doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+            assert doc and doc.strip(), f"{init.relative_to(REPO)} has no docstring"
 
 
 def import_graph(package: str) -> dict[str, set[str]]:
@@ -98,16 +139,17 @@ def test_find_cycle_finds_cycles() -> None:
 
 
 def test_migrate_and_store_do_not_import_each_other() -> None:
-    migrate = imported(REPO / "judging_app" / "migrate.py")
-    store = imported(REPO / "judging_app" / "store.py")
-    assert not ("judging_app.store" in migrate and "judging_app.migrate" in store)
+    migrate = imported(REPO / "judging_app" / "store" / "migrate.py")
+    store = imported(REPO / "judging_app" / "store" / "connection.py")
+    assert not ("qcat.judging.store.connection" in migrate and "qcat.judging.store.migrate" in store)
 
 
-def test_no_import_cycle_in_judging_app() -> None:
-    assert find_cycle(import_graph("judging_app")) is None
+@pytest.mark.parametrize("package", ["qcat.judging", "qcat.training", "qcat.evaluation"])
+def test_no_import_cycle(package: str) -> None:
+    assert find_cycle(import_graph(package)) is None
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "training").glob("simulate*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((REPO / "training" / "simulator").glob("simulate*.py")), ids=lambda p: p.name)
 def test_simulator_modules_are_small(path: Path) -> None:
     n_lines = len(path.read_text(encoding="utf-8").splitlines())
     assert n_lines < MAX_SIMULATOR_LINES, f"{path.name} has {n_lines} lines"

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from qcat.training.clicklogs.clicklog import ingest
 
 from qcat.errors import InputError
 from qcat.taxonomy import from_paths
 from tests.test_own_data import BESTBUY, one_line_error, qcat
-from training.clicklog import ingest
 
 TOYS = from_paths(["Toys > LEGO", "TV > TVs"])
 LEGO, TVS = TOYS.id_of_path("Toys > LEGO"), TOYS.id_of_path("TV > TVs")
@@ -58,7 +58,7 @@ def test_ingest_reports_lines_not_records(tmp_path):
 
 
 def test_a_stray_quote_in_a_catalog_is_one_malformed_line(tmp_path):
-    from training.catalog_ingest import ingest_catalog
+    from qcat.training.catalog.ingest import ingest_catalog
 
     rows = ["listing_id,title,category"] + [f"L{i},lego set {i},{LEGO}" for i in range(1, 30)]
     rows[5] = f'L5,"lego set 5,{LEGO}'
@@ -207,9 +207,9 @@ def test_the_search_never_uses_jax_even_where_it_is_installed():
     script = (
         "import logging\n"
         "import jax\n"
-        "from evaluation.golden.inventory import build_inventory\n"
-        "from evaluation.golden.search import MiniSearch\n"
-        "from training.corpus import Corpus\n"
+        "from qcat.evaluation.golden.inventory import build_inventory\n"
+        "from qcat.evaluation.golden.search import MiniSearch\n"
+        "from qcat.training.data.corpus import Corpus\n"
         "corpus = Corpus.open(None)\n"
         "catalog = corpus.catalog()\n"
         "inventory = build_inventory(catalog, corpus.taxonomy(), catalog.listing_id[:2000], sample_fraction=0.0, seed=0)\n"
@@ -342,8 +342,8 @@ def test_info_never_prints_none_and_the_api_refuses_a_k_the_cli_refuses():
 
 def test_golden_and_gold_files_read_one_line_at_a_time(tmp_path):
     """Item 1, "any CSV the project reads": a stray quote in golden judgments or a gold file."""
-    from evaluation.golden.importers import read_csv
-    from judging_app.gold import read_gold_file
+    from qcat.evaluation.golden.importers import read_csv
+    from qcat.judging.grading.gold import read_gold_file
 
     golden = tmp_path / "golden.csv"
     golden.write_text('query,listing_id,relevance\nlego,L1,1\n"lego star,L2,1\nsharp tv,V1,0\nnook,N1,1\n')

@@ -14,12 +14,12 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 keras = pytest.importorskip("keras")  # the [test] extra installs TensorFlow; fail loudly below if not
 from keras import ops  # noqa: E402
+from qcat.training.xmlq.losses import StochasticNegativeMining, soft_f1  # noqa: E402
+from qcat.training.xmlq.model import PRESETS, build_xmlq  # noqa: E402
+from test_cli import qcat  # noqa: E402
 
 from qcat.errors import BundleError  # noqa: E402
 from qcat.query_encoding import END, PAD, UNKNOWN, encode, token_index  # noqa: E402
-from test_cli import qcat  # noqa: E402
-from training.xmlq.losses import StochasticNegativeMining, soft_f1  # noqa: E402
-from training.xmlq.model import PRESETS, build_xmlq  # noqa: E402
 
 
 def test_tensorflow_is_installed() -> None:
@@ -85,7 +85,7 @@ def test_snm_samples_only_negatives() -> None:
 
 
 def test_cosine_schedule_restarts_at_80_percent_with_doubling_periods() -> None:
-    from training.xmlq.train import XMLQConfig, learning_rate
+    from qcat.training.xmlq.train import XMLQConfig, learning_rate
 
     config = XMLQConfig(batch_size=10)
     schedule = learning_rate(config, n_train=100)  # 10 steps an epoch: first period 20 steps
@@ -101,9 +101,9 @@ def test_cosine_schedule_restarts_at_80_percent_with_doubling_periods() -> None:
 @pytest.fixture(scope="module")
 def tiny(bestbuy_taxonomy, data_dir):
     """XML-Q trained for 2 epochs on the real Best Buy click sample."""
-    from training.clicklog import ingest
-    from training.dataset import Dataset
-    from training.xmlq.train import XMLQConfig, prepare, train
+    from qcat.training.clicklogs.clicklog import ingest
+    from qcat.training.data.dataset import Dataset
+    from qcat.training.xmlq.train import XMLQConfig, prepare, train
 
     result = ingest(data_dir / "bestbuy_clicks_sample.csv", bestbuy_taxonomy, min_clicks=1)
     dataset = Dataset.from_table(result.table, result.taxonomy)
@@ -114,7 +114,7 @@ def tiny(bestbuy_taxonomy, data_dir):
 
 
 def test_training_is_deterministic_and_monitored(tiny) -> None:
-    from training.xmlq.train import train
+    from qcat.training.xmlq.train import train
 
     _, config, prepared, network, summary = tiny
     assert len(summary["history"]) == 2 and 1 <= summary["best_epoch"] <= 2
@@ -126,7 +126,7 @@ def test_training_is_deterministic_and_monitored(tiny) -> None:
 
 @pytest.mark.parametrize("options", [{"loss": "snm"}, {"loss": "bce", "rnn": False, "cosine": False}])
 def test_other_losses_and_ablations_train(tiny, options) -> None:
-    from training.xmlq.train import XMLQConfig, train
+    from qcat.training.xmlq.train import XMLQConfig, train
 
     _, _, prepared, _, _ = tiny
     config = XMLQConfig(epochs=1, batch_size=32, min_token_count=1, **options)
@@ -136,8 +136,9 @@ def test_other_losses_and_ablations_train(tiny, options) -> None:
 
 
 def test_onnx_scores_match_keras(tiny, tmp_path) -> None:
+    from qcat.training.xmlq.export import bundle_model
+
     from qcat.classifier import load_model
-    from training.xmlq.export import bundle_model
 
     dataset, _, prepared, network, _ = tiny
     model = bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy, {}, {})
@@ -152,10 +153,10 @@ def test_onnx_scores_match_keras(tiny, tmp_path) -> None:
 
 @pytest.fixture(scope="module")
 def hybrid_dir(tiny, bestbuy_model_dir, tmp_path_factory):
-    from training.xmlq.export import bundle_model
+    from qcat.training.commands.train import save_bundle
+    from qcat.training.data.provenance import data_source
+    from qcat.training.xmlq.export import bundle_model
 
-    from training.cli import save_bundle
-    from training.provenance import data_source
     from qcat.bundle import read_manifest
 
     dataset, _, prepared, network, _ = tiny
@@ -185,7 +186,7 @@ def test_hybrid_routes_by_length_and_explains(hybrid_dir) -> None:
 
 def test_classify_with_a_hybrid_never_imports_tensorflow(hybrid_dir) -> None:
     code = ("import sys; from qcat.cli import main; main(['classify', '--model', sys.argv[1], 'apple ipod nano case']);"
-            "sys.stdout.flush(); bad = [m for m in ('tensorflow', 'keras', 'training') if m in sys.modules];"
+            "sys.stdout.flush(); bad = [m for m in ('tensorflow', 'keras', 'qcat.training') if m in sys.modules];"
             "print('LOADED', bad)")
     result = subprocess.run([sys.executable, "-c", code, str(hybrid_dir)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -219,8 +220,8 @@ def test_backend_options_need_a_hybrid(bestbuy_model_dir, tmp_path) -> None:
 def test_augmented_training_set_from_the_demo_corpus(tmp_path) -> None:
     import argparse
 
-    from training.cli import augmented_dataset
-    from training.corpus import Corpus
+    from qcat.training.commands.train import augmented_dataset
+    from qcat.training.data.corpus import Corpus
 
     base = Corpus.open().dataset("base")
     args = argparse.Namespace(augment="rare,brand", log=None, period="base", corpus=None, brand_repeat=50,
@@ -283,8 +284,9 @@ def test_distributed_needs_tf_config(tmp_path, data_dir) -> None:
 
 def test_single_query_path_equals_the_batch_path(hybrid_dir) -> None:
     """XML-Q's single-query path (its own one-thread onnxruntime session) and the XML-Q hybrid's."""
-    from qcat.classifier import Classifier
     from single_query_check import assert_same_answers
+
+    from qcat.classifier import Classifier
 
     hybrid = Classifier.load(hybrid_dir).compile().model
     queries = ["ipod", "ipod nano", "apple ipod nano case", "zzqx unknown words here", "tv wall mount 55 inch"]
@@ -348,8 +350,9 @@ def test_three_way_blend_is_the_weighted_sum_of_its_parts(three_way_dir) -> None
 
 
 def test_three_way_single_query_path_equals_the_batch_path(three_way_dir) -> None:
-    from qcat.classifier import Classifier
     from single_query_check import assert_same_answers
+
+    from qcat.classifier import Classifier
 
     model = Classifier.load(three_way_dir[0]).compile().model
     queries = ["ipod", "ipod nano", "apple ipod nano case", "zzqx unknown words here", "tv wall mount 55 inch"]

@@ -24,8 +24,8 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 keras = pytest.importorskip("keras")
 
+from qcat.training.xmlq.train import XMLQConfig  # noqa: E402
 from test_cli import qcat  # noqa: E402
-from training.xmlq.train import XMLQConfig  # noqa: E402
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -109,8 +109,8 @@ def test_onnx_export_of_jax_weights_matches_jax(jax_run) -> None:
 def test_a_jax_checkpoint_resumes_and_exports_under_this_backend(jax_run, tmp_path) -> None:
     """The accelerator workflow: train under JAX where there is no TensorFlow, bring the
     checkpoint back, and ``--resume`` it here (nothing left to train) to export it."""
-    from training.xmlq.export import to_onnx
-    from training.xmlq.train import train
+    from qcat.training.xmlq.export import to_onnx
+    from qcat.training.xmlq.train import train
     from xmlq_backend_job import tiny_prepared
 
     config = XMLQConfig(epochs=2, batch_size=32, min_token_count=1)
@@ -132,9 +132,9 @@ def test_a_jax_checkpoint_resumes_and_exports_under_this_backend(jax_run, tmp_pa
 
 @pytest.fixture(scope="module")
 def tiny_tf(bestbuy_taxonomy, data_dir):
-    from training.clicklog import ingest
-    from training.dataset import Dataset
-    from training.xmlq.train import XMLQConfig, prepare
+    from qcat.training.clicklogs.clicklog import ingest
+    from qcat.training.data.dataset import Dataset
+    from qcat.training.xmlq.train import XMLQConfig, prepare
 
     result = ingest(data_dir / "bestbuy_clicks_sample.csv", bestbuy_taxonomy, min_clicks=1)
     config = XMLQConfig(epochs=2, batch_size=32, min_token_count=1)
@@ -142,8 +142,8 @@ def tiny_tf(bestbuy_taxonomy, data_dir):
 
 
 def test_resume_under_the_process_backend(tiny_tf, tmp_path) -> None:
-    from training.xmlq.checkpoint import CheckpointError
-    from training.xmlq.train import train
+    from qcat.training.xmlq.checkpoint import CheckpointError
+    from qcat.training.xmlq.train import train
 
     config, prepared = tiny_tf
     quiet = {"log": lambda message: None, "verbose": 0}

@@ -2,7 +2,7 @@
 implementation of a training run: its checks, its record of the data, its atomic bundle write)
 and returns the trained bundle loaded, ready to classify.
 
-    from training.api import train_nb
+    from qcat.training import train_nb
     classifier = train_nb("my-nb", log="clicks.csv", taxonomy="taxonomy.tsv")
 
 A keyword argument is the flag of the same name (``min_clicks=1`` is ``--min-clicks 1``;
@@ -42,7 +42,7 @@ def train(backend: str, out: str | Path, *, verbose: bool = False, **options) ->
     """Train a ``backend`` bundle into ``out`` (new or an empty directory) like
     ``qcat train BACKEND --out OUT`` with ``options`` as its flags, and load it. With
     ``verbose``, the command's report is printed as on the command line."""
-    from training.cli import main
+    from qcat.training.commands.train import main
 
     if backend not in BACKENDS:
         raise InputError(f"backend {backend!r}: choose one of {', '.join(BACKENDS)}")

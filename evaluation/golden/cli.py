@@ -11,13 +11,16 @@ import argparse
 import json
 import sys
 import time
+from importlib.metadata import entry_points
 from pathlib import Path
 
-from evaluation.report_files import clean_json
+from qcat.evaluation.report_files import clean_json
+
 from qcat.cli import ArgumentParser, float_at_least, int_at_least, share
 from qcat.errors import InputError
 from qcat.output import check_writable_file
 
+GOLDEN_SOURCES = "qcat.golden_sources"
 DEFAULT_OUT = Path("qcat-golden-report")
 
 
@@ -33,14 +36,26 @@ def _common_golden(parser: argparse.ArgumentParser) -> None:
 def load_golden_source(source: str, args: argparse.Namespace):
     """Golden data from a file, or (``--golden-session``) from a judging store."""
     if args.golden_session is not None or args.format == "sql":
-        from judging_app.export import golden_from_store
-
         if args.golden_session is None:
             raise InputError("--format sql reads a judging store: give --golden-session SESSION")
-        return golden_from_store(source, args.golden_session)
-    from evaluation.golden.importers import load_golden
+        return judging_store_reader()(source, args.golden_session)
+    from qcat.evaluation.golden.importers import load_golden
 
     return load_golden(Path(source), args.format, args.strict)
+
+
+def judging_store_reader():
+    """``(store URL, session) -> GoldenSet`` for a judging session. The judging package provides it
+    through the ``qcat.golden_sources`` entry point (pyproject.toml): the harness sits below the
+    judging app in the layout, so it names the reader instead of importing it."""
+    found = entry_points(group=GOLDEN_SOURCES, name="judging-store")
+    if not found:
+        raise InputError(f"--golden-session: no {GOLDEN_SOURCES!r} entry point 'judging-store' is installed; "
+                         'reinstall qcat with the judge extra: pip install "qcat[judge]"')
+    try:
+        return next(iter(found)).load()
+    except ImportError as exc:  # the judge extra is missing: the message names it
+        raise InputError(f"--golden-session: {exc}") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,9 +128,9 @@ def run_import(args: argparse.Namespace, say) -> int:
 
 
 def run_generate(args: argparse.Namespace, say) -> int:
-    from evaluation.golden.demo import DemoGoldenConfig, generate_demo_golden
-    from evaluation.golden.query_sets import log_demand
-    from training.corpus import Corpus
+    from qcat.evaluation.golden.demo import DemoGoldenConfig, generate_demo_golden
+    from qcat.evaluation.golden.query_sets import log_demand
+    from qcat.training.data.corpus import Corpus
 
     check_writable_file(args.out, "--out", GOLDEN_SUFFIXES)
     corpus = Corpus.open(args.corpus)
@@ -133,13 +148,13 @@ def _positive(value: int, flag: str) -> int:
 
 
 def run_evaluate(args: argparse.Namespace, say) -> int:
-    from evaluation.golden.demo import DemoGoldenConfig, generate_demo_golden
-    from evaluation.golden.harness import HarnessConfig, check_names, golden_evaluate
-    from evaluation.golden.query_sets import log_demand
-    from evaluation.golden.report import draw_all, render_html, render_markdown
-    from evaluation.golden.search import SearchConfig
-    from evaluation.report_files import write_report_files
-    from training.corpus import Corpus
+    from qcat.evaluation.golden.demo import DemoGoldenConfig, generate_demo_golden
+    from qcat.evaluation.golden.harness import HarnessConfig, check_names, golden_evaluate
+    from qcat.evaluation.golden.query_sets import log_demand
+    from qcat.evaluation.golden.report import draw_all, render_html, render_markdown
+    from qcat.evaluation.golden.search import SearchConfig
+    from qcat.evaluation.report_files import write_report_files
+    from qcat.training.data.corpus import Corpus
 
     started = time.perf_counter()
     names = tuple(args.names) if args.names else (args.baseline.resolve().name, args.target.resolve().name)

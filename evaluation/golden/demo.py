@@ -2,7 +2,7 @@
 
 Every demo query was generated from an *intent*: one listing and its category
 (``intents.parquet``). Golden queries are sampled from the latest log's head, torso and
-tail (see :mod:`evaluation.golden.query_sets`); the listings judged for a query are a
+tail (see :mod:`qcat.evaluation.golden.query_sets`); the listings judged for a query are a
 pool, as TREC pools runs: the top ``pool_depth`` BM25 results over the whole catalog, the
 first ``category_depth`` listings of the intent category among the top ``candidates``,
 and the intent listing itself. A simulated judge grades each pooled listing:
@@ -22,17 +22,17 @@ from dataclasses import dataclass
 
 import duckdb
 import numpy as np
+from qcat.evaluation.golden.golden_set import RELEVANT_GRADE, GoldenSet, ImportReport, from_rows
+from qcat.evaluation.golden.inventory import build_inventory
+from qcat.evaluation.golden.query_sets import Demand, sample_query_sets
+from qcat.evaluation.golden.search import MiniSearch, SearchConfig
+from qcat.training.catalog.listings import Catalog
+from qcat.training.data.corpus import Corpus
 
-from evaluation.golden.golden_set import RELEVANT_GRADE, GoldenSet, ImportReport, from_rows
-from evaluation.golden.inventory import build_inventory
-from evaluation.golden.query_sets import Demand, sample_query_sets
-from evaluation.golden.search import MiniSearch, SearchConfig
-from measure.segments import SEGMENTS
 from qcat.errors import InputError
+from qcat.measure.segments import SEGMENTS
 from qcat.normalize import normalize, tokenize
 from qcat.taxonomy import Taxonomy
-from training.catalog import Catalog
-from training.corpus import Corpus
 
 SIMULATED_JUDGE = "simulator"
 

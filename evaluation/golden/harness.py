@@ -11,20 +11,26 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+from qcat.evaluation.evaluate import check_labels
+from qcat.evaluation.golden.golden_set import GoldenPairs, GoldenSet
+from qcat.evaluation.golden.inventory import Inventory, build_inventory
+from qcat.evaluation.golden.query_sets import SETS, Demand, QuerySets, sample_query_sets
+from qcat.evaluation.golden.search import MiniSearch, SearchConfig
+from qcat.evaluation.golden.system_metrics import (
+    METRICS,
+    QueryJudgments,
+    bootstrap_delta,
+    mean_defined,
+    per_query_metrics,
+)
+from qcat.training.catalog.listings import Catalog
+from qcat.training.data.provenance import format_overlap, overlap, read_seen_fingerprints
 
-from evaluation.evaluate import check_labels
-from evaluation.golden.golden_set import GoldenPairs, GoldenSet
-from evaluation.golden.inventory import Inventory, build_inventory
-from evaluation.golden.query_sets import SETS, Demand, QuerySets, sample_query_sets
-from evaluation.golden.search import MiniSearch, SearchConfig
-from evaluation.golden.system_metrics import METRICS, QueryJudgments, bootstrap_delta, mean_defined, per_query_metrics
 from qcat.classifier import load_model
 from qcat.errors import InputError
 from qcat.normalize import tokenize
 from qcat.progress import task
 from qcat.taxonomy import Taxonomy
-from training.catalog import Catalog
-from training.provenance import format_overlap, overlap, read_seen_fingerprints
 
 FLOOR = "no classifier"
 ALL = "all"

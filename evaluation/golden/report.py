@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from evaluation.golden.system_metrics import METRICS
-from evaluation.html import html_document
-from evaluation.plots import figure_svg, legend_label, plt
-from evaluation.report import Table, markdown_document, percent
-from training.provenance import format_overlap
+from qcat.evaluation.golden.system_metrics import METRICS
+from qcat.evaluation.html import html_document
+from qcat.evaluation.plots import figure_svg, legend_label, plt
+from qcat.evaluation.report import Table, markdown_document, percent
+from qcat.training.data.provenance import format_overlap
 
 TITLE = "qcat golden-data search evaluation"
 

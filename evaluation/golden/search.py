@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 
 import bm25s
 import numpy as np
+from qcat.evaluation.golden.inventory import Inventory
 
-from evaluation.golden.inventory import Inventory
 from qcat.errors import InputError
 from qcat.model import Model
 

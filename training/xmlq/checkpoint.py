@@ -1,5 +1,5 @@
 """The XML-Q trainer's checkpoint directory: what ``--resume`` reads back (the trainer,
-:mod:`training.xmlq.train`, decides whether a checkpoint fits the data and settings)."""
+:mod:`qcat.training.xmlq.train`, decides whether a checkpoint fits the data and settings)."""
 
 from __future__ import annotations
 

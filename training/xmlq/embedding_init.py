@@ -20,10 +20,10 @@ text never holds (and the padding, end and unknown ids) keep their random rows.
 from __future__ import annotations
 
 import numpy as np
+from qcat.training.xmlq.skipgram import SkipGramConfig, train_skipgram
 
 from qcat.normalize import tokenize
 from qcat.query_encoding import RESERVED
-from training.skipgram import SkipGramConfig, train_skipgram
 
 RANDOM_INIT_LIMIT = 0.05  # build_xmlq's RandomUniform(-0.05, 0.05)
 TARGET_SD = RANDOM_INIT_LIMIT / np.sqrt(3.0)
@@ -32,7 +32,7 @@ TARGET_SD = RANDOM_INIT_LIMIT / np.sqrt(3.0)
 def simulator_titles(corpus) -> list[list[str]] | None:
     """The tokens of the catalog titles a corpus gave its click simulator, held-out ones (and
     titles equal to one) left out; None when the data is not a corpus with a catalog."""
-    from training.corpus import Corpus
+    from qcat.training.data.corpus import Corpus
 
     if not isinstance(corpus, Corpus) or "catalog" not in corpus.meta:
         return None
@@ -45,7 +45,7 @@ def simulator_titles(corpus) -> list[list[str]] | None:
 
 def skipgram_embeddings(vocabulary: list[str], queries, titles: list[list[str]] | None, dim: int, epochs: int,
                         seed: int) -> tuple[tuple[np.ndarray, np.ndarray], dict]:
-    """``((token ids, their vectors), record)`` for :func:`training.xmlq.model.build_xmlq`:
+    """``((token ids, their vectors), record)`` for :func:`qcat.training.xmlq.model.build_xmlq`:
     the ids of the vocabulary tokens the text holds and their rescaled vectors; the record
     says what trained them (for the bundle's manifest)."""
     sentences = [query.split(" ") for query in queries] + (titles or [])

@@ -5,12 +5,12 @@ Keras is imported): the batches are numpy arrays from a :class:`keras.utils.PyDa
 shuffled per epoch from ``(seed, epoch)``, the losses and the schedule are ``keras.ops``, and
 the checkpoints are Keras weight files plus numpy arrays. TensorFlow is imported only for
 what exists only there: op determinism and ``tf.distribute`` (``--distributed``, in
-:mod:`training.xmlq.distributed`).
+:mod:`qcat.training.xmlq.distributed`).
 
 The learning rate follows cosine decay with restarts (eBay §3.3.3, Figure 2): from 1e-3,
 first period 2 epochs, each restart at 0.8 of the previous peak and each period twice the
 previous one (Keras' ``CosineDecayRestarts``). Training stops early when the validation
-objective (:mod:`training.selection`: the weighted PR@1 over the data's validation split and,
+objective (:mod:`qcat.training.selection.objective`: the weighted PR@1 over the data's validation split and,
 for a corpus, its real-text validation sets; the split alone for a user's log) has not improved
 for ``patience`` epochs, and the best epoch's weights are restored. The paper does not say what
 it stops on; we stop on what every other model choice is made on, so an epoch that fits the
@@ -29,19 +29,19 @@ from typing import Callable
 
 import keras
 import numpy as np
+from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.data.dataset import Dataset, truth_matrix
+from qcat.training.xmlq.checkpoint import Checkpoint, CheckpointError
+from qcat.training.xmlq.losses import StochasticNegativeMining, binary_crossentropy, soft_f1
+from qcat.training.xmlq.model import PRESETS, build_xmlq
 
-from measure.metrics import gs_scores, pr_at_k
-from measure.predict import match_to_truth
+from qcat.measure.metrics import gs_scores, pr_at_k
+from qcat.measure.predict import match_to_truth
 from qcat.model import top_k
 from qcat.query_encoding import RESERVED, encode, token_index
-from training.clicktable import ClickTable
-from training.dataset import Dataset, truth_matrix
-from training.xmlq.checkpoint import Checkpoint, CheckpointError
-from training.xmlq.losses import StochasticNegativeMining, binary_crossentropy, soft_f1
-from training.xmlq.model import PRESETS, build_xmlq
 
 LOSSES = ("soft-f1", "bce", "snm")
-EMBEDDING_INITS = ("random", "skipgram")  # random: the paper's; skipgram: training.xmlq.embedding_init
+EMBEDDING_INITS = ("random", "skipgram")  # random: the paper's; skipgram: qcat.training.xmlq.embedding_init
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class XMLQConfig:
     seed: int = 0
     init_embeddings: str = "random"
     skipgram_epochs: int = 5  # read only with init_embeddings "skipgram"
-    query_short_forms: bool = False  # training.query_short_forms (the data fingerprint sees it too)
+    query_short_forms: bool = False  # qcat.training.catalog.query_short_forms (the data fingerprint sees it too)
     snm: dict = field(default_factory=lambda: {"sampled": 64, "top_k": 8, "kind": "powl", "phi": "hinge"})
 
     def __post_init__(self) -> None:
@@ -173,7 +173,7 @@ def prepare(dataset: Dataset, config: XMLQConfig, train: ClickTable | None = Non
             train_weights: np.ndarray | None = None, sets: dict | None = None) -> Prepared:
     """Vocabulary and label space from ``train`` (default ``dataset.train``), token ids and
     label lists for it and for the validation split, and token ids of the validation
-    objective's ``sets`` (:func:`training.selection.validation_sets`; default: the split alone)."""
+    objective's ``sets`` (:func:`qcat.training.selection.objective.validation_sets`; default: the split alone)."""
     train = train if train is not None else dataset.train
     vocabulary = build_vocabulary(train.queries, config.min_token_count, config.max_vocabulary)
     used = np.unique(train.pair_category)
@@ -397,7 +397,7 @@ def train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None = None
                                           else f"{initial_epoch} of --epochs {config.epochs} done"))
         monitor.on_train_end()
     elif strategy is not None and is_multi_worker(strategy):
-        from training.xmlq.distributed import fit_multi_worker, input_pipeline
+        from qcat.training.xmlq.distributed import fit_multi_worker, input_pipeline
 
         data = input_pipeline(prepared.train_tokens, prepared.train_labels, len(prepared.labels), config.batch_size,
                               config.seed, prepared.train_weights)

@@ -3,7 +3,7 @@
 The relevance of a pair is the query's click share: the pair's clicks over the query's
 searches (its impressions; where the log has none, its total clicks), so that within a query
 categories rank by their clicks. It is not the pair's own click-through rate: impressions are
-counted per query (:mod:`training.clicklog`), and a pair's own rate would let 15 clicks of 25
+counted per query (:mod:`qcat.training.clicklogs.clicklog`), and a pair's own rate would let 15 clicks of 25
 searches on one day outrank 145 of 1,400 of the same query. XReg normalizes relevance weights
 to [0, 1] by dividing by their maximum value, one global maximum: §4.2 says "all the
 relevance weights are normalized ... by dividing by its maximum value" and notes that
@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-
-from training.clicktable import ClickTable
+from qcat.training.clicklogs.clicktable import ClickTable
 
 
 def pair_relevance(table: ClickTable) -> np.ndarray:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-
-from training.xreg.tree import normalize_rows
+from qcat.training.xreg.tree import normalize_rows
 
 
 def generate(n_points: int, n_labels: int, n_features: int, seed: int = 0, prototype: int = 8,

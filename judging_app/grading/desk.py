@@ -1,0 +1,219 @@
+"""The server side of the grading panel (:mod:`qcat.judging.pages.panel`): what one judge's panel sends,
+stored, and what it is sent back. No Streamlit here: the app calls it once per panel message, and
+the tests call it directly against a real store.
+
+The panel sends its *outbox*: every action the judge took that the server has not yet answered
+(submit, skip, flag & skip, a reviewed query's changed grades), each with an id of the panel's
+own. :meth:`GradingDesk.take` stores each action once (an action already answered gets its first
+answer again: a message sent twice, or re-sent after a reload, stores nothing twice) and answers
+it: ``saved``, ``skipped``, ``changed`` or ``finished`` (done elsewhere; nothing changed) end it;
+``not_needed`` (late grades no longer needed: nothing recorded) and ``refused`` end it with a
+message; ``store_down`` keeps it in the panel, with the grades, for the judge to send again.
+:meth:`GradingDesk.queue` then gives the query to show and the ones to hold ready after it.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading.assignment import QueryScreen, Shown
+from qcat.judging.grading.imports import safe_url
+from qcat.judging.store.connection import Store, error_detail
+from sqlalchemy.exc import SQLAlchemyError
+
+from qcat.errors import InputError
+
+PREFETCH = 4  # queries held ready after the one on screen: a margin for a busy server (docs/benchmarks.md)
+PROGRESS_SECONDS = 5.0
+MAX_ACTIONS = 200  # an outbox longer than this is not the panel's
+STORE_DOWN = "The judging store cannot be reached right now"
+
+
+@dataclass
+class Answer:
+    """The server's answer to one action of the panel."""
+
+    status: str  # saved, skipped, changed, finished, not_needed, refused, store_down, back
+    message: str
+    query_id: int | None = None
+
+    def as_dict(self) -> dict:
+        return {"status": self.status, "message": self.message, "query_id": self.query_id}
+
+
+def price_text(price: float) -> str:
+    """A catalog price as shown (the catalog names no currency): 49.88, 1,299.00."""
+    return f"{price:,.2f}"
+
+
+def card(item: Shown) -> dict:
+    """One listing as the panel draws it: every text escaped here (the panel inserts it as HTML),
+    only http(s) and inline-image URLs."""
+    image = safe_url(item.image_url or "", images=True)
+    link = safe_url(item.link or "", images=False)
+    facts = [f"Brand: {item.brand}" if item.brand else "",
+             f"Price: {price_text(item.price)}" if item.price is not None else ""]
+    return {"listing": html.escape(item.listing_id), "position": item.position,
+            "title": html.escape(item.title) or "(no title)",
+            "facts": html.escape(" · ".join(fact for fact in facts if fact)),
+            "category": html.escape(item.category),
+            "image": html.escape(image, quote=True) if image else None,
+            "link": html.escape(link, quote=True) if link else None}
+
+
+def screen_data(screen: QueryScreen, grades: dict[tuple[str, str], int] | None = None) -> dict:
+    """A query as the panel draws it: both groups, and the listings to grade in the order the keys
+    go (Group A top to bottom, then Group B's listings not shown in Group A). A listing in both
+    groups is graded once, in Group A. Never which system is which."""
+    shared = screen.shared()
+    left_position = {item.listing_id: item.position for item in screen.left}
+    groups = {"left": [], "right": []}
+    slots = []
+    for side, group in (("left", screen.left), ("right", screen.right)):
+        for item in group:
+            shown = card(item)
+            if side == "right" and item.listing_id in shared:
+                shown["same_as"] = left_position[item.listing_id]
+            else:
+                shown["slot"] = len(slots)
+                slots.append({"listing": item.listing_id, "side": side,
+                              "grade": (grades or {}).get((item.listing_id, side))})
+            groups[side].append(shown)
+    return {"id": screen.query_id, "text": html.escape(screen.text), "left": groups["left"], "right": groups["right"],
+            "slots": slots}
+
+
+@dataclass
+class GradingDesk:
+    """One judge's grading in one session, as the panel drives it."""
+
+    store: Store
+    judge_id: int
+    session_id: int
+    claim_timeout: timedelta = assignment.CLAIM_TIMEOUT
+    prefetch: int = PREFETCH
+    answered: dict[str, dict] = field(default_factory=dict)  # action id -> its answer (kept by the app per page)
+    finished: set[int] = field(default_factory=set)  # queries this page has acted on: never shown again by it
+    drawn: dict[int, dict] = field(default_factory=dict)  # query id -> screen_data (a query's lists never change)
+    counted: tuple[float, dict] | None = None  # (when, progress)
+    log: Any = None
+
+    def take(self, outbox: object) -> dict[str, dict]:
+        """Store every action of the outbox not answered yet, in order; the answers of all of them."""
+        actions = outbox if isinstance(outbox, list) else []
+        answers: dict[str, dict] = {}
+        self.new_answers: list[dict] = []  # those answered by this call (a page rerun sends old ones again)
+        for action in actions[:MAX_ACTIONS]:
+            if not isinstance(action, dict) or not isinstance(action.get("id"), str):
+                continue
+            key = action["id"][:100]
+            if key not in self.answered:  # a retry after the store was down comes with an id of its own
+                answer = self.answered[key] = self.answer(action).as_dict()
+                self.new_answers.append(answer)
+                if answer["status"] in ("saved", "skipped", "finished", "not_needed", "refused"):
+                    self.finished.add(answer["query_id"])
+                if answer["status"] == "refused" and action.get("kind") in ("submit", "skip", "flag"):
+                    self.let_go(answer["query_id"])
+            answers[key] = self.answered[key]
+        for key in set(self.answered) - set(answers):  # the panel has let go of them
+            del self.answered[key]
+        return answers
+
+    def answer(self, action: dict) -> Answer:
+        kind, query_id = action.get("kind"), action.get("query")
+        if kind == "back":  # the judge leaves a query under review: nothing to store
+            return Answer("back", "", query_id if isinstance(query_id, int) else None)
+        if not isinstance(query_id, int) or isinstance(query_id, bool):
+            return Answer("refused", "the panel sent an action without its query: reload the page", None)
+        text = str(action.get("text", ""))[:200]
+        note = action.get("note") or None
+        if note is not None and not isinstance(note, str):
+            return Answer("refused", "a flag note must be text", query_id)
+        try:
+            if kind in ("submit", "review"):
+                result = judgments.submit(self.store, self.judge_id, query_id, self.grades(action), flag_note=note,
+                                          resubmit=kind == "review",
+                                          active_seconds=action.get("seconds") if kind == "submit" else None)
+                if kind == "review":
+                    changed = result.listings_updated
+                    return Answer("changed", f"Changed {changed} grade{'s' * (changed != 1)} of “{text}”." if changed
+                                  else f"No grade of “{text}” changed.", query_id)
+                return Answer("saved", f"Saved your {len(action['grades'])} grades for “{text}”.", query_id)
+            if kind in ("skip", "flag"):
+                if kind == "flag" and not (note or "").strip():
+                    return Answer("refused", "Write what is wrong with the query in the note, then flag it.", query_id)
+                assignment.skip(self.store, self.judge_id, query_id, flag_note=note)
+                return Answer("skipped", f"{'Flagged and skipped' if kind == 'flag' else 'Skipped'} “{text}”.", query_id)
+            return Answer("refused", f"unknown action {str(kind)[:20]!r}: reload the page", query_id)
+        except assignment.AlreadyFinished as exc:
+            if kind == "submit" and exc.status == "done":  # sent again (a retry, a reload): stored once already
+                return Answer("saved", f"Your grades for “{text}” were saved already.", query_id)
+            if kind in ("skip", "flag") and exc.status == "skipped":  # the same: skipped once already
+                return Answer("skipped", f"“{text}” was skipped already.", query_id)
+            return Answer("finished", f"“{text}” was already {'graded' if exc.status == 'done' else 'skipped'} in "
+                                      "another window: nothing was changed.", query_id)
+        except judgments.NotNeeded:
+            return Answer("not_needed", f"While “{text}” waited, other judges graded it: your grades for it are not "
+                                        "needed and nothing was recorded.", query_id)
+        except InputError as exc:
+            return Answer("refused", str(exc), query_id)
+        except SQLAlchemyError as exc:
+            if self.log is not None:
+                self.log.error("judging store error: %s", error_detail(exc), exc_info=exc)
+            return Answer("store_down", f"Not saved: {STORE_DOWN.lower()}. Your grades are kept here: press R "
+                                        "(or Retry) in a moment.", query_id)
+
+    def let_go(self, query_id: int | None) -> None:
+        """Give back the judge's claim on a query the panel has let go of (its action refused)."""
+        if query_id is None:
+            return
+        try:
+            assignment.release(self.store, judge_id=self.judge_id, query_id=query_id)
+        except (InputError, SQLAlchemyError) as exc:  # it expires with the claim timeout all the same
+            if self.log is not None:
+                self.log.warning("could not release query %s of judge %s: %s", query_id, self.judge_id, exc)
+
+    @staticmethod
+    def grades(action: dict) -> list[tuple[str, str, object]]:
+        rows = action.get("grades")
+        if not isinstance(rows, list) or not all(isinstance(row, list) and len(row) == 3 for row in rows):
+            raise InputError("the panel sent grades in a shape it never sends: reload the page")
+        return [(str(listing), str(side), grade) for listing, side, grade in rows]
+
+    def queue(self, holding: object = ()) -> list[dict]:
+        """The query to show and the ones held ready after it (claimed for this judge). A query the
+        panel holds already (``holding``) is sent as its id alone: the panel has the rest."""
+        held = [q for q in holding if isinstance(q, int) and not isinstance(q, bool) and q not in self.finished
+                ] if isinstance(holding, list) else []
+        ids = assignment.next_queries(self.store, self.judge_id, self.session_id, 1 + self.prefetch,
+                                      self.claim_timeout, holding=held[:1 + self.prefetch], passed_over=self.finished)
+        new = [query_id for query_id in ids if query_id not in self.drawn]
+        if new:
+            with self.store.sessions() as session:
+                for query_id in new:
+                    self.drawn[query_id] = screen_data(assignment.screen(session, query_id))
+        for query_id in set(self.drawn) - set(ids):
+            del self.drawn[query_id]
+        return [{"id": query_id} if query_id in held else self.drawn[query_id] for query_id in ids]
+
+    def review(self, query_id: int) -> list[dict]:
+        """A query this judge submitted, with their grades, to change."""
+        with self.store.sessions() as session:
+            shown = assignment.screen(session, query_id)
+        return [screen_data(shown, judgments.my_grades(self.store, self.judge_id, query_id))]
+
+    def progress(self, max_age: float = PROGRESS_SECONDS) -> dict:
+        """The judge's and the session's counts, read again at most every ``max_age`` seconds
+        (counting a large session's judgments on every message would cost more than the rest)."""
+        now = time.monotonic()
+        if self.counted is None or now - self.counted[0] >= max_age:
+            p = assignment.progress(self.store, self.judge_id, self.session_id)
+            self.counted = (now, {"judged": p["judged"], "skipped": p["skipped"], "done": p["judgments_done"],
+                                  "needed": p["judgments_needed"], "complete": p["complete_queries"],
+                                  "queries": p["queries"]})
+        return self.counted[1]

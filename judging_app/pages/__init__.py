@@ -1,0 +1,2 @@
+"""The Streamlit app: the judge's page with its grading panel (panel.py, panel.js, panel.css) and
+the admin page."""

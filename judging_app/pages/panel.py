@@ -1,0 +1,69 @@
+"""The grading panel: one Streamlit custom component (Components v2, inline HTML/CSS/JS, no
+iframe) that draws the query and both blind groups, owns the keyboard, and sends the server one
+message per action (:mod:`qcat.judging.grading.desk` answers it). Its code is in ``panel.js`` and
+``panel.css`` beside this module.
+
+Keys: 0-3 grade the listing in focus and move on; Up/Down (Tab/Shift+Tab) move; Left/Right change
+the grade in focus; Backspace takes back the last grade; Enter submits (or saves a review); S skips;
+F flags (the note field: Enter there flags and skips, Esc goes back); R sends again what the store
+could not take; ? opens the guidelines (Esc closes them); Esc leaves a review.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+import streamlit as st
+from markdown_it import MarkdownIt
+
+KEY = "grading_panel"
+HTML = """<div class="qcat-panel">
+  <div class="top"><span class="session"></span><span class="progress"></span>
+    <button type="button" class="open-help" tabindex="-1">Guidelines and keys (?)</button></div>
+  <div class="messages" aria-live="polite"></div>
+  <div class="body"></div>
+  <div class="actions" hidden>
+    <button type="button" class="submit" tabindex="-1">Submit grades (Enter)</button>
+    <button type="button" class="skip grade-only" tabindex="-1">Skip query (S)</button>
+    <input class="note grade-only" type="text" maxlength="2000" placeholder="Flag note (F): what is wrong with the query?">
+    <button type="button" class="flag grade-only" tabindex="-1">Flag &amp; skip</button>
+    <span class="count"></span>
+  </div>
+  <div class="help" role="document" hidden>
+    <button type="button" class="close-help" tabindex="-1" style="float: right">Close (Esc)</button>
+    <div class="help-text"></div>
+  </div>
+</div>"""
+
+_here = files("qcat.judging.pages")
+_component = st.components.v2.component(
+    "qcat_grading_panel", html=HTML, css=(_here / "panel.css").read_text(encoding="utf-8"),
+    js=(_here / "panel.js").read_text(encoding="utf-8"))
+_markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
+
+
+def markdown_html(text: str) -> str:
+    """Guidelines (Markdown) as HTML for the panel; raw HTML in them is shown as text, not run."""
+    return _markdown.render(text)
+
+
+# The page around the panel: less empty space above it, so that 5 + 5 listings fit at 1280x800.
+PAGE_STYLE = "<style>[data-testid='stMainBlockContainer'] { padding-top: 2.5rem; padding-bottom: 0; }</style>"
+
+
+def grading_panel(data: dict) -> None:
+    """Mount the panel with ``data`` (what :func:`qcat.judging.pages.app.grading` sends it); what the
+    panel sends back is read at the start of the next run, :func:`sent_outbox`."""
+    st.html(PAGE_STYLE)
+    _component(key=KEY, data=data, default={"outbox": {"actions": [], "holding": []}}, on_outbox_change=lambda: None)
+
+
+def sent_outbox() -> dict:
+    """The panel's outbox (``{"actions": [...], "holding": [...]}``) as it stands at the start of
+    this run, before the panel is mounted; an empty one before the panel has sent anything."""
+    state = st.session_state.get(KEY)
+    outbox = state.get("outbox") if hasattr(state, "get") else None
+    if not isinstance(outbox, dict):
+        return {"actions": [], "holding": []}
+    return {"actions": outbox.get("actions") if isinstance(outbox.get("actions"), list) else [],
+            "holding": outbox.get("holding") if isinstance(outbox.get("holding"), list) else []}

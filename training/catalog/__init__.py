@@ -1,0 +1,6 @@
+"""Catalogs as training data: listings read and validated, turned into weighted training pairs,
+and the short forms of listing titles and long queries."""
+
+from qcat.extras import require_extra
+
+require_extra("data", "qcat.training.catalog")

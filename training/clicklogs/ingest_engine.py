@@ -1,0 +1,71 @@
+"""The protocol every click-log ingestion engine implements (DuckDB, Spark).
+
+An engine reads a log into the relations :mod:`qcat.training.clicklogs.ingest_sql` describes and runs that
+module's SQL; :func:`qcat.training.clicklogs.clicklog.ingest` holds the rules and drives any engine the same
+way, so the engines differ only in how they read files and where the work runs.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+
+from qcat.errors import InputError, shown
+
+COLUMNS = ("query", "category", "clicks", "impressions", "date")
+REQUIRED = ("query", "category")
+FORMATS = ("csv", "tsv", "parquet", "jsonl")
+
+
+class IngestEngine(Protocol):
+    """What :func:`qcat.training.clicklogs.clicklog.ingest` relies on."""
+
+    name: str
+    row_numbers: bool  # whether ``raw.row`` is the file's line (or Parquet row) number
+    lines: int | None  # after ``read``: the file's physical lines, None where not known (Parquet, Spark)
+    header_lines: int  # of those, the header's
+    blank_lines: int  # and the blank ones (every other line is a row of ``raw``)
+
+    def read(self, path: str, fmt: str) -> None:
+        """Make the ``raw`` relation from a click log; InputError if it cannot be read."""
+        ...
+
+    def map_queries(self, normalize: Callable[[str], str]) -> None:
+        """Make ``query_map`` (raw -> normalized) over the distinct queries of ``raw``."""
+        ...
+
+    def distinct(self, column: str) -> list[str]:
+        """The distinct non-null values of a ``raw`` column (for the few categories)."""
+        ...
+
+    def register(self, name: str, columns: dict[str, np.ndarray]) -> None:
+        """Make a small relation from driver-side arrays."""
+        ...
+
+    def view(self, name: str, sql: str) -> None:
+        """Name a query, computed where it is used."""
+        ...
+
+    def materialize(self, name: str, sql: str) -> None:
+        """Name a query whose (small) result is computed once and kept."""
+        ...
+
+    def rows(self, sql: str) -> list[tuple]:
+        ...
+
+    def columns(self, sql: str) -> dict[str, np.ndarray]:
+        """A result as arrays: text as object arrays, numbers as float64 with NaN for null."""
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+def check_header(header: Sequence[str], required: Sequence[str] = REQUIRED) -> None:
+    """Refuse a header without every ``required`` column; a tuple inside ``required`` is met by any one of its
+    names (a catalog's ``category`` or ``category_path``)."""
+    missing = [c if isinstance(c, str) else " or ".join(c) for c in required
+               if not (c in header if isinstance(c, str) else any(name in header for name in c))]
+    if missing:
+        raise InputError(f"missing column(s) {', '.join(missing)} (found: {shown(', '.join(header)) if header else 'none'})")

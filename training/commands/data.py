@@ -1,0 +1,139 @@
+"""``qcat data ...``: click logs: ingest, simulate, build the demo corpus and model."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from qcat.training.clicklogs.clicklog import INTERNAL_NODE_RULES
+
+from qcat.cli import float_at_least, float_in, int_at_least, share
+from qcat.errors import InputError
+
+
+def main(command: str, argv: list[str]) -> int:
+    from qcat.cli import ArgumentParser
+
+    parser = ArgumentParser(prog=f"qcat {command}")
+    _add_data_commands(parser.add_subparsers(dest="action", metavar="ACTION", required=True))
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+def _add_data_commands(sub: argparse._SubParsersAction) -> None:
+    ingest = sub.add_parser("ingest", help="validate and aggregate a click log (CSV, TSV, Parquet, JSONL)")
+    ingest.add_argument("log", help="click-log file (with --engine spark: any path or URI Spark reads)")
+    ingest.add_argument("--taxonomy", type=Path, required=True, help="taxonomy file (tsv/csv, Google txt, Best Buy json)")
+    ingest.add_argument("--taxonomy-format", choices=("tsv", "csv", "google", "bestbuy"), default=None)
+    ingest.add_argument("--format", choices=("csv", "tsv", "parquet", "jsonl"), default=None, help="default: from the file name")
+    ingest.add_argument("--min-clicks", type=float_at_least(0), default=3, help="drop (query, category) pairs with fewer clicks (default 3)")
+    ingest.add_argument("--date-from", default=None, help="keep rows dated on or after (YYYY-MM-DD)")
+    ingest.add_argument("--date-to", default=None, help="keep rows dated before (YYYY-MM-DD)")
+    ingest.add_argument("--strict", action="store_true", help="stop at the first unusable row, naming it")
+    ingest.add_argument("--internal-nodes", choices=INTERNAL_NODE_RULES, default="other",
+                        help="rows naming a non-leaf category: other (default) counts them for an explicit Other leaf "
+                        "under the node, refuse stops with their counts, keep trains on the node itself (the model "
+                        "may then answer it)")
+    ingest.add_argument("--out", type=Path, default=None, help="write the aggregated table (.parquet or .csv)")
+    ingest.add_argument("--force", action="store_true", help="replace --out if it exists (refused otherwise)")
+    ingest.add_argument("--engine", choices=("duckdb", "spark"), default="duckdb",
+                        help="duckdb (default; exact row numbers) or spark (any path Spark reads)")
+    ingest.add_argument("--spark-master", default="local[2]", help="Spark master URL for --engine spark (default local[2])")
+    ingest.set_defaults(run=run_ingest)
+
+    simulate = sub.add_parser("simulate", help="simulate a year of search clicks over a catalog")
+    simulate.add_argument("--catalog", type=Path, default=None, help="listings CSV (default: the demo catalog)")
+    simulate.add_argument("--out", type=Path, required=True, help="click log to write (.parquet or .csv)")
+    simulate.add_argument("--intents-out", type=Path, default=None, help="also write each query's intended listing/category")
+    simulate.add_argument("--seed", type=int_at_least(0), default=0)
+    simulate.add_argument("--click-noise", type=float_in(0, 1, high_open=True), default=0.03,
+                          help="share of clicks on off-intent categories, in [0, 1) (default 0.03)")
+    simulate.add_argument("--typo-rate", type=share(), default=0.02, help="share of query tokens with a typo, in [0, 1] (default 0.02)")
+    simulate.set_defaults(run=run_simulate)
+
+    demo = sub.add_parser("build-demo", help="rebuild the demo corpus and the bundled demo model from a catalog")
+    demo.add_argument("--catalog", type=Path, default=None, help="listings CSV (default: the demo corpus's catalog)")
+    demo.add_argument("--corpus-out", type=Path, default=None, help="default: the installed qcat-demo corpus (demo/qcat_demo/corpus)")
+    demo.add_argument("--model-out", type=Path, default=None, help="default: the installed qcat-demo model (demo/qcat_demo/model)")
+    demo.add_argument("--seed", type=int_at_least(0), default=0)
+    demo.add_argument("--model-only", action="store_true",
+                      help="retrain only the demo model, on the corpus as it is (the simulated log is deterministic: "
+                           "rebuilding it gives the same rows)")
+    demo.add_argument("--catalog-source", choices=("choose", "log", "both"), default="choose",
+                      help="train the model on the simulated log alone, on the log plus the catalog's listings and "
+                           "short forms (held-out listings excluded), or build both and ship, of those that keep the "
+                           "corpus and model under 25 MiB, the one with the higher validation objective (default choose)")
+    demo.set_defaults(run=run_build_demo)
+
+
+def run_ingest(args: argparse.Namespace) -> int:
+    from qcat.training.clicklogs.clicklog import ingest
+    from qcat.training.clicklogs.clicktable import table_output, write_table
+
+    from qcat.output import atomic_file, check_writable_file
+    from qcat.taxonomy import load_taxonomy
+
+    if args.out:
+        table_output(args.out)
+        check_writable_file(args.out, overwrite=args.force, force_flag="--force")
+    if args.engine == "duckdb":
+        from qcat.training.clicklogs.ingest_duckdb import memory_limit
+
+        memory_limit()  # a bad $QCAT_DUCKDB_MEMORY_LIMIT fails before the log is read
+    taxonomy = load_taxonomy(args.taxonomy, args.taxonomy_format)
+    result = ingest(
+        args.log, taxonomy, min_clicks=args.min_clicks, strict=args.strict,
+        date_from=args.date_from, date_to=args.date_to, fmt=args.format,
+        engine=args.engine, spark_master=args.spark_master, internal_nodes=args.internal_nodes,
+    )
+    print(result.report.format())
+    problem = result.report.nothing_kept()
+    if problem:
+        raise InputError(f"{args.log}: {problem}" + (f"; {args.out} not written" if args.out else ""))
+    if args.out:
+        # Into a temporary sibling, renamed when complete: a failure leaves nothing at --out.
+        with atomic_file(args.out, overwrite=args.force, force_flag="--force") as staging:
+            write_table(result.table, staging)
+        print(f"wrote {len(result.table):,} pairs to {args.out}")
+    return 0
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    from qcat.training.catalog.listings import load_catalog
+    from qcat.training.data.corpus import Corpus
+    from qcat.training.simulator.simulate import (
+        LOG_SUFFIXES,
+        SimulationConfig,
+        simulate_clicklog,
+        write_intents,
+        write_log,
+    )
+
+    from qcat.output import atomic_file, check_writable_file
+
+    outputs = {"--out": args.out, "--intents-out": args.intents_out}
+    for flag, path in outputs.items():
+        if path is not None:
+            check_writable_file(path, flag, LOG_SUFFIXES)  # before the simulation runs
+    if args.intents_out is not None and args.intents_out.resolve() == args.out.resolve():
+        raise InputError(f"--intents-out {args.intents_out} is --out too; give two files")
+    started = time.perf_counter()
+    catalog = load_catalog(args.catalog or Corpus.open().path("catalog"))
+    config = SimulationConfig(seed=args.seed, click_noise=args.click_noise, typo_rate=args.typo_rate)
+    log = simulate_clicklog(catalog, catalog.taxonomy(), config)
+    # Each into a temporary sibling, renamed when complete: a failure leaves nothing at the path.
+    with atomic_file(args.out, "--out") as staging:
+        write_log(log, staging)
+    if args.intents_out:
+        with atomic_file(args.intents_out, "--intents-out") as staging:
+            write_intents(log.intent, staging)
+    print(f"simulated {len(log):,} rows of {len(log.intent):,} queries over {len(catalog):,} listings "
+          f"into {args.out} ({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+def run_build_demo(args: argparse.Namespace) -> int:
+    from qcat.training.simulator.build_demo import build_demo
+
+    return build_demo(args)

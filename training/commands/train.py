@@ -1,0 +1,547 @@
+"""``qcat train ...``: training model bundles (``qcat data ...`` is :mod:`qcat.training.commands.data`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from qcat.training.commands.data_flags import (
+    add_data_flags,
+    data_args_from,
+    data_from_args,
+    fit_on_data,
+    load_dataset,
+    print_objective,
+    real_text_line,
+)
+
+from qcat.cli import MAX_THREADS, float_at_least, float_in, int_at_least, positive_float, share
+from qcat.errors import InputError
+from qcat.output import OutputLock, check_new_directory
+
+
+def main(command: str, argv: list[str]) -> int:
+    from qcat.cli import ArgumentParser
+
+    parser = ArgumentParser(prog=f"qcat {command}")
+    _add_train_commands(parser.add_subparsers(dest="action", metavar="ACTION", required=True))
+    args = parser.parse_args(argv)
+    check_bundle_out(args.out)
+    # Taken before any work and held to the end: a second run into the same --out is
+    # refused at once instead of both training and the last one's bundle winning.
+    with OutputLock(args.out), terminate_cleanly():
+        check_bundle_out(args.out)  # again: a run that held the lock may just have written it
+        return args.run(args)
+
+
+@contextmanager
+def terminate_cleanly():
+    """SIGTERM (``kill``, a scheduler's timeout) ends the command like Ctrl-C does: through the
+    ``finally`` blocks that remove a half-written bundle and release --out."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def check_bundle_out(path: Path) -> None:
+    """Refuse, before any work, an ``--out`` the bundle cannot be written to. It must be new or
+    an empty directory: a manifest lists every file of its directory, so stray files would be
+    listed (and hashed) as part of the model."""
+    check_new_directory(path)
+    if not path.exists() and path.parent.exists() and not path.parent.is_dir():
+        raise InputError(f"--out {path}: {path.parent} is not a directory")
+
+
+# -- qcat train ------------------------------------------------------------------------
+
+
+def _add_train_commands(sub: argparse._SubParsersAction) -> None:
+    nb = sub.add_parser("nb", help="train the Naive Bayes backend (eBay §3.2)")
+    add_data_flags(nb)
+    nb.set_defaults(run=run_train_nb)
+
+    xmlq = sub.add_parser("xmlq", help="train the XML-Q CNN-RNN (eBay §3.3) and export it to ONNX")
+    add_data_flags(xmlq)
+    net = xmlq.add_argument_group("network and training")
+    net.add_argument("--preset", choices=("small", "medium", "paper"), default="small",
+                     help="layer widths: small (1/8 of the paper's, CPU; default), medium (1/4), paper (Figure 1)")
+    net.add_argument("--loss", choices=("soft-f1", "bce", "snm"), default="soft-f1")
+    net.add_argument("--no-rnn", dest="rnn", action="store_false", help="max pooling instead of the GRUs (XML-CNN*)")
+    net.add_argument("--no-cosine", dest="cosine", action="store_false", help="constant learning rate 1e-3")
+    net.add_argument("--epochs", type=int_at_least(1, 10_000), default=8, help="at most this many epochs, 1..10000 (default 8)")
+    net.add_argument("--batch-size", type=int_at_least(1, 1 << 20), default=256, help="queries per batch (default 256)")
+    net.add_argument("--patience", type=int_at_least(1), default=2, help="epochs without a better validation objective before stopping")
+    net.add_argument("--min-token-count", type=int_at_least(1), default=2,
+                     help="tokens in fewer training queries are read as unknown (default 2)")
+    net.add_argument("--seed", type=int_at_least(0), default=0)
+    net.add_argument("--distributed", action="store_true",
+                     help="train with MultiWorkerMirroredStrategy across the workers named in $TF_CONFIG "
+                          "(run the same command on every worker, each with its own task index; KERAS_BACKEND=tensorflow)")
+    net.add_argument("--resume", action="store_true",
+                     help="go on from the checkpoint in OUT.checkpoints/ (written after every epoch) with the same "
+                          "data and settings; --epochs and --patience may grow")
+    export = xmlq.add_argument_group("export")
+    export.add_argument("--quantize", choices=("none", "fp16", "int8", "int8-dynamic"), default="none",
+                        help="store model.onnx's weights as float16 (half the size) or int8 (a quarter; computes in "
+                             "float32), or quantize dynamically (int8 weights and activations); default none")
+    export.add_argument("--min-agreement", type=share(), default=0.995,
+                        help="refuse a quantized network whose top-1 label agrees with the float one on fewer "
+                             "validation queries than this share, in [0, 1] (default 0.995)")
+    aug = xmlq.add_argument_group("data augmentation (eBay §3.4; needs a corpus with a candidate period)")
+    aug.add_argument("--augment", default="", metavar="STEPS",
+                     help="comma-separated steps from rare, brand, worst (default: none)")
+    aug.add_argument("--brand-repeat", type=int_at_least(1, 10_000), default=50, help="times the brand step repeats a query (default 50)")
+    aug.add_argument("--worst-model", type=Path, default=None,
+                     help="a model trained on the base set; the worst step takes its worst categories on base train")
+    own = xmlq.add_argument_group("beyond the paper (README, \"XML-Q\")")
+    own.add_argument("--init-embeddings", choices=("random", "skipgram"), default="random",
+                     help="random (the paper's, default) or skipgram: start the embedding from skip-gram vectors "
+                          "trained here on the training queries and the corpus's catalog titles (held-out listings "
+                          "left out)")
+    own.add_argument("--skipgram-epochs", type=int_at_least(1, 1000), default=5,
+                     help="passes of skip-gram over the text with --init-embeddings skipgram (default 5)")
+    own.add_argument("--query-short-forms", action="store_true",
+                     help="every training query of 4+ tokens also trains as its first 2 and first 3 tokens "
+                          "(its categories, sample weight 0.5); not the catalog's --short-forms")
+    snm = xmlq.add_argument_group("stochastic negative mining (--loss snm)")
+    snm.add_argument("--snm-sampled", type=int_at_least(1), default=64, help="B: negatives sampled per query")
+    snm.add_argument("--snm-k", type=int_at_least(1), default=8, help="k: hardest sampled negatives kept")
+    snm.add_argument("--snm-kind", choices=("powl", "bowl"), default="powl")
+    snm.add_argument("--snm-phi", choices=("hinge", "logistic"), default="hinge")
+    xmlq.set_defaults(run=run_train_xmlq)
+
+    xreg = sub.add_parser("xreg", help="train XReg (label trees of relevance-weighted regressors, WSDM 2020)")
+    add_data_flags(xreg)
+    hp = xreg.add_argument_group("XReg hyperparameters (defaults: the paper's)")
+    hp.add_argument("--trees", type=int_at_least(1, 100), default=3, help="T: trees in the ensemble, 1..100 (default 3)")
+    hp.add_argument("--beam", type=int_at_least(1, 10_000), default=10, help="P: beam width of pointwise inference (default 10)")
+    hp.add_argument("--leaf-size", type=int_at_least(2), default=100, help="M: most labels in a leaf (default 100)")
+    hp.add_argument("--C", dest="C", type=positive_float(), default=10.0, help="C: regressor cost (default 10)")
+    hp.add_argument("--factor", type=positive_float(), default=4.0, help="F: labelwise inference factor (default 4)")
+    hp.add_argument("--alpha", type=share(), default=0.8, help="XReg-t: weight of the XReg score, in [0, 1] (default 0.8)")
+    hp.add_argument("--gamma", type=positive_float(), default=30.0, help="XReg-t: tail classifier gamma (default 30)")
+    hp.add_argument("--shortlist", type=int_at_least(1), default=100, help="XReg-t: labels re-ranked per query (default 100)")
+    hp.add_argument("--rerank", action="store_true", help="serve XReg-t (tail re-ranking) by default")
+    hp.add_argument("--prune", type=float_at_least(0), default=0.1, help="drop regressor weights with |w| below this (default 0.1)")
+    hp.add_argument("--seed", type=int_at_least(0), default=0)
+    hp.add_argument("--threads", type=int_at_least(1, MAX_THREADS), default=1,
+                    help=f"train this many tree nodes at once, 1..{MAX_THREADS} (default 1; the model does not "
+                         f"depend on it)")
+    xreg.set_defaults(run=run_train_xreg)
+
+    hybrid = sub.add_parser("hybrid", help="combine an NB bundle with an XML-Q or XReg bundle by query length (eBay §3.1), "
+                                           "choosing the long-query backend and cutoff on the validation objective")
+    hybrid.add_argument("--nb", type=Path, required=True, help="NB model bundle")
+    hybrid.add_argument("--xmlq", type=Path, default=None, help="XML-Q model bundle (a long-query candidate)")
+    hybrid.add_argument("--xreg", type=Path, default=None, help="XReg model bundle (a long-query candidate)")
+    hybrid.add_argument("--long-backend", choices=("xmlq", "xreg", "xreg+xmlq"), default=None,
+                        help="use this long side instead of choosing among those given (xreg+xmlq: both blended, "
+                             "XML-Q's share chosen from 0.25, 0.5, 0.75)")
+    hybrid.add_argument("--cutoff", type=int, choices=(1, 2, 3, 4), default=None,
+                        help="queries of at most this many tokens go to NB (default: chosen from 1-4)")
+    hybrid.add_argument("--blend", type=float_in(0, 1, high_open=True), default=None,
+                        help="NB's weight in a longer query's score, 0 = the paper's routing (default: chosen "
+                             "from 0, 0.2, 0.3, 0.5)")
+    add_data_flags(hybrid)
+    hybrid.set_defaults(run=run_train_hybrid)
+
+
+def save_bundle(model, out: Path, dataset, also_seen=()) -> None:
+    """Write ``model``'s bundle to ``out`` (new or an empty directory) with the record of the queries it saw (those of
+    ``dataset`` it trained or was tuned on, plus the fingerprints ``also_seen`` of its parts)."""
+    from qcat.training.data.provenance import write_seen_queries
+
+    from qcat.output import write_directory
+
+    queries = seen_queries(dataset)
+
+    def write(directory: Path) -> None:
+        # A hybrid's parts, evaluated on their own too, read the hybrid's record (one copy).
+        write_seen_queries(directory, queries, also_seen)
+        model.save(directory)
+
+    # Written into a temporary sibling and renamed to ``out`` when complete: a failed write
+    # (a full disk) or an interrupted run leaves nothing at ``out``.
+    write_directory(Path(out), write)
+
+
+def seen_queries(dataset) -> list[str]:
+    """The queries a model trained on ``dataset`` sees while training or choosing its settings:
+    all but the test split (recorded in the bundle, :mod:`qcat.training.data.provenance`)."""
+    from qcat.training.data.dataset import SPLITS
+
+    return dataset.table.queries[dataset.split != SPLITS.index("test")].tolist()
+
+
+def print_real_text(model, sets) -> None:
+    """The summary's line of PR@1 on real text beside the data's own split, where there is real text."""
+    line = real_text_line(model, sets)
+    if line:
+        print(line)
+
+
+def run_train_nb(args: argparse.Namespace) -> int:
+    from qcat.training.nb import trainer as nb_trainer
+    from qcat.training.selection.calibrate import describe_fit
+    from qcat.training.selection.table_metrics import evaluate_pr
+
+    started = time.perf_counter()
+    data = data_from_args(args)
+    quiet = args.catalog is not None  # one grid per catalog setting: the settings' table is printed instead
+
+    def fit_one(dataset, sets):
+        print(f"dataset: {len(dataset.table.queries):,} queries, {len(dataset.table):,} pairs, "
+              f"{len(dataset.table.categories):,} categories ({time.perf_counter() - started:.1f} s)")
+        if not quiet:
+            print_objective(sets)
+        return nb_trainer.fit(
+            dataset,
+            progress=None if quiet else lambda t, a, s, per_set: print(
+                f"  threshold {t:g} alpha {a:g}: objective {s:.4f} ("
+                + ", ".join(f"{name} {value:.4f}" for name, value in per_set.items()) + ")"),
+            sets=sets,
+        )
+
+    model, dataset, source, sets = fit_on_data(args, data, fit_one, "NB")
+    model.config["data"] = source
+    model.metrics["test"] = evaluate_pr(model, dataset.test)
+    save_bundle(model, args.out, dataset)
+    print(f"chose threshold {model.config['threshold']:g}, alpha {model.config['alpha']:g} "
+          f"(validation objective {model.metrics['validation_objective']:.4f})")
+    print(describe_fit(model.calibration))
+    print("validation " + json.dumps(model.metrics["validation"]))
+    print("test       " + json.dumps(model.metrics["test"]))
+    print_real_text(model, sets)
+    print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s")
+    return 0
+
+
+def run_train_xmlq(args: argparse.Namespace) -> int:
+    import os
+
+    if args.snm_k > args.snm_sampled:
+        raise InputError(f"--snm-k ({args.snm_k}) must not exceed --snm-sampled ({args.snm_sampled}): the hardest "
+                         f"k of the B sampled negatives are kept")
+    data = data_from_args(args)  # data flags are checked before TensorFlow is imported (~5 s)
+    if args.augment:
+        if args.catalog is not None:
+            raise InputError("--augment draws from a corpus's candidate period; it does not combine with --catalog")
+        augment_steps(args)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # C++ info and warnings; Python errors still surface
+    checkpoint = args.out.parent / f"{args.out.name}.checkpoints"
+    if args.resume and not checkpoint.is_dir():
+        raise InputError(f"--resume: no checkpoint directory {checkpoint} (the trainer writes it after every epoch)")
+    from qcat.training.selection.calibrate import describe_fit, fit_calibration
+    from qcat.training.selection.objective import check_trainable
+    from qcat.training.selection.table_metrics import evaluate_pr
+
+    try:
+        import keras
+        from qcat.training.xmlq.checkpoint import CheckpointError
+        from qcat.training.xmlq.export import ExportError, bundle_model
+        from qcat.training.xmlq.quantize import AgreementError, describe_quantization, quantized_model
+        from qcat.training.xmlq.train import XMLQConfig, backend_and_device, prepare, train
+    except ImportError as exc:
+        raise InputError(f"qcat train xmlq needs Keras 3 and a backend ({exc}): pip install 'qcat[train]' and one of "
+                         f"tensorflow, 'tensorflow[and-cuda]', 'jax[cuda12]' (KERAS_BACKEND names it)") from None
+    if args.distributed and keras.backend.backend() != "tensorflow":
+        raise InputError(f"--distributed uses tf.distribute: it needs KERAS_BACKEND=tensorflow, not "
+                         f"{keras.backend.backend()}")
+    strategy = multi_worker_strategy() if args.distributed else None
+    print(f"training on {backend_and_device()}")
+
+    started = time.perf_counter()
+    try:
+        config = XMLQConfig(
+            preset=args.preset, loss=args.loss, rnn=args.rnn, cosine=args.cosine, epochs=args.epochs,
+            batch_size=args.batch_size, patience=args.patience, seed=args.seed, min_token_count=args.min_token_count,
+            init_embeddings=args.init_embeddings, skipgram_epochs=args.skipgram_epochs,
+            query_short_forms=args.query_short_forms,
+            snm={"sampled": args.snm_sampled, "top_k": args.snm_k, "kind": args.snm_kind, "phi": args.snm_phi},
+        )
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    augmentation, short_forms = {}, {}
+    form_queries: set[str] = set()  # recorded as seen (qcat.training.data.provenance), with every fit's forms
+    titles = None
+    if config.init_embeddings == "skipgram":
+        from qcat.training.xmlq.embedding_init import simulator_titles
+
+        titles = simulator_titles(data[0])
+
+    def fit_one(dataset, sets):
+        check_trainable(dataset, sets, "XML-Q")
+        train_table, weights = None, None
+        if args.augment:
+            dataset, train_table, weights, report = augmented_dataset(args, dataset)
+            augmentation.update(report)
+            print("augmentation: " + json.dumps({k: v for k, v in report.items() if k != "steps"}))
+        typed = train_table if train_table is not None else dataset.train  # before any short form
+        queries = typed.queries
+        if args.query_short_forms:
+            from qcat.training.catalog.query_short_forms import held_out_texts, with_short_forms
+
+            train_table, weights, report = with_short_forms(typed, weights, dataset.seed, held_out_texts(data[0]))
+            short_forms.update(report)
+            form_queries.update(train_table.queries[len(queries):].tolist())  # appended after the originals
+            print("query short forms: " + json.dumps(report))
+        prepared = prepare(dataset, config, train=train_table, train_weights=weights, sets=sets)
+        print(f"dataset: {len(prepared.train_tokens):,} train queries, vocabulary {len(prepared.vocabulary):,}, "
+              f"{len(prepared.labels):,} labels ({time.perf_counter() - started:.1f} s)")
+        embedding = {"init": "random"}
+        if config.init_embeddings == "skipgram":
+            from qcat.training.xmlq.embedding_init import describe, skipgram_embeddings
+            from qcat.training.xmlq.model import PRESETS
+
+            prepared.initial_embeddings, embedding = skipgram_embeddings(
+                prepared.vocabulary, queries, titles, PRESETS[config.preset].embedding, config.skipgram_epochs,
+                config.seed)
+            print(describe(embedding))
+        try:
+            network, summary = train(prepared, config, checkpoint=checkpoint, verbose=1 if sys.stdout.isatty() else 2,
+                                     strategy=strategy, resume=args.resume)
+        except CheckpointError as exc:
+            raise InputError(f"--resume: {exc}") from None
+        summary["embedding_init"] = embedding
+        try:
+            model = bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy,
+                                 config=summary.pop("config"), metrics=summary)
+        except ExportError as exc:
+            raise InputError(f"{exc}\nThe trained network is in {checkpoint}: run the same command with --resume "
+                             f"where TensorFlow and tf2onnx are installed to export it and write {args.out}") from None
+        # Before calibration (fitted by the caller on the model returned): it calibrates the network that ships.
+        try:
+            return quantized_model(model, args.quantize, {name: table.queries for name, (table, _) in sets.items()},
+                                   args.min_agreement)
+        except AgreementError as exc:
+            raise InputError(f"{exc} (the trained network stays in {checkpoint}: rerun with --resume and another "
+                             f"--quantize to export it without training)") from None
+
+    model, dataset, source, sets = fit_on_data(args, data, fit_one, "XML-Q")
+    if augmentation:
+        source["augmentation"] = augmentation
+    if short_forms:
+        source["query_short_forms"] = short_forms
+    model.config["data"] = source
+    model.metrics["data"] = source
+    summary = model.metrics
+    model.calibration = fit_calibration(model, sets)
+    print(describe_fit(model.calibration))
+    model.metrics["test"] = evaluate_pr(model, dataset.test)
+    from qcat.training.data.provenance import fingerprints
+
+    save_bundle(model, args.out, dataset, [fingerprints(sorted(form_queries))] if form_queries else [])
+    print(f"best epoch {summary['best_epoch']}: validation {json.dumps(summary['validation'])}")
+    print("test (onnxruntime) " + json.dumps(model.metrics["test"]))
+    print_real_text(model, sets)
+    print(describe_quantization(model.metrics["quantization"]))
+    print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s (checkpoint {checkpoint})")
+    return 0
+
+
+def run_train_xreg(args: argparse.Namespace) -> int:
+    data = data_from_args(args)
+    from qcat.training.selection.calibrate import describe_fit, fit_calibration
+    from qcat.training.selection.objective import check_trainable
+    from qcat.training.selection.table_metrics import evaluate_pr
+    from qcat.training.xreg.trainer import XRegConfig, fit
+
+    started = time.perf_counter()
+    try:
+        config = XRegConfig(trees=args.trees, beam=args.beam, leaf_size=args.leaf_size, C=args.C, factor=args.factor,
+                            alpha=args.alpha, gamma=args.gamma, shortlist=args.shortlist, rerank=args.rerank,
+                            prune=args.prune, seed=args.seed, threads=args.threads)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+
+    def fit_one(dataset, sets):
+        print(f"dataset: {len(dataset.table.queries):,} queries, {len(dataset.table):,} pairs, "
+              f"{len(dataset.table.categories):,} categories ({time.perf_counter() - started:.1f} s)")
+        check_trainable(dataset, sets, "XReg")
+        return fit(dataset, config, progress=lambda message: print("  " + message))
+
+    model, dataset, source, sets = fit_on_data(args, data, fit_one, "XReg")
+    model.calibration = fit_calibration(model, sets)
+    print(describe_fit(model.calibration))
+    model.config["data"] = source
+    for name, rerank in (("xreg", False), ("xreg-t", True)):
+        scored = model.with_options(rerank=rerank)
+        model.metrics[f"validation_{name}"] = evaluate_pr(scored, dataset.validation)
+        model.metrics[f"test_{name}"] = evaluate_pr(scored, dataset.test)
+    save_bundle(model, args.out, dataset)
+    size = sum(f.stat().st_size for f in args.out.iterdir() if f.is_file())
+    print(f"{len(model.labels):,} labels, {model.features.dimension:,} features, {model.metrics['weights']:,} weights "
+          f"(|w| >= {config.prune:g}), bundle {size / 1e6:.1f} MB")
+    for name in ("xreg", "xreg-t"):
+        print(f"{name:<7} validation {json.dumps(model.metrics[f'validation_{name}'])}  "
+              f"test {json.dumps(model.metrics[f'test_{name}'])}")
+    print_real_text(model, sets)
+    print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s"
+          f" (serving {'XReg-t' if config.rerank else 'XReg'} by default)")
+    return 0
+
+
+def multi_worker_strategy():
+    """MultiWorkerMirroredStrategy from $TF_CONFIG (created before any other TensorFlow op,
+    as TensorFlow requires)."""
+    import os
+
+    import tensorflow as tf
+
+    try:
+        cluster = json.loads(os.environ.get("TF_CONFIG", ""))
+        workers, task = cluster["cluster"]["worker"], cluster["task"]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise InputError('--distributed needs $TF_CONFIG, e.g. {"cluster": {"worker": ["host1:port", '
+                         '"host2:port"]}, "task": {"type": "worker", "index": 0}}') from None
+    print(f"distributed: worker {task.get('index')} of {len(workers)} ({', '.join(workers)})")
+    return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def augment_steps(args: argparse.Namespace) -> list[str]:
+    """The steps ``--augment`` names, checked with the flags they need (before any work)."""
+    from qcat.training.data.augment import STEPS
+
+    steps = [s.strip() for s in args.augment.split(",") if s.strip()]
+    if unknown := [s for s in steps if s not in STEPS]:
+        raise InputError(f"unknown augmentation step(s) {unknown}; expected some of {', '.join(STEPS)}")
+    if args.log is not None:
+        raise InputError("--augment needs a corpus (base and candidate periods), not --log")
+    if args.period not in (None, "base"):
+        raise InputError("--augment trains on the base period and draws from the candidate period: drop --period")
+    if "worst" in steps and args.worst_model is None:
+        raise InputError("the worst step needs --worst-model, a model trained on the base set")
+    return steps
+
+
+def augmented_dataset(args: argparse.Namespace, dataset):
+    """The base dataset with augmented training queries; each query's sample weight is the
+    largest repeat count of its pairs (a brand-step query weighs 50)."""
+    import numpy as np
+    from qcat.training.data.augment import augment, misclassification_rates
+    from qcat.training.data.corpus import Corpus
+    from qcat.training.data.dataset import Dataset
+    from qcat.training.simulator.simulate import catalog_brand_queries
+
+    from qcat.classifier import load_model
+
+    steps = augment_steps(args)
+    corpus = Corpus.open(args.corpus)
+    candidate = corpus.ingest("candidate", dataset.taxonomy).table
+    rates = rate_categories = None
+    if "worst" in steps:
+        if args.worst_model is None:
+            raise InputError("the worst step needs --worst-model, a model trained on the base set")
+        model = load_model(args.worst_model)
+        train = dataset.train
+        top = model.predict(list(train.queries), 1).labels[:, 0]
+        top_ids = [model.labels[i] if i >= 0 else None for i in top]
+        rates, rate_categories = misclassification_rates(top_ids, train), train.categories
+    brands = catalog_brand_queries(corpus.catalog()) if "brand" in steps else None
+    result = augment(dataset.table, candidate, steps, brands=brands, brand_repeat=args.brand_repeat,
+                     misclassification_rate=rates, rate_categories=rate_categories, split_seed=dataset.seed)
+    augmented = Dataset.from_table(result.table, dataset.taxonomy, seed=dataset.seed)
+    query_weight = np.zeros(len(result.table.queries))
+    np.maximum.at(query_weight, result.table.pair_query, result.weights)
+    in_train = augmented.split == 0
+    return augmented, augmented.train, query_weight[in_train], result.report
+
+
+def print_selection_row(sets):
+    """Prints the selection table's header; returns the printer of its rows."""
+    print("long side   shares     cutoff  blend  objective  " + "  ".join(f"PR@1 {name}" for name in sets))
+    return lambda row: print(
+        f"{row['long_backend']:<10}  {'/'.join(f'{s:.2f}' for s in row['long_shares']):<9}  {row['cutoff']:>6}  "
+        f"{row['blend']:>5.2f}  {row['objective']:>9.4f}  "
+        + "  ".join(f"{row[f'pr@1 {name}']:>{len(name) + 5}.4f}" for name in sets))
+
+
+def describe_hybrid(hybrid) -> str:
+    """What a hybrid does with a query, in words."""
+    short = f"NB answers queries of at most {hybrid.cutoff} token(s), longer ones get "
+    if not hybrid.blended:
+        return short + hybrid.long_backend
+    return short + hybrid.mix()
+
+
+def merged_taxonomy(nb, longs: dict, paths: dict):
+    """The taxonomy of a hybrid: its parts' (subsets of one taxonomy file) together."""
+    from qcat.errors import QcatError
+
+    taxonomy = nb.taxonomy
+    for name, long in longs.items():
+        try:
+            taxonomy = taxonomy.merge(long.taxonomy)
+        except QcatError as exc:
+            raise InputError(f"the taxonomies of the NB bundle and {paths[name]} disagree: {exc}") from None
+    return taxonomy
+
+
+def run_train_hybrid(args: argparse.Namespace) -> int:
+    from qcat.training.selection.calibrate import describe_fit
+    from qcat.training.selection.objective import BLENDS, select_hybrid
+    from qcat.training.selection.table_metrics import evaluate_pr
+
+    from qcat.calibration import calibrated_sources
+    from qcat.classifier import load_model
+    from qcat.hybrid import CUTOFFS
+
+    candidates = {name: getattr(args, name) for name in ("xmlq", "xreg") if getattr(args, name) is not None}
+    if args.long_backend is not None:
+        missing = [name for name in args.long_backend.split("+") if name not in candidates]
+        if missing:
+            raise InputError(f"--long-backend {args.long_backend} needs " + " and ".join(f"--{n} DIR" for n in missing))
+        candidates = {name: candidates[name] for name in args.long_backend.split("+")}
+    if not candidates:
+        raise InputError("give the long-query model: --xmlq DIR and/or --xreg DIR")
+    from qcat.training.data.provenance import check_same_data, check_same_source, read_seen_fingerprints
+
+    from qcat.bundle import read_manifest
+
+    manifests = {"--nb": read_manifest(args.nb)} | {f"--{n}": read_manifest(p) for n, p in candidates.items()}
+    for flag, manifest in manifests.items():
+        if manifest.backend != flag[2:]:
+            raise InputError(f"{flag} {manifest.directory} is a {manifest.backend} bundle")
+    recorded = check_same_data(manifests)
+    data_args_from(args, recorded, args.nb)
+    data = data_from_args(args)
+    check_same_source(recorded, data[1], f"the parts (--nb {args.nb})")
+    nb = load_model(args.nb)
+    longs = {name: load_model(path) for name, path in candidates.items()}
+    dataset, source, sets = load_dataset(args, data)
+    seen = [read_seen_fingerprints(path) for path in [args.nb, *candidates.values()]]
+    print_objective(sets)
+    cutoffs = (args.cutoff,) if args.cutoff else CUTOFFS
+    blends = (args.blend,) if args.blend is not None else BLENDS
+    hybrid = select_hybrid(nb, longs, sets, merged_taxonomy(nb, longs, candidates), cutoffs, blends,
+                           config={"nb": str(args.nb)} | {n: str(p) for n, p in candidates.items()} | {"data": source},
+                           progress=print_selection_row(sets), only=args.long_backend)
+    hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)
+    save_bundle(hybrid, args.out, dataset, [f for f in seen if f is not None])
+    print(f"chose {hybrid.long_backend} with cutoff {hybrid.cutoff} and blend {hybrid.blend:g}: " + describe_hybrid(hybrid))
+    print(describe_fit(hybrid.calibration) + f" (calibrated sources with the parts': "
+          f"{', '.join(calibrated_sources(hybrid)) or 'none'})")
+    print("test " + json.dumps(hybrid.metrics["test"]))
+    print_real_text(hybrid, sets)
+    print(f"wrote hybrid {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2:]))

@@ -1,0 +1,17 @@
+"""PR@k of a model on a click table: what training tunes on (:mod:`qcat.training.selection.objective`) and
+stores as a bundle's metrics."""
+
+from __future__ import annotations
+
+from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.data.dataset import truth_matrix
+
+from qcat.measure.metrics import pr_at_k
+from qcat.measure.predict import predict_matched
+from qcat.model import Model
+
+
+def evaluate_pr(model: Model, table: ClickTable, ks: tuple[int, ...] = (1, 3, 10)) -> dict[str, float]:
+    """PR@k of ``model`` on a click table."""
+    matched = predict_matched(model, table.queries, table.categories, truth_matrix(table), max(ks))
+    return {f"pr@{k}": pr_at_k(matched, k) for k in ks}
