@@ -23,11 +23,10 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from qcat.evaluation.evaluate import evaluate  # noqa: E402
-from qcat.training.selection.table_metrics import evaluate_pr  # noqa: E402
-
 from qcat.classifier import default_model_dir, load_model  # noqa: E402
+from qcat.evaluation.evaluate import evaluate  # noqa: E402
 from qcat.hybrid import HybridModel  # noqa: E402
+from qcat.training.selection.table_metrics import evaluate_pr  # noqa: E402
 
 VARIANTS = {  # name -> (XMLQConfig options, augmentation steps)
     "XML-CNN": ({"loss": "bce", "rnn": False, "cosine": False}, ""),

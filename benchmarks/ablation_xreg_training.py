@@ -30,10 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 
 def model(specs: list[str]) -> None:
+    from benchmarks.bench_xreg import K, Problem
     from qcat.training.xreg.features import from_csr
     from qcat.training.xreg.trainer import XRegConfig, fit_arrays
-
-    from benchmarks.bench_xreg import K, Problem
     from qcat.xreg import XRegModel
 
     problem = Problem()
@@ -59,11 +58,10 @@ def _primal(indptr, indices, data, n_feat, cost, targets, weights) -> np.ndarray
 
 
 def nodes(which: str, specs: list[str]) -> None:
+    from benchmarks.bench_xreg import Problem
     from qcat.training.xreg.solver import solve_batch, solve_joint
     from qcat.training.xreg.trainer import TreeTrainer, XRegConfig, _local
     from qcat.training.xreg.tree import build_tree, label_vectors
-
-    from benchmarks.bench_xreg import Problem
 
     problem = Problem()
     X = sp.csr_matrix(problem.X_train, dtype=np.float64)

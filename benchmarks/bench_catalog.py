@@ -54,9 +54,8 @@ def evaluation_sets(corpus) -> dict:
 
 def per_query(model, table, k: int = 3) -> dict[str, np.ndarray]:
     """Per query of ``table``: PR@1, PR@3, the top-1 score and the query's token count."""
-    from qcat.training.data.dataset import truth_matrix
-
     from qcat.measure.predict import predict_matched
+    from qcat.training.data.dataset import truth_matrix
 
     matched = predict_matched(model, table.queries, table.categories, truth_matrix(table), k)
     n_true = np.maximum(matched.n_true, 1)
@@ -80,9 +79,8 @@ def paired_p(a: np.ndarray, b: np.ndarray, draws: int = DRAWS, seed: int = 0) ->
 
 
 def load_or_build(name: str, directory: Path | None, work: Path, build) -> tuple[object, Path, float | None]:
-    from qcat.training.commands.train import save_bundle
-
     from qcat.classifier import load_model
+    from qcat.training.commands.train import save_bundle
 
     if directory is not None:
         return load_model(directory), directory, None

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import time
 
+from qcat.classifier import Classifier
 from qcat.training.data.corpus import Corpus
 from qcat.training.nb import trainer as nb_trainer
 from qcat.training.selection.table_metrics import evaluate_pr
-
-from qcat.classifier import Classifier
 
 
 def main() -> None:

@@ -155,9 +155,10 @@ def judge(url: str, token: str, queries: int, key_s: float, seed: int, out: dict
 
 
 def stored_grades(url: str) -> dict[int, dict[tuple[str, str], int]]:
+    from sqlalchemy import select
+
     from qcat.judging.store.connection import open_store
     from qcat.judging.store.models import Judgment
-    from sqlalchemy import select
 
     store = open_store(url)
     with store.sessions() as session:

@@ -15,9 +15,9 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+
 from qcat.evaluation.propensity import PropensityModel, label_counts
 from qcat.evaluation.scoring import summarize
-
 from qcat.measure.metrics import Matched
 from qcat.measure.segments import SEGMENTS, segment_by_impressions
 

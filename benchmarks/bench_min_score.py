@@ -105,9 +105,8 @@ def markdown(model: str, table: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from qcat.training.data.corpus import Corpus
-
     from qcat.classifier import load_model
+    from qcat.training.data.corpus import Corpus
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", action="append", required=True, metavar="NAME=DIR")

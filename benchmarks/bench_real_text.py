@@ -59,13 +59,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_xreg import best_of, xc_format  # noqa: E402
-from qcat.training.data.dataset import truth_matrix  # noqa: E402
 
 from qcat.measure.metrics import pr_at_k  # noqa: E402
 from qcat.measure.predict import match_to_truth  # noqa: E402
 from qcat.measure.segments import SEGMENTS, segment_by_impressions  # noqa: E402
 from qcat.model import Predictions  # noqa: E402
 from qcat.normalize import tokenize  # noqa: E402
+from qcat.training.data.dataset import truth_matrix  # noqa: E402
 
 K = 10
 SEED = 0
@@ -121,6 +121,7 @@ class OmikujiPeer:
     @classmethod
     def train(cls, table, workdir: Path) -> "OmikujiPeer":
         import omikuji
+
         from qcat.training.xreg.features import featurize, fit_tfidf
         from qcat.training.xreg.relevance import relevance_matrix
 
@@ -244,9 +245,8 @@ def main() -> None:
     args = parser.parse_args()
     bundles = parse_models(args.model)
 
-    from qcat.training.data.corpus import Corpus
-
     from qcat.classifier import load_model
+    from qcat.training.data.corpus import Corpus
 
     corpus = Corpus.open()
     dataset = corpus.dataset("base")

@@ -106,6 +106,7 @@ def best_of_3(run) -> float:
 
 def omikuji_peer():
     from bench_real_text import OmikujiPeer
+
     from qcat.training.data.corpus import Corpus
 
     dataset = Corpus.open().dataset("base")

@@ -87,11 +87,10 @@ def cell(value) -> str:
 def time_steps(preset: str, steps: int) -> None:
     """Seconds per training step of ``preset`` at batch 256 on the demo's vocabulary and labels."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    from qcat.query_encoding import RESERVED
     from qcat.training.data.corpus import Corpus
     from qcat.training.xmlq.model import PRESETS, build_xmlq
     from qcat.training.xmlq.train import Batches, XMLQConfig, backend_and_device, compile_for, prepare
-
-    from qcat.query_encoding import RESERVED
 
     dataset = Corpus.open().dataset("base")
     config = XMLQConfig(preset=preset)

@@ -42,7 +42,6 @@ sys.path.insert(0, str(ROOT))
 from qcat.evaluation import metrics as M  # noqa: E402
 from qcat.evaluation import regression as R  # noqa: E402
 from qcat.evaluation.propensity import PropensityModel, label_counts  # noqa: E402
-
 from qcat.measure.predict import match_to_truth  # noqa: E402
 from qcat.measure.ranking import row_normalized  # noqa: E402
 
@@ -122,7 +121,6 @@ def run_xreg(problem: Problem, workdir: Path, threads: int = 1) -> dict[str, dic
 
     from qcat.training.xreg.features import from_csr
     from qcat.training.xreg.trainer import XRegConfig, fit_arrays
-
     from qcat.xreg import XRegModel
 
     config = XRegConfig(threads=threads)
@@ -260,7 +258,6 @@ def scale_one(n_points: int, n_labels: int, n_features: int, test_points: int, t
     from qcat.training.xreg.features import from_csr
     from qcat.training.xreg.synthetic import generate
     from qcat.training.xreg.trainer import XRegConfig, fit_arrays
-
     from qcat.xreg import TfidfFeatures, XRegModel
 
     started = time.perf_counter()

@@ -105,9 +105,8 @@ class Result:
 
 
 def main() -> int:
-    from qcat.training.clicklogs import clicklog
-
     from qcat.taxonomy import load_taxonomy
+    from qcat.training.clicklogs import clicklog
 
     log, taxonomy_path = Path(sys.argv[1]), Path(sys.argv[2])
     taxonomy = load_taxonomy(taxonomy_path)

@@ -8,10 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-from qcat.evaluation.report_files import clean_json
-
 from qcat.cli import ArgumentParser, float_at_least, int_at_least, positive_float
 from qcat.errors import InputError
+from qcat.evaluation.report_files import clean_json
 
 DEFAULT_OUT = Path("qcat-report")
 

@@ -18,23 +18,23 @@ from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
-from qcat.evaluation.metrics import reliability
-from qcat.evaluation.propensity import PropensityModel, fit_propensity, label_counts
-from qcat.evaluation.report import SIMULATED
-from qcat.evaluation.scoring import ScoringOptions, pr_curve, score_model, summarize
-from qcat.training.clicklogs.clicktable import ClickTable
-from qcat.training.data.corpus import Corpus, LogCorpus
-from qcat.training.data.dataset import Dataset, subset_queries
-from qcat.training.data.provenance import format_overlap, overlap, read_seen_fingerprints
 
 from qcat.calibration import calibrated_sources
 from qcat.classifier import load_model
 from qcat.errors import InputError
+from qcat.evaluation.metrics import reliability
+from qcat.evaluation.propensity import PropensityModel, fit_propensity, label_counts
+from qcat.evaluation.report import SIMULATED
+from qcat.evaluation.scoring import ScoringOptions, pr_curve, score_model, summarize
 from qcat.measure.predict import predict_matched
 from qcat.measure.segments import DEFAULT_SHARES, LENGTH_BINS, SEGMENTS, segment_by_impressions, segment_by_length
 from qcat.model import Model
 from qcat.progress import task
 from qcat.taxonomy import OTHER_LEAF, Taxonomy
+from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.data.corpus import Corpus, LogCorpus
+from qcat.training.data.dataset import Dataset, subset_queries
+from qcat.training.data.provenance import format_overlap, overlap, read_seen_fingerprints
 
 PREDICTION_K = 10
 

@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 import numpy as np  # noqa: E402
+
 from qcat.evaluation.report import SEGMENT_ORDER, has_simulated, real_sets  # noqa: E402
 from qcat.evaluation.scoring import CURVE_KS  # noqa: E402
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+
 from qcat.evaluation import metrics as M
 from qcat.evaluation import regression as R
-
 from qcat.measure.metrics import Matched, gs_scores, pr_at_k
 from qcat.measure.ranking import row_normalized, truth_at
 from qcat.measure.segments import LENGTH_BINS, SEGMENTS

@@ -14,9 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from qcat.judging.store.connection import URL_ENV, resolve_url
-
 from qcat.cli import ArgumentParser, float_at_least, int_at_least, positive_float
+from qcat.judging.store.connection import URL_ENV, resolve_url
 
 DEFAULT_REPORT = Path("qcat-judging-report")
 
@@ -168,8 +167,9 @@ def judge_parser() -> argparse.ArgumentParser:
 
 
 def main(command: str, argv: list[str]) -> int:
-    from qcat.judging.store.connection import database_error
     from sqlalchemy.exc import SQLAlchemyError
+
+    from qcat.judging.store.connection import database_error
 
     args = (db_parser() if command == "db" else judge_parser()).parse_args(argv)
     run = run_db if command == "db" else JUDGE_ACTIONS[args.action]
@@ -184,10 +184,9 @@ def say(message: str) -> None:
 
 
 def run_db(args: argparse.Namespace) -> int:
+    from qcat.errors import InputError
     from qcat.judging.store import migrate
     from qcat.judging.store.connection import current_revision, make_engine, sqlite_file
-
-    from qcat.errors import InputError
 
     url = resolve_url(args.url)
     if args.action != "upgrade":
@@ -219,6 +218,7 @@ def display_url(url: str) -> str:
 
 
 def run_create(args: argparse.Namespace) -> int:
+    from qcat.errors import InputError
     from qcat.judging.grading.sessions import (
         SEGMENTS,
         build_queries,
@@ -228,8 +228,6 @@ def run_create(args: argparse.Namespace) -> int:
         store_session,
     )
     from qcat.judging.store.connection import open_store
-
-    from qcat.errors import InputError
 
     if args.queries is not None and args.queries < len(SEGMENTS):
         raise InputError(f"--queries must be at least {len(SEGMENTS)} (one per segment), got {args.queries}")
@@ -254,9 +252,8 @@ def run_create(args: argparse.Namespace) -> int:
     store = open_store(args.url)  # fail early when the database is not ready
     if args.results is not None:
         return create_from_results(args, store, guidelines)
-    from qcat.evaluation.golden.search import SearchConfig
-
     from qcat.bundle import read_manifest
+    from qcat.evaluation.golden.search import SearchConfig
 
     for model in (args.baseline, args.target):
         read_manifest(model)  # a missing or tampered bundle fails before the queries are searched
@@ -540,10 +537,9 @@ def run_release(args: argparse.Namespace) -> int:
 
 
 def run_backup(args: argparse.Namespace) -> int:
+    from qcat.errors import InputError
     from qcat.judging.store.backup import backup_sqlite, pg_dump_command
     from qcat.judging.store.connection import open_store, parse_url
-
-    from qcat.errors import InputError
 
     url = resolve_url(args.url)
     parsed = parse_url(url)
@@ -602,9 +598,8 @@ def run_add_gold(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from qcat.judging.store.connection import open_store
-
     from qcat.errors import InputError
+    from qcat.judging.store.connection import open_store
 
     if not (args.csv or args.qrels or args.golden):
         raise InputError("say what to write: --csv FILE, --qrels FILE and/or --golden FILE")

@@ -6,6 +6,7 @@ from ``sqlalchemy.url`` or ``$QCAT_DB_URL``.
 """
 
 from alembic import context
+
 from qcat.judging.store.connection import make_engine
 from qcat.judging.store.models import Base
 

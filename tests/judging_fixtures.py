@@ -421,9 +421,10 @@ def launch_chromium(p):
 
 def stored_grades(db, judge: str) -> dict[int, dict[tuple[str, str], int]]:
     """Every grade ``judge`` has in the store: query id -> (listing, side) -> grade."""
+    from sqlalchemy import select
+
     from qcat.judging.store.connection import open_store
     from qcat.judging.store.models import Judge, Judgment
-    from sqlalchemy import select
 
     store = open_store(str(db))
     try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from qcat.errors import InputError
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.augment import (
     augment,
@@ -16,8 +18,6 @@ from qcat.training.data.augment import (
     worst_categories,
 )
 from qcat.training.data.dataset import Dataset, split_queries
-
-from qcat.errors import InputError
 
 
 def _table(rows, categories=None) -> ClickTable:

@@ -9,13 +9,13 @@ import sys
 
 import numpy as np
 import pytest
-from qcat.training.catalog.ingest import ingest_catalog
-from qcat.training.catalog.short_forms import RULES, category_pairs, parse_rules, short_forms
-from qcat.training.catalog.source import CatalogSettings, merge_pairs
 
 from qcat.errors import InputError
 from qcat.normalize import normalize
 from qcat.taxonomy import from_paths
+from qcat.training.catalog.ingest import ingest_catalog
+from qcat.training.catalog.short_forms import RULES, category_pairs, parse_rules, short_forms
+from qcat.training.catalog.source import CatalogSettings, merge_pairs
 
 PATHS = ["Phones > Smartphones", "Phones > Cases", "Toys > Trains", "Toys > Dolls", "Toys"]
 
@@ -144,11 +144,10 @@ def _held_out_texts(corpus, training_titles, training_categories):
 
 @pytest.mark.parametrize("catalog_only", [False, True])
 def test_no_held_out_title_or_short_form_of_one_reaches_training(catalog_only):
+    from qcat.demo import demo_corpus_dir
     from qcat.training.catalog.data import CatalogData
     from qcat.training.catalog.source import CatalogPairs
     from qcat.training.data.corpus import Corpus
-
-    from qcat.demo import demo_corpus_dir
 
     corpus = Corpus.open()
     data = CatalogData(demo_corpus_dir() / "catalog.csv.gz", corpus, catalog_only=catalog_only, period="base")

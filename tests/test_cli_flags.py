@@ -431,9 +431,8 @@ def test_atomic_file_removes_its_staging_file_on_any_error(tmp_path):
 
 
 def test_memory_limit_values():
-    from qcat.training.clicklogs.ingest_duckdb import memory_limit
-
     from qcat.errors import InputError
+    from qcat.training.clicklogs.ingest_duckdb import memory_limit
 
     assert [memory_limit(v) for v in ("4GB", "512MB", "2GiB", "1.5gb", "4G", "64MB")] == \
         ["4GB", "512MB", "2GiB", "1.5GB", "4GB", "64MB"]

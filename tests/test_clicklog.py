@@ -3,10 +3,10 @@ import json
 import duckdb
 import numpy as np
 import pytest
-from qcat.training.clicklogs.clicklog import ingest
 
 from qcat.errors import InputError
 from qcat.taxonomy import from_paths
+from qcat.training.clicklogs.clicklog import ingest
 
 TAXONOMY = from_paths(["Toys > Trains", "Toys > Dolls", "Home > Beds"])
 TRAINS, DOLLS, BEDS = (TAXONOMY.id_of_path(p) for p in ("Toys > Trains", "Toys > Dolls", "Home > Beds"))

@@ -7,13 +7,13 @@ import re
 
 import numpy as np
 import pytest
-from qcat.training.data.corpus import Corpus
-from qcat.training.nb import trainer as nb_trainer
 from test_cli import qcat
 
 from qcat.classifier import default_model_dir, load_model
 from qcat.cli import main as qcat_main
 from qcat.measure.segments import segment_by_impressions
+from qcat.training.data.corpus import Corpus
+from qcat.training.nb import trainer as nb_trainer
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from qcat.training.clicklogs.clicklog import ingest
 
 from qcat.taxonomy import load_taxonomy
+from qcat.training.clicklogs.clicklog import ingest
 
 DATA = Path(__file__).resolve().parent / "data"
 BESTBUY = load_taxonomy(DATA / "bestbuy_categories_2016.json.gz")

@@ -8,6 +8,11 @@ import math
 
 import numpy as np
 import pytest
+from scipy.stats import mannwhitneyu
+from test_cli import qcat
+
+from qcat.classifier import default_model_dir
+from qcat.errors import InputError
 from qcat.evaluation.golden.golden_set import NO_GRADE
 from qcat.evaluation.golden.importers import load_golden
 from qcat.evaluation.golden.inventory import build_inventory
@@ -15,14 +20,9 @@ from qcat.evaluation.golden.query_sets import Demand, sample_query_sets
 from qcat.evaluation.golden.search import MiniSearch, SearchConfig
 from qcat.evaluation.golden.system_metrics import QueryJudgments, bootstrap_delta, per_query_metrics
 from qcat.evaluation.metrics import roc_auc_by_group
-from qcat.training.catalog.listings import Catalog
-from scipy.stats import mannwhitneyu
-from test_cli import qcat
-
-from qcat.classifier import default_model_dir
-from qcat.errors import InputError
 from qcat.nb import NaiveBayesModel
 from qcat.taxonomy import from_paths
+from qcat.training.catalog.listings import Catalog
 
 PATHS = ["Fashion > Shoes", "Home > Shoe care", "Home > Furniture"]
 

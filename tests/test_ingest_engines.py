@@ -12,10 +12,10 @@ import sys
 
 import numpy as np
 import pytest
-from qcat.training.clicklogs.clicklog import REASONS, ingest
 
 from qcat.errors import InputError
 from qcat.taxonomy import Taxonomy
+from qcat.training.clicklogs.clicklog import REASONS, ingest
 
 TAXONOMY = Taxonomy.from_path_tuples(
     ("toys", "trains", "dolls", "gifts-a", "gifts-b"),

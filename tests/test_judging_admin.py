@@ -8,6 +8,9 @@ from datetime import timedelta
 
 import pytest
 from judging_fixtures import grade_all, qcat, toy_queries
+from sqlalchemy import func, select, update
+
+from qcat.errors import InputError
 from qcat.judging.grading import assignment, judgments
 from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
 from qcat.judging.reporting import admin_figures as admin
@@ -16,9 +19,6 @@ from qcat.judging.reporting.results import load_results
 from qcat.judging.store import sign_ins
 from qcat.judging.store.judges import add_admin, add_judge, authenticate, authenticate_any, reset_token, set_active
 from qcat.judging.store.models import Admin, Assignment, Judge, JudgmentVersion, SignIn, utcnow
-from sqlalchemy import func, select, update
-
-from qcat.errors import InputError
 
 
 def history_rows(store) -> int:

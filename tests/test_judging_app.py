@@ -21,6 +21,9 @@ from judging_fixtures import (
     panel_send,
     panel_slots,
 )
+from sqlalchemy import func, select
+from streamlit.testing.v1 import AppTest
+
 from qcat.judging.grading.desk import PREFETCH
 from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
 from qcat.judging.reporting.admin_figures import judge_activity as admin_activity
@@ -28,8 +31,6 @@ from qcat.judging.store.connection import open_store
 from qcat.judging.store.judges import add_admin, add_judge
 from qcat.judging.store.migrate import upgrade
 from qcat.judging.store.models import Assignment, Judgment, JudgmentVersion, SessionQuery
-from sqlalchemy import func, select
-from streamlit.testing.v1 import AppTest
 
 APP = str(ROOT / "judging_app" / "pages" / "app.py")
 QUERIES = [QuerySpec(f"query {i}", ("head", "torso", "tail")[i % 3],
@@ -414,6 +415,7 @@ def test_a_query_finished_in_another_window_is_said_and_changes_nothing(app_env,
 def test_submit_refuses_a_query_already_submitted_when_resubmit_is_off(app_env):
     """The store side of a second window's submission that reached the store after the first's."""
     from judging_fixtures import grade_all
+
     from qcat.judging.grading import assignment, judgments
     from qcat.judging.store.judges import find_judge
 

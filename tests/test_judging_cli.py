@@ -9,13 +9,14 @@ import shutil
 import pytest
 from judging_fixtures import DEMO_QUERIES as QUERIES
 from judging_fixtures import REVISIONS, ROOT, qcat
+from sqlalchemy import func, select
+
 from qcat.judging.grading import assignment, judgments
 from qcat.judging.grading.sessions import known_brand, known_price
 from qcat.judging.store.connection import open_store
 from qcat.judging.store.judges import authenticate
 from qcat.judging.store.models import Judge, ResultItem, ResultList, SessionQuery
 from qcat.training.catalog.listings import load_catalog
-from sqlalchemy import func, select
 
 HEAD, PREVIOUS = REVISIONS[-1], REVISIONS[-2]
 
@@ -136,9 +137,8 @@ def test_db_downgrade_with_data_asks_for_yes_and_revision_errors_are_one_line(de
 
 
 def test_database_errors_are_one_line_without_sql_or_secrets(demo_db, tmp_path, monkeypatch, capsys):
-    from qcat.judging.store import tokens
-
     from qcat.cli import main
+    from qcat.judging.store import tokens
 
     db = tmp_path / "ro.db"
     shutil.copy(demo_db[0], db)
@@ -187,6 +187,7 @@ def test_backup_of_a_sqlite_store_in_use_has_every_committed_judgment_and_restor
     import sqlite3
 
     from judging_fixtures import grade_all, toy_queries
+
     from qcat.judging.grading.sessions import store_session
     from qcat.judging.store.judges import add_judge
     from qcat.judging.store.migrate import upgrade

@@ -7,11 +7,12 @@ import time
 from collections import Counter
 
 from judging_fixtures import grade_all, run_threads, toy_queries
+from sqlalchemy import func, select
+
 from qcat.judging.grading import assignment, judgments
 from qcat.judging.grading.sessions import store_session
 from qcat.judging.store.judges import add_judge
 from qcat.judging.store.models import Assignment, Judgment, SessionQuery
-from sqlalchemy import func, select
 
 JUDGES = 8
 PER_JUDGE = 200  # judgments: 20 queries x 10 listings (5 per side)

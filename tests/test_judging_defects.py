@@ -30,14 +30,15 @@ from judging_fixtures import (
     qcat,
     wait_for,
 )
+from sqlalchemy import select
+from streamlit.testing.v1 import AppTest
+
 from qcat.judging.grading import assignment
 from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
 from qcat.judging.store.connection import open_store
 from qcat.judging.store.judges import add_judge
 from qcat.judging.store.migrate import upgrade
 from qcat.judging.store.models import Assignment, Judgment, JudgmentVersion
-from sqlalchemy import select
-from streamlit.testing.v1 import AppTest
 
 APP = str(ROOT / "judging_app" / "pages" / "app.py")
 
@@ -158,9 +159,10 @@ def test_defect_7_wrong_tokens_lock_the_judge_and_the_client_out_before_any_scry
 def test_defect_7_sign_in_keys_expire_on_the_server(app_store):
     from datetime import timedelta
 
+    from sqlalchemy import func, update
+
     from qcat.judging.store import sign_ins
     from qcat.judging.store.models import SignIn, utcnow
-    from sqlalchemy import func, update
 
     judge, _ = add_judge(app_store, "ann")
     key = sign_ins.remember(app_store, judge)
@@ -178,6 +180,7 @@ def test_defect_7_sign_in_keys_expire_on_the_server(app_store):
 
 def test_defect_8_emphasis_in_a_judge_name_stays_as_typed_in_report_md(app_store, tmp_path):
     from markdown_it import MarkdownIt
+
     from qcat.evaluation.report_files import write_report_files
     from qcat.judging.grading import judgments
     from qcat.judging.reporting.report import build_report, draw_all, render_html, render_markdown

@@ -34,9 +34,10 @@ from judging_fixtures import (
     stored_grades,
     type_keys,
 )
+from sqlalchemy import select
+
 from qcat.judging.store.connection import open_store
 from qcat.judging.store.models import Assignment, Judge, SessionQuery
-from sqlalchemy import select
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
 
@@ -223,6 +224,7 @@ def test_the_store_stopped_mid_session_loses_nothing_and_r_stores_what_was_kept(
     panel says so in one line (defect 9: once, never repeated), the judge goes on with the queries
     held ready, and R, once the store is back, stores every kept query once, as typed."""
     from judging_fixtures import PostgresServer, fresh_database
+
     from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
     from qcat.judging.store.judges import add_judge
     from qcat.judging.store.migrate import upgrade

@@ -12,6 +12,9 @@ from datetime import timedelta
 
 import pytest
 from judging_fixtures import grade_all, qcat, run_threads, toy_queries
+from sqlalchemy import func, select, update
+
+from qcat.errors import InputError
 from qcat.evaluation.report_files import write_report_files
 from qcat.judging.grading import assignment, judgments
 from qcat.judging.grading.gold import add_gold, gold_queries, judge_agreement
@@ -21,9 +24,6 @@ from qcat.judging.reporting.report import build_report, draw_all, render_html, r
 from qcat.judging.store.connection import open_store
 from qcat.judging.store.judges import add_judge, authenticate
 from qcat.judging.store.models import Assignment, GoldGrade, SessionQuery, utcnow
-from sqlalchemy import func, select, update
-
-from qcat.errors import InputError
 
 
 def write_gold(path, rows, delimiter=","):

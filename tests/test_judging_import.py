@@ -9,15 +9,15 @@ from datetime import timedelta
 
 import pytest
 from judging_fixtures import grade_all, qcat
+from sqlalchemy import select, update
+
+from qcat.errors import InputError
 from qcat.judging.grading import assignment, judgments
 from qcat.judging.grading.imports import read_results
 from qcat.judging.grading.sessions import Listing, QuerySpec, select_imported, store_session
 from qcat.judging.grading.timing import timing_summary
 from qcat.judging.store.judges import add_judge
 from qcat.judging.store.models import Assignment
-from sqlalchemy import select, update
-
-from qcat.errors import InputError
 
 
 def jsonl(path, rows):

@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pytest
 from judging_fixtures import CHROMIUM, panel_shown, qcat, running_judging_app, signed_in_panel, type_keys
+from sqlalchemy import select
+
 from qcat.judging.store.connection import open_store
 from qcat.judging.store.models import Assignment, Judge, Judgment, QueryReview, ResultItem, ResultList, SessionQuery
-from sqlalchemy import select
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
 TIMEOUT_MS = 20_000

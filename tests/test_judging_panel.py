@@ -13,6 +13,8 @@ from datetime import timedelta
 
 import pytest
 from judging_fixtures import ROOT, qcat
+from sqlalchemy import func, select
+
 from qcat.judging.grading import assignment, disagreements, judgments
 from qcat.judging.grading.desk import GradingDesk
 from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
@@ -23,7 +25,6 @@ from qcat.judging.store.judges import add_judge
 from qcat.judging.store.migrate import upgrade
 from qcat.judging.store.models import Assignment, Judgment
 from qcat.judging.store.sign_in_limits import PER_CLIENT, PER_CLIENT_ACCOUNT, Limiter, client_address
-from sqlalchemy import func, select
 
 QUERIES = [QuerySpec(f"query {i}", ("head", "torso", "tail")[i % 3],
                      [Listing(f"b{i}-{j}", f"Baseline <b>{i}.{j}</b>", "Home > Shoes") for j in range(3)],

@@ -11,6 +11,9 @@ import re
 import krippendorff
 import numpy as np
 import pytest
+from statsmodels.stats.inter_rater import fleiss_kappa as statsmodels_fleiss_kappa
+
+from qcat.errors import InputError
 from qcat.evaluation.golden.system_metrics import NDCG_DEPTH
 from qcat.evaluation.report_files import write_report_files
 from qcat.judging.grading import assignment, judgments
@@ -27,9 +30,6 @@ from qcat.judging.reporting.report import build_report, draw_all, header_lines, 
 from qcat.judging.store.connection import open_store
 from qcat.judging.store.judges import add_judge
 from qcat.judging.store.migrate import upgrade
-from statsmodels.stats.inter_rater import fleiss_kappa as statsmodels_fleiss_kappa
-
-from qcat.errors import InputError
 
 # --- agreement -------------------------------------------------------------------------------
 

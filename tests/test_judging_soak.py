@@ -18,12 +18,13 @@ from collections import Counter
 from datetime import timedelta
 
 from judging_fixtures import grade_all, run_threads, toy_queries
+from sqlalchemy import func, select, update
+
 from qcat.judging.grading import assignment, judgments
 from qcat.judging.grading.sessions import store_session
 from qcat.judging.store.connection import open_store
 from qcat.judging.store.judges import add_judge
 from qcat.judging.store.models import Assignment, Judgment, SessionQuery, utcnow
-from sqlalchemy import func, select, update
 
 JUDGES = 8
 JUDGES_PER_QUERY = 3

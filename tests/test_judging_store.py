@@ -7,6 +7,10 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from judging_fixtures import REVISIONS, grade_all, toy_queries
+from sqlalchemy import func, inspect, select, text, update
+from sqlalchemy.exc import IntegrityError
+
+from qcat.errors import InputError
 from qcat.judging.grading import assignment, judgments
 from qcat.judging.grading.sessions import Listing, QuerySpec, find_session, session_overview, store_session
 from qcat.judging.store.connection import make_engine, open_store
@@ -22,10 +26,6 @@ from qcat.judging.store.models import (
     ResultList,
     SessionQuery,
 )
-from sqlalchemy import func, inspect, select, text, update
-from sqlalchemy.exc import IntegrityError
-
-from qcat.errors import InputError
 
 HEAD = REVISIONS[-1]
 TABLES = {"judges", "judging_sessions", "session_queries", "result_lists", "result_items", "assignments", "judgments"}

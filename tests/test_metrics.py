@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import scipy.stats
+
 from qcat.evaluation import metrics as M
 from qcat.evaluation import regression as R
 from qcat.evaluation.propensity import PropensityModel, label_counts
-
 from qcat.measure.metrics import Matched, gs_scores, pr_at_k
 from qcat.measure.ranking import binary, rank_predictions, row_normalized
 

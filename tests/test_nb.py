@@ -4,12 +4,12 @@ import math
 
 import numpy as np
 import pytest
-from qcat.training.clicklogs.clicktable import ClickTable
-from qcat.training.data.dataset import Dataset
-from qcat.training.nb.trainer import build_model, count_features
 
 from qcat.errors import EmptyQueryError
 from qcat.taxonomy import from_paths
+from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.data.dataset import Dataset
+from qcat.training.nb.trainer import build_model, count_features
 
 TAXONOMY = from_paths(["Toys > Trains", "Toys > Dolls"])
 TRAINS, DOLLS = TAXONOMY.id_of_path("Toys > Trains"), TAXONOMY.id_of_path("Toys > Dolls")

@@ -94,9 +94,8 @@ def test_invalid_utf8_stdin_line_is_reported_and_the_rest_classified(env):
 def test_a_quoted_field_never_runs_across_lines(tmp_path):
     """Issue 34, item 1: a quote left open on its line is a malformed row there, and the next line
     is a row again (before, the two lines were one record, "sony tv")."""
-    from qcat.training.clicklogs.clicklog import ingest
-
     from qcat.taxonomy import load_taxonomy
+    from qcat.training.clicklogs.clicklog import ingest
 
     (tmp_path / "log.csv").write_text(f'query,category,clicks\n"sony\ntv",{TV},5\nsharp tv,{TV},x\n')
     result = ingest(tmp_path / "log.csv", load_taxonomy(BESTBUY), min_clicks=1)
@@ -258,9 +257,8 @@ def test_nothing_to_do_is_said(tmp_path):
 
 def test_a_bare_carriage_return_is_a_malformed_row(tmp_path):
     """Found by the property test: Python's csv writer leaves a lone CR unquoted."""
-    from qcat.training.clicklogs.clicklog import ingest
-
     from qcat.taxonomy import load_taxonomy
+    from qcat.training.clicklogs.clicklog import ingest
 
     (tmp_path / "log.csv").write_bytes(f"query,category\nok,{TV}\n\r,{TV}\nfine tv,{TV}\n".encode())
     report = ingest(tmp_path / "log.csv", load_taxonomy(BESTBUY), min_clicks=1).report

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from qcat.training.data.provenance import SEEN_FILE, fingerprints, overlap, read_seen_fingerprints
 
+from qcat.training.data.provenance import SEEN_FILE, fingerprints, overlap, read_seen_fingerprints
 from tests.test_own_data import BESTBUY, CLICKS, DEMO, one_line_error, qcat
 
 LOG = ("--log", CLICKS, "--taxonomy", BESTBUY, "--min-clicks", "1")

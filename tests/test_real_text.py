@@ -10,12 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from qcat.training.catalog.listings import leaf_category_paths, load_catalog
-from qcat.training.data.corpus import Corpus
-from qcat.training.data.real_text import map_bestbuy_clicks, table_from_pairs
-from qcat.training.selection.calibrate import isotonic
-from qcat.training.selection.objective import choose_hybrid, objective
-from qcat.training.simulator.simulate import SimulationConfig, simulate_clicklog
 
 from qcat.calibration import CALIBRATION_FILE, Calibration, calibrated_sources
 from qcat.classifier import Classifier, default_model_dir, load_model
@@ -25,6 +19,12 @@ from qcat.hybrid import HybridModel
 from qcat.model import Predictions
 from qcat.normalize import tokenize
 from qcat.taxonomy import from_paths
+from qcat.training.catalog.listings import leaf_category_paths, load_catalog
+from qcat.training.data.corpus import Corpus
+from qcat.training.data.real_text import map_bestbuy_clicks, table_from_pairs
+from qcat.training.selection.calibrate import isotonic
+from qcat.training.selection.objective import choose_hybrid, objective
+from qcat.training.simulator.simulate import SimulationConfig, simulate_clicklog
 
 DATA = Path(__file__).parent / "data"
 

@@ -7,9 +7,9 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from qcat.evaluation import regression as R
 from qcat.evaluation.propensity import PropensityModel, fit_propensity
-
 from qcat.measure.metrics import Matched
 
 relevance = st.one_of(st.just(0.0), st.floats(0.0, 1.0, allow_nan=False))

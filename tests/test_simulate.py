@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from qcat.normalize import normalize
 from qcat.training.catalog.listings import Catalog, load_catalog
 from qcat.training.clicklogs.clicklog import ingest
 from qcat.training.clicklogs.clicktable import ClickTable
@@ -19,8 +21,6 @@ from qcat.training.simulator.simulate import (
     simulated_search,
     write_log,
 )
-
-from qcat.normalize import normalize
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = SimulationConfig(total_searches=1_500_000, long_queries_per_listing=3.0, cased_variants=200)
@@ -192,6 +192,7 @@ def test_default_simulation_reproduces_the_shipped_demo_log(catalog: Catalog, tm
     gives the shipped log row for row (its Table 1 statistics are checked in
     tests/test_demo_corpus.py)."""
     import duckdb
+
     from qcat.training.data.corpus import Corpus
 
     simulated = Corpus.open().holdout_split(catalog) == 0  # the real-text listings never reach the simulator

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+
 from qcat.training.catalog.query_short_forms import with_short_forms
 from qcat.training.data.dataset import split_queries
 from qcat.training.data.real_text import table_from_pairs
@@ -90,10 +91,9 @@ def test_unseen_tokens_keep_the_networks_random_rows(vectors) -> None:
 
 
 def test_skipgram_text_leaves_out_the_held_out_listings() -> None:
+    from qcat.normalize import normalize
     from qcat.training.data.corpus import Corpus
     from qcat.training.xmlq.embedding_init import simulator_titles
-
-    from qcat.normalize import normalize
 
     corpus = Corpus.open()
     catalog = corpus.catalog()

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from qcat.training.clicklogs.clicklog import ingest
-from qcat.training.xreg.relevance import pair_relevance
 
 from qcat.taxonomy import from_paths
+from qcat.training.clicklogs.clicklog import ingest
+from qcat.training.xreg.relevance import pair_relevance
 from tests.test_own_data import BESTBUY, CLICKS, one_line_error, qcat
 
 LOG = ("--log", CLICKS, "--taxonomy", BESTBUY, "--min-clicks", "1")
@@ -103,10 +103,9 @@ def test_a_calibration_is_kept_only_where_it_lowers_the_held_out_ece():
     equal to the score) gain nothing from an isotonic map, which only fits noise: the cross-
     fitted ECE is worse and the source keeps its raw scores. Scores that are far off (a hit rate
     of score², all scores at least 0.5) are mapped."""
-    from qcat.training.selection.calibrate import apply_maps, cross_fitted_ece, source_maps
-
     from qcat.calibration import RAW_SHARE
     from qcat.measure.metrics import calibration_bins
+    from qcat.training.selection.calibrate import apply_maps, cross_fitted_ece, source_maps
 
     rng = np.random.default_rng(0)
     n = 400

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from qcat.training.clicklogs.clicklog import ingest
 
 from qcat.errors import InputError
 from qcat.taxonomy import from_paths
+from qcat.training.clicklogs.clicklog import ingest
 from tests.test_own_data import BESTBUY, one_line_error, qcat
 
 TOYS = from_paths(["Toys > LEGO", "TV > TVs"])

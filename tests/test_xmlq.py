@@ -14,12 +14,12 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 keras = pytest.importorskip("keras")  # the [test] extra installs TensorFlow; fail loudly below if not
 from keras import ops  # noqa: E402
-from qcat.training.xmlq.losses import StochasticNegativeMining, soft_f1  # noqa: E402
-from qcat.training.xmlq.model import PRESETS, build_xmlq  # noqa: E402
 from test_cli import qcat  # noqa: E402
 
 from qcat.errors import BundleError  # noqa: E402
 from qcat.query_encoding import END, PAD, UNKNOWN, encode, token_index  # noqa: E402
+from qcat.training.xmlq.losses import StochasticNegativeMining, soft_f1  # noqa: E402
+from qcat.training.xmlq.model import PRESETS, build_xmlq  # noqa: E402
 
 
 def test_tensorflow_is_installed() -> None:
@@ -136,9 +136,8 @@ def test_other_losses_and_ablations_train(tiny, options) -> None:
 
 
 def test_onnx_scores_match_keras(tiny, tmp_path) -> None:
-    from qcat.training.xmlq.export import bundle_model
-
     from qcat.classifier import load_model
+    from qcat.training.xmlq.export import bundle_model
 
     dataset, _, prepared, network, _ = tiny
     model = bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy, {}, {})
@@ -153,11 +152,10 @@ def test_onnx_scores_match_keras(tiny, tmp_path) -> None:
 
 @pytest.fixture(scope="module")
 def hybrid_dir(tiny, bestbuy_model_dir, tmp_path_factory):
+    from qcat.bundle import read_manifest
     from qcat.training.commands.train import save_bundle
     from qcat.training.data.provenance import data_source
     from qcat.training.xmlq.export import bundle_model
-
-    from qcat.bundle import read_manifest
 
     dataset, _, prepared, network, _ = tiny
     root = tmp_path_factory.mktemp("hybrid")

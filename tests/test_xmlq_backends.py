@@ -24,8 +24,9 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 keras = pytest.importorskip("keras")
 
-from qcat.training.xmlq.train import XMLQConfig  # noqa: E402
 from test_cli import qcat  # noqa: E402
+
+from qcat.training.xmlq.train import XMLQConfig  # noqa: E402
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -109,9 +110,10 @@ def test_onnx_export_of_jax_weights_matches_jax(jax_run) -> None:
 def test_a_jax_checkpoint_resumes_and_exports_under_this_backend(jax_run, tmp_path) -> None:
     """The accelerator workflow: train under JAX where there is no TensorFlow, bring the
     checkpoint back, and ``--resume`` it here (nothing left to train) to export it."""
+    from xmlq_backend_job import tiny_prepared
+
     from qcat.training.xmlq.export import to_onnx
     from qcat.training.xmlq.train import train
-    from xmlq_backend_job import tiny_prepared
 
     config = XMLQConfig(epochs=2, batch_size=32, min_token_count=1)
     _, prepared = tiny_prepared(config)

@@ -12,8 +12,9 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from qcat.training.xmlq.quantize import agreement, quantize, top1, top1_agreement  # noqa: E402
 from test_cli import qcat  # noqa: E402
+
+from qcat.training.xmlq.quantize import agreement, quantize, top1, top1_agreement  # noqa: E402
 
 
 def last_token_network(table: np.ndarray) -> bytes:
@@ -106,10 +107,9 @@ def damaged(network: bytes) -> bytes:
 
 
 def test_resume_quantizes_a_finished_run_and_the_gate_refuses_a_bad_graph(trained, monkeypatch, capsys) -> None:
-    from qcat.training.xmlq import quantize as module
-
     from qcat.classifier import load_model
     from qcat.cli import main
+    from qcat.training.xmlq import quantize as module
 
     root, data = trained
     shutil.move(root / "xmlq", root / "float")  # a finished run: the bundle moved away, the checkpoint kept

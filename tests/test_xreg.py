@@ -9,15 +9,15 @@ import shutil
 import numpy as np
 import pytest
 import scipy.sparse as sp
+
+from qcat.errors import BundleError
+from qcat.label_tree import LabelTree
+from qcat.sparse_rows import Rows
 from qcat.training.xreg.features import from_csr
 from qcat.training.xreg.solver import solve_batch, solve_joint
 from qcat.training.xreg.synthetic import generate
 from qcat.training.xreg.trainer import TreeTrainer, XRegConfig, fit_arrays
 from qcat.training.xreg.tree import build_tree, label_vectors, tree_depth
-
-from qcat.errors import BundleError
-from qcat.label_tree import LabelTree
-from qcat.sparse_rows import Rows
 from qcat.xreg import XRegModel
 
 CONFIG = XRegConfig(trees=2, leaf_size=4, beam=3, eps=1e-3, max_iter=200, prune=0.0)

@@ -14,10 +14,9 @@ import time
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from qcat.evaluation.report_files import clean_json
-
 from qcat.cli import ArgumentParser, float_at_least, int_at_least, share
 from qcat.errors import InputError
+from qcat.evaluation.report_files import clean_json
 from qcat.output import check_writable_file
 
 GOLDEN_SOURCES = "qcat.golden_sources"

@@ -22,17 +22,17 @@ from dataclasses import dataclass
 
 import duckdb
 import numpy as np
+
+from qcat.errors import InputError
 from qcat.evaluation.golden.golden_set import RELEVANT_GRADE, GoldenSet, ImportReport, from_rows
 from qcat.evaluation.golden.inventory import build_inventory
 from qcat.evaluation.golden.query_sets import Demand, sample_query_sets
 from qcat.evaluation.golden.search import MiniSearch, SearchConfig
-from qcat.training.catalog.listings import Catalog
-from qcat.training.data.corpus import Corpus
-
-from qcat.errors import InputError
 from qcat.measure.segments import SEGMENTS
 from qcat.normalize import normalize, tokenize
 from qcat.taxonomy import Taxonomy
+from qcat.training.catalog.listings import Catalog
+from qcat.training.data.corpus import Corpus
 
 SIMULATED_JUDGE = "simulator"
 

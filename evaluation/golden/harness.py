@@ -11,6 +11,9 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+
+from qcat.classifier import load_model
+from qcat.errors import InputError
 from qcat.evaluation.evaluate import check_labels
 from qcat.evaluation.golden.golden_set import GoldenPairs, GoldenSet
 from qcat.evaluation.golden.inventory import Inventory, build_inventory
@@ -23,14 +26,11 @@ from qcat.evaluation.golden.system_metrics import (
     mean_defined,
     per_query_metrics,
 )
-from qcat.training.catalog.listings import Catalog
-from qcat.training.data.provenance import format_overlap, overlap, read_seen_fingerprints
-
-from qcat.classifier import load_model
-from qcat.errors import InputError
 from qcat.normalize import tokenize
 from qcat.progress import task
 from qcat.taxonomy import Taxonomy
+from qcat.training.catalog.listings import Catalog
+from qcat.training.data.provenance import format_overlap, overlap, read_seen_fingerprints
 
 FLOOR = "no classifier"
 ALL = "all"

@@ -19,9 +19,8 @@ import gzip
 import json
 from pathlib import Path
 
-from qcat.evaluation.golden.golden_set import GRADE_NAMES, NO_GRADE, RELEVANT_GRADE, GoldenSet, ImportReport, from_rows
-
 from qcat.errors import InputError, shown
+from qcat.evaluation.golden.golden_set import GRADE_NAMES, NO_GRADE, RELEVANT_GRADE, GoldenSet, ImportReport, from_rows
 from qcat.lines import split_line
 from qcat.normalize import normalize
 

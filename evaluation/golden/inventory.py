@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from qcat.training.catalog.listings import Catalog
 
 from qcat.errors import InputError
 from qcat.normalize import tokenize
 from qcat.taxonomy import Taxonomy
+from qcat.training.catalog.listings import Catalog
 
 
 @dataclass(frozen=True)

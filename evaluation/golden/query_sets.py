@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from qcat.training.data.corpus import Corpus
 
 from qcat.measure.segments import SEGMENTS, segment_by_impressions
+from qcat.training.data.corpus import Corpus
 
 NO_DEMAND = "no demand"
 SETS = (*SEGMENTS, NO_DEMAND)

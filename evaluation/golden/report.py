@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from qcat.evaluation.golden.system_metrics import METRICS
 from qcat.evaluation.html import html_document
 from qcat.evaluation.plots import figure_svg, legend_label, plt

@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass
 
 import bm25s
 import numpy as np
-from qcat.evaluation.golden.inventory import Inventory
 
 from qcat.errors import InputError
+from qcat.evaluation.golden.inventory import Inventory
 from qcat.model import Model
 
 MODES = ("filter", "boost")

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from qcat.evaluation.metrics import roc_auc_by_group
 
 NDCG_DEPTH = 5

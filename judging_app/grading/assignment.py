@@ -45,6 +45,10 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from sqlalchemy import exists, func, or_, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from qcat.errors import InputError
 from qcat.judging.store.connection import Store
 from qcat.judging.store.models import (
     Assignment,
@@ -56,10 +60,6 @@ from qcat.judging.store.models import (
     SessionQuery,
     utcnow,
 )
-from sqlalchemy import exists, func, or_, select, update
-from sqlalchemy.exc import IntegrityError, OperationalError
-
-from qcat.errors import InputError
 
 CANDIDATES = 16
 GOLD_EVERY = 5  # at most this many regular queries before each gold query (fewer in small sessions)

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from sqlalchemy.exc import SQLAlchemyError
+
+from qcat.errors import InputError
 from qcat.judging.grading import assignment, judgments
 from qcat.judging.grading.assignment import QueryScreen, Shown
 from qcat.judging.grading.imports import safe_url
 from qcat.judging.store.connection import Store, error_detail
-from sqlalchemy.exc import SQLAlchemyError
-
-from qcat.errors import InputError
 
 PREFETCH = 4  # queries held ready after the one on screen: a margin for a busy server (docs/benchmarks.md)
 PROGRESS_SECONDS = 5.0

@@ -17,6 +17,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from sqlalchemy import select, update
+
+from qcat.errors import InputError
 from qcat.judging.grading.assignment import check_note
 from qcat.judging.grading.judgments import check_grade
 from qcat.judging.store.connection import Store
@@ -31,9 +34,6 @@ from qcat.judging.store.models import (
     SessionQuery,
     utcnow,
 )
-from sqlalchemy import select, update
-
-from qcat.errors import InputError
 
 SPREAD = 2
 

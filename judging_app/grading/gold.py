@@ -23,6 +23,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy import delete, exists, func, insert, select, update
+
+from qcat.errors import InputError, shown
 from qcat.judging.grading.sessions import find_session
 from qcat.judging.store.connection import Store
 from qcat.judging.store.models import (
@@ -35,9 +38,6 @@ from qcat.judging.store.models import (
     ResultList,
     SessionQuery,
 )
-from sqlalchemy import delete, exists, func, insert, select, update
-
-from qcat.errors import InputError, shown
 from qcat.lines import decoded_lines, split_line
 
 COLUMNS = ("query", "listing_id", "grade")

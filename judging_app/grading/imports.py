@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from qcat.judging.grading.sessions import SEGMENTS, TOP_N, Listing, QuerySpec, known_brand, known_price
 
 from qcat.errors import InputError, shown
+from qcat.judging.grading.sessions import SEGMENTS, TOP_N, Listing, QuerySpec, known_brand, known_price
 from qcat.lines import decoded_lines, query_too_long, split_line
 
 FIELDS = ("query", "system", "rank", "listing_id", "title", "category", "brand", "price", "image_url", "link",

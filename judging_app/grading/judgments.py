@@ -25,6 +25,10 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from sqlalchemy import func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from qcat.errors import InputError
 from qcat.judging.grading.assignment import AlreadyFinished, _assignment, check_note, screen
 from qcat.judging.store.connection import Store
 from qcat.judging.store.models import (
@@ -37,10 +41,6 @@ from qcat.judging.store.models import (
     SessionQuery,
     utcnow,
 )
-from sqlalchemy import func, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
-
-from qcat.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from qcat.judging.store.connection import Store
-from qcat.judging.store.judges import check_name
-from qcat.judging.store.models import JudgingSession, ResultItem, ResultList, SessionQuery
 from sqlalchemy import func, insert, select
 
 from qcat.errors import InputError
+from qcat.judging.store.connection import Store
+from qcat.judging.store.judges import check_name
+from qcat.judging.store.models import JudgingSession, ResultItem, ResultList, SessionQuery
 from qcat.progress import task
 
 SEGMENTS = ("head", "torso", "tail")
@@ -94,15 +94,14 @@ def build_queries(baseline_dir: Path, target_dir: Path, n_queries: int = DEFAULT
     """Sample ``n_queries`` (a third per segment) and search each with both classifiers;
     ``differing_top``: pass over (and count) queries whose top ``differing_top`` listings are the
     same in both lists, as queries without results are."""
+    from qcat.classifier import load_model
     from qcat.evaluation.evaluate import check_labels
     from qcat.evaluation.golden.inventory import build_inventory
     from qcat.evaluation.golden.query_sets import log_demand
     from qcat.evaluation.golden.search import MiniSearch, SearchConfig
-    from qcat.training.data.corpus import Corpus
-
-    from qcat.classifier import load_model
     from qcat.measure.segments import segment_by_impressions
     from qcat.normalize import tokenize
+    from qcat.training.data.corpus import Corpus
 
     if n_queries < len(SEGMENTS):
         raise InputError(f"--queries must be at least {len(SEGMENTS)} (one per segment), got {n_queries}")

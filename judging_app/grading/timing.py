@@ -15,9 +15,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import numpy as np
+from sqlalchemy import select
+
 from qcat.judging.store.connection import Store
 from qcat.judging.store.models import Assignment, Judge, SessionQuery
-from sqlalchemy import select
 
 FAST_SHARE = 0.5
 IDLE_CAP_SECONDS = 60  # the grading panel counts a longer gap of inactivity as this many seconds

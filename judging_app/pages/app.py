@@ -25,6 +25,9 @@ import re
 from datetime import timedelta
 
 import streamlit as st
+from sqlalchemy.exc import SQLAlchemyError
+
+from qcat.errors import InputError
 from qcat.judging.grading import assignment, judgments
 from qcat.judging.grading.desk import STORE_DOWN, GradingDesk
 from qcat.judging.grading.sessions import find_session, judge_facing_name, session_overview
@@ -38,9 +41,6 @@ from qcat.judging.store.judges import EMPTY_TOKEN, authenticate_any
 from qcat.judging.store.models import Admin
 from qcat.judging.store.sign_in_limits import LIMITER, PROXY_HEADER_ENV, client_address, too_many
 from qcat.judging.store.tokens import split_token
-from sqlalchemy.exc import SQLAlchemyError
-
-from qcat.errors import InputError
 
 SESSION_ENV = "QCAT_JUDGE_SESSION"
 RELOAD_LATER = "reload the page in a moment."

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 import streamlit as st
+
 from qcat.judging.store.sign_ins import COOKIE
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from sqlalchemy import case, func, select
+
 from qcat.judging.grading.sessions import SEGMENTS, judge_facing_name
 from qcat.judging.reporting.report import build_report
 from qcat.judging.store.connection import Store
 from qcat.judging.store.models import Assignment, Judge, JudgingSession, SessionQuery, utcnow
-from sqlalchemy import case, func, select
 
 
 def _aware(moment: datetime | None) -> datetime | None:

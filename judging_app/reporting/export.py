@@ -23,11 +23,10 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+from qcat.errors import InputError
 from qcat.evaluation.golden.golden_set import GRADE_NAMES, RELEVANT_GRADE, GoldenSet, ImportReport, from_rows
 from qcat.judging.reporting.results import judged_by_enough, load_results
 from qcat.judging.store.connection import Store, open_store, shown
-
-from qcat.errors import InputError
 
 CSV_COLUMNS = ("session", "query_id", "query", "segment", "judge", "side", "system", "position", "listing_id",
                "grade", "grade_name", "created_at", "updated_at")

@@ -19,6 +19,8 @@ from collections import Counter, defaultdict
 from datetime import datetime, timezone
 
 import numpy as np
+
+from qcat.errors import InputError
 from qcat.evaluation.golden.system_metrics import QueryJudgments, bootstrap_delta, mean_defined, ndcg_star
 from qcat.evaluation.html import html_document
 from qcat.evaluation.plots import figure_svg, plt
@@ -29,8 +31,6 @@ from qcat.judging.grading.timing import FAST_SHARE, TIMING_RULE, timing_summary
 from qcat.judging.reporting.agreement import agreement
 from qcat.judging.reporting.results import SessionResults, judges_needed, load_results
 from qcat.judging.store.connection import Store
-
-from qcat.errors import InputError
 
 TITLE = "qcat side-by-side judging report"
 MIX = "mix"

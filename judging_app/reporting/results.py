@@ -18,6 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from sqlalchemy import and_, select
+
+from qcat.errors import InputError
 from qcat.judging.grading.sessions import find_session
 from qcat.judging.store.connection import Store
 from qcat.judging.store.models import (
@@ -30,9 +33,6 @@ from qcat.judging.store.models import (
     ResultList,
     SessionQuery,
 )
-from sqlalchemy import and_, select
-
-from qcat.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ import shlex
 import sqlite3
 from pathlib import Path
 
-from qcat.judging.store.connection import Store, shown, sqlite_file
 from sqlalchemy.engine import URL
 
 from qcat.errors import InputError
+from qcat.judging.store.connection import Store, shown, sqlite_file
 
 COUNTED = ("judgments", "assignments", "judges", "judging_sessions")
 

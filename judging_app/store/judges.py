@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from qcat.judging.grading.assignment import INACTIVE, release
-from qcat.judging.store import tokens
-from qcat.judging.store.connection import Store
-from qcat.judging.store.models import Admin, Judge, SignIn
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
 from qcat.errors import InputError
+from qcat.judging.grading.assignment import INACTIVE, release
+from qcat.judging.store import tokens
+from qcat.judging.store.connection import Store
+from qcat.judging.store.models import Admin, Judge, SignIn
 
 MAX_NAME = 200
 EMPTY_TOKEN = "enter your judge token: paste the token you were given into the field, then sign in"

@@ -5,14 +5,14 @@ choice and get its queries. A session that names no judge is open to every activ
 
 from __future__ import annotations
 
+from sqlalchemy import delete, exists, select
+
+from qcat.errors import InputError
 from qcat.judging.grading.assignment import NOT_A_MEMBER, check_member, may_judge  # noqa: F401 - this module's API
 from qcat.judging.grading.sessions import find_session
 from qcat.judging.store.connection import Store
 from qcat.judging.store.judges import find_judge
 from qcat.judging.store.models import Judge, SessionJudge
-from sqlalchemy import delete, exists, select
-
-from qcat.errors import InputError
 
 
 def change_members(store: Store, key: str | int, add: list[str] = (), remove: list[str] = ()) -> tuple[str, list[str]]:

@@ -9,12 +9,12 @@ from __future__ import annotations
 from alembic import command
 from alembic.script.revision import RevisionError
 from alembic.util import CommandError
-from qcat.judging.store.connection import connection_error, current_revision, make_engine, shown
-from qcat.judging.store.migration_scripts import alembic_config, script_directory
 from sqlalchemy import inspect
 from sqlalchemy.exc import DBAPIError
 
 from qcat.errors import InputError
+from qcat.judging.store.connection import connection_error, current_revision, make_engine, shown
+from qcat.judging.store.migration_scripts import alembic_config, script_directory
 
 
 class DataLossRefused(InputError):

@@ -15,9 +15,10 @@ import os
 import secrets
 from datetime import datetime, timedelta, timezone
 
+from sqlalchemy import delete, select
+
 from qcat.judging.store.connection import Store
 from qcat.judging.store.models import Admin, Judge, SignIn, utcnow
-from sqlalchemy import delete, select
 
 COOKIE = "qcat_sign_in"
 LIFETIME = timedelta(hours=12)

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from qcat.normalize import normalize
 from qcat.training.catalog.ingest import CatalogReport, Listings, ingest_catalog
 from qcat.training.catalog.short_forms import RULES, category_pairs, short_forms
 from qcat.training.catalog.source import (
@@ -28,8 +30,6 @@ from qcat.training.catalog.source import (
     with_log,
 )
 from qcat.training.data.dataset import Dataset
-
-from qcat.normalize import normalize
 
 
 def held_out_listings(corpus) -> tuple[frozenset[str], Listings | None]:

@@ -18,6 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from qcat.errors import InputError
+from qcat.normalize import normalize
+from qcat.taxonomy import Taxonomy
 from qcat.training.clicklogs.clicklog import (
     INTERNAL_NODE_RULES,
     MAX_EXAMPLES,
@@ -27,10 +31,6 @@ from qcat.training.clicklogs.clicklog import (
     format_skipped,
     refuse_internal,
 )
-
-from qcat.errors import InputError
-from qcat.normalize import normalize
-from qcat.taxonomy import Taxonomy
 
 COLUMNS = ("listing_id", "title", "category", "category_path", "brand", "popularity")
 REQUIRED = ("listing_id", "title", ("category", "category_path"))

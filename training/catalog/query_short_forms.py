@@ -21,6 +21,7 @@ A form is left out when:
 from __future__ import annotations
 
 import numpy as np
+
 from qcat.training.catalog.short_forms import short_forms
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import split_queries

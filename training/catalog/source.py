@@ -25,12 +25,12 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
+
+from qcat.errors import InputError
 from qcat.training.catalog.ingest import Listings
 from qcat.training.catalog.short_forms import RULES, check_rules, short_forms
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import Dataset, split_queries
-
-from qcat.errors import InputError
 
 CATALOG_SEARCHES = 10.0
 TITLE_WEIGHTS = (1.0, 3.0, 10.0)

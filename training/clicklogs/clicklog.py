@@ -32,15 +32,15 @@ from datetime import date
 from pathlib import Path
 
 import numpy as np
-from qcat.training.clicklogs import ingest_sql as sql
-from qcat.training.clicklogs.clicktable import ClickTable
-from qcat.training.clicklogs.ingest_engine import FORMATS, IngestEngine
 
 from qcat.errors import InputError, TaxonomyError, shown
 from qcat.lines import MAX_QUERY_BYTES
 from qcat.normalize import normalize
 from qcat.progress import task
 from qcat.taxonomy import OTHER_SUFFIX, Taxonomy
+from qcat.training.clicklogs import ingest_sql as sql
+from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.clicklogs.ingest_engine import FORMATS, IngestEngine
 
 ENGINES = ("duckdb", "spark")
 

@@ -16,12 +16,12 @@ from typing import Callable
 
 import duckdb
 import numpy as np
-from qcat.training.clicklogs.ingest_engine import COLUMNS, REQUIRED, check_header
-from qcat.training.clicklogs.ingest_sql import DUCKDB_MACROS
-from qcat.training.clicklogs.ingest_text import read_delimited, read_jsonl
 
 from qcat.errors import InputError
 from qcat.lines import MAX_QUERY_BYTES, query_bytes
+from qcat.training.clicklogs.ingest_engine import COLUMNS, REQUIRED, check_header
+from qcat.training.clicklogs.ingest_sql import DUCKDB_MACROS
+from qcat.training.clicklogs.ingest_text import read_delimited, read_jsonl
 
 MEMORY_LIMIT_ENV = "QCAT_DUCKDB_MEMORY_LIMIT"
 DEFAULT_MEMORY_LIMIT = "4GB"

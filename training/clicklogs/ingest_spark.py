@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from qcat.training.clicklogs.ingest_engine import COLUMNS, check_header
 
 from qcat.errors import InputError
 from qcat.lines import MAX_QUERY_BYTES
+from qcat.training.clicklogs.ingest_engine import COLUMNS, check_header
 
 INSTALL = 'pip install "qcat[spark]" and Java 17+ (Debian: apt-get install default-jre-headless)'
 CORRUPT = "_corrupt_record"

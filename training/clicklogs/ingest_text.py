@@ -15,10 +15,10 @@ import json
 from dataclasses import dataclass, field
 
 import numpy as np
-from qcat.training.clicklogs.ingest_engine import COLUMNS, REQUIRED, check_header
 
 from qcat.errors import InputError, shown
 from qcat.lines import MAX_LINE_BYTES, physical_lines, split_line
+from qcat.training.clicklogs.ingest_engine import COLUMNS, REQUIRED, check_header
 
 
 @dataclass

@@ -6,10 +6,9 @@ import argparse
 import time
 from pathlib import Path
 
-from qcat.training.clicklogs.clicklog import INTERNAL_NODE_RULES
-
 from qcat.cli import float_at_least, float_in, int_at_least, share
 from qcat.errors import InputError
+from qcat.training.clicklogs.clicklog import INTERNAL_NODE_RULES
 
 
 def main(command: str, argv: list[str]) -> int:
@@ -68,11 +67,10 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def run_ingest(args: argparse.Namespace) -> int:
-    from qcat.training.clicklogs.clicklog import ingest
-    from qcat.training.clicklogs.clicktable import table_output, write_table
-
     from qcat.output import atomic_file, check_writable_file
     from qcat.taxonomy import load_taxonomy
+    from qcat.training.clicklogs.clicklog import ingest
+    from qcat.training.clicklogs.clicktable import table_output, write_table
 
     if args.out:
         table_output(args.out)
@@ -100,6 +98,7 @@ def run_ingest(args: argparse.Namespace) -> int:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
+    from qcat.output import atomic_file, check_writable_file
     from qcat.training.catalog.listings import load_catalog
     from qcat.training.data.corpus import Corpus
     from qcat.training.simulator.simulate import (
@@ -109,8 +108,6 @@ def run_simulate(args: argparse.Namespace) -> int:
         write_intents,
         write_log,
     )
-
-    from qcat.output import atomic_file, check_writable_file
 
     outputs = {"--out": args.out, "--intents-out": args.intents_out}
     for flag, path in outputs.items():

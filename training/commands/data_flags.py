@@ -8,10 +8,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from qcat.training.clicklogs.clicklog import INTERNAL_NODE_RULES
-
 from qcat.cli import float_at_least, int_at_least, positive_float
 from qcat.errors import InputError
+from qcat.training.clicklogs.clicklog import INTERNAL_NODE_RULES
 
 
 def add_data_flags(parser: argparse.ArgumentParser) -> None:

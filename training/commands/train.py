@@ -9,6 +9,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from qcat.cli import MAX_THREADS, float_at_least, float_in, int_at_least, positive_float, share
+from qcat.errors import InputError
+from qcat.output import OutputLock, check_new_directory
 from qcat.training.commands.data_flags import (
     add_data_flags,
     data_args_from,
@@ -18,10 +21,6 @@ from qcat.training.commands.data_flags import (
     print_objective,
     real_text_line,
 )
-
-from qcat.cli import MAX_THREADS, float_at_least, float_in, int_at_least, positive_float, share
-from qcat.errors import InputError
-from qcat.output import OutputLock, check_new_directory
 
 
 def main(command: str, argv: list[str]) -> int:
@@ -165,9 +164,8 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
 def save_bundle(model, out: Path, dataset, also_seen=()) -> None:
     """Write ``model``'s bundle to ``out`` (new or an empty directory) with the record of the queries it saw (those of
     ``dataset`` it trained or was tuned on, plus the fingerprints ``also_seen`` of its parts)."""
-    from qcat.training.data.provenance import write_seen_queries
-
     from qcat.output import write_directory
+    from qcat.training.data.provenance import write_seen_queries
 
     queries = seen_queries(dataset)
 
@@ -253,6 +251,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
 
     try:
         import keras
+
         from qcat.training.xmlq.checkpoint import CheckpointError
         from qcat.training.xmlq.export import ExportError, bundle_model
         from qcat.training.xmlq.quantize import AgreementError, describe_quantization, quantized_model
@@ -434,12 +433,12 @@ def augmented_dataset(args: argparse.Namespace, dataset):
     """The base dataset with augmented training queries; each query's sample weight is the
     largest repeat count of its pairs (a brand-step query weighs 50)."""
     import numpy as np
+
+    from qcat.classifier import load_model
     from qcat.training.data.augment import augment, misclassification_rates
     from qcat.training.data.corpus import Corpus
     from qcat.training.data.dataset import Dataset
     from qcat.training.simulator.simulate import catalog_brand_queries
-
-    from qcat.classifier import load_model
 
     steps = augment_steps(args)
     corpus = Corpus.open(args.corpus)
@@ -494,13 +493,12 @@ def merged_taxonomy(nb, longs: dict, paths: dict):
 
 
 def run_train_hybrid(args: argparse.Namespace) -> int:
-    from qcat.training.selection.calibrate import describe_fit
-    from qcat.training.selection.objective import BLENDS, select_hybrid
-    from qcat.training.selection.table_metrics import evaluate_pr
-
     from qcat.calibration import calibrated_sources
     from qcat.classifier import load_model
     from qcat.hybrid import CUTOFFS
+    from qcat.training.selection.calibrate import describe_fit
+    from qcat.training.selection.objective import BLENDS, select_hybrid
+    from qcat.training.selection.table_metrics import evaluate_pr
 
     candidates = {name: getattr(args, name) for name in ("xmlq", "xreg") if getattr(args, name) is not None}
     if args.long_backend is not None:
@@ -510,9 +508,8 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
         candidates = {name: candidates[name] for name in args.long_backend.split("+")}
     if not candidates:
         raise InputError("give the long-query model: --xmlq DIR and/or --xreg DIR")
-    from qcat.training.data.provenance import check_same_data, check_same_source, read_seen_fingerprints
-
     from qcat.bundle import read_manifest
+    from qcat.training.data.provenance import check_same_data, check_same_source, read_seen_fingerprints
 
     manifests = {"--nb": read_manifest(args.nb)} | {f"--{n}": read_manifest(p) for n, p in candidates.items()}
     for flag, manifest in manifests.items():

@@ -30,11 +30,11 @@ from dataclasses import dataclass, field, replace
 from typing import Iterable, Sequence
 
 import numpy as np
-from qcat.training.clicklogs.clicktable import ClickTable
-from qcat.training.data.dataset import split_queries, subset_queries
 
 from qcat.errors import InputError
 from qcat.normalize import tokenize
+from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.data.dataset import split_queries, subset_queries
 
 STEPS = ("rare", "brand", "worst")
 RARE_SHARE = 0.075  # paper: 1500 of ~20,000 categories

@@ -7,9 +7,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
-from qcat.training.clicklogs.clicktable import ClickTable
 
 from qcat.taxonomy import Taxonomy
+from qcat.training.clicklogs.clicktable import ClickTable
 
 SPLITS = ("train", "validation", "test")
 

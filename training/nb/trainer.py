@@ -8,14 +8,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import scipy.sparse as sp
+
+from qcat.nb import NaiveBayesModel, query_features
+from qcat.progress import task
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import Dataset, truth_matrix
 from qcat.training.selection.calibrate import fit_calibration
 from qcat.training.selection.objective import ValidationSets, check_trainable, own_split, validation_sets
 from qcat.training.selection.table_metrics import evaluate_pr
-
-from qcat.nb import NaiveBayesModel, query_features
-from qcat.progress import task
 
 
 @dataclass(frozen=True)

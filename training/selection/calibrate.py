@@ -20,12 +20,12 @@ the calibration's ``fitted_on["ece"]``.
 from __future__ import annotations
 
 import numpy as np
-from qcat.training.clicklogs.clicktable import ClickTable
-from qcat.training.data.dataset import truth_matrix
 
 from qcat.calibration import LENGTH_EDGES, Calibration, describe_verdict, length_bins, map_key
 from qcat.measure.metrics import calibration_bins
 from qcat.model import Model
+from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.data.dataset import truth_matrix
 
 MIN_POINTS = 50
 

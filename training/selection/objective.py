@@ -25,15 +25,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from qcat.training.clicklogs.clicktable import ClickTable
-from qcat.training.data.dataset import Dataset
-from qcat.training.selection.table_metrics import evaluate_pr
-
 from qcat.errors import InputError
 from qcat.hybrid import HybridModel
 from qcat.model import Model
 from qcat.nb import NaiveBayesModel
 from qcat.taxonomy import Taxonomy
+from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.data.dataset import Dataset
+from qcat.training.selection.table_metrics import evaluate_pr
 
 WEIGHTS = {"simulated": 0.2, "real-title": 0.4, "real-2tok": 0.4}
 

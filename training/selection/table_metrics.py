@@ -3,12 +3,11 @@ stores as a bundle's metrics."""
 
 from __future__ import annotations
 
-from qcat.training.clicklogs.clicktable import ClickTable
-from qcat.training.data.dataset import truth_matrix
-
 from qcat.measure.metrics import pr_at_k
 from qcat.measure.predict import predict_matched
 from qcat.model import Model
+from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.data.dataset import truth_matrix
 
 
 def evaluate_pr(model: Model, table: ClickTable, ks: tuple[int, ...] = (1, 3, 10)) -> dict[str, float]:

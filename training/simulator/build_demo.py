@@ -8,11 +8,10 @@ import json
 import time
 from pathlib import Path
 
+from qcat.demo import demo_corpus_dir, demo_model_dir
 from qcat.training.commands.data_flags import print_objective
 from qcat.training.commands.train import print_selection_row, save_bundle
 from qcat.training.data.corpus import META_FILE, Corpus
-
-from qcat.demo import demo_corpus_dir, demo_model_dir
 
 HOLDOUT_FRACTION = 0.1  # share of the demo catalog's listings kept from the simulator (real-title sets)
 REAL_QUERIES_FILE = "real_queries.csv"
@@ -165,6 +164,7 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print):
     except those ``fixed``, given for both parts or per part as ``{"nb": ..., "xreg": ...}``), and
     the hybrid of the two chosen on the objective. Returns the hybrid, the NB part's dataset and
     the fingerprints of the XReg part's seen queries."""
+    from qcat.hybrid import CUTOFFS
     from qcat.training.commands.train import seen_queries
     from qcat.training.data.provenance import catalog_source, corpus_source, fingerprints
     from qcat.training.nb import trainer as nb_trainer
@@ -173,8 +173,6 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print):
     from qcat.training.selection.table_metrics import evaluate_pr
     from qcat.training.xreg.trainer import XRegConfig
     from qcat.training.xreg.trainer import fit as fit_xreg
-
-    from qcat.hybrid import CUTOFFS
 
     dataset = corpus.dataset("base")
     sets = validation_sets(dataset if catalog is None else catalog.dataset()[0], catalog or corpus)

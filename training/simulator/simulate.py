@@ -18,6 +18,10 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
+
+from qcat.errors import InputError
+from qcat.progress import task
+from qcat.taxonomy import Taxonomy
 from qcat.training.catalog.listings import Catalog
 from qcat.training.simulator.simulate_clicks import SearchEngine, click_model, sample_clicks
 from qcat.training.simulator.simulate_config import SimulationConfig, random_stream
@@ -30,10 +34,6 @@ from qcat.training.simulator.simulate_queries import (
     raw_units,
     zipf_volumes,
 )
-
-from qcat.errors import InputError
-from qcat.progress import task
-from qcat.taxonomy import Taxonomy
 
 
 @dataclass(frozen=True, eq=False)

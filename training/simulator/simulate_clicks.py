@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 import numpy as np
-from qcat.training.catalog.listings import Catalog
-from qcat.training.simulator.search_index import SearchIndex, build_index, search
-from qcat.training.simulator.simulate_config import SimulationConfig, random_stream
-from qcat.training.simulator.simulate_queries import IntentShares, Units
 from scipy.stats import rankdata
 
 from qcat.errors import InputError
 from qcat.normalize import tokenize
+from qcat.training.catalog.listings import Catalog
+from qcat.training.simulator.search_index import SearchIndex, build_index, search
+from qcat.training.simulator.simulate_config import SimulationConfig, random_stream
+from qcat.training.simulator.simulate_queries import IntentShares, Units
 
 # Seasonal demand by calendar month (e-commerce peaks before Christmas).
 _SEASON = np.array([0.95, 0.9, 0.95, 0.95, 1.0, 0.95, 0.95, 1.0, 0.95, 1.05, 1.2, 1.4])

@@ -25,10 +25,10 @@ import re
 from dataclasses import dataclass, field
 
 import numpy as np
-from qcat.training.catalog.listings import Catalog
-from qcat.training.simulator.simulate_config import SimulationConfig
 
 from qcat.normalize import normalize, tokenize
+from qcat.training.catalog.listings import Catalog
+from qcat.training.simulator.simulate_config import SimulationConfig
 
 KINDS = ("brand", "category", "type", "brand_type", "long")
 STOPWORDS = frozenset(

@@ -20,10 +20,10 @@ text never holds (and the padding, end and unknown ids) keep their random rows.
 from __future__ import annotations
 
 import numpy as np
-from qcat.training.xmlq.skipgram import SkipGramConfig, train_skipgram
 
 from qcat.normalize import tokenize
 from qcat.query_encoding import RESERVED
+from qcat.training.xmlq.skipgram import SkipGramConfig, train_skipgram
 
 RANDOM_INIT_LIMIT = 0.05  # build_xmlq's RandomUniform(-0.05, 0.05)
 TARGET_SD = RANDOM_INIT_LIMIT / np.sqrt(3.0)

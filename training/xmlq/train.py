@@ -29,16 +29,16 @@ from typing import Callable
 
 import keras
 import numpy as np
-from qcat.training.clicklogs.clicktable import ClickTable
-from qcat.training.data.dataset import Dataset, truth_matrix
-from qcat.training.xmlq.checkpoint import Checkpoint, CheckpointError
-from qcat.training.xmlq.losses import StochasticNegativeMining, binary_crossentropy, soft_f1
-from qcat.training.xmlq.model import PRESETS, build_xmlq
 
 from qcat.measure.metrics import gs_scores, pr_at_k
 from qcat.measure.predict import match_to_truth
 from qcat.model import top_k
 from qcat.query_encoding import RESERVED, encode, token_index
+from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.data.dataset import Dataset, truth_matrix
+from qcat.training.xmlq.checkpoint import Checkpoint, CheckpointError
+from qcat.training.xmlq.losses import StochasticNegativeMining, binary_crossentropy, soft_f1
+from qcat.training.xmlq.model import PRESETS, build_xmlq
 
 LOSSES = ("soft-f1", "bce", "snm")
 EMBEDDING_INITS = ("random", "skipgram")  # random: the paper's; skipgram: qcat.training.xmlq.embedding_init

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+
 from qcat.training.clicklogs.clicktable import ClickTable
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+
 from qcat.training.xreg.tree import normalize_rows
 
 
