@@ -126,7 +126,7 @@ def _options_table(parser: argparse.ArgumentParser, actions: list[argparse.Actio
     exclusive = {id(action): group for group in parser._mutually_exclusive_groups for action in group._group_actions}
     rows = []
     for action in actions:
-        if action.help == argparse.SUPPRESS or isinstance(action, argparse._SubParsersAction):
+        if action.help == argparse.SUPPRESS or isinstance(action, (argparse._SubParsersAction, argparse._HelpAction)):
             continue
         invocation = formatter._format_action_invocation(action)
         described = formatter._expand_help(action) if action.help else ""
@@ -137,12 +137,13 @@ def _options_table(parser: argparse.ArgumentParser, actions: list[argparse.Actio
         if action.required and action.option_strings:
             described += " (required)"
         default = action.default
-        shown = "" if default in (None, False, argparse.SUPPRESS) or isinstance(action, argparse._HelpAction) \
-            or default == [] else _code(default)
-        rows.append(f"| {_code(invocation)} | {_cell(described)} | {shown} |")
+        shown = "" if default in (None, False, argparse.SUPPRESS) or default == [] else _code(default)
+        rows.append((_code(invocation), _cell(described), shown))
     if not rows:
         return []
-    return ["| argument | what | default |", "|---|---|---|", *rows, ""]
+    if any(shown for _, _, shown in rows):
+        return ["| argument | what | default |", "|---|---|---|", *(f"| {a} | {w} | {d} |" for a, w, d in rows), ""]
+    return ["| argument | what |", "|---|---|", *(f"| {a} | {w} |" for a, w, _ in rows), ""]
 
 
 def _render_parser(parser: argparse.ArgumentParser, help_text: str, depth: int) -> list[str]:
@@ -232,11 +233,16 @@ def _constraints(schema: dict) -> str:
     return ", ".join(said)
 
 
+def _described(schema: dict) -> str:
+    constraints = _constraints(schema)
+    return " ".join(part for part in (_cell(schema.get("description", "")), f"({constraints})" if constraints else "") if part)
+
+
 def _properties_table(schema: dict) -> list[str]:
     required = set(schema.get("required", ()))
     rows = ["| field | type | required | what |", "|---|---|---|---|"]
     for name, prop in schema.get("properties", {}).items():
-        what = "; ".join(part for part in (_cell(prop.get("description", "")), _constraints(prop)) if part)
+        what = _described(prop)
         rows.append(f"| `{name}` | {_schema_type(prop)} | {'yes' if name in required else 'no'} | {what} |")
     if schema.get("additionalProperties") is False:
         rows.append("")
@@ -278,10 +284,10 @@ def http_reference() -> str:
                         scheme = schemes[name]
                         lines += [f"Authentication: `{scheme['type']}` `{scheme.get('scheme', '')}` ({name}).", ""]
             if op.get("parameters"):
-                lines += ["| parameter | in | type | required | constraints |", "|---|---|---|---|---|"]
+                lines += ["| parameter | in | type | required | what |", "|---|---|---|---|---|"]
                 for parameter in op["parameters"]:
                     schema = parameter.get("schema", {})
-                    what = "; ".join(p for p in (_cell(schema.get("description", "")), _constraints(schema)) if p)
+                    what = _described(schema)
                     lines.append(f"| `{parameter['name']}` | {parameter['in']} | {_schema_type(schema)} | "
                                  f"{'yes' if parameter.get('required') else 'no'} | {what} |")
                 lines.append("")
@@ -329,7 +335,7 @@ def _docstring(obj) -> str:
         if block:
             while block and not block[-1].strip():
                 block.pop()
-            out.extend(["```python", *block, "```"])
+            out.extend(["", "```python", *block, "```", ""])
             block.clear()
 
     previous_blank = True
@@ -349,11 +355,48 @@ def _generated_dataclass_doc(obj) -> bool:
     return dataclasses.is_dataclass(obj) and (obj.__doc__ or "").startswith(f"{obj.__name__}(")
 
 
+class _Annotation:
+    """An annotation as written in the source (modules with ``from __future__ import annotations``
+    keep them as strings), shown without quotes."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _written(annotation):
+    if annotation is inspect.Parameter.empty:
+        return annotation
+    if isinstance(annotation, str):
+        return _Annotation(annotation.strip("'\""))
+    return _Annotation(inspect.formatannotation(annotation))
+
+
 def _signature(name: str, obj) -> str:
     try:
-        return f"{name}{inspect.signature(obj)}"
+        signature = inspect.signature(obj)
     except (TypeError, ValueError):
         return name
+    parameters = [p.replace(annotation=_written(p.annotation)) for p in signature.parameters.values()]
+    if parameters and parameters[0].name in ("self", "cls"):
+        parameters = parameters[1:]
+    signature = signature.replace(parameters=parameters, return_annotation=_written(signature.return_annotation))
+    text = f"{name}{signature}"
+    if len(text) <= WIDTH or len(parameters) < 2:
+        return text
+    # One parameter a line, as a formatter would write it (the * of keyword-only ones kept).
+    head = str(signature.replace(parameters=[]))[2:]  # ") -> ..." of an empty signature
+    lines, star = [], False
+    for parameter in parameters:
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY and not star:
+            lines.append("    *,")
+            star = True
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            star = True
+        lines.append(f"    {parameter},")
+    return "\n".join([f"{name}(", *lines, ")" + head])
 
 
 def _render_member(module_name: str, name: str, obj, depth: int) -> list[str]:
