@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def readme_python_examples() -> list[str]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### From Python", 1)[1].split("\n### ", 1)[0]
+    readme = (ROOT / "docs" / "guide" / "classify.md").read_text(encoding="utf-8")  # the README's examples moved there
+    section = readme.split("## From Python", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```python\n(.+?)\n```", section, re.S)
 
 

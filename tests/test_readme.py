@@ -1,9 +1,15 @@
-"""The README's quick start is what CI runs."""
+"""The README's quick start is what CI runs; the figures the README and the guide quote are what
+the code prints; every `qcat` command line they show parses with qcat's own parsers."""
 
+import importlib.util
 import re
+import shlex
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+GUIDE = ROOT / "docs" / "guide"
 
 
 def quick_start_commands() -> list[str]:
@@ -30,12 +36,13 @@ def test_the_readme_demo_scores_are_what_the_demo_model_prints():
     from qcat.classifier import Classifier
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.split("## Quick start", 1)[1].split("## Your own data", 1)[0]
+    start = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    classify_page = (GUIDE / "classify.md").read_text(encoding="utf-8")  # the guide's "Classifying queries"
     quoted = re.search(r"near-zero score \((\d\.\d\d)\).*?\((\d\.\d\d), (\d\.\d\d) and (\d\.\d\d) for the right leaf\)",
                        start, re.S)
     bed = re.search(r'"king poster bed" gets\s+Sofa Beds & Futons, the demo catalog\'s only\s+beds, third at (\d\.\d\d), '
-                    r'behind two toy categories at (\d\.\d\d) and (\d\.\d\d)', start)
-    assert quoted and bed, "the README's demo scores moved: update this test with them"
+                    r'behind two toy categories at (\d\.\d\d) and (\d\.\d\d)', classify_page)
+    assert quoted and bed, "the demo scores of the README's quick start or docs/guide/classify.md moved: update this test"
     queries = ["dior gaudron", "hornby train set", "lego star wars", "rocketfish usb cable"]
     top = [result.categories[0].score for result in Classifier.load().classify(queries, 1)]
     assert [f"{score:.2f}" for score in top] == list(quoted.groups())
@@ -49,13 +56,89 @@ def test_the_patience_claim_follows_the_stopping_rule():
     """Issue 34, item 14: docs/benchmarks.md said `--patience 8` means the third cosine period
     (epochs 7-14) "always finishes"; a run with best epoch 5 stopped after 13. The trainer stops
     `patience` epochs after the best one (training/xmlq/train.py, ValidationMonitor)."""
-    docs = (ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    pages = [ROOT / "docs" / "benchmarks.md", *sorted((ROOT / "docs" / "benchmarks").glob("*.md"))]
+    docs = "\n".join(page.read_text(encoding="utf-8") for page in pages)  # the benchmark pages, by area
     assert "always finishes" not in docs
     claim = re.search(r"`--patience (\d+)`:\s+a run stops \1 epochs after its best one, so the third cosine period\s+"
                       r"\(epochs 7–(\d+)\) finishes only\s+when the best epoch is (\d+) or later \(a run whose best "
                       r"epoch is (\d+) stops after epoch (\d+)\)", docs)
-    assert claim, "the sentence on --patience 8 in docs/benchmarks.md moved: update this test"
+    assert claim, "the sentence on --patience 8 in docs/benchmarks/ moved: update this test"
     patience, end, earliest, best, stopped = map(int, claim.groups())
     assert earliest + patience == end and best + patience == stopped < end
     source = (ROOT / "training" / "xmlq" / "train.py").read_text(encoding="utf-8")
     assert "elif epoch + 1 - self.best_epoch >= self.patience:" in source  # the rule the claim rests on
+
+
+# ---------------------------------------------------------------- the guide's command lines
+
+def _hook():
+    """docs/hooks/qcat_reference.py, the MkDocs hook that generates the CLI reference: its
+    ``parse_command_line`` parses as ``qcat`` does, with the parser each command really uses."""
+    spec = importlib.util.spec_from_file_location("qcat_docs_reference", ROOT / "docs" / "hooks" / "qcat_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def documented_pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted(GUIDE.glob("*.md")), *sorted((ROOT / "docs" / "development").glob("*.md"))]
+
+
+def command_lines(path: Path) -> list[tuple[str, list[str]]]:
+    """Every ``qcat ...`` command in the page's ```bash blocks: continuation lines joined, comments
+    dropped, one command per pipeline stage or ``&&``/``;`` part, environment assignments before it
+    skipped. (line as written, argv after ``qcat``)"""
+    text = path.read_text(encoding="utf-8")
+    found = []
+    for block in re.findall(r"^[ \t]*```bash\n(.*?)^[ \t]*```", text, re.S | re.M):
+        for line in re.sub(r"\\\n\s*", " ", block).splitlines():
+            words = shlex.split(line, comments=True)
+            command: list[str] = []
+            for word in words + [";"]:
+                if word in ("|", "&&", ";", "||"):
+                    while command and re.fullmatch(r"[A-Z_][A-Z0-9_]*=.*", command[0]):
+                        command.pop(0)
+                    if command[:1] == ["qcat"]:
+                        found.append((line.strip(), command[1:]))
+                    command = []
+                else:
+                    command.append(word)
+    return found
+
+
+def test_the_guide_shows_command_lines():
+    lines = {path.name: command_lines(path) for path in documented_pages()}
+    assert sum(map(len, lines.values())) >= 60, lines
+    for page in ("README.md", "classify.md", "own-data.md", "training.md", "catalog.md", "xmlq-gpu.md", "serving.md",
+                 "evaluating.md", "golden.md", "judging.md", "judging-your-engine.md", "demo-corpus.md"):
+        assert lines[page], f"no qcat command found in {page}"
+
+
+@pytest.mark.parametrize("path", documented_pages(), ids=lambda path: path.relative_to(ROOT).as_posix())
+def test_every_command_line_shown_parses(path):
+    """A flag renamed or removed in the code fails here until the README or the guide follows.
+    Placeholders (DIR, A, B, HYBRID, CATEGORY_ID) are ordinary arguments to argparse."""
+    hook = _hook()
+    for line, argv in command_lines(path):
+        try:
+            hook.parse_command_line(argv)
+        except SystemExit as exc:  # argparse's own exit (--help, or a parser that is not qcat's)
+            raise AssertionError(f"{path.name}: `{line}` exits {exc.code}") from None
+        except Exception as exc:
+            raise AssertionError(f"{path.name}: `{line}` does not parse: {exc}") from None
+
+
+def test_the_guide_classify_examples_run_on_the_demo_model(capsys):
+    """The guide's `qcat classify` lines that need no model of the reader's run as written on the
+    demo model (exit 0, something printed)."""
+    from qcat.cli import main
+
+    ran = 0
+    for line, argv in command_lines(GUIDE / "classify.md"):
+        if argv[:1] != ["classify"] or "--model" in argv or len(argv) < 2:
+            continue
+        status = main(argv)
+        out, err = capsys.readouterr()
+        assert status == 0 and out.strip(), f"`{line}` exited {status}: {err}"
+        ran += 1
+    assert ran >= 4

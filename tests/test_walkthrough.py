@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def walkthrough() -> tuple[list[str], list[str]]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Walkthrough: your own click log, end to end", 1)[1].split("\n### ", 1)[0]
+    readme = (ROOT / "docs" / "guide" / "own-data.md").read_text(encoding="utf-8")  # the README's walkthrough moved there
+    section = readme.split("## Walkthrough: your own click log, end to end", 1)[1].split("\n## ", 1)[0]
     commands = re.search(r"```bash\n(.+?)\n```", section, re.S).group(1).splitlines()
     expected = re.search(r"```text\n(.+?)\n```", section, re.S).group(1).splitlines()
     return commands, expected
