@@ -28,7 +28,7 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
                         help="rows naming a non-leaf category: other (default) counts them for an explicit Other leaf "
                         "under the node, refuse stops with their counts, keep trains on the node itself (the model "
                         "may then answer it)")
-    catalog = parser.add_argument_group("catalog (listings as a second training source; README, \"Training on the catalog\")")
+    catalog = parser.add_argument_group("catalog (listings as a second training source; docs: guide/catalog.md)")
     catalog.add_argument("--catalog", type=Path, default=None, metavar="FILE",
                          help="listings (listing_id, title, category or category_path[, brand, popularity]; CSV, TSV, "
                               "Parquet or JSONL) whose titles and short forms join the training split")

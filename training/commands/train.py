@@ -108,7 +108,7 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     aug.add_argument("--brand-repeat", type=int_at_least(1, 10_000), default=50, help="times the brand step repeats a query (default 50)")
     aug.add_argument("--worst-model", type=Path, default=None,
                      help="a model trained on the base set; the worst step takes its worst categories on base train")
-    own = xmlq.add_argument_group("beyond the paper (README, \"XML-Q\")")
+    own = xmlq.add_argument_group("beyond the paper (docs: guide/training.md, \"XML-Q\")")
     own.add_argument("--init-embeddings", choices=("random", "skipgram"), default="random",
                      help="random (the paper's, default) or skipgram: start the embedding from skip-gram vectors "
                           "trained here on the training queries and the corpus's catalog titles (held-out listings "
