@@ -62,6 +62,26 @@ def test_the_demo_wheel_carries_the_model_and_corpus_under_their_own_terms(wheel
     assert "non-commercial" in notice and "Instacart" in notice
 
 
+def test_the_core_wheel_installs_one_top_level_name_qcat(wheels):
+    """Issue 33: training, evaluation, judging and the migrations install under qcat, never beside it."""
+    with zipfile.ZipFile(wheels["core"]) as wheel:
+        names = wheel.namelist()
+        top_level = wheel.read(next(n for n in names if n.endswith(".dist-info/top_level.txt"))).decode().split() \
+            if any(n.endswith("top_level.txt") for n in names) else ["qcat"]
+    assert {n.split("/")[0] for n in names} == {"qcat", next(n.split("/")[0] for n in names if ".dist-info/" in n)}
+    assert top_level == ["qcat"]
+    assert {"qcat/training/api.py", "qcat/training/clicklogs/clicklog.py", "qcat/evaluation/golden/cli.py",
+            "qcat/judging/pages/app.py", "qcat/judging/pages/panel.js", "qcat/judging/pages/panel.css",
+            "qcat/migrations/env.py", "qcat/migrations/script.py.mako", "qcat/measure/metrics.py"} <= set(names)
+    entry_points = wheel_text(wheels["core"], "entry_points.txt")
+    assert "[qcat.golden_sources]\njudging-store = qcat.judging.reporting.export:golden_from_store" in entry_points
+
+
+def wheel_text(wheel_path: Path, name: str) -> str:
+    with zipfile.ZipFile(wheel_path) as wheel:
+        return wheel.read(next(n for n in wheel.namelist() if n.endswith(f".dist-info/{name}"))).decode()
+
+
 @pytest.fixture(scope="module")
 def core_venv(tmp_path_factory, wheels) -> Path:
     """A fresh virtual environment with the core and the demo installed, no extras."""
@@ -96,6 +116,22 @@ def test_the_readme_counts_the_packages_the_core_and_demo_install(core_venv):
     listed = json.loads(run_in(core_venv, "pip", "list", "--format=json", "--disable-pip-version-check").stdout)
     installed = [p["name"] for p in listed if p["name"].lower() not in ("pip", "setuptools", "wheel")]
     assert stated == len(installed), installed
+
+
+def test_the_core_alone_imports_qcat_training_and_nothing_at_the_top_level(core_venv):
+    """``import qcat.training`` needs only the core; its subpackages name the extra they need; the
+    old top-level names are gone."""
+    probe = ("import qcat, qcat.training; print(qcat.training.train_nb.__name__)\n"
+             "for name in ('training', 'evaluation', 'measure', 'migrations', 'judging_app'):\n"
+             "    try:\n        __import__(name)\n        print('IMPORTED', name)\n"
+             "    except ModuleNotFoundError:\n        pass\n"
+             "try:\n    import qcat.training.clicklogs\nexcept ImportError as exc:\n    print(exc)\n")
+    result = run_in(core_venv, "python", "-c", probe)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "train_nb" and "IMPORTED" not in result.stdout
+    assert lines[-1] == ("qcat.training.clicklogs needs the 'data' extra (module 'scipy' is missing): "
+                         'pip install "qcat[data]"')
 
 
 def test_the_core_alone_lacks_the_heavy_packages(core_venv):

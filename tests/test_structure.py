@@ -153,3 +153,13 @@ def test_no_import_cycle(package: str) -> None:
 def test_simulator_modules_are_small(path: Path) -> None:
     n_lines = len(path.read_text(encoding="utf-8").splitlines())
     assert n_lines < MAX_SIMULATOR_LINES, f"{path.name} has {n_lines} lines"
+
+
+def test_pyproject_lists_every_package() -> None:
+    """The wheel carries exactly the folders that are packages (setuptools' explicit list, since
+    package-dir maps folders to other names and find_packages cannot)."""
+    import tomllib
+
+    listed = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    found = {module_name(init) for folder in FOLDERS for init in (REPO / folder).rglob("__init__.py")}
+    assert sorted(listed) == sorted(found)
