@@ -173,7 +173,7 @@ def test_defect_7_sign_in_keys_expire_on_the_server(app_store):
     assert sign_ins.recall(app_store, key, timedelta(hours=12)) is None
     with app_store.sessions() as session:
         assert session.scalar(select(func.count()).select_from(SignIn)) == 0  # deleted on the server
-    from qcat.judging.cli import judge_parser
+    from qcat.judging.commands.parsers import judge_parser
 
     assert judge_parser().parse_args(["app", "--sign-in-hours", "0.25"]).sign_in_hours == 0.25
 
@@ -203,7 +203,8 @@ def test_defect_8_emphasis_in_a_judge_name_stays_as_typed_in_report_md(app_store
 
 
 def test_defect_10_claim_timeout_takes_fractions_of_a_minute(tmp_path):
-    from qcat.judging.cli import app_command, judge_parser
+    from qcat.judging.commands.app import app_command
+    from qcat.judging.commands.parsers import judge_parser
 
     args = judge_parser().parse_args(["app", "--claim-timeout", "0.5"])
     assert args.claim_timeout == 0.5

@@ -1,0 +1,225 @@
+"""``qcat judge create-session|sessions|release|add-gold|report|export``: a session from engines or
+result files, its claims, gold questions, report and exports."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from qcat.judging.commands.common import display_url, existing_session, say
+from qcat.judging.store.connection import resolve_url
+
+
+def run_create(args: argparse.Namespace) -> int:
+    from qcat.errors import InputError
+    from qcat.judging.grading.sessions import (
+        SEGMENTS,
+        build_queries,
+        check_session_name_free,
+        default_name,
+        judge_facing_name,
+        store_session,
+    )
+    from qcat.judging.store.connection import open_store
+
+    if args.queries is not None and args.queries < len(SEGMENTS):
+        raise InputError(f"--queries must be at least {len(SEGMENTS)} (one per segment), got {args.queries}")
+    if args.judges_per_query < 1:
+        raise InputError(f"--judges-per-query must be at least 1, got {args.judges_per_query}")
+    if args.results is not None and (args.baseline is not None or args.target is not None):
+        raise InputError("give either --results files or --baseline and --target model bundles, not both")
+    if args.results is None and (args.baseline is None or args.target is None):
+        raise InputError("say what to compare: --baseline MODEL --target MODEL (qcat's search), or "
+                         "--results BASELINE_FILE --results TARGET_FILE (any search system's result lists)")
+    search_flags = [flag for flag, used in (("--corpus", args.corpus is not None), ("--period", args.period != "base"),
+                                            ("--mode", args.mode != "boost"), ("--boost-weight", args.boost_weight != 1.0),
+                                            ("--categories", args.categories != 3)) if used]
+    if args.results is not None and search_flags:
+        raise InputError(f"{', '.join(search_flags)} set{'s' * (len(search_flags) == 1)} qcat's own search, which "
+                         "--results does not run: leave it out")
+    for flag, value in (("--default-segment", args.default_segment), ("--topics", args.topics),
+                        ("--listings", args.listings)):
+        if args.results is None and value is not None:
+            raise InputError(f"{flag} applies to --results files only")
+    guidelines = read_guidelines(args.guidelines) if args.guidelines is not None else None
+    store = open_store(args.url)  # fail early when the database is not ready
+    if args.results is not None:
+        return create_from_results(args, store, guidelines)
+    from qcat.bundle import read_manifest
+    from qcat.evaluation.golden.search import SearchConfig
+
+    for model in (args.baseline, args.target):
+        read_manifest(model)  # a missing or tampered bundle fails before the queries are searched
+    name = args.name if args.name is not None else default_name(str(args.baseline), str(args.target))
+    check_session_name_free(store, name, args.display_name)
+    config = SearchConfig(top_n=5, mode=args.mode, boost_weight=args.boost_weight, categories=args.categories)
+    built = build_queries(args.baseline, args.target, args.queries or 4500, args.corpus, args.period, args.seed, config,
+                          say, differing_top=args.differing_only)
+    if not built.queries and args.differing_only is not None:
+        raise InputError(f"no query left to judge: every query searched showed the same top {args.differing_only} "
+                         f"listings with both models ({sum(built.stats['identical_skipped'].values()):,} queries)")
+    if guidelines is not None:
+        built.stats["guidelines"] = guidelines
+    session_id = store_session(store, name, str(args.baseline), str(args.target), built.queries,
+                               judges_per_query=args.judges_per_query, seed=args.seed,
+                               corpus=built.stats["corpus"], settings=built.stats, display_name=args.display_name)
+    store.dispose()
+    say(f"session {session_id} {name!r} (judges see {judge_facing_name(session_id, args.display_name)!r}): "
+        f"{len(built.queries):,} queries, baseline/target placed left/right at random" + _identical_note(built.stats))
+    print(session_id)
+    return 0
+
+
+MAX_GUIDELINES = 100_000
+
+
+def read_guidelines(path: Path) -> str:
+    """The session's Markdown guidelines, checked: a readable UTF-8 file, not empty, not huge."""
+    from qcat.errors import InputError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"--guidelines {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"--guidelines {path}: cannot read it as UTF-8 text ({exc.__class__.__name__})") from None
+    if not text.strip():
+        raise InputError(f"--guidelines {path} is empty: write the guidelines judges should read")
+    if len(text) > MAX_GUIDELINES:
+        raise InputError(f"--guidelines {path} has {len(text):,} characters, more than {MAX_GUIDELINES:,}: shorten it")
+    return text
+
+
+def _identical_note(stats: dict) -> str:
+    skipped = stats.get("identical_skipped")
+    if skipped is None:
+        return ""
+    n = sum(skipped.values())
+    return (f"; {n:,} quer{'y' if n == 1 else 'ies'} with the same top {stats['differing_top']} in both systems left "
+            "out (ties in the report, no graders)")
+
+
+def create_from_results(args: argparse.Namespace, store, guidelines: str | None) -> int:
+    """``create-session --results``: a session from two systems' result lists (qcat.judging.grading.imports)."""
+    from qcat.judging.grading.imports import read_listings, read_results, read_topics, report_bad_rows
+    from qcat.judging.grading.sessions import check_session_name_free, judge_facing_name, select_imported, store_session
+
+    topics = read_topics(args.topics) if args.topics is not None else None
+    listings = read_listings(args.listings) if args.listings is not None else None
+    imported = read_results(args.results, args.default_segment, topics, listings)
+    report_bad_rows(imported, say)
+    baseline, target = imported.systems
+    name = args.name if args.name is not None else f"{baseline} vs {target}"
+    check_session_name_free(store, name, args.display_name)
+    built = select_imported(imported.queries, args.queries, args.seed, args.differing_only)
+    built.stats.update(results=[str(path) for path in args.results], rows=imported.rows,
+                       bad_rows=len(imported.bad_rows), beyond_top=imported.beyond_top)
+    if guidelines is not None:
+        built.stats["guidelines"] = guidelines
+    session_id = store_session(store, name, baseline, target, built.queries, judges_per_query=args.judges_per_query,
+                               seed=args.seed, corpus="", settings=built.stats, display_name=args.display_name)
+    store.dispose()
+    say(f"read {imported.rows:,} rows of {len(imported.queries):,} queries from {', '.join(map(str, args.results))}" +
+        (f"; {len(imported.bad_rows):,} rows could not be used (listed above)" if imported.bad_rows else "") +
+        (f"; {imported.beyond_top:,} listings ranked below the top 5 are not shown" if imported.beyond_top else ""))
+    say(f"session {session_id} {name!r} (judges see {judge_facing_name(session_id, args.display_name)!r}): "
+        f"{len(built.queries):,} queries, baseline {baseline!r} and target {target!r} placed left/right at random"
+        + _identical_note(built.stats))
+    print(session_id)
+    return 0
+
+
+def run_sessions(args: argparse.Namespace) -> int:
+    from qcat.judging.grading.sessions import session_overview
+    from qcat.judging.store.connection import open_store
+
+    store = open_store(args.url)
+    rows = session_overview(store)
+    if not rows:
+        say(f"{display_url(resolve_url(args.url))} has no judging sessions yet: create one with "
+            f"`qcat judge create-session`")
+    for row in rows:
+        print(f"{row['id']:>4}  {row['name']}  (judges see {row['display_name']!r}; {row['queries']:,} queries, "
+              f"{row['complete']:,} with all "
+              f"{row['judges_per_query']} judges)  baseline {row['baseline']}  target {row['target']}")
+    store.dispose()
+    return 0
+
+
+def run_release(args: argparse.Namespace) -> int:
+    from qcat.judging.grading.assignment import release
+    from qcat.judging.grading.sessions import find_query, find_session
+    from qcat.judging.store.connection import open_store
+    from qcat.judging.store.judges import find_judge
+
+    store = open_store(args.url)
+    with store.sessions() as session:
+        session_id = find_session(session, args.session).id if args.session is not None else None
+        judge_id = find_judge(session, args.judge).id if args.judge is not None else None
+        query_id = find_query(session, args.query, session_id).id if args.query is not None else None
+    released = release(store, judge_id=judge_id, query_id=query_id, session_id=session_id)
+    store.dispose()
+    whose = f"judge {args.judge!r}" if args.judge is not None else f"query {args.query!r}"
+    for claim in released:
+        print(f"released query {claim.query_id} {claim.query!r} of session {claim.session!r} held by judge "
+              f"{claim.judge!r} (last active {claim.active_at:%Y-%m-%d %H:%M})")
+    say(f"released {len(released)} open claim{'s' * (len(released) != 1)} of {whose}" if released else
+        f"nothing to release: {whose} holds no open claim{' in that session' if session_id is not None else ''}")
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from qcat.judging.store.connection import open_store
+
+    store = open_store(args.url)
+    existing_session(store, args.session)  # before the heavy imports: errors come fast
+    from qcat.evaluation.report_files import clean_json, write_report_files
+    from qcat.judging.reporting.report import build_report, draw_all, render_html, render_markdown
+
+    report = build_report(store, args.session, bootstrap=args.bootstrap, seed=args.seed, min_judges=args.min_judges)
+    store.dispose()
+    written = write_report_files(report, args.out, draw_all(report), render_markdown, render_html)
+    say(f"wrote {', '.join(str(p) for p in written)}")
+    if args.json:
+        print(json.dumps(clean_json(report), indent=2))
+    return 0
+
+
+def run_add_gold(args: argparse.Namespace) -> int:
+    from qcat.judging.grading.gold import add_gold
+    from qcat.judging.store.connection import open_store
+
+    store = open_store(args.url)
+    try:
+        added = add_gold(store, args.session, args.file)
+    finally:
+        store.dispose()
+    say(f"session {added.session!r}: {added.queries:,} gold question{'s' * (added.queries != 1)} with {added.grades:,} "
+        f"known grades from {args.file} ({added.gold_queries:,} in the session now); every judge gets them, and they "
+        "are left out of the session's results" +
+        (f"; {added.already_judged:,} already judged: those judgments now count as gold answers"
+         if added.already_judged else ""))
+    return 0
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from qcat.errors import InputError
+    from qcat.judging.store.connection import open_store
+
+    if not (args.csv or args.qrels or args.golden):
+        raise InputError("say what to write: --csv FILE, --qrels FILE and/or --golden FILE")
+    store = open_store(args.url)
+    existing_session(store, args.session)
+    from qcat.judging.reporting.export import selected, write_csv, write_golden_csv, write_qrels
+
+    selection = selected(store, args.session, args.min_judges)
+    for path, writer in ((args.csv, write_csv), (args.qrels, write_qrels), (args.golden, write_golden_csv)):
+        if path is not None:
+            rows = writer(store, args.session, path, args.min_judges)
+            say(f"wrote {rows:,} rows to {path}")
+    store.dispose()
+    say(f"{len(selection.results.queries):,} queries graded by at least {selection.needed} judges exported; "
+        f"{selection.left_out:,} queries graded by fewer left out" +
+        (" (--min-judges 1 exports every judgment)" if selection.left_out else ""))
+    return 0
