@@ -229,6 +229,7 @@ def demo():
     return corpus.ingest("base", taxonomy).table, corpus.ingest("candidate", taxonomy).table, catalog_brand_queries(corpus.catalog())
 
 
+@pytest.mark.slow
 def test_demo_corpus(demo):
     base, candidate, brands = demo
     # A stand-in model: right (its top category) on 80% of the base queries, random otherwise.

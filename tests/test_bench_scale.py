@@ -42,6 +42,7 @@ def test_generator_writes_row_groups_over_a_large_taxonomy(bench, tmp_path):
     assert counts[0] > 20 * counts[len(counts) // 2]  # Zipfian: the head query is far above the median
 
 
+@pytest.mark.slow
 def test_cheap_stages_end_to_end(bench, tmp_path, capsys):
     out = tmp_path / "results.json"
     svg = tmp_path / "scale.svg"

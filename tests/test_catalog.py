@@ -142,6 +142,7 @@ def _held_out_texts(corpus, training_titles, training_categories):
     return set(catalog.listing_id[held].tolist()), texts - {""}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("catalog_only", [False, True])
 def test_no_held_out_title_or_short_form_of_one_reaches_training(catalog_only):
     from qcat.demo import demo_corpus_dir
@@ -187,6 +188,7 @@ def _toy_catalog(path, n=400, seed=0):
     path.write_text("\n".join(lines) + "\n")
 
 
+@pytest.mark.slow
 def test_cold_start_end_to_end_nb_xreg_hybrid_and_min_score(tmp_path):
     from_paths(PATHS).save_tsv(tmp_path / "taxonomy.tsv")
     _toy_catalog(tmp_path / "listings.csv")
@@ -283,6 +285,7 @@ def test_build_demo_ships_the_best_objective_that_fits_the_size_limit(tmp_path, 
         build_demo.write_demo_model(corpus, tmp_path / "model", 0.0)
 
 
+@pytest.mark.slow
 def test_xmlq_trains_on_a_catalog_alone(tmp_path):
     pytest.importorskip("tensorflow")
     from_paths(PATHS).save_tsv(tmp_path / "taxonomy.tsv")

@@ -23,6 +23,7 @@ def whole_year(corpus):
     return corpus.ingest("all")
 
 
+@pytest.mark.slow
 def test_shipped_log_reproduces_table1(corpus, whole_year):
     assert whole_year.report.rows_used == whole_year.report.rows_read  # nothing unusable in our own log
     stats = table1_stats(whole_year.table, brands=catalog_brand_queries(corpus.catalog()))
@@ -34,6 +35,7 @@ def test_shipped_log_reproduces_table1(corpus, whole_year):
     assert stats["brand_only_multi_category"] >= 50
 
 
+@pytest.mark.slow
 def test_log_spans_one_year_in_two_half_year_periods(corpus):
     base = corpus.ingest("base").report
     candidate = corpus.ingest("candidate").report
@@ -42,6 +44,7 @@ def test_log_spans_one_year_in_two_half_year_periods(corpus):
     assert corpus.meta["periods"]["candidate"][1] == corpus.meta["periods"]["base"][0]
 
 
+@pytest.mark.slow
 def test_splits_are_disjoint_by_query(corpus):
     dataset = corpus.dataset("base")
     parts = [set(dataset.part(name).queries) for name in ("train", "validation", "test")]

@@ -49,6 +49,7 @@ def nav_pages(nav) -> list[str]:
     return [p for value in nav.values() for p in nav_pages(value)]
 
 
+@pytest.mark.slow
 def test_the_site_builds_strictly(site):
     assert (site / "index.html").is_file() and (site / "reference" / "openapi.json").is_file()
 

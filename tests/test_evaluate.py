@@ -15,6 +15,8 @@ from qcat.measure.segments import segment_by_impressions
 from qcat.training.data.corpus import Corpus
 from qcat.training.nb import trainer as nb_trainer
 
+pytestmark = pytest.mark.slow  # its fixtures train models or build wheels: over 3 s a test (the fast loop leaves them out)
+
 
 @pytest.fixture(scope="module")
 def demo_dataset():

@@ -61,6 +61,7 @@ def encode(rows: list[dict], fmt: str, broken: list[bool]) -> bytes:
 @given(rows=st.lists(row, min_size=0, max_size=25), fmt=st.sampled_from(["csv", "tsv", "jsonl"]),
        gz=st.booleans(), broken=st.lists(st.booleans(), min_size=25, max_size=25),
        date_from=st.sampled_from([None, "2020-01-01"]))
+@pytest.mark.slow
 def test_every_row_is_used_or_counted_under_exactly_one_reason(tmp_path_factory, rows, fmt, gz, broken, date_from):
     raw = encode(rows, fmt, broken[:len(rows)])
     path = tmp_path_factory.mktemp("fuzz") / f"log.{fmt}{'.gz' if gz else ''}"
@@ -87,6 +88,7 @@ def demo_labels():
     return set(Classifier.load().model.labels)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=query_lines)
 def test_classify_json_gives_one_valid_record_per_line(lines, demo_labels, monkeypatch, capsysbinary):
@@ -204,6 +206,7 @@ LOG_ROWS = ["lego star wars,L,3", "sharp tv,V,2", "nook,T,1", "lego,Toys > Lego,
        header=st.sampled_from([b"query,category,clicks"] * 4 + [b"query,clicks", b'"query,category,clicks',
                                                                 b"\xffquery,category"]),
        **files)
+@pytest.mark.slow
 def test_logs_exit_0_with_every_line_accounted_for_or_2_with_one_line(tmp_path_factory, capsys, monkeypatch, lines,
                                                                       header, ending, bom, final):
     monkeypatch.setenv("QCAT_QUIET", "1")

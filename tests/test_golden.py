@@ -280,6 +280,7 @@ def test_csv_round_trip(tmp_path, data_dir):
 # -- the command line -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_golden_evaluate_on_the_demo(tmp_path):
     golden_file = tmp_path / "golden.csv.gz"
     result = qcat("golden", "generate", "--per-segment", "150", "--out", str(golden_file))
@@ -310,6 +311,7 @@ def test_golden_evaluate_on_the_demo(tmp_path):
     assert "SIMULATED" in markdown and "| NB again − NB | head |" in markdown
 
 
+@pytest.mark.slow
 def test_golden_evaluate_esci_reports_unsearchable_listings(tmp_path, data_dir):
     model = str(default_model_dir())
     result = qcat("golden", "evaluate", "--baseline", model, "--target", model, "--golden",

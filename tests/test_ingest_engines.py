@@ -17,6 +17,8 @@ from qcat.errors import InputError
 from qcat.taxonomy import Taxonomy
 from qcat.training.clicklogs.clicklog import REASONS, ingest
 
+pytestmark = pytest.mark.slow  # its fixtures train models or build wheels: over 3 s a test (the fast loop leaves them out)
+
 TAXONOMY = Taxonomy.from_path_tuples(
     ("toys", "trains", "dolls", "gifts-a", "gifts-b"),
     (("Toys",), ("Toys", "Trains"), ("Toys", "Dolls"), ("Gifts",), ("Gifts",)),  # "Gifts": ambiguous

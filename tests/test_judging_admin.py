@@ -141,6 +141,7 @@ def test_the_admin_overview_counts_progress_judges_claims_and_agreement(store):
     assert live["head"]["pairwise_agreement"] == 0.0  # ann gave 2, bob 3, to every listing
 
 
+@pytest.mark.slow
 def test_admin_cli_commands(tmp_path):
     db = tmp_path / "s.db"
     assert qcat("db", "upgrade", "--url", db).returncode == 0

@@ -96,6 +96,7 @@ def count(store, model, *where) -> int:
         return session.scalar(select(func.count()).select_from(model).where(*where))
 
 
+@pytest.mark.slow
 def test_wrong_token_is_refused(app_env):
     store, tokens, _ = app_env
     for wrong in ("not a token", tokens["ann"][:-2] + "xx", "' OR 1=1 --"):
@@ -105,6 +106,7 @@ def test_wrong_token_is_refused(app_env):
     assert count(store, Assignment) == 0
 
 
+@pytest.mark.slow
 def test_sign_in_then_grade_a_query(app_env):
     store, tokens, _ = app_env
     at = sign_in(tokens["ann"])
@@ -134,6 +136,7 @@ def test_sign_in_then_grade_a_query(app_env):
     assert count(store, Assignment, Assignment.status == "done") == 1
 
 
+@pytest.mark.slow
 def test_skip_and_flag(app_env):
     store, tokens, _ = app_env
     at = sign_in(tokens["bob"])
@@ -157,6 +160,7 @@ def test_skip_and_flag(app_env):
     assert count(store, Judgment) == 0
 
 
+@pytest.mark.slow
 def test_resume_after_reload_and_never_show_systems_or_other_judges_grades(app_env):
     store, tokens, _ = app_env
     bob = sign_in(tokens["bob"])
@@ -183,6 +187,7 @@ def test_resume_after_reload_and_never_show_systems_or_other_judges_grades(app_e
     assert count(store, Assignment, Assignment.status == "open") == 3 and "judge_id" not in again.session_state
 
 
+@pytest.mark.slow
 def test_all_done_and_an_unknown_session(app_env, monkeypatch):
     store, tokens, _ = app_env
     at = sign_in(tokens["ann"])
@@ -194,6 +199,7 @@ def test_all_done_and_an_unknown_session(app_env, monkeypatch):
     assert any("judging session '42' does not exist" in e.value for e in at.error)
 
 
+@pytest.mark.slow
 def test_without_a_configured_session_the_judge_chooses_one(app_env, monkeypatch):
     store, tokens, _ = app_env
     other = store_session(store, "second session", "A", "B",
@@ -207,6 +213,7 @@ def test_without_a_configured_session_the_judge_chooses_one(app_env, monkeypatch
     assert shown_query(at) == "only query" and len(panel_slots(at)) == 2
 
 
+@pytest.mark.slow
 def test_judges_see_neutral_session_names_never_the_models_compared(app_env, monkeypatch):
     store, tokens, session_id = app_env
     store_session(store, "demo_model vs xreg-model", "demo/qcat_demo/model", "models/xreg-model",
@@ -225,6 +232,7 @@ def test_judges_see_neutral_session_names_never_the_models_compared(app_env, mon
             assert secret not in seen
 
 
+@pytest.mark.slow
 def test_an_empty_token_asks_for_the_token_without_asking_the_store(app_env):
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
@@ -249,6 +257,7 @@ def test_an_empty_token_asks_for_the_token_without_asking_the_store(app_env):
     assert statements == []
 
 
+@pytest.mark.slow
 def test_cards_show_brand_and_price_when_known(app_env, monkeypatch):
     store, tokens, _ = app_env
     other = store_session(store, "priced", "A", "B", [QuerySpec("usb cable", "head", [
@@ -266,6 +275,7 @@ def test_cards_show_brand_and_price_when_known(app_env, monkeypatch):
     assert len(panel_slots(at)) == 3
 
 
+@pytest.mark.slow
 def test_a_listing_in_both_groups_has_one_grade_control(app_env, monkeypatch):
     store, tokens, _ = app_env
     shared = store_session(store, "shared", "A", "B", [QuerySpec("oak table", "torso", [
@@ -320,6 +330,7 @@ def resent(action: dict) -> dict:
     return {**action, "id": action["id"] + "~1"}
 
 
+@pytest.mark.slow
 def test_database_down_at_submit_keeps_the_grades_and_a_retry_stores_them_once(own_postgres, down_store):
     store, token = down_store
     at = sign_in(token)
@@ -355,6 +366,7 @@ def test_database_down_at_submit_keeps_the_grades_and_a_retry_stores_them_once(o
     assert seconds == 12.5  # the time the panel measured
 
 
+@pytest.mark.slow
 def test_database_down_at_sign_in_and_at_flag_is_one_plain_line_and_a_retry_works(own_postgres, down_store):
     store, token = down_store
     at = start()
@@ -385,6 +397,7 @@ def test_database_down_at_sign_in_and_at_flag_is_one_plain_line_and_a_retry_work
     assert shown_query(at) not in (None, query)  # and the next query is shown
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("elsewhere", ["submit", "skip"])
 def test_a_query_finished_in_another_window_is_said_and_changes_nothing(app_env, elsewhere):
     store, tokens, _ = app_env
@@ -430,6 +443,7 @@ def test_submit_refuses_a_query_already_submitted_when_resubmit_is_off(app_env):
     assert judgments.submit(store, ann_id, screen.query_id, grade_all(screen, 1)).updated == 5  # the API's resubmit
 
 
+@pytest.mark.slow
 def test_a_judge_reviews_and_changes_a_submitted_query(app_env):
     store, tokens, _ = app_env
     at = grade_everything(sign_in(tokens["ann"]), 1)
@@ -454,6 +468,7 @@ def test_a_judge_reviews_and_changes_a_submitted_query(app_env):
     assert panel_data(at)["mode"] == "review" and [slot["grade"] for slot in panel_slots(at)] == [3, 1, 1, 1, 1]
 
 
+@pytest.mark.slow
 def test_the_admin_page_shows_progress_and_deactivates_and_resets_a_judge(app_env):
     store, tokens, _ = app_env
     grade_everything(sign_in(tokens["ann"]), 2)

@@ -43,6 +43,7 @@ def test_create_session_samples_a_third_per_segment_and_stores_both_top5_lists(d
     store.dispose()
 
 
+@pytest.mark.slow
 def test_listing_report_export_and_golden_import_of_a_judged_session(demo_db, tmp_path):
     path, tokens = demo_db
     db = tmp_path / "judged.db"
@@ -156,6 +157,7 @@ def test_database_errors_are_one_line_without_sql_or_secrets(demo_db, tmp_path, 
     assert "[SQL" not in result.stderr and "Traceback" not in result.stderr and "readonly" in result.stderr
 
 
+@pytest.mark.slow
 def test_release_frees_a_judges_claims_and_says_which(demo_db, tmp_path):
     path, tokens = demo_db
     db = tmp_path / "release.db"
@@ -183,6 +185,7 @@ def test_release_frees_a_judges_claims_and_says_which(demo_db, tmp_path):
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
 
 
+@pytest.mark.slow
 def test_backup_of_a_sqlite_store_in_use_has_every_committed_judgment_and_restores(tmp_path):
     import sqlite3
 

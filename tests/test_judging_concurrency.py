@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import pytest
 from judging_fixtures import grade_all, run_threads, toy_queries
 from sqlalchemy import func, select
 
@@ -19,6 +20,7 @@ PER_JUDGE = 200  # judgments: 20 queries x 10 listings (5 per side)
 QUERIES_PER_JUDGE = PER_JUDGE // 10
 
 
+@pytest.mark.slow
 def test_eight_judges_submit_200_judgments_each_concurrently(store):
     # 80 queries: even when one judge holds 19 queries, the other 61 cannot all be full (53 at most)
     session_id = store_session(store, "load", "A", "B", toy_queries(80))

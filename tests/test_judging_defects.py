@@ -72,6 +72,7 @@ def shown(at: AppTest) -> str | None:
     return panel_query(at)
 
 
+@pytest.mark.slow
 def test_defect_2_a_late_submit_no_longer_needed_moves_the_judge_on_recording_nothing(app_store, monkeypatch):
     queries = [QuerySpec(f"query {i}", "head", [Listing(f"a{i}", "A")], [Listing(f"b{i}", "B")]) for i in range(3)]
     session_id = store_session(app_store, "one judge", "A", "B", queries, judges_per_query=1)
@@ -101,6 +102,7 @@ def test_defect_2_a_late_submit_no_longer_needed_moves_the_judge_on_recording_no
     assert graded == [] and ("skipped",) not in ann_rows  # no grade, no skip recorded
 
 
+@pytest.mark.slow
 def test_defect_6_one_changed_grade_of_a_listing_in_both_groups_is_one_change(app_store, monkeypatch):
     session_id = store_session(app_store, "shared", "A", "B", [QuerySpec("oak table", "torso", [
         Listing("same", "Oak dining table"), Listing("left", "Pine table")],
@@ -121,6 +123,7 @@ def test_defect_6_one_changed_grade_of_a_listing_in_both_groups_is_one_change(ap
     assert sorted(versions) == [("same", "left"), ("same", "right")]  # stored for both sides, as before
 
 
+@pytest.mark.slow
 def test_defect_7_wrong_tokens_lock_the_judge_and_the_client_out_before_any_scrypt(app_store, monkeypatch):
     from qcat.judging.store import judges
     from qcat.judging.store.sign_in_limits import LIMITER, PER_CLIENT_ACCOUNT, Limiter
@@ -236,6 +239,7 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_defect_11_a_signal_to_the_app_wrapper_alone_stops_the_streamlit_server(tmp_path, signum):
     db = tmp_path / "app.db"
@@ -309,6 +313,7 @@ def test_defect_12_no_deprecated_components_api_and_a_tested_streamlit_range():
     assert "<" in pin and streamlit.__version__ in SpecifierSet(pin)
 
 
+@pytest.mark.slow
 def test_defect_10_a_session_that_names_its_judges_is_theirs_alone(app_store, monkeypatch, tmp_path):
     from qcat.judging.store.members import change_members
 
@@ -337,6 +342,7 @@ def test_defect_10_a_session_that_names_its_judges_is_theirs_alone(app_store, mo
     assert result.returncode != 0 and "no judge named 'nobody'" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_defect_9_long_session_names_are_cut_in_the_admin_tables(app_store):
     import json
 

@@ -68,6 +68,7 @@ def test_queue_send_back_settle_and_history(disputed):
         disagreements.settle(store, None, first.query_id, {"nope": 1})
 
 
+@pytest.mark.slow
 def test_the_admin_page_sends_back_and_settles(disputed):
     store, session_id, _ = disputed
     _, token = add_admin(store, "lead")

@@ -39,6 +39,8 @@ from sqlalchemy import select
 from qcat.judging.store.connection import open_store
 from qcat.judging.store.models import Assignment, Judge, SessionQuery
 
+pytestmark = pytest.mark.slow  # every test here takes over 3 s (the fast loop leaves them out)
+
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
 
 

@@ -303,6 +303,7 @@ def test_the_report_shows_the_gold_table_with_judge_names_escaped(store, tmp_pat
 
 # --- the CLI ---------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_qcat_judge_add_gold_from_an_exported_judges_grades_then_the_report_shows_the_table(demo_db, tmp_path):
     path, tokens = demo_db
     db = tmp_path / "judged.db"

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import pytest
 from judging_fixtures import grade_all, qcat
-from sqlalchemy import select, update
+from sqlalchemy import select
 
 from qcat.errors import InputError
 from qcat.judging.grading import assignment, judgments
@@ -88,6 +88,7 @@ def test_differing_only_counts_identical_queries_per_segment_and_samples_the_res
     assert select_imported([partly, spec(99, False)], None, differing_top=2).stats["identical_skipped"]["head"] == 1
 
 
+@pytest.mark.slow
 def test_the_cli_reports_bad_rows_and_the_session_exports(tmp_path):
     db = tmp_path / "j.db"
     assert qcat("db", "upgrade", "--url", db).returncode == 0
@@ -154,6 +155,7 @@ def test_flags_of_qcats_own_search_are_refused_with_results(tmp_path):
     assert result.returncode != 0 and "--default-segment applies to --results files only" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_trec_run_with_topics_and_listings(tmp_path):
     run = tmp_path / "both.run"
     run.write_text("1 Q0 D1 1 9.5 prod\n1 Q0 D2 2 8.1 prod\n1 Q0 D2 1 9.9 cand\n1 Q0 D3 2 7.0 cand\n"

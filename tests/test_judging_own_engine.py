@@ -28,6 +28,8 @@ from sqlalchemy import select
 from qcat.judging.store.connection import open_store
 from qcat.judging.store.models import Assignment, Judge, Judgment, QueryReview, ResultItem, ResultList, SessionQuery
 
+pytestmark = pytest.mark.slow  # every test here takes over 3 s (the fast loop leaves them out)
+
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
 TIMEOUT_MS = 20_000
 SEGMENTS = ("head", "torso", "tail")

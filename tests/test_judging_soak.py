@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from datetime import timedelta
 
+import pytest
 from judging_fixtures import grade_all, run_threads, toy_queries
 from sqlalchemy import func, select, update
 
@@ -25,6 +26,8 @@ from qcat.judging.grading.sessions import store_session
 from qcat.judging.store.connection import open_store
 from qcat.judging.store.judges import add_judge
 from qcat.judging.store.models import Assignment, Judgment, SessionQuery, utcnow
+
+pytestmark = pytest.mark.slow  # every test here takes over 3 s (the fast loop leaves them out)
 
 JUDGES = 8
 JUDGES_PER_QUERY = 3

@@ -107,6 +107,7 @@ def test_a_quoted_field_never_runs_across_lines(tmp_path):
 
 # 5 -- evaluating your own log; a bad corpus.json
 
+@pytest.mark.slow
 def test_evaluate_log_scores_the_test_queries_of_the_training_split(tmp_path):
     train = qcat("train", "nb", "--log", CLICKS, "--taxonomy", BESTBUY, "--min-clicks", "1", "--out", tmp_path / "m")
     assert train.returncode == 0
@@ -222,6 +223,7 @@ def test_a_missing_model_fails_before_the_corpus_is_read(tmp_path):
     assert "model directory" in one_line_error(result) and b"queries" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_duplicate_session_name_fails_before_the_search(tmp_path):
     url = f"sqlite:///{tmp_path / 'store.db'}"
     assert qcat("db", "upgrade", "--url", url).returncode == 0

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # its fixtures train models or build wheels: over 3 s a test (the fast loop leaves them out)
+
 ROOT = Path(__file__).resolve().parent.parent
 ABSENT_FROM_CORE = ("streamlit", "tensorflow", "duckdb", "pyspark", "matplotlib", "scipy", "keras", "sqlalchemy")
 DATA_SUFFIXES = (".csv", ".gz", ".parquet", ".npz", ".tsv", ".onnx", ".jsonl")

@@ -44,6 +44,7 @@ def test_a_bundle_records_its_data_by_hash_and_the_queries_it_saw(bundles):
     assert len(seen) == 558 - 64
 
 
+@pytest.mark.slow
 def test_evaluate_uses_the_split_the_model_was_trained_with(bundles, tmp_path):
     """Before, --split-seed 7 scored the model on queries it trained on: PR@1 0.849 against the
     real test figure 0.25."""
@@ -68,6 +69,7 @@ def test_evaluate_uses_the_split_the_model_was_trained_with(bundles, tmp_path):
     assert not (tmp_path / "r7").exists() and not (tmp_path / "r3").exists()
 
 
+@pytest.mark.slow
 def test_evaluating_on_other_data_reports_the_overlap_with_training(bundles, tmp_path):
     """A later log shares queries with the training log: every figure says how many."""
     later = tmp_path / "later.csv"
@@ -108,6 +110,7 @@ def test_a_hybrid_of_parts_trained_on_different_data_is_refused(bundles, tmp_pat
     assert "different data" in error and "split_seed 3" in error and "split_seed 0" in error, error
 
 
+@pytest.mark.slow
 def test_a_hybrid_reads_its_data_from_its_parts(bundles, tmp_path):
     """Before, a hybrid of parts trained with --log, run without --log, chose and calibrated on
     the demo corpus: every selection row 0.0000, test PR@1 0.0, exit 0."""
@@ -131,6 +134,7 @@ def test_a_hybrid_reads_its_data_from_its_parts(bundles, tmp_path):
     assert "min_clicks" in error and "drop the data flags" in error
 
 
+@pytest.mark.slow
 def test_a_hybrid_refuses_a_training_log_that_changed(tmp_path):
     log = tmp_path / "clicks.csv"
     shutil.copyfile(CLICKS, log)

@@ -20,6 +20,7 @@ def readme_python_examples() -> list[str]:
     return re.findall(r"```python\n(.+?)\n```", section, re.S)
 
 
+@pytest.mark.slow
 def test_the_readme_python_examples_run(tmp_path, monkeypatch, capsys):
     examples = readme_python_examples()
     assert len(examples) == 2

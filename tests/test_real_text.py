@@ -260,6 +260,7 @@ def test_hybrid_blend_is_the_weighted_sum_of_its_parts() -> None:
     assert isinstance(hybrid, HybridModel)
 
 
+@pytest.mark.slow
 def test_evaluate_reports_real_sets_and_calibration(tmp_path) -> None:
     from qcat.evaluation.evaluate import evaluate
 

@@ -206,6 +206,7 @@ def test_access_log_is_one_json_line_per_request(server):
     assert last["queries"] == 1 and last["ms"] > 0 and last["client"].startswith("127.0.0.1:")
 
 
+@pytest.mark.slow
 def test_a_body_that_does_not_arrive_in_time_is_408_and_a_backlog_is_shed_with_503():
     import socket
 

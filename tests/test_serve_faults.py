@@ -66,6 +66,7 @@ def strict_server():
     assert server.stop() == 0
 
 
+@pytest.mark.slow
 def test_idle_connections_and_slow_headers_are_closed(strict_server):
     port = strict_server.port
     started = time.monotonic()
@@ -123,6 +124,7 @@ def test_request_ids_are_echoed_or_made(strict_server):
     assert {"abc-123.x", made, "trace-404"} <= {r["request_id"] for r in records}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_sigterm_turns_not_ready_and_answers_what_is_on_the_wire(workers):
     """SIGTERM while a request is half sent (its body arrives after the signal), and with idle
@@ -177,6 +179,7 @@ def test_readiness_is_draining_at_once():
         server.stop()
 
 
+@pytest.mark.slow
 def test_a_reload_200_means_every_worker_serves_the_new_bundle(tmp_path):
     link = tmp_path / "current"
     link.symlink_to(DEMO)

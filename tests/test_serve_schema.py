@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from serve_load import ServerProcess  # noqa: E402  (benchmarks/, put on the path by tests.test_serve)
 
 from tests.test_serve import DEMO, call
-from serve_load import ServerProcess  # noqa: E402  (benchmarks/, put on the path by tests.test_serve)
 
 CONFIG = Path(__file__).parent / "data" / "schemathesis.toml"
 
@@ -41,6 +41,7 @@ def test_the_four_disagreements_schemathesis_found(server):
     assert status == 403 and "reloading over HTTP is off" in body["error"]
 
 
+@pytest.mark.slow
 def test_schemathesis_finds_no_failure(server, tmp_path):
     schemathesis = shutil.which("schemathesis") or shutil.which("st")
     if schemathesis is None:

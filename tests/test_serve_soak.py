@@ -8,8 +8,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from bench_serve import reload_memory, soak  # noqa: E402
+
+pytestmark = pytest.mark.slow  # every test here takes over 3 s (the fast loop leaves them out)
 
 
 def test_reloads_under_load_fail_no_request_and_keep_memory_flat():

@@ -187,6 +187,7 @@ def test_write_log_csv_ingests_cleanly(small_catalog: Catalog, small_log, tmp_pa
     assert result.report.pairs_kept > 0
 
 
+@pytest.mark.slow
 def test_default_simulation_reproduces_the_shipped_demo_log(catalog: Catalog, tmp_path: Path) -> None:
     """`qcat data build-demo` is reproducible: the default simulation of the shipped catalog
     gives the shipped log row for row (its Table 1 statistics are checked in

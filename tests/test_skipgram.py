@@ -138,6 +138,7 @@ def test_short_forms_hand_computed() -> None:
     np.testing.assert_array_equal(table.pair_category[:len(train)], train.pair_category)
 
 
+@pytest.mark.slow
 def test_short_forms_never_touch_validation_or_test() -> None:
     from qcat.training.catalog.query_short_forms import held_out_texts
     from qcat.training.data.corpus import Corpus
@@ -153,6 +154,7 @@ def test_short_forms_never_touch_validation_or_test() -> None:
     assert set(weights[len(dataset.train.queries):].tolist()) == {0.5}
 
 
+@pytest.mark.slow
 def test_cli_trains_with_both_options_records_them_and_refuses_a_changed_resume(tmp_path, data_dir, capsys) -> None:
     pytest.importorskip("keras")
     from qcat.cli import main

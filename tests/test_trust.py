@@ -43,6 +43,7 @@ def trained(tmp_path_factory):
     return out, result.stdout
 
 
+@pytest.mark.slow
 def test_a_model_answers_the_other_leaf_never_the_internal_node(trained):
     """Before, "nook" came back as pcmcat193100050014 E-Readers & Accessories, a parent."""
     out, stdout = trained
@@ -70,6 +71,7 @@ def test_keep_is_recorded_and_only_then_may_a_model_answer_an_internal_node(kept
     assert "internal nodes of its taxonomy, not leaves" in error and "--internal-nodes keep" in error
 
 
+@pytest.mark.slow
 def test_evaluate_takes_the_rule_from_the_model(kept, tmp_path):
     error = one_line_error(qcat("evaluate", "--model", kept, *LOG, "--internal-nodes", "other", "--out", tmp_path / "r"))
     assert "--internal-nodes other" in error and "--internal-nodes keep" in error

@@ -228,6 +228,7 @@ def test_the_search_never_uses_jax_even_where_it_is_installed():
     assert result.stdout.decode().split() == ["0"]
 
 
+@pytest.mark.slow
 def test_queries_beyond_the_log_are_bounded_by_it(tmp_path):
     """`--queries 100000000` searches every query of the period once (147,380 in the demo's base
     period, 59,279 with results), in batches of bounded size, and says so."""
@@ -272,6 +273,7 @@ def test_echoed_input_is_printable_and_short(tmp_path, args):
 DEMO_CATALOG = Path(__file__).resolve().parent.parent / "demo" / "qcat_demo" / "corpus" / "catalog.csv.gz"
 
 
+@pytest.mark.slow
 def test_settings_given_by_flags_are_said_to_be_fixed_and_real_text_is_printed(tmp_path):
     """Before: "chose catalog title weight 10 ..." and a one-row selection table, though nothing
     was chosen; and the summary gave the simulated split's PR@1 alone."""
@@ -307,6 +309,7 @@ def test_short_form_flags_that_say_nothing_or_contradict_are_refused(tmp_path, f
     assert not (tmp_path / "nb").exists()
 
 
+@pytest.mark.slow
 def test_catalog_paths_and_taxonomy_are_checked_first(tmp_path):
     error = one_line_error(qcat("train", "nb", "--catalog", tmp_path, "--out", tmp_path / "nb"))
     assert f"--catalog {tmp_path}: is a directory" in error  # before: "no such file"

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # every test here takes over 3 s (the fast loop leaves them out)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

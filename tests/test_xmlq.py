@@ -21,6 +21,8 @@ from qcat.query_encoding import END, PAD, UNKNOWN, encode, token_index  # noqa: 
 from qcat.training.xmlq.losses import StochasticNegativeMining, soft_f1  # noqa: E402
 from qcat.training.xmlq.model import PRESETS, build_xmlq  # noqa: E402
 
+pytestmark = pytest.mark.slow  # its fixtures train models or build wheels: over 3 s a test (the fast loop leaves them out)
+
 
 def test_tensorflow_is_installed() -> None:
     import tensorflow  # noqa: F401  (importorskip above must never skip in CI)

@@ -28,6 +28,8 @@ from test_cli import qcat  # noqa: E402
 
 from qcat.training.xmlq.train import XMLQConfig  # noqa: E402
 
+pytestmark = pytest.mark.slow  # its fixtures train models or build wheels: over 3 s a test (the fast loop leaves them out)
+
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
 needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None,

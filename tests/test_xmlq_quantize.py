@@ -73,6 +73,7 @@ def trained(tmp_path_factory, data_dir):
     return root, [str(a) for a in data]
 
 
+@pytest.mark.slow
 def test_fp16_and_int8_graphs_are_smaller_and_score_close_to_float(trained) -> None:
     from qcat.classifier import load_model
 
@@ -106,6 +107,7 @@ def damaged(network: bytes) -> bytes:
     return model.SerializeToString()
 
 
+@pytest.mark.slow
 def test_resume_quantizes_a_finished_run_and_the_gate_refuses_a_bad_graph(trained, monkeypatch, capsys) -> None:
     from qcat.classifier import load_model
     from qcat.cli import main
