@@ -107,11 +107,10 @@ class RerankModel:
 
     def answer_one(self, query: str) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each answer's (labels, scores) at ``depth``, through the compiled single-query paths."""
-        out = []
-        for name in self.answers:
-            p = self.first.predict_one(query, self.depth) if name == "first" else self.part(name).predict_one(query, self.depth)
-            out.append((self._answer_labels(name, p.labels)[0], p.scores[0]))
-        return out
+        parts = {name: self.part(name).predict_one(query, self.depth) for name in self.parts}
+        first = self.first.predict_one(query, self.depth, known=parts) if parts else self.first.predict_one(query, self.depth)
+        return [(first.labels[0], first.scores[0])] + [
+            (self._answer_labels(name, p.labels)[0], p.scores[0]) for name, p in parts.items()]
 
     def query_rows(self, query: str, answers: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
         """The candidates of one query and their feature rows."""
