@@ -193,3 +193,32 @@ def test_info_and_the_http_service_say_a_second_stage_is_present(first, tmp_path
         assert BED in json.dumps(answer)
     finally:
         assert server.stop() == 0
+
+
+def test_qcat_train_rerank_end_to_end(tmp_path, capsys) -> None:
+    """The command on the demo model, with a tiny grid (2 leaves, 2 or 3 rounds, 2 folds)."""
+    pytest.importorskip("lightgbm")
+    from training.cli import main
+
+    out = tmp_path / "reranked"
+    assert main("train", ["rerank", "--model", str(Classifier.load().directory), "--out", str(out), "--folds", "2",
+                          "--leaves", "2", "--rounds", "2,3", "--candidates", "5"]) == 0
+    printed = capsys.readouterr().out
+    assert "out of fold" in printed and "chose 2 leaves" in printed and "held-out listings left out" in printed
+    manifest = read_manifest(out)
+    assert manifest.backend == "rerank" and manifest.config["depth"] == 5
+    assert manifest.config["neighbour_listings"]["held_out_left_out"] > 0
+    assert set(manifest.metrics["feature_gain"]) == set(manifest.config["features"])
+    classifier = Classifier.load(out).compile()
+    assert classifier.classify(["hornby train set"], 3)[0].categories
+    assert_same_answers(classifier.model, ["hornby train set", "king poster bed", "ipod"], 5)
+
+
+def test_train_rerank_refuses_a_reranker_as_its_first_stage(first, tmp_path) -> None:
+    from qcat.errors import InputError
+    from training.cli import main
+
+    model = replace(hand_built(first), config={"data": first.config.get("data", {})})
+    model.save(tmp_path / "rr")
+    with pytest.raises(InputError, match="re-ranker already"):
+        main("train", ["rerank", "--model", str(tmp_path / "rr"), "--out", str(tmp_path / "again")])
