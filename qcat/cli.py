@@ -37,7 +37,7 @@ DELEGATED = {
 COMMAND_EXTRAS = {"data": "data", "train": "train", "evaluate": "eval", "golden": "eval", "db": "judge", "judge": "judge"}
 EXTRA_MODULES = {
     "data": ("scipy", "duckdb", "pyarrow", "rich"),
-    "train": ("keras", "tf2onnx", "onnx"),
+    "train": ("keras", "tf2onnx", "onnx", "lightgbm"),
     "eval": ("matplotlib", "bm25s"),
     "judge": ("streamlit", "sqlalchemy", "alembic", "psycopg", "markdown_it"),
     "spark": ("pyspark",),
