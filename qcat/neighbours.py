@@ -98,7 +98,6 @@ def build_neighbour_index(doc_tokens: list[list[str]], doc_label: np.ndarray, k1
 def search_one(terms, term_ptr, term_docs, term_weights, n_docs, n):
     """Top-``n`` listings of one query (term ids) by summed BM25 weight, ties to the lower listing."""
     score = np.zeros(n_docs)
-    touched = np.empty(0, np.int64)
     count = 0
     for j in range(terms.shape[0]):
         count += term_ptr[terms[j] + 1] - term_ptr[terms[j]]

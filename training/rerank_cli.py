@@ -137,9 +137,10 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     from qcat.rerank import SOURCE, RerankModel
     from qcat.rerank_features import feature_names
     from training.calibrate import describe_fit, fit_calibration
-    from training.cli import save_bundle
     from training.data_flags import print_objective
-    from training.provenance import read_seen_fingerprints
+    from training.provenance import read_seen_fingerprints, write_seen_queries
+    from qcat.output import write_directory
+    from training.dataset import SPLITS
     from training.rerank import BASE_PARAMS, crossfit, export_trees, no_leak_check, stack, train_booster
     from training.rerank_data import build_examples, label_prior, neighbour_index
     from training.table_metrics import evaluate_pr
@@ -202,7 +203,13 @@ def run_train_rerank(args: argparse.Namespace) -> int:
                              "feature_gain": gain})
     model.metrics["test"] = evaluate_pr(model, dataset.test)
     seen = read_seen_fingerprints(args.model)
-    save_bundle(model, args.out, dataset, [seen] if seen is not None else [])
+    seen_here = dataset.table.queries[dataset.split != SPLITS.index("test")].tolist()  # train and validation
+
+    def write(directory: Path) -> None:  # as training.cli.save_bundle: atomic, with the queries it saw
+        write_seen_queries(directory, seen_here, [seen] if seen is not None else [])
+        model.save(directory)
+
+    write_directory(Path(args.out), write)
     print(describe_fit(calibration))
     print("feature gain: " + ", ".join(f"{n} {g:.3f}" for n, g in sorted(gain.items(), key=lambda x: -x[1])[:10]))
     print("test " + json.dumps(model.metrics["test"]))
