@@ -35,6 +35,10 @@ The peers:
     python benchmarks/bench_real_text.py --model NB=demo/qcat_demo/model \\
         --model XReg=/tmp/xreg --model "NB+XReg=/tmp/hybrid" --out real_text.json
 
+``--baseline NAME`` (default: the first ``--model``) adds a second table: each model's difference
+from it on the simulated test split and the real-text sets (PR@1 and PR@3), with the paired
+standard error over the queries (the standard deviation of the per-query differences / sqrt(n)).
+
 ``--skip-peers`` scores the bundles only; ``--real-split validation`` scores real-title and
 real-2tok on their validation split (for choosing between variants; report test).
 """
@@ -179,15 +183,29 @@ def matched_on(model, table, predictions: Predictions | None = None):
     return match_to_truth(predictions.labels, predictions.scores, model.labels, table.categories, truth_matrix(table))
 
 
-def score(model, sets: dict, simulated_predictions: Predictions) -> dict[str, float]:
-    """PR@1 on the simulated test split and its segments, PR@1/3 on the real sets."""
+PAIRED = {"sim": "sim-test", "real-title": "real-title", "real-2tok": "real-2tok"}
+
+
+def per_query_pr(matched, k: int) -> np.ndarray:
+    """PR@k of each query (NaN where it has no true category): what paired errors compare."""
+    hits = matched.hits[:, :k].sum(axis=1)
+    return np.where(matched.valid, hits / np.maximum(np.minimum(k, matched.n_true), 1), np.nan)
+
+
+def score(model, sets: dict, simulated_predictions: Predictions, per_query: dict | None = None) -> dict[str, float]:
+    """PR@1 on the simulated test split and its segments, PR@1/3 on the real sets; with
+    ``per_query``, each query's PR@1 and PR@3 of the paired sets go into it too."""
     test = sets["sim-test"]
     matched = matched_on(model, test, simulated_predictions)
+    if per_query is not None:
+        per_query["sim-test"] = {k: per_query_pr(matched, k) for k in (1, 3)}
     segment = segment_by_impressions(np.nan_to_num(test.query_impressions))
     row = {"sim PR@1": pr_at_k(matched, 1)}
     row |= {f"sim {name} PR@1": pr_at_k(matched.subset(segment == s), 1) for s, name in enumerate(SEGMENTS)}
     for name in REAL_SETS:
         real = matched_on(model, sets[name])
+        if per_query is not None:
+            per_query[name] = {k: per_query_pr(real, k) for k in (1, 3)}
         row |= {f"{name} PR@1": pr_at_k(real, 1), f"{name} PR@3": pr_at_k(real, 3)}
     return row
 
@@ -197,9 +215,9 @@ def timed_predictions(model, queries: list[str]) -> tuple[Predictions, float]:
     return best_of(lambda: model.predict(queries, K), len(queries))
 
 
-def evaluate(name: str, model, sets: dict, train_seconds: float | None) -> dict:
+def evaluate(name: str, model, sets: dict, train_seconds: float | None, per_query: dict | None = None) -> dict:
     predictions, predict_ms = timed_predictions(model, list(sets["sim-test"].queries))
-    row = score(model, sets, predictions) | {"train s": train_seconds, "predict ms/q": predict_ms}
+    row = score(model, sets, predictions, per_query) | {"train s": train_seconds, "predict ms/q": predict_ms}
     print(name, json.dumps(row), flush=True)
     return row
 
@@ -225,6 +243,29 @@ def markdown_table(results: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def paired_rows(per_query: dict[str, dict], baseline: str) -> dict[str, dict]:
+    """Each model's PR@1/PR@3 minus the baseline's per set, and the paired standard error."""
+    rows = {}
+    base = per_query[baseline]
+    for name, sets in per_query.items():
+        row = {}
+        for short, set_name in PAIRED.items():
+            for k in (1, 3):
+                diff = sets[set_name][k] - base[set_name][k]
+                diff = diff[~np.isnan(diff)]
+                row[f"{short} PR@{k}"] = (float(diff.mean()), float(diff.std(ddof=1) / np.sqrt(len(diff))))
+        rows[name] = row
+    return rows
+
+
+def paired_table(rows: dict[str, dict], baseline: str) -> str:
+    columns = [f"{short} PR@{k}" for short in PAIRED for k in (1, 3)]
+    lines = [f"| vs {baseline} (difference ± paired SE) | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
+    lines += [f"| {name} | " + " | ".join(f"{row[c][0]:+.4f} ± {row[c][1]:.4f}" for c in columns) + " |"
+              for name, row in rows.items()]
+    return "\n".join(lines)
+
+
 def parse_models(specs: list[str]) -> dict[str, Path]:
     models = {}
     for spec in specs:
@@ -241,6 +282,8 @@ def main() -> None:
     parser.add_argument("--skip-peers", action="store_true", help="score the bundles only")
     parser.add_argument("--real-split", choices=("test", "validation"), default="test",
                         help="split of real-title and real-2tok (default test; validation for model selection)")
+    parser.add_argument("--baseline", default=None, metavar="NAME",
+                        help="the model (a NAME of --model or a peer) paired errors are taken against (default: the first --model)")
     parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
     bundles = parse_models(args.model)
@@ -253,19 +296,25 @@ def main() -> None:
     sets = query_sets(corpus, dataset, args.real_split)
     print("sets: " + ", ".join(f"{name} {len(table.queries):,}" for name, table in sets.items()), flush=True)
     results: dict[str, dict] = {}
+    per_query: dict[str, dict] = {}
     workdir = Path(tempfile.mkdtemp(prefix="bench_real_text_"))
     try:
         for name, peer in ({} if args.skip_peers else PEERS).items():
             started = time.perf_counter()
             model = peer.train(dataset.train, workdir)
-            results[name] = evaluate(name, model, sets, time.perf_counter() - started)
+            results[name] = evaluate(name, model, sets, time.perf_counter() - started, per_query.setdefault(name, {}))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     for name, directory in bundles.items():
-        results[name] = evaluate(name, load_model(directory), sets, bundle_train_seconds(directory))
+        results[name] = evaluate(name, load_model(directory), sets, bundle_train_seconds(directory),
+                                 per_query.setdefault(name, {}))
     print(markdown_table(results))
+    baseline = args.baseline or (next(iter(bundles)) if bundles else None)
+    paired = paired_rows(per_query, baseline) if baseline in per_query else {}
+    if paired:
+        print(paired_table(paired, baseline))
     if args.out:
-        saved = {"results": results, "fasttext": FASTTEXT, "k": K, "real_split": args.real_split,
+        saved = {"results": results, "paired": {"baseline": baseline, "rows": paired}, "fasttext": FASTTEXT, "k": K, "real_split": args.real_split,
                  "sets": {name: len(table.queries) for name, table in sets.items()}}
         Path(args.out).write_text(json.dumps(saved, indent=2) + "\n")
 

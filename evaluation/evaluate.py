@@ -154,6 +154,20 @@ def choose_query_sets(corpus: Corpus, split: str, requested: list[str] | None) -
     return chosen, notes
 
 
+def with_first_stages(model_dirs: list, names: list[str], loaded: list) -> tuple[list, list[str], list]:
+    """Each re-ranker (``qcat train rerank``) followed by its own first stage, named
+    ``NAME first stage``, so the report shows what the second stage changed (unless that
+    bundle is given already)."""
+    given = {Path(d).resolve() for d in model_dirs}
+    dirs, out_names, models = [], [], []
+    for directory, name, model in zip(model_dirs, names, loaded):
+        dirs.append(directory), out_names.append(name), models.append(model)
+        first = Path(directory) / "first"
+        if model.backend == "rerank" and first.resolve() not in given:
+            dirs.append(first), out_names.append(f"{name} first stage"), models.append(model.first)
+    return dirs, out_names, models
+
+
 def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir: "Path | Corpus | LogCorpus | None" = None,
              period: str = "base", split: str = "test", options: ScoringOptions = ScoringOptions(),
              fit: bool = False, propensity: PropensityModel | None = None, query_sets: list[str] | None = None,
@@ -170,6 +184,7 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
         raise InputError(f"model names must differ, got {names}: name them with --name")
     started = time.perf_counter()
     loaded = [load_model(directory) for directory in model_dirs]  # verified before any data is read
+    model_dirs, names, loaded = with_first_stages(list(model_dirs), names, loaded)
     corpus = corpus_dir if isinstance(corpus_dir, (Corpus, LogCorpus)) else Corpus.open(corpus_dir)
     chosen, notes = choose_query_sets(corpus, split, query_sets)
     dataset = with_other_leaves_of(corpus.dataset(period), loaded)

@@ -28,6 +28,7 @@ BACKENDS = {
     "xmlq": "qcat.xmlq:XMLQModel",
     "xreg": "qcat.xreg:XRegModel",
     "hybrid": "qcat.hybrid:HybridModel",
+    "rerank": "qcat.rerank.model:RerankModel",
 }
 MODEL_ENV = "QCAT_MODEL"
 WARM_UP_QUERIES = ("qcat", "qcat warm up query")  # one token (NB in a hybrid) and several
@@ -182,7 +183,9 @@ class Classifier:
 
         announce_compilation("the single-query kernels", kernels.top_k)
         model = self.model
-        parts = [model.part(name) for name in model.parts] if model.backend == "hybrid" else []
+        parts = [model.part(name) for name in model.parts] if model.backend in ("hybrid", "rerank") else []
+        if model.backend == "rerank":
+            parts.append(model.first)
         for part in [model] + parts:
             for query in WARM_UP_QUERIES:
                 part.predict_one(query, 1)

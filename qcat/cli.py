@@ -25,7 +25,7 @@ from qcat.progress import QUIET_ENV
 # command -> (module with main(command, argv), one-line help)
 DELEGATED = {
     "data": ("qcat.training.commands.data", "click logs: ingest, simulate, build the demo corpus"),
-    "train": ("qcat.training.commands.train", "train a model bundle (nb, xmlq, xreg, hybrid)"),
+    "train": ("qcat.training.commands.train", "train a model bundle (nb, xmlq, xreg, hybrid, rerank)"),
     "evaluate": ("qcat.evaluation.cli", "score models on a corpus split; write a head/torso/tail report"),
     "golden": ("qcat.evaluation.golden.cli", "golden-data search harness: generate, import, evaluate (baseline vs target)"),
     "db": ("qcat.judging.cli", "judging store migrations: upgrade, downgrade, current"),
@@ -411,6 +411,7 @@ def run_info(args: argparse.Namespace) -> int:
     from qcat.bundle import read_manifest
     from qcat.calibration import describe_scores
     from qcat.classifier import model_from_manifest
+    from qcat.rerank.model import FIRST_DIR
 
     manifest = read_manifest(args.model)
     model = model_from_manifest(manifest)  # loads fully: catches inconsistent arrays too
@@ -430,6 +431,11 @@ def run_info(args: argparse.Namespace) -> int:
     print(f"scores         {describe_scores(model)}")
     for name, digest in sorted(data.get("parts", {}).items()):
         print(f"part           {name}/  (manifest sha256 {digest[:16]}…, verified with its files)")
+    if data["backend"] == "rerank":
+        first = data.get("first_stage", {})
+        print(f"second stage   a learned re-ranker over the candidates of its first stage {FIRST_DIR}/ "
+              f"({first.get('backend')}, manifest sha256 {str(first.get('manifest_sha256'))[:16]}…, verified with its "
+              f"files), {len(model.trees.roots)} trees over {len(manifest.config.get('features', []))} features")
     for key, value in sorted(manifest.config.items()):
         print(f"config         {key} = {value}")
     for key, value in sorted(manifest.metrics.items()):

@@ -11,7 +11,7 @@ import importlib.util
 
 EXTRA_MODULES = {
     "data": ("scipy", "duckdb", "pyarrow", "rich"),
-    "train": ("keras", "tf2onnx", "onnx"),
+    "train": ("keras", "tf2onnx", "onnx", "lightgbm"),
     "eval": ("matplotlib", "bm25s"),
     "judge": ("streamlit", "sqlalchemy", "alembic", "psycopg", "markdown_it"),
     "spark": ("pyspark",),

@@ -148,14 +148,22 @@ class HybridModel:
                 sources[r] = source
         return calibrated(self.calibration, Predictions(labels, scores, tuple(sources)), queries)
 
-    def predict_one(self, query: str, k: int) -> Predictions:
-        """``predict([query], k)`` through the parts' compiled single-query paths."""
+    def predict_one(self, query: str, k: int, known: dict[str, Predictions] | None = None) -> Predictions:
+        """``predict([query], k)`` through the parts' compiled single-query paths. ``known``: parts'
+        answers to this query already at hand (name -> ``predict_one(query, depth)``), used where
+        their depth is the one needed (the re-ranker asks every part first)."""
         from qcat import kernels
+
+        def answer(part: str, depth: int) -> Predictions:
+            given = (known or {}).get(part)
+            if given is not None and given.labels.shape[1] == depth:
+                return Predictions(given.labels.copy(), given.scores.copy(), given.sources)
+            return self.part(part).predict_one(query, depth)
 
         name = self.part_for(tokenize(query))
         if name == LONG_SIDE:
             depth = self.blend_depth(k)
-            answers = [(part, weight, self.part(part).predict_one(query, depth)) for part, weight in self.weights()]
+            answers = [(part, weight, answer(part, depth)) for part, weight in self.weights()]
             top_labels, top_scores = kernels.blend_top_k(
                 np.concatenate([self._labels_of(part, answer.labels[0]) for part, _, answer in answers]),
                 np.concatenate([weight * answer.scores[0].astype(np.float64) for _, weight, answer in answers]),
@@ -165,7 +173,7 @@ class HybridModel:
             labels[0, :len(top_labels)], scores[0, :len(top_labels)] = top_labels, top_scores
             predictions = Predictions(labels, scores, (BLEND,))
         else:
-            part = self.part(name).predict_one(query, k)
+            part = answer(name, k)
             predictions = Predictions(self._labels_of(name, part.labels), part.scores, part.sources)
         return calibrated_one(self.calibration, predictions, query)
 

@@ -18,7 +18,8 @@ import pytest
 pytestmark = pytest.mark.slow  # its fixtures train models or build wheels: over 3 s a test (the fast loop leaves them out)
 
 ROOT = Path(__file__).resolve().parent.parent
-ABSENT_FROM_CORE = ("streamlit", "tensorflow", "duckdb", "pyspark", "matplotlib", "scipy", "keras", "sqlalchemy")
+ABSENT_FROM_CORE = ("streamlit", "tensorflow", "duckdb", "pyspark", "matplotlib", "scipy", "keras", "sqlalchemy",
+                    "lightgbm")
 DATA_SUFFIXES = (".csv", ".gz", ".parquet", ".npz", ".tsv", ".onnx", ".jsonl")
 EXTRA_COMMANDS = {  # a command outside the core -> the extra its error must name
     ("data", "simulate", "--out", "x"): "data",

@@ -19,7 +19,7 @@ from pathlib import Path
 from qcat.classifier import Classifier
 from qcat.errors import InputError
 
-BACKENDS = ("nb", "xmlq", "xreg", "hybrid")
+BACKENDS = ("nb", "xmlq", "xreg", "hybrid", "rerank")
 
 
 def flags_of(options: dict) -> list[str]:
@@ -81,3 +81,10 @@ def train_hybrid(out: str | Path, *, nb: str | Path, xreg: str | Path | None = N
     bundle), its cutoff and blend chosen on validation (``qcat train hybrid``'s other flags as
     ``options``)."""
     return train("hybrid", out, nb=nb, xreg=xreg, xmlq=xmlq, verbose=verbose, **options)
+
+
+def train_rerank(out: str | Path, *, model: str | Path, catalog: str | Path | None = None, candidates: int | None = None,
+                 verbose: bool = False, **options) -> Classifier:
+    """A learned second stage over the candidates of the bundle ``model`` (``qcat train rerank``'s
+    other flags as ``options``)."""
+    return train("rerank", out, model=model, catalog=catalog, candidates=candidates, verbose=verbose, **options)

@@ -48,6 +48,10 @@ class LoadedModel:
             summary |= {"cutoff": model.cutoff, "route_to": model.route_to, "blend": model.blend,
                         "long_backend": model.long_backend,
                         "long_shares": dict(zip(model.parts[1:], model.long_shares))}
+        if model.backend == "rerank":
+            summary |= {"second_stage": {"backend": "rerank", "first_stage": model.first.backend,
+                                         "candidates": model.depth, "neighbours": model.neighbours,
+                                         "trees": len(model.trees.roots)}}
         return summary
 
 

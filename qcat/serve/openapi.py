@@ -118,7 +118,10 @@ def openapi_document(config: ServeConfig) -> dict:
                                                 "load_seconds": {"type": "number"}, "labels": {"type": "integer"},
                                                 "directory": {"type": "string"},
                                                 "qcat_version": {"type": "string", "description": "the qcat that built the bundle"},
-                                                "served_by": {"type": "string", "description": "the qcat serving it"}}},
+                                                "served_by": {"type": "string", "description": "the qcat serving it"},
+                                                "second_stage": {"type": "object", "description": "present when a "
+                                                                 "learned re-ranker (qcat train rerank) orders the "
+                                                                 "first stage's candidates"}}},
                 "Status": {"type": "object", "required": ["status"], "properties": {"status": {"type": "string"}}},
                 "Worker": {"type": "object", "required": ["pid", "bundle_hash", "last_reload"], "properties": {
                     "pid": {"type": "integer"}, "bundle_hash": {"type": "string"},

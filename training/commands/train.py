@@ -159,6 +159,9 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
                              "from 0, 0.2, 0.3, 0.5)")
     add_data_flags(hybrid)
     hybrid.set_defaults(run=run_train_hybrid)
+    from qcat.training.commands.rerank import add_rerank_command
+
+    add_rerank_command(sub)
 
 
 def save_bundle(model, out: Path, dataset, also_seen=()) -> None:
