@@ -15,7 +15,7 @@ from qcat.evaluation.report_files import clean_json
 DEFAULT_OUT = Path("qcat-report")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str = "") -> argparse.ArgumentParser:
     parser = ArgumentParser(
         prog="qcat evaluate",
         description="Score model bundles on a corpus split; write report.md, report.html and report.json.",
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(command: str, argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(command).parse_args(argv)
     from qcat.evaluation.evaluate import evaluate
     from qcat.evaluation.propensity import PropensityModel
     from qcat.evaluation.scoring import ScoringOptions

@@ -3,6 +3,8 @@ command line delegates to; each action is in :mod:`qcat.judging.commands`."""
 
 from __future__ import annotations
 
+import argparse
+
 from qcat.judging.commands.app import run_app
 from qcat.judging.commands.parsers import db_parser, judge_parser
 from qcat.judging.commands.people import run_add_admin, run_add_judge, run_deactivate, run_members, run_reset_token
@@ -10,12 +12,17 @@ from qcat.judging.commands.sessions import run_add_gold, run_create, run_export,
 from qcat.judging.commands.store import run_backup, run_db
 
 
+def build_parser(command: str) -> argparse.ArgumentParser:
+    """The parser of ``qcat db`` or ``qcat judge`` (the CLI reference is generated from it)."""
+    return db_parser() if command == "db" else judge_parser()
+
+
 def main(command: str, argv: list[str]) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from qcat.judging.store.connection import database_error
 
-    args = (db_parser() if command == "db" else judge_parser()).parse_args(argv)
+    args = build_parser(command).parse_args(argv)
     run = run_db if command == "db" else JUDGE_ACTIONS[args.action]
     try:
         return run(args)

@@ -22,7 +22,7 @@ from qcat.extras import EXTRA_INCLUDES, EXTRA_MODULES, first_missing
 from qcat.lines import MAX_K as LIMIT_K
 from qcat.progress import QUIET_ENV
 
-# command -> (module with main(command, argv), one-line help)
+# command -> (module with main(command, argv) and build_parser(command), one-line help)
 DELEGATED = {
     "data": ("qcat.training.commands.data", "click logs: ingest, simulate, build the demo corpus"),
     "train": ("qcat.training.commands.train", "train a model bundle (nb, xmlq, xreg, hybrid, rerank)"),

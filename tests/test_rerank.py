@@ -195,6 +195,7 @@ def test_info_and_the_http_service_say_a_second_stage_is_present(first, tmp_path
         assert server.stop() == 0
 
 
+@pytest.mark.slow
 def test_qcat_train_rerank_end_to_end(tmp_path, capsys) -> None:
     """The command on the demo model, with a tiny grid (2 leaves, 2 or 3 rounds, 2 folds)."""
     pytest.importorskip("lightgbm")

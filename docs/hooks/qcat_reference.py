@@ -24,7 +24,6 @@ check that every ``qcat`` command line in the guide parses.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import importlib
 import inspect
@@ -39,42 +38,14 @@ WIDTH = 96  # the usage lines' width
 
 # --------------------------------------------------------------------------- the command line
 
-class _Captured(Exception):
-    def __init__(self, parser: argparse.ArgumentParser) -> None:
-        super().__init__(parser.prog)
-        self.parser = parser
-
-
-@contextlib.contextmanager
-def _parsers_captured():
-    """While active, parsing with any argparse parser raises :class:`_Captured` carrying it."""
-    original = argparse.ArgumentParser.parse_known_args
-
-    def capture(self, args=None, namespace=None):
-        raise _Captured(self)
-
-    argparse.ArgumentParser.parse_known_args = capture
-    try:
-        yield
-    finally:
-        argparse.ArgumentParser.parse_known_args = original
-
-
 def command_parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """qcat's top-level parser, and the parser of each command that ``qcat.cli`` delegates to
-    another package, by command name (exactly the parsers ``qcat COMMAND ...`` parses with)."""
+    another package, by command name: each such module's ``build_parser(command)``, the very
+    parser its ``main`` parses with."""
     from qcat import cli
 
-    delegated = {}
-    for command, (module_name, _) in cli.DELEGATED.items():
-        module = importlib.import_module(module_name)
-        with _parsers_captured():
-            try:
-                module.main(command, [])
-            except _Captured as captured:
-                delegated[command] = captured.parser
-            else:
-                raise RuntimeError(f"qcat {command}: {module_name}.main returned without parsing its arguments")
+    delegated = {command: importlib.import_module(module_name).build_parser(command)
+                 for command, (module_name, _) in cli.DELEGATED.items()}
     return cli.build_parser(), delegated
 
 

@@ -57,7 +57,7 @@ def judging_store_reader():
         raise InputError(f"--golden-session: {exc}") from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str = "") -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="qcat golden", description="Golden-data search harness (eBay §4.2.2).")
     commands = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(command: str, argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(command).parse_args(argv)
     say = lambda message: print(message, file=sys.stderr)  # noqa: E731
     if args.action == "import":
         return run_import(args, say)

@@ -11,12 +11,17 @@ from qcat.errors import InputError
 from qcat.training.clicklogs.clicklog import INTERNAL_NODE_RULES
 
 
-def main(command: str, argv: list[str]) -> int:
+def build_parser(command: str) -> argparse.ArgumentParser:
+    """The parser of ``qcat {command}`` (the CLI reference is generated from it)."""
     from qcat.cli import ArgumentParser
 
     parser = ArgumentParser(prog=f"qcat {command}")
     _add_data_commands(parser.add_subparsers(dest="action", metavar="ACTION", required=True))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(command: str, argv: list[str]) -> int:
+    args = build_parser(command).parse_args(argv)
     return args.run(args)
 
 

@@ -23,12 +23,17 @@ from qcat.training.commands.data_flags import (
 )
 
 
-def main(command: str, argv: list[str]) -> int:
+def build_parser(command: str) -> argparse.ArgumentParser:
+    """The parser of ``qcat {command}`` (the CLI reference is generated from it)."""
     from qcat.cli import ArgumentParser
 
     parser = ArgumentParser(prog=f"qcat {command}")
     _add_train_commands(parser.add_subparsers(dest="action", metavar="ACTION", required=True))
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(command: str, argv: list[str]) -> int:
+    args = build_parser(command).parse_args(argv)
     check_bundle_out(args.out)
     # Taken before any work and held to the end: a second run into the same --out is
     # refused at once instead of both training and the last one's bundle winning.
