@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 from numba import njit
 
+from qcat.bm25 import bm25_postings
 from qcat.bundle import Manifest, load_arrays, load_lines, save_lines
 from qcat.errors import BundleError
 
@@ -76,22 +77,9 @@ class NeighbourIndex:
 
 def build_neighbour_index(doc_tokens: list[list[str]], doc_label: np.ndarray, k1: float = 1.2,
                           b: float = 0.75) -> NeighbourIndex:
-    """A BM25 index over tokenized titles (the weights of ``qcat.training.simulator.search_index``)."""
-    vocabulary: dict[str, int] = {}
-    lengths = np.fromiter((len(t) for t in doc_tokens), dtype=np.int64, count=len(doc_tokens))
-    terms = np.fromiter((vocabulary.setdefault(t, len(vocabulary)) for toks in doc_tokens for t in toks),
-                        dtype=np.int64, count=int(lengths.sum()))
-    n_docs = max(len(doc_tokens), 1)
-    docs = np.repeat(np.arange(len(doc_tokens), dtype=np.int64), lengths)
-    pair_key, tf = np.unique(terms * n_docs + docs, return_counts=True)
-    pair_term, pair_doc = np.divmod(pair_key, n_docs)
-    df = np.bincount(pair_term, minlength=len(vocabulary))
-    idf = np.log1p((len(doc_tokens) - df + 0.5) / (df + 0.5))
-    norm = k1 * (1.0 - b + b * lengths[pair_doc] / max(1.0, lengths.mean() if len(lengths) else 1.0))
-    weights = idf[pair_term] * tf * (k1 + 1.0) / (tf + norm)
-    ptr = np.searchsorted(pair_term, np.arange(len(vocabulary) + 1)).astype(np.int64)
-    return NeighbourIndex(vocabulary, ptr, pair_doc.astype(np.int32), weights.astype(np.float32),
-                          np.asarray(doc_label, dtype=np.int32))
+    """A BM25 index over tokenized titles (:func:`qcat.bm25.bm25_postings`)."""
+    vocabulary, ptr, docs, weights = bm25_postings(doc_tokens, k1, b)
+    return NeighbourIndex(vocabulary, ptr, docs, weights.astype(np.float32), np.asarray(doc_label, dtype=np.int32))
 
 
 @njit(cache=True, nogil=True)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from qcat.bm25 import bm25_postings
+
 
 @dataclass(frozen=True)
 class SearchIndex:
@@ -25,19 +27,8 @@ class SearchIndex:
 
 def build_index(doc_tokens: list[list[str]], doc_prior: np.ndarray, k1: float = 1.2, b: float = 0.75) -> SearchIndex:
     """Index normalized title tokens with BM25 weights."""
-    vocabulary: dict[str, int] = {}
-    lengths = np.fromiter((len(t) for t in doc_tokens), dtype=np.int64, count=len(doc_tokens))
-    terms = np.fromiter((vocabulary.setdefault(t, len(vocabulary)) for toks in doc_tokens for t in toks),
-                        dtype=np.int64, count=int(lengths.sum()))
-    docs = np.repeat(np.arange(len(doc_tokens), dtype=np.int64), lengths)
-    pair_key, tf = np.unique(terms * len(doc_tokens) + docs, return_counts=True)
-    pair_term, pair_doc = np.divmod(pair_key, len(doc_tokens))
-    df = np.bincount(pair_term, minlength=len(vocabulary))
-    idf = np.log1p((len(doc_tokens) - df + 0.5) / (df + 0.5))
-    norm = k1 * (1.0 - b + b * lengths[pair_doc] / max(1.0, lengths.mean()))
-    weights = idf[pair_term] * tf * (k1 + 1.0) / (tf + norm)
-    ptr = np.searchsorted(pair_term, np.arange(len(vocabulary) + 1)).astype(np.int64)
-    return SearchIndex(vocabulary, ptr, pair_doc.astype(np.int32), weights, np.asarray(doc_prior, dtype=np.float64))
+    vocabulary, ptr, docs, weights = bm25_postings(doc_tokens, k1, b)
+    return SearchIndex(vocabulary, ptr, docs, weights, np.asarray(doc_prior, dtype=np.float64))
 
 
 def search(index: SearchIndex, queries: list[list[str]], k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
