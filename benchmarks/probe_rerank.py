@@ -25,12 +25,12 @@ sys.path.insert(0, str(ROOT))
 
 from qcat.classifier import load_model  # noqa: E402
 from qcat.demo import demo_model_dir  # noqa: E402
-from qcat.rerank.model import RerankModel  # noqa: E402
 from qcat.rerank.features import feature_names  # noqa: E402
+from qcat.rerank.model import RerankModel  # noqa: E402
 from qcat.training.data.corpus import Corpus  # noqa: E402
 from qcat.training.data.dataset import subset_queries  # noqa: E402
-from qcat.training.rerank.trainer import BASE_PARAMS, crossfit, no_leak_check  # noqa: E402
 from qcat.training.rerank.data import build_examples, label_prior, neighbour_index  # noqa: E402
+from qcat.training.rerank.trainer import BASE_PARAMS, crossfit, no_leak_check  # noqa: E402
 from qcat.training.selection.objective import WEIGHTS  # noqa: E402
 
 

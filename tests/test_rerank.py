@@ -11,16 +11,16 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from single_query_check import assert_same_answers
 
 from qcat.bundle import read_manifest
 from qcat.classifier import Classifier, load_model
 from qcat.errors import BundleError
-from qcat.rerank.neighbours import build_neighbour_index
 from qcat.normalize import tokenize
-from qcat.rerank.model import RerankModel
 from qcat.rerank.features import feature_names
+from qcat.rerank.model import RerankModel
+from qcat.rerank.neighbours import build_neighbour_index
 from qcat.rerank.trees import TreeEnsemble
-from single_query_check import assert_same_answers
 
 BED = "c146"  # Furniture > Living Room Furniture > Sofa Beds & Futons
 LISTINGS = [("king size poster bed frame oak", BED), ("poster bed with canopy king", BED),

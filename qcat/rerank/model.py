@@ -27,9 +27,9 @@ from qcat.bundle import MANIFEST, Manifest, load_arrays, read_manifest, sha256_f
 from qcat.calibration import Calibration, calibrated, calibrated_one, describe, load_calibration, save_calibration
 from qcat.errors import BundleError
 from qcat.model import Model, Predictions
-from qcat.rerank.neighbours import NeighbourIndex, search_one, vote
 from qcat.normalize import tokenize
 from qcat.rerank.features import LabelFacts, QueryFacts, candidate_features, feature_names
+from qcat.rerank.neighbours import NeighbourIndex, search_one, vote
 from qcat.rerank.trees import TreeEnsemble
 from qcat.taxonomy import Taxonomy
 

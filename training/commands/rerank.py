@@ -134,15 +134,15 @@ def out_of_fold_answers(examples, scores) -> dict[str, tuple[np.ndarray, np.ndar
 def run_train_rerank(args: argparse.Namespace) -> int:
     from qcat.bundle import read_manifest
     from qcat.classifier import load_model
-    from qcat.rerank.model import SOURCE, RerankModel
-    from qcat.rerank.features import feature_names
-    from qcat.training.selection.calibrate import describe_fit, fit_calibration
-    from qcat.training.commands.data_flags import print_objective
-    from qcat.training.data.provenance import read_seen_fingerprints, write_seen_queries
     from qcat.output import write_directory
+    from qcat.rerank.features import feature_names
+    from qcat.rerank.model import SOURCE, RerankModel
+    from qcat.training.commands.data_flags import print_objective
     from qcat.training.data.dataset import SPLITS
-    from qcat.training.rerank.trainer import BASE_PARAMS, crossfit, export_trees, no_leak_check, stack, train_booster
+    from qcat.training.data.provenance import read_seen_fingerprints, write_seen_queries
     from qcat.training.rerank.data import build_examples, label_prior, neighbour_index
+    from qcat.training.rerank.trainer import BASE_PARAMS, crossfit, export_trees, no_leak_check, stack, train_booster
+    from qcat.training.selection.calibrate import describe_fit, fit_calibration
     from qcat.training.selection.table_metrics import evaluate_pr
 
     started = time.perf_counter()

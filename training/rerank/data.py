@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from qcat.errors import InputError
-from qcat.rerank.neighbours import NeighbourIndex, build_neighbour_index
 from qcat.normalize import tokenize
 from qcat.rerank.model import RerankModel
+from qcat.rerank.neighbours import NeighbourIndex, build_neighbour_index
 from qcat.training.catalog.listings import Catalog
 from qcat.training.clicklogs.clicktable import ClickTable
 
