@@ -46,6 +46,7 @@ real-2tok on their validation split (for choosing between variants; report test)
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -287,6 +288,9 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
     bundles = parse_models(args.model)
+    missing = [] if args.skip_peers else [m for m in ("fasttext", "omikuji") if importlib.util.find_spec(m) is None]
+    if missing:  # before minutes of work, not after
+        raise SystemExit(f"the peers need {', '.join(missing)}: pip install -e \".[bench]\" (or --skip-peers)")
 
     from qcat.classifier import load_model
     from qcat.training.data.corpus import Corpus

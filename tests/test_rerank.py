@@ -213,6 +213,11 @@ def test_qcat_train_rerank_end_to_end(tmp_path, capsys) -> None:
     classifier = Classifier.load(out).compile()
     assert classifier.classify(["hornby train set"], 3)[0].categories
     assert_same_answers(classifier.model, ["hornby train set", "king poster bed", "ipod"], 5)
+    from qcat.training.data.provenance import read_seen_fingerprints
+
+    shipped_seen = read_seen_fingerprints(Classifier.load().directory)
+    assert np.array_equal(read_seen_fingerprints(out / "first"), shipped_seen)  # the first stage keeps its record
+    assert np.isin(shipped_seen, read_seen_fingerprints(out)).all()  # the second stage's covers it
 
 
 def test_train_rerank_refuses_a_reranker_as_its_first_stage(first, tmp_path) -> None:

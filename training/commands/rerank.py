@@ -136,7 +136,7 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     from qcat.classifier import load_model
     from qcat.output import write_directory
     from qcat.rerank.features import feature_names
-    from qcat.rerank.model import SOURCE, RerankModel
+    from qcat.rerank.model import FIRST_DIR, SOURCE, RerankModel
     from qcat.training.commands.data_flags import print_objective
     from qcat.training.data.dataset import SPLITS
     from qcat.training.data.provenance import read_seen_fingerprints, write_seen_queries
@@ -207,6 +207,8 @@ def run_train_rerank(args: argparse.Namespace) -> int:
 
     def write(directory: Path) -> None:  # as qcat.training.commands.train.save_bundle: atomic, with the queries it saw
         write_seen_queries(directory, seen_here, [seen] if seen is not None else [])
+        if seen is not None:  # the first stage keeps its own record, so `qcat evaluate` reports its overlap too
+            write_seen_queries(directory / FIRST_DIR, [], [seen])
         model.save(directory)
 
     write_directory(Path(args.out), write)
