@@ -20,13 +20,9 @@ import os
 import sys
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 
 def model(specs: list[str]) -> None:

@@ -1,7 +1,7 @@
 """The catalog as a training source (issue 23): log only, catalog only and both, and a row per
 short-form rule, on the demo corpus, in one run.
 
-Every model is the demo's NB + XReg hybrid (:func:`qcat.training.simulator.build_demo.build_hybrid`: NB tuned
+Every model is the demo's NB + XReg hybrid (:func:`qcat.training.commands.build_demo.build_hybrid`: NB tuned
 on the objective, XReg with |w| >= 1, the hybrid's cutoff and blend chosen on the objective):
 
 - ``log only``: the simulated log's base period (``--log-only DIR``: a bundle built by
@@ -35,9 +35,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 SETS = ("simulated", "real-title", "real-2tok", "real-queries")
 DRAWS = 20_000
@@ -106,8 +103,8 @@ def chosen_settings(bundle: Path) -> dict[str, dict]:
 def main(argv=None) -> int:
     from qcat.training.catalog.data import CatalogData
     from qcat.training.catalog.short_forms import RULES
+    from qcat.training.commands.build_demo import build_hybrid, hybrid_objective
     from qcat.training.data.corpus import Corpus
-    from qcat.training.simulator.build_demo import build_hybrid, hybrid_objective
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True, help="directory for the bundles built here")

@@ -60,7 +60,6 @@ from typing import Sequence
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_xreg import best_of, xc_format  # noqa: E402

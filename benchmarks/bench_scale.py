@@ -233,7 +233,7 @@ def run_child(command: list[str], *, stdin=None, stdout_file=None, timeout: floa
               echo=True, env: dict[str, str] | None = None) -> dict:
     """Run ``command`` (with ``env`` added to the environment); its wall time, peak RSS
     (``os.wait4``) and exit status."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    env = dict(os.environ,
                PYTHONUNBUFFERED="1", **(env or {}))
     started = time.perf_counter()
     out = open(stdout_file, "wb") if stdout_file else subprocess.PIPE

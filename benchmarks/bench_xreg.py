@@ -37,7 +37,6 @@ import numpy as np
 import scipy.sparse as sp
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from qcat.evaluation import metrics as M  # noqa: E402
 from qcat.evaluation import regression as R  # noqa: E402

@@ -14,14 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 from qcat.classifier import load_model  # noqa: E402
 from qcat.demo import demo_model_dir  # noqa: E402

@@ -19,9 +19,6 @@ from pathlib import Path
 
 import duckdb
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 
 def rss_gb() -> float:
     with open("/proc/self/status") as status:

@@ -7,8 +7,8 @@ This package is the serving runtime. It never imports TensorFlow or training cod
     >>> classifier.classify(["lego star wars"], k=1)[0].categories[0].path
     'Toys & Hobbies > Characters & Brands > Star Wars > Toys'
 
-Training from Python is :mod:`qcat.training.api` (``train_nb``, ``train_xreg``, ``train_xmlq``,
-``train_hybrid``).
+Training from Python is :mod:`qcat.training` (``train_nb``, ``train_xreg``, ``train_xmlq``,
+``train_hybrid``, ``train_rerank``).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 import numbers
-import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path

@@ -25,9 +25,9 @@ import numpy as np
 from qcat.bundle import Manifest, load_arrays, load_labels, load_vocabulary, save_lines, write_bundle
 from qcat.calibration import Calibration, calibrated, calibrated_one, describe, load_calibration, save_calibration
 from qcat.errors import BundleError, InputError
+from qcat.label_tree import TREE_ARRAYS, LabelTree
 from qcat.model import Predictions, top_k, top_k_sparse
 from qcat.nb import normalized_tokens, query_features
-from qcat.label_tree import TREE_ARRAYS, LabelTree
 from qcat.sparse_rows import Rows
 from qcat.taxonomy import Taxonomy
 

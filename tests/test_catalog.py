@@ -256,7 +256,7 @@ def test_catalog_flags_need_catalog(tmp_path):
 def test_build_demo_ships_the_best_objective_that_fits_the_size_limit(tmp_path, monkeypatch, capsys):
     from types import SimpleNamespace
 
-    from qcat.training.simulator import build_demo
+    from qcat.training.commands import build_demo
 
     class Candidate:
         def __init__(self, objective, size):

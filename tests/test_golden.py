@@ -22,7 +22,7 @@ from qcat.evaluation.golden.system_metrics import QueryJudgments, bootstrap_delt
 from qcat.evaluation.metrics import roc_auc_by_group
 from qcat.nb import NaiveBayesModel
 from qcat.taxonomy import from_paths
-from qcat.training.catalog.listings import Catalog
+from qcat.training.data.listings import Catalog
 
 PATHS = ["Fashion > Shoes", "Home > Shoe care", "Home > Furniture"]
 

@@ -12,12 +12,12 @@ from sqlalchemy import func, select, update
 
 from qcat.errors import InputError
 from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading.judges import add_admin, add_judge, authenticate, authenticate_any, reset_token, set_active
 from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
 from qcat.judging.reporting import admin_figures as admin
 from qcat.judging.reporting.report import build_report
 from qcat.judging.reporting.results import load_results
 from qcat.judging.store import sign_ins
-from qcat.judging.store.judges import add_admin, add_judge, authenticate, authenticate_any, reset_token, set_active
 from qcat.judging.store.models import Admin, Assignment, Judge, JudgmentVersion, SignIn, utcnow
 
 

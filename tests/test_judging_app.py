@@ -25,10 +25,10 @@ from sqlalchemy import func, select
 from streamlit.testing.v1 import AppTest
 
 from qcat.judging.grading.desk import PREFETCH
+from qcat.judging.grading.judges import add_admin, add_judge
 from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
 from qcat.judging.reporting.admin_figures import judge_activity as admin_activity
 from qcat.judging.store.connection import open_store
-from qcat.judging.store.judges import add_admin, add_judge
 from qcat.judging.store.migrate import upgrade
 from qcat.judging.store.models import Assignment, Judgment, JudgmentVersion, SessionQuery
 
@@ -430,7 +430,7 @@ def test_submit_refuses_a_query_already_submitted_when_resubmit_is_off(app_env):
     from judging_fixtures import grade_all
 
     from qcat.judging.grading import assignment, judgments
-    from qcat.judging.store.judges import find_judge
+    from qcat.judging.grading.judges import find_judge
 
     store, tokens, session_id = app_env
     with store.sessions() as session:

@@ -12,11 +12,11 @@ from judging_fixtures import REVISIONS, ROOT, qcat
 from sqlalchemy import func, select
 
 from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading.judges import authenticate
 from qcat.judging.grading.sessions import known_brand, known_price
 from qcat.judging.store.connection import open_store
-from qcat.judging.store.judges import authenticate
 from qcat.judging.store.models import Judge, ResultItem, ResultList, SessionQuery
-from qcat.training.catalog.listings import load_catalog
+from qcat.training.data.listings import load_catalog
 
 HEAD, PREVIOUS = REVISIONS[-1], REVISIONS[-2]
 
@@ -191,8 +191,8 @@ def test_backup_of_a_sqlite_store_in_use_has_every_committed_judgment_and_restor
 
     from judging_fixtures import grade_all, toy_queries
 
+    from qcat.judging.grading.judges import add_judge
     from qcat.judging.grading.sessions import store_session
-    from qcat.judging.store.judges import add_judge
     from qcat.judging.store.migrate import upgrade
 
     live = tmp_path / "live.db"

@@ -11,8 +11,8 @@ from judging_fixtures import grade_all, run_threads, toy_queries
 from sqlalchemy import func, select
 
 from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading.judges import add_judge
 from qcat.judging.grading.sessions import store_session
-from qcat.judging.store.judges import add_judge
 from qcat.judging.store.models import Assignment, Judgment, SessionQuery
 
 JUDGES = 8

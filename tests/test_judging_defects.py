@@ -34,9 +34,9 @@ from sqlalchemy import select
 from streamlit.testing.v1 import AppTest
 
 from qcat.judging.grading import assignment
+from qcat.judging.grading.judges import add_judge
 from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
 from qcat.judging.store.connection import open_store
-from qcat.judging.store.judges import add_judge
 from qcat.judging.store.migrate import upgrade
 from qcat.judging.store.models import Assignment, Judgment, JudgmentVersion
 
@@ -125,7 +125,7 @@ def test_defect_6_one_changed_grade_of_a_listing_in_both_groups_is_one_change(ap
 
 @pytest.mark.slow
 def test_defect_7_wrong_tokens_lock_the_judge_and_the_client_out_before_any_scrypt(app_store, monkeypatch):
-    from qcat.judging.store import judges
+    from qcat.judging.grading import judges
     from qcat.judging.store.sign_in_limits import LIMITER, PER_CLIENT_ACCOUNT, Limiter
 
     judge, token = add_judge(app_store, "ann")
@@ -315,7 +315,7 @@ def test_defect_12_no_deprecated_components_api_and_a_tested_streamlit_range():
 
 @pytest.mark.slow
 def test_defect_10_a_session_that_names_its_judges_is_theirs_alone(app_store, monkeypatch, tmp_path):
-    from qcat.judging.store.members import change_members
+    from qcat.judging.grading.members import change_members
 
     queries = [QuerySpec(f"query {i}", "head", [Listing(f"a{i}", "A")], [Listing(f"b{i}", "B")]) for i in range(2)]
     private = store_session(app_store, "private", "A", "B", queries, display_name="Private round")
@@ -346,7 +346,7 @@ def test_defect_10_a_session_that_names_its_judges_is_theirs_alone(app_store, mo
 def test_defect_9_long_session_names_are_cut_in_the_admin_tables(app_store):
     import json
 
-    from qcat.judging.store.judges import add_admin
+    from qcat.judging.grading.judges import add_admin
 
     long_name = "nb vs hybrid " + "with a very long description of the models compared " * 3
     store_session(app_store, long_name.strip(), "A", "B",

@@ -9,10 +9,10 @@ from judging_fixtures import ROOT
 from streamlit.testing.v1 import AppTest
 
 from qcat.judging.grading import assignment, disagreements, judgments
+from qcat.judging.grading.judges import add_admin, add_judge
 from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
 from qcat.judging.reporting.report import build_report
 from qcat.judging.store.connection import open_store
-from qcat.judging.store.judges import add_admin, add_judge
 from qcat.judging.store.migrate import upgrade
 
 APP = str(ROOT / "judging_app" / "pages" / "app.py")

@@ -227,8 +227,8 @@ def test_the_store_stopped_mid_session_loses_nothing_and_r_stores_what_was_kept(
     held ready, and R, once the store is back, stores every kept query once, as typed."""
     from judging_fixtures import PostgresServer, fresh_database
 
+    from qcat.judging.grading.judges import add_judge
     from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
-    from qcat.judging.store.judges import add_judge
     from qcat.judging.store.migrate import upgrade
 
     if not Path(CHROMIUM).exists():

@@ -18,11 +18,11 @@ from qcat.errors import InputError
 from qcat.evaluation.report_files import write_report_files
 from qcat.judging.grading import assignment, judgments
 from qcat.judging.grading.gold import add_gold, gold_queries, judge_agreement
+from qcat.judging.grading.judges import add_judge, authenticate
 from qcat.judging.grading.sessions import Listing, QuerySpec, session_overview, store_session
 from qcat.judging.reporting.export import golden_from_store, qrels, write_csv
 from qcat.judging.reporting.report import build_report, draw_all, render_html, render_markdown
 from qcat.judging.store.connection import open_store
-from qcat.judging.store.judges import add_judge, authenticate
 from qcat.judging.store.models import Assignment, GoldGrade, SessionQuery, utcnow
 
 

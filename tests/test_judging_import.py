@@ -14,9 +14,9 @@ from sqlalchemy import select
 from qcat.errors import InputError
 from qcat.judging.grading import assignment, judgments
 from qcat.judging.grading.imports import read_results
+from qcat.judging.grading.judges import add_judge
 from qcat.judging.grading.sessions import Listing, QuerySpec, select_imported, store_session
 from qcat.judging.grading.timing import timing_summary
-from qcat.judging.store.judges import add_judge
 from qcat.judging.store.models import Assignment
 
 

@@ -17,11 +17,11 @@ from sqlalchemy import func, select
 
 from qcat.judging.grading import assignment, disagreements, judgments
 from qcat.judging.grading.desk import GradingDesk
+from qcat.judging.grading.judges import add_judge
 from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
 from qcat.judging.grading.timing import IDLE_CAP_SECONDS, TIMING_RULE, timing_summary
 from qcat.judging.reporting.report import build_report, header_lines, tables
 from qcat.judging.store.connection import open_store
-from qcat.judging.store.judges import add_judge
 from qcat.judging.store.migrate import upgrade
 from qcat.judging.store.models import Assignment, Judgment
 from qcat.judging.store.sign_in_limits import PER_CLIENT, PER_CLIENT_ACCOUNT, Limiter, client_address

@@ -17,6 +17,7 @@ from qcat.errors import InputError
 from qcat.evaluation.golden.system_metrics import NDCG_DEPTH
 from qcat.evaluation.report_files import write_report_files
 from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading.judges import add_judge
 from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
 from qcat.judging.reporting.agreement import (
     agreement,
@@ -28,7 +29,6 @@ from qcat.judging.reporting.agreement import (
 from qcat.judging.reporting.export import golden_from_store, qrels, write_csv, write_golden_csv, write_qrels
 from qcat.judging.reporting.report import build_report, draw_all, header_lines, render_html, render_markdown
 from qcat.judging.store.connection import open_store
-from qcat.judging.store.judges import add_judge
 from qcat.judging.store.migrate import upgrade
 
 # --- agreement -------------------------------------------------------------------------------

@@ -22,9 +22,9 @@ from judging_fixtures import grade_all, run_threads, toy_queries
 from sqlalchemy import func, select, update
 
 from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading.judges import add_judge
 from qcat.judging.grading.sessions import store_session
 from qcat.judging.store.connection import open_store
-from qcat.judging.store.judges import add_judge
 from qcat.judging.store.models import Assignment, Judgment, SessionQuery, utcnow
 
 pytestmark = pytest.mark.slow  # every test here takes over 3 s (the fast loop leaves them out)

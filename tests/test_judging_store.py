@@ -12,9 +12,9 @@ from sqlalchemy.exc import IntegrityError
 
 from qcat.errors import InputError
 from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading.judges import add_judge, authenticate
 from qcat.judging.grading.sessions import Listing, QuerySpec, find_session, session_overview, store_session
 from qcat.judging.store.connection import make_engine, open_store
-from qcat.judging.store.judges import add_judge, authenticate
 from qcat.judging.store.migrate import downgrade, upgrade
 from qcat.judging.store.models import (
     Assignment,

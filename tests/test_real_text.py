@@ -19,8 +19,8 @@ from qcat.hybrid import HybridModel
 from qcat.model import Predictions
 from qcat.normalize import tokenize
 from qcat.taxonomy import from_paths
-from qcat.training.catalog.listings import leaf_category_paths, load_catalog
 from qcat.training.data.corpus import Corpus
+from qcat.training.data.listings import leaf_category_paths, load_catalog
 from qcat.training.data.real_text import map_bestbuy_clicks, table_from_pairs
 from qcat.training.selection.calibrate import isotonic
 from qcat.training.selection.objective import choose_hybrid, objective

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from qcat.normalize import normalize
-from qcat.training.catalog.listings import Catalog, load_catalog
 from qcat.training.clicklogs.clicklog import ingest
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.clicklogs.logstats import table1_stats
+from qcat.training.data.listings import Catalog, load_catalog
 from qcat.training.simulator.simulate import (
     SimulationConfig,
     simulate_clicklog,

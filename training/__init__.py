@@ -11,6 +11,6 @@ Importing it needs only qcat's core; its subpackages need the ``data`` extra (XM
 and their import error names it.
 """
 
-from qcat.training.api import train, train_hybrid, train_nb, train_xmlq, train_xreg
+from qcat.training.api import train, train_hybrid, train_nb, train_rerank, train_xmlq, train_xreg
 
-__all__ = ["train", "train_hybrid", "train_nb", "train_xmlq", "train_xreg"]
+__all__ = ["train", "train_hybrid", "train_nb", "train_rerank", "train_xmlq", "train_xreg"]

@@ -5,9 +5,8 @@ built (``mkdocs build``, ``mkdocs serve``):
 
 - ``<!-- qcat:cli -->``: the command-line reference, from qcat's argparse parsers. The top-level
   parser comes from ``qcat.cli.build_parser``; each command that ``qcat.cli.DELEGATED`` hands to
-  another package (``data``, ``train``, ``evaluate``, ``golden``, ``db``, ``judge``) builds its
-  own parser in its ``main``, so the hook runs that ``main`` with argparse's parsing stopped at
-  its first call and takes the parser it was about to parse with. Every subcommand is rendered,
+  another package (``data``, ``train``, ``evaluate``, ``golden``, ``db``, ``judge``) comes from
+  that module's ``build_parser(command)``, the parser its ``main`` parses with. Every subcommand is rendered,
   recursively: usage, description and a table of its options per argument group.
 - ``<!-- qcat:http -->``: the HTTP API, from ``qcat.serve.openapi.openapi_document``, the
   OpenAPI document ``qcat serve`` serves at ``/openapi.json`` (with ``qcat serve``'s default

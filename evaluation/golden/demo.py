@@ -31,8 +31,8 @@ from qcat.evaluation.golden.search import MiniSearch, SearchConfig
 from qcat.measure.segments import SEGMENTS
 from qcat.normalize import normalize, tokenize
 from qcat.taxonomy import Taxonomy
-from qcat.training.catalog.listings import Catalog
 from qcat.training.data.corpus import Corpus
+from qcat.training.data.listings import Catalog
 
 SIMULATED_JUDGE = "simulator"
 

@@ -29,7 +29,7 @@ from qcat.evaluation.golden.system_metrics import (
 from qcat.normalize import tokenize
 from qcat.progress import task
 from qcat.taxonomy import Taxonomy
-from qcat.training.catalog.listings import Catalog
+from qcat.training.data.listings import Catalog
 from qcat.training.data.provenance import format_overlap, overlap, read_seen_fingerprints
 
 FLOOR = "no classifier"

@@ -14,7 +14,7 @@ import numpy as np
 from qcat.errors import InputError
 from qcat.normalize import tokenize
 from qcat.taxonomy import Taxonomy
-from qcat.training.catalog.listings import Catalog
+from qcat.training.data.listings import Catalog
 
 
 @dataclass(frozen=True)

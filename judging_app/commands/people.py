@@ -9,8 +9,8 @@ from qcat.judging.commands.common import say
 
 
 def run_add_judge(args: argparse.Namespace) -> int:
+    from qcat.judging.grading.judges import add_judge
     from qcat.judging.store.connection import open_store
-    from qcat.judging.store.judges import add_judge
 
     store = open_store(args.url)
     judge, token = add_judge(store, args.name)
@@ -21,8 +21,8 @@ def run_add_judge(args: argparse.Namespace) -> int:
 
 
 def run_add_admin(args: argparse.Namespace) -> int:
+    from qcat.judging.grading.judges import add_admin
     from qcat.judging.store.connection import open_store
-    from qcat.judging.store.judges import add_admin
 
     store = open_store(args.url)
     admin, token = add_admin(store, args.name)
@@ -34,15 +34,15 @@ def run_add_admin(args: argparse.Namespace) -> int:
 
 
 def _judge_id(store, name: str) -> int:
-    from qcat.judging.store.judges import find_judge
+    from qcat.judging.grading.judges import find_judge
 
     with store.sessions() as session:
         return find_judge(session, name).id
 
 
 def run_reset_token(args: argparse.Namespace) -> int:
+    from qcat.judging.grading.judges import reset_token
     from qcat.judging.store.connection import open_store
-    from qcat.judging.store.judges import reset_token
 
     store = open_store(args.url)
     token = reset_token(store, _judge_id(store, args.name))
@@ -54,8 +54,8 @@ def run_reset_token(args: argparse.Namespace) -> int:
 
 
 def run_deactivate(args: argparse.Namespace) -> int:
+    from qcat.judging.grading.judges import set_active
     from qcat.judging.store.connection import open_store
-    from qcat.judging.store.judges import set_active
 
     store = open_store(args.url)
     released = set_active(store, _judge_id(store, args.name), args.reactivate)
@@ -67,8 +67,8 @@ def run_deactivate(args: argparse.Namespace) -> int:
 
 
 def run_members(args: argparse.Namespace) -> int:
+    from qcat.judging.grading.members import change_members
     from qcat.judging.store.connection import open_store
-    from qcat.judging.store.members import change_members
 
     store = open_store(args.url)
     name, judges = change_members(store, args.session, args.add, args.remove)

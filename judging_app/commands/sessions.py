@@ -149,9 +149,9 @@ def run_sessions(args: argparse.Namespace) -> int:
 
 def run_release(args: argparse.Namespace) -> int:
     from qcat.judging.grading.assignment import release
+    from qcat.judging.grading.judges import find_judge
     from qcat.judging.grading.sessions import find_query, find_session
     from qcat.judging.store.connection import open_store
-    from qcat.judging.store.judges import find_judge
 
     store = open_store(args.url)
     with store.sessions() as session:

@@ -1,2 +1,2 @@
-"""Judging sessions at work: setting one up (from engines or result files), which query a judge gets
-next, grades submitted, gold questions, the disagreement queue and time per judgment."""
+"""Judging sessions at work: judges and who may judge a session, setting one up (from engines or
+result files), which query a judge gets next, grades, gold questions, disagreements, time spent."""

@@ -73,7 +73,7 @@ NOT_A_MEMBER = "you are not a judge of this session: ask its organizer to add yo
 
 def may_judge(session, judge_id: int, session_id: int) -> bool:
     """Whether the judge may judge the session: it names no judge (open to all), or names this one
-    (``session_judges``, :mod:`qcat.judging.store.members`)."""
+    (``session_judges``, :mod:`qcat.judging.grading.members`)."""
     named = session.scalar(select(exists().where(SessionJudge.session_id == session_id)))
     return not named or session.scalar(select(exists().where(SessionJudge.session_id == session_id,
                                                              SessionJudge.judge_id == judge_id)))

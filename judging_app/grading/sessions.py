@@ -27,8 +27,8 @@ import numpy as np
 from sqlalchemy import func, insert, select
 
 from qcat.errors import InputError
+from qcat.judging.grading.judges import check_name
 from qcat.judging.store.connection import Store
-from qcat.judging.store.judges import check_name
 from qcat.judging.store.models import JudgingSession, ResultItem, ResultList, SessionQuery
 from qcat.progress import task
 

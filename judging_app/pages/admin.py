@@ -16,10 +16,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from qcat.errors import InputError
 from qcat.judging.grading import disagreements
 from qcat.judging.grading.assignment import release
+from qcat.judging.grading.judges import reset_token, set_active
 from qcat.judging.grading.sessions import session_overview
 from qcat.judging.reporting import admin_figures as admin
 from qcat.judging.store.connection import error_detail
-from qcat.judging.store.judges import reset_token, set_active
 from qcat.judging.store.models import GRADE_NAMES
 
 log = logging.getLogger("qcat.judging.pages.admin")

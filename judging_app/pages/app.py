@@ -30,6 +30,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from qcat.errors import InputError
 from qcat.judging.grading import assignment, judgments
 from qcat.judging.grading.desk import STORE_DOWN, GradingDesk
+from qcat.judging.grading.judges import EMPTY_TOKEN, authenticate_any
 from qcat.judging.grading.sessions import find_session, judge_facing_name, session_overview
 from qcat.judging.grading.timing import IDLE_CAP_SECONDS
 from qcat.judging.pages.admin import admin_page
@@ -37,7 +38,6 @@ from qcat.judging.pages.page_scripts import set_sign_in_cookie
 from qcat.judging.pages.panel import grading_panel, markdown_html, sent_outbox
 from qcat.judging.store import sign_ins
 from qcat.judging.store.connection import URL_ENV, error_detail, open_store, resolve_url
-from qcat.judging.store.judges import EMPTY_TOKEN, authenticate_any
 from qcat.judging.store.models import Admin
 from qcat.judging.store.sign_in_limits import LIMITER, PROXY_HEADER_ENV, client_address, too_many
 from qcat.judging.store.tokens import split_token

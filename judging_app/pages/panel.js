@@ -1,4 +1,4 @@
-// The grading panel (judging_app/panel.py): the query, both blind groups and their grades, drawn
+// The grading panel (judging_app/pages/panel.py): the query, both blind groups and their grades, drawn
 // and graded in the browser. The panel owns the keyboard; the server hears from it once per action
 // (submit, skip, flag & skip, a review saved): the panel's outbox, sent as one state value.
 //

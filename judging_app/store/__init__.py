@@ -1,2 +1,2 @@
-"""The judging store: its tables, connections and transactions, migrations, backups, and the
-judges, tokens, sign-ins and sign-in limits kept in it."""
+"""The judging store: its tables, connections and transactions, migrations, backups, judge
+tokens, sign-ins that survive a reload, and the limits on sign-in attempts."""

@@ -9,9 +9,8 @@ Create Date: 2026-12-09 10:00:00
 """
 from typing import Sequence, Union
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 # revision identifiers, used by Alembic.
 revision: str = '0003'

@@ -10,9 +10,8 @@ Create Date: 2026-12-09 11:00:00
 """
 from typing import Sequence, Union
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 # revision identifiers, used by Alembic.
 revision: str = '0004'

@@ -17,9 +17,8 @@ Create Date: 2026-11-25 02:30:00
 """
 from typing import Sequence, Union
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 # revision identifiers, used by Alembic.
 revision: str = '0006'

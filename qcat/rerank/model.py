@@ -41,6 +41,12 @@ DEPTH = 20  # candidates taken from each answer
 NEIGHBOURS = 10  # catalog listings that vote
 
 
+def answers_of(first: Model) -> tuple[str, ...]:
+    """The answers a re-ranker over ``first`` takes candidates from: ``first``, then each of its
+    parts (a hybrid's)."""
+    return ("first",) + (tuple(first.parts) if first.backend == "hybrid" else ())
+
+
 @dataclass(frozen=True)
 class RerankModel:
     first: Model  # the first stage: its answer and its parts' answers make the candidates
@@ -67,11 +73,11 @@ class RerankModel:
     @property
     def answers(self) -> tuple[str, ...]:
         """The answers whose top categories are candidates: ``first``, then each part's name."""
-        return ("first",) + self.parts
+        return answers_of(self.first)
 
     @property
     def parts(self) -> tuple[str, ...]:
-        return tuple(self.first.parts) if self.first.backend == "hybrid" else ()
+        return answers_of(self.first)[1:]
 
     def part(self, name: str) -> Model:
         return self.first.part(name)
@@ -219,10 +225,9 @@ class RerankModel:
             raise BundleError(f"{where}: {ARRAYS_FILE} or the manifest's config is not a re-ranker's ({exc})") from None
         if len(prior) != len(first.labels):
             raise BundleError(f"{where}: {ARRAYS_FILE} has {len(prior)} label priors for {len(first.labels)} labels")
-        model = cls(first=first, index=NeighbourIndex.load(manifest, len(first.labels)), prior=prior, trees=trees,
-                    taxonomy=taxonomy, config=config, metrics=manifest.metrics, depth=depth, neighbours=neighbours,
-                    calibration=load_calibration(manifest))
-        if names != list(feature_names(model.answers)):
+        if names != list(feature_names(answers_of(first))):
             raise BundleError(f"{where}: its trees read features {names[:3]}..., this qcat builds "
-                              f"{list(feature_names(model.answers))[:3]}...: retrain it with this version")
-        return model
+                              f"{list(feature_names(answers_of(first)))[:3]}...: retrain it with this version")
+        return cls(first=first, index=NeighbourIndex.load(manifest, len(first.labels)), prior=prior, trees=trees,
+                   taxonomy=taxonomy, config=config, metrics=manifest.metrics, depth=depth, neighbours=neighbours,
+                   calibration=load_calibration(manifest))

@@ -59,8 +59,9 @@ class TreeEnsemble:
             raise ValueError(f"no array {exc}") from None
         n = len(ensemble.feature)
         internal = ensemble.feature >= 0
-        if (any(len(getattr(ensemble, name)) != n for name in TREE_ARRAYS[2:]) or np.any(ensemble.feature >= n_features)
-                or np.any((ensemble.roots < 0) | (ensemble.roots >= max(n, 1)))
+        if (any(getattr(ensemble, name).ndim != 1 for name in TREE_ARRAYS)
+                or any(len(getattr(ensemble, name)) != n for name in TREE_ARRAYS[2:]) or np.any(ensemble.feature >= n_features)
+                or np.any((ensemble.roots < 0) | (ensemble.roots >= n))
                 or np.any(internal & ((ensemble.left <= np.arange(n)) | (ensemble.left >= n)))
                 or np.any(internal & ((ensemble.right <= np.arange(n)) | (ensemble.right >= n)))):
             raise ValueError("node arrays of unequal length, or children that do not point forward inside them")

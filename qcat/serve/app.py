@@ -32,9 +32,9 @@ from qcat.serve import loading, memory
 from qcat.serve.access_log import AccessLog
 from qcat.serve.batching import DeadlineExceeded, DirectRunner, MicroBatcher
 from qcat.serve.config import RELOAD_TOKEN_ENV, ServeConfig
+from qcat.serve.http_layer import Lifecycle
 from qcat.serve.loading import LoadedModel
 from qcat.serve.metrics import CONTENT_TYPE, ServiceMetrics
-from qcat.serve.http_layer import Lifecycle
 from qcat.serve.openapi import openapi_document
 from qcat.serve.reloads import SingleWorker
 from qcat.serve.requests import HTTPProblem, parse_classify_body, parse_classify_query_string

@@ -1,5 +1,5 @@
-"""Catalogs as training data: listings read and validated, turned into weighted training pairs,
-and the short forms of listing titles and long queries."""
+"""Catalogs as a training source: listings read and validated for training, turned into weighted
+training pairs, and the short forms of listing titles and long queries."""
 
 from qcat.extras import require_extra
 

@@ -5,7 +5,7 @@ line number (the DuckDB engine's reader).
 The invariant: lines in the file = header lines + rows read + blank lines, and every row read is
 used or skipped under one reason. A quoted field never runs across lines: a line whose quote is
 not closed on it is a malformed row, and the next line is read as a row again, so one stray
-quote cannot swallow the rows after it. A line longer than :data:`qcat.errors.MAX_LINE_BYTES`
+quote cannot swallow the rows after it. A line longer than :data:`qcat.lines.MAX_LINE_BYTES`
 is a row that is too long, not parsed at all.
 """
 

@@ -1,4 +1,4 @@
-"""The training commands: ``qcat train ...`` and ``qcat data ...``, with the data flags they share.
+"""The training commands: ``qcat train ...`` and ``qcat data ...`` (with ``build-demo``), and their data flags.
 Training from Python is :mod:`qcat.training.api` (re-exported by :mod:`qcat.training`)."""
 
 from qcat.extras import require_extra

@@ -104,8 +104,8 @@ def run_ingest(args: argparse.Namespace) -> int:
 
 def run_simulate(args: argparse.Namespace) -> int:
     from qcat.output import atomic_file, check_writable_file
-    from qcat.training.catalog.listings import load_catalog
     from qcat.training.data.corpus import Corpus
+    from qcat.training.data.listings import load_catalog
     from qcat.training.simulator.simulate import (
         LOG_SUFFIXES,
         SimulationConfig,
@@ -136,6 +136,6 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 
 def run_build_demo(args: argparse.Namespace) -> int:
-    from qcat.training.simulator.build_demo import build_demo
+    from qcat.training.commands.build_demo import build_demo
 
     return build_demo(args)

@@ -75,7 +75,7 @@ def first_stage_data(model_dir: Path):
 
 def neighbour_listings(corpus, catalog_file: Path | None):
     """The catalog the neighbour vote searches and which of its listings it keeps."""
-    from qcat.training.catalog.listings import load_catalog
+    from qcat.training.data.listings import load_catalog
 
     base = getattr(corpus, "base", corpus)  # a CatalogData wraps the corpus
     has_catalog = hasattr(base, "meta") and "catalog" in base.meta

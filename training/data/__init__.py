@@ -1,5 +1,5 @@
-"""Training data: click tables split into train/validation/test, corpus directories, real-text query
-sets, eBay's data augmentation, and the provenance every bundle records."""
+"""Training data: click tables split into train/validation/test, catalogs of listings, corpus
+directories, real-text query sets, eBay's augmentation, and the provenance every bundle records."""
 
 from qcat.extras import require_extra
 

@@ -20,10 +20,10 @@ import numpy as np
 from qcat.demo import demo_corpus_dir
 from qcat.errors import InputError
 from qcat.taxonomy import Taxonomy, load_taxonomy
-from qcat.training.catalog.listings import Catalog, load_catalog
 from qcat.training.clicklogs.clicklog import IngestResult, ingest
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import Dataset
+from qcat.training.data.listings import Catalog, load_catalog
 
 META_FILE = "corpus.json"
 PERIODS = ("base", "candidate", "all")

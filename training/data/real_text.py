@@ -26,9 +26,9 @@ import numpy as np
 from qcat.errors import InputError
 from qcat.normalize import tokenize
 from qcat.taxonomy import Taxonomy
-from qcat.training.catalog.listings import Catalog
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import split_queries
+from qcat.training.data.listings import Catalog
 
 TITLE_SETS = ("real-title", "real-2tok")
 REAL_SETS = TITLE_SETS + ("real-queries",)

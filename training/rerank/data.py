@@ -17,8 +17,8 @@ from qcat.errors import InputError
 from qcat.normalize import tokenize
 from qcat.rerank.model import RerankModel
 from qcat.rerank.neighbours import NeighbourIndex, build_neighbour_index
-from qcat.training.catalog.listings import Catalog
 from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.data.listings import Catalog
 
 
 def neighbour_index(catalog: Catalog, keep: np.ndarray, labels: tuple[str, ...], taxonomy) -> tuple[NeighbourIndex, dict]:

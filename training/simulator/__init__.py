@@ -1,5 +1,5 @@
-"""The demo corpus: the click simulator (queries, search index, clicks) over a real catalog, and
-``qcat data build-demo``, which builds the demo corpus and the shipped demo model."""
+"""The click simulator over a real catalog: shoppers' queries, the BM25 search they click on,
+its knobs and random streams (``qcat data simulate``; the demo builder is in commands/)."""
 
 from qcat.extras import require_extra
 

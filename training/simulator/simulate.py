@@ -22,7 +22,7 @@ import numpy as np
 from qcat.errors import InputError
 from qcat.progress import task
 from qcat.taxonomy import Taxonomy
-from qcat.training.catalog.listings import Catalog
+from qcat.training.data.listings import Catalog
 from qcat.training.simulator.simulate_clicks import SearchEngine, click_model, sample_clicks
 from qcat.training.simulator.simulate_config import SimulationConfig, random_stream
 from qcat.training.simulator.simulate_queries import (

@@ -24,7 +24,7 @@ from scipy.stats import rankdata
 
 from qcat.errors import InputError
 from qcat.normalize import tokenize
-from qcat.training.catalog.listings import Catalog
+from qcat.training.data.listings import Catalog
 from qcat.training.simulator.search_index import SearchIndex, build_index, search
 from qcat.training.simulator.simulate_config import SimulationConfig, random_stream
 from qcat.training.simulator.simulate_queries import IntentShares, Units

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from qcat.normalize import normalize, tokenize
-from qcat.training.catalog.listings import Catalog
+from qcat.training.data.listings import Catalog
 from qcat.training.simulator.simulate_config import SimulationConfig
 
 KINDS = ("brand", "category", "type", "brand_type", "long")

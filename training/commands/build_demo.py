@@ -24,8 +24,8 @@ def build_demo(args: argparse.Namespace) -> int:
     import shutil
     from datetime import date
 
-    from qcat.training.catalog.listings import load_catalog
     from qcat.training.clicklogs.logstats import format_stats, table1_stats
+    from qcat.training.data.listings import load_catalog
     from qcat.training.data.real_text import holdout_split
     from qcat.training.simulator.simulate import (
         SimulationConfig,

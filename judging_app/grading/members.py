@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from sqlalchemy import delete, exists, select
 
-from qcat.errors import InputError
 from qcat.judging.grading.assignment import NOT_A_MEMBER, check_member, may_judge  # noqa: F401 - this module's API
+from qcat.judging.grading.judges import find_judge
 from qcat.judging.grading.sessions import find_session
 from qcat.judging.store.connection import Store
-from qcat.judging.store.judges import find_judge
 from qcat.judging.store.models import Judge, SessionJudge
 
 
