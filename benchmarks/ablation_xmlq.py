@@ -44,7 +44,7 @@ COLUMNS = ("P", "R", "F1", "PR@1", "PR@3", "PR@10")
 
 
 def train_variant(name: str, options: dict, steps: str, epochs: int, out: Path) -> Path:
-    from qcat.training.commands.train import augmented_dataset
+    from qcat.training.commands.train_xmlq import augmented_dataset
     from qcat.training.data.corpus import Corpus
     from qcat.training.xmlq.export import bundle_model
     from qcat.training.xmlq.train import XMLQConfig, prepare, train

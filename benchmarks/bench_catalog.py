@@ -77,7 +77,7 @@ def paired_p(a: np.ndarray, b: np.ndarray, draws: int = DRAWS, seed: int = 0) ->
 
 def load_or_build(name: str, directory: Path | None, work: Path, build) -> tuple[object, Path, float | None]:
     from qcat.classifier import load_model
-    from qcat.training.commands.train import save_bundle
+    from qcat.training.commands.bundles import save_bundle
 
     if directory is not None:
         return load_model(directory), directory, None

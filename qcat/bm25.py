@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 
 def bm25_postings(doc_tokens: list[list[str]], k1: float = 1.2,
@@ -26,3 +27,25 @@ def bm25_postings(doc_tokens: list[list[str]], k1: float = 1.2,
     weights = idf[pair_term] * tf * (k1 + 1.0) / (tf + norm)
     ptr = np.searchsorted(pair_term, np.arange(len(vocabulary) + 1)).astype(np.int64)
     return vocabulary, ptr, pair_doc.astype(np.int32), weights
+
+
+@njit(cache=True, nogil=True)
+def push_best(best_s, best_d, size, s, d):
+    """Keep ``best_s``/``best_d`` (capacity ``len(best_s)``, ``size`` filled) the best listings so far,
+    by score, ties to the lower listing, after offering listing ``d`` with score ``s``; returns the
+    new size. Both BM25 searches rank their results with it."""
+    n = best_s.shape[0]
+    if size < n:
+        pos = size
+        size += 1
+    elif s > best_s[n - 1] or (s == best_s[n - 1] and d < best_d[n - 1]):
+        pos = n - 1
+    else:
+        return size
+    while pos > 0 and (s > best_s[pos - 1] or (s == best_s[pos - 1] and d < best_d[pos - 1])):
+        best_s[pos] = best_s[pos - 1]
+        best_d[pos] = best_d[pos - 1]
+        pos -= 1
+    best_s[pos] = s
+    best_d[pos] = d
+    return size

@@ -411,7 +411,6 @@ def run_info(args: argparse.Namespace) -> int:
     from qcat.bundle import read_manifest
     from qcat.calibration import describe_scores
     from qcat.classifier import model_from_manifest
-    from qcat.rerank.model import FIRST_DIR
 
     manifest = read_manifest(args.model)
     model = model_from_manifest(manifest)  # loads fully: catches inconsistent arrays too
@@ -432,6 +431,8 @@ def run_info(args: argparse.Namespace) -> int:
     for name, digest in sorted(data.get("parts", {}).items()):
         print(f"part           {name}/  (manifest sha256 {digest[:16]}…, verified with its files)")
     if data["backend"] == "rerank":
+        from qcat.rerank.model import FIRST_DIR
+
         first = data.get("first_stage", {})
         print(f"second stage   a learned re-ranker over the candidates of its first stage {FIRST_DIR}/ "
               f"({first.get('backend')}, manifest sha256 {str(first.get('manifest_sha256'))[:16]}…, verified with its "

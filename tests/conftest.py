@@ -22,7 +22,7 @@ def bestbuy_taxonomy():
 def bestbuy_model_dir(tmp_path_factory, bestbuy_taxonomy):
     """A small NB bundle trained on the real Best Buy click sample (with --min-clicks 1), recording
     its data as `qcat train nb --log` does."""
-    from qcat.training.commands.train import save_bundle
+    from qcat.training.commands.bundles import save_bundle
     from qcat.training.data.corpus import LogCorpus
     from qcat.training.data.provenance import log_source
     from qcat.training.nb import trainer as nb_trainer

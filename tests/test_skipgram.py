@@ -179,7 +179,7 @@ def test_cli_trains_with_both_options_records_them_and_refuses_a_changed_resume(
     added = manifest["config"]["data"]["query_short_forms"]["added_queries"]
     assert added > 0
     # The forms are recorded as seen (an evaluation on them is flagged), with every non-test query.
-    from qcat.training.commands.train import seen_queries
+    from qcat.training.commands.bundles import seen_queries
     from qcat.training.data.corpus import LogCorpus
     from qcat.training.data.provenance import read_seen_fingerprints
 

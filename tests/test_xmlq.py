@@ -155,7 +155,7 @@ def test_onnx_scores_match_keras(tiny, tmp_path) -> None:
 @pytest.fixture(scope="module")
 def hybrid_dir(tiny, bestbuy_model_dir, tmp_path_factory):
     from qcat.bundle import read_manifest
-    from qcat.training.commands.train import save_bundle
+    from qcat.training.commands.bundles import save_bundle
     from qcat.training.data.provenance import data_source
     from qcat.training.xmlq.export import bundle_model
 
@@ -220,7 +220,7 @@ def test_backend_options_need_a_hybrid(bestbuy_model_dir, tmp_path) -> None:
 def test_augmented_training_set_from_the_demo_corpus(tmp_path) -> None:
     import argparse
 
-    from qcat.training.commands.train import augmented_dataset
+    from qcat.training.commands.train_xmlq import augmented_dataset
     from qcat.training.data.corpus import Corpus
 
     base = Corpus.open().dataset("base")

@@ -6,7 +6,6 @@ Training from Python (each function runs ``qcat train BACKEND`` with the same fl
     from qcat.training import train_nb
     classifier = train_nb("my-nb", log="clicks.csv", taxonomy="taxonomy.tsv")
 
-
 Importing it needs only qcat's core; its subpackages need the ``data`` extra (XML-Q's, ``train``),
 and their import error names it.
 """

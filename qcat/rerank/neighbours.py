@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 from numba import njit
 
-from qcat.bm25 import bm25_postings
+from qcat.bm25 import bm25_postings, push_best
 from qcat.bundle import Manifest, load_arrays, load_lines, save_lines
 from qcat.errors import BundleError
 
@@ -103,21 +103,7 @@ def search_one(terms, term_ptr, term_docs, term_weights, n_docs, n):
     best_s = np.empty(n)
     size = 0
     for i in range(n_touched):
-        d = touched[i]
-        s = score[d]
-        if size < n:
-            pos = size
-            size += 1
-        elif s > best_s[n - 1] or (s == best_s[n - 1] and d < best_d[n - 1]):
-            pos = n - 1
-        else:
-            continue
-        while pos > 0 and (s > best_s[pos - 1] or (s == best_s[pos - 1] and d < best_d[pos - 1])):
-            best_s[pos] = best_s[pos - 1]
-            best_d[pos] = best_d[pos - 1]
-            pos -= 1
-        best_s[pos] = s
-        best_d[pos] = d
+        size = push_best(best_s, best_d, size, score[touched[i]], touched[i])
     return best_d[:size], best_s[:size]
 
 

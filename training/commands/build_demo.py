@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 from qcat.demo import demo_corpus_dir, demo_model_dir
+from qcat.training.commands.bundles import save_bundle
 from qcat.training.commands.data_flags import print_objective
-from qcat.training.commands.train import print_selection_row, save_bundle
+from qcat.training.commands.train import print_selection_row
 from qcat.training.data.corpus import META_FILE, Corpus
 
 HOLDOUT_FRACTION = 0.1  # share of the demo catalog's listings kept from the simulator (real-title sets)
@@ -165,7 +166,7 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print):
     the hybrid of the two chosen on the objective. Returns the hybrid, the NB part's dataset and
     the fingerprints of the XReg part's seen queries."""
     from qcat.hybrid import CUTOFFS
-    from qcat.training.commands.train import seen_queries
+    from qcat.training.commands.bundles import seen_queries
     from qcat.training.data.provenance import catalog_source, corpus_source, fingerprints
     from qcat.training.nb import trainer as nb_trainer
     from qcat.training.selection.calibrate import fit_calibration

@@ -137,8 +137,8 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     from qcat.output import write_directory
     from qcat.rerank.features import feature_names
     from qcat.rerank.model import FIRST_DIR, SOURCE, RerankModel
+    from qcat.training.commands.bundles import seen_queries
     from qcat.training.commands.data_flags import print_objective
-    from qcat.training.data.dataset import SPLITS
     from qcat.training.data.provenance import read_seen_fingerprints, write_seen_queries
     from qcat.training.rerank.data import build_examples, label_prior, neighbour_index
     from qcat.training.rerank.trainer import BASE_PARAMS, crossfit, export_trees, no_leak_check, stack, train_booster
@@ -203,10 +203,9 @@ def run_train_rerank(args: argparse.Namespace) -> int:
                              "feature_gain": gain})
     model.metrics["test"] = evaluate_pr(model, dataset.test)
     seen = read_seen_fingerprints(args.model)
-    seen_here = dataset.table.queries[dataset.split != SPLITS.index("test")].tolist()  # train and validation
 
-    def write(directory: Path) -> None:  # as qcat.training.commands.train.save_bundle: atomic, with the queries it saw
-        write_seen_queries(directory, seen_here, [seen] if seen is not None else [])
+    def write(directory: Path) -> None:  # as save_bundle, and the first stage keeps its record too
+        write_seen_queries(directory, seen_queries(dataset), [seen] if seen is not None else [])
         if seen is not None:  # the first stage keeps its own record, so `qcat evaluate` reports its overlap too
             write_seen_queries(directory / FIRST_DIR, [], [seen])
         model.save(directory)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from qcat.bm25 import bm25_postings
+from qcat.bm25 import bm25_postings, push_best
 
 
 @dataclass(frozen=True)
@@ -49,11 +49,6 @@ def search(index: SearchIndex, queries: list[list[str]], k: int) -> tuple[np.nda
     return results, matched, np.asarray(n_terms, dtype=np.int16)
 
 
-@njit(cache=True)
-def _better(s: float, d: int, s2: float, d2: int) -> bool:
-    return s > s2 or (s == s2 and d < d2)
-
-
 @njit(parallel=True, cache=True)
 def _search_kernel(q_ptr, q_terms, t_ptr, t_docs, t_w, prior, k):  # pragma: no cover - compiled
     n_queries = q_ptr.shape[0] - 1
@@ -81,20 +76,7 @@ def _search_kernel(q_ptr, q_terms, t_ptr, t_docs, t_w, prior, k):  # pragma: no 
             n_best = 0
             for i in range(n_touched):
                 d = touched[i]
-                s = score[d] + prior[d]
-                if n_best < k:
-                    pos = n_best
-                    n_best += 1
-                elif _better(s, d, best_s[k - 1], best_d[k - 1]):
-                    pos = k - 1
-                else:
-                    continue
-                while pos > 0 and _better(s, d, best_s[pos - 1], best_d[pos - 1]):
-                    best_s[pos] = best_s[pos - 1]
-                    best_d[pos] = best_d[pos - 1]
-                    pos -= 1
-                best_s[pos] = s
-                best_d[pos] = d
+                n_best = push_best(best_s, best_d, n_best, score[d] + prior[d], d)
             for i in range(n_best):
                 results[q, i] = best_d[i]
                 matched[q, i] = hits[best_d[i]]

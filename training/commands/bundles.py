@@ -1,0 +1,74 @@
+"""What every ``qcat train`` command does with its ``--out``: refused before any work unless new or
+empty, written atomically with the record of the queries the model saw; SIGTERM handled like Ctrl-C."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+from qcat.errors import InputError
+from qcat.output import check_new_directory
+from qcat.training.commands.data_flags import real_text_line
+
+
+@contextmanager
+def terminate_cleanly():
+    """SIGTERM (``kill``, a scheduler's timeout) ends the command like Ctrl-C does: through the
+    ``finally`` blocks that remove a half-written bundle and release --out."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def check_bundle_out(path: Path) -> None:
+    """Refuse, before any work, an ``--out`` the bundle cannot be written to. It must be new or
+    an empty directory: a manifest lists every file of its directory, so stray files would be
+    listed (and hashed) as part of the model."""
+    check_new_directory(path)
+    if not path.exists() and path.parent.exists() and not path.parent.is_dir():
+        raise InputError(f"--out {path}: {path.parent} is not a directory")
+
+
+def save_bundle(model, out: Path, dataset, also_seen=()) -> None:
+    """Write ``model``'s bundle to ``out`` (new or an empty directory) with the record of the queries it saw (those of
+    ``dataset`` it trained or was tuned on, plus the fingerprints ``also_seen`` of its parts)."""
+    from qcat.output import write_directory
+    from qcat.training.data.provenance import write_seen_queries
+
+    queries = seen_queries(dataset)
+
+    def write(directory: Path) -> None:
+        # A hybrid's parts, evaluated on their own too, read the hybrid's record (one copy).
+        write_seen_queries(directory, queries, also_seen)
+        model.save(directory)
+
+    # Written into a temporary sibling and renamed to ``out`` when complete: a failed write
+    # (a full disk) or an interrupted run leaves nothing at ``out``.
+    write_directory(Path(out), write)
+
+
+def seen_queries(dataset) -> list[str]:
+    """The queries a model trained on ``dataset`` sees while training or choosing its settings:
+    all but the test split (recorded in the bundle, :mod:`qcat.training.data.provenance`)."""
+    from qcat.training.data.dataset import SPLITS
+
+    return dataset.table.queries[dataset.split != SPLITS.index("test")].tolist()
+
+
+def print_real_text(model, sets) -> None:
+    """The summary's line of PR@1 on real text beside the data's own split, where there is real text."""
+    line = real_text_line(model, sets)
+    if line:
+        print(line)
