@@ -42,6 +42,9 @@ def build_parser(command: str = "") -> argparse.ArgumentParser:
                         choices=("simulated", "real-title", "real-2tok", "real-queries"),
                         help="query set to report (repeat; default: every set the corpus has): simulated "
                              "(the click log's split by head/torso/tail), real-title, real-2tok, real-queries")
+    parser.add_argument("--confusable", type=Path, default=None, metavar="FILE",
+                        help="confusable leaves (two leaf ids a line, tab-separated: `qcat data audit` writes one) that "
+                             "lenient top-1 credits; default: the map the bundle recorded, else the one the corpus ships")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"report directory (default: ./{DEFAULT_OUT})")
     parser.add_argument("--json", action="store_true", help="also print the report JSON on stdout")
     parser.add_argument("--threshold", type=float, default=0.5,
@@ -95,7 +98,7 @@ def main(command: str, argv: list[str]) -> int:
         args.model, args.name, data, args.period, args.split,
         ScoringOptions(threshold=args.threshold, k=args.k), fit=args.fit_propensity, propensity=propensity,
         query_sets=args.query_sets,
-        progress=lambda message: print(message, file=sys.stderr),
+        progress=lambda message: print(message, file=sys.stderr), confusable=args.confusable,
     )
     written = write_report(report, args.out)
     print(f"wrote {', '.join(str(p) for p in written)} ({time.perf_counter() - started:.1f} s)", file=sys.stderr)

@@ -21,11 +21,13 @@ import scipy.sparse as sp
 
 from qcat.calibration import calibrated_sources
 from qcat.classifier import load_model
+from qcat.confusable import ConfusableMap, load_confusable, recorded_map
 from qcat.errors import InputError
 from qcat.evaluation.metrics import reliability
 from qcat.evaluation.propensity import PropensityModel, fit_propensity, label_counts
 from qcat.evaluation.report import SIMULATED
 from qcat.evaluation.scoring import ScoringOptions, pr_curve, score_model, summarize
+from qcat.measure.leniency import Leniency
 from qcat.measure.predict import predict_matched
 from qcat.measure.segments import DEFAULT_SHARES, LENGTH_BINS, SEGMENTS, segment_by_impressions, segment_by_length
 from qcat.model import Model
@@ -168,12 +170,26 @@ def with_first_stages(model_dirs: list, names: list[str], loaded: list) -> tuple
     return dirs, out_names, models
 
 
+def confusable_for(model: Model, given: ConfusableMap | None, corpus) -> tuple[ConfusableMap | None, str]:
+    """The confusable map lenient top-1 uses for ``model`` and where it came from: ``--confusable``,
+    else the map the bundle recorded, else the one the corpus ships (None: lenient not reported)."""
+    if given is not None:
+        return given, "--confusable"
+    recorded = recorded_map(model)
+    if recorded is not None:
+        return recorded, "recorded in the bundle"
+    shipped = corpus.confusable() if hasattr(corpus, "confusable") else None
+    return shipped, "shipped with the corpus"
+
+
 def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir: "Path | Corpus | LogCorpus | None" = None,
              period: str = "base", split: str = "test", options: ScoringOptions = ScoringOptions(),
              fit: bool = False, propensity: PropensityModel | None = None, query_sets: list[str] | None = None,
-             progress: Callable[[str], None] = lambda message: None) -> dict:
+             progress: Callable[[str], None] = lambda message: None, confusable: Path | None = None) -> dict:
     """Score every model on the split's head/torso/tail and on the corpus's real-text query
-    sets, and return the report as a JSON-ready dict."""
+    sets, and return the report as a JSON-ready dict. Beside the strict figures it reports
+    lenient top-1 (with ``confusable``, a map file, or the map the bundle recorded or the corpus
+    ships) and the severe-error rate (:mod:`qcat.measure.leniency`)."""
     if not model_dirs:
         raise InputError("give at least one --model")
     names = list(names or [])
@@ -188,6 +204,7 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
     corpus = corpus_dir if isinstance(corpus_dir, (Corpus, LogCorpus)) else Corpus.open(corpus_dir)
     chosen, notes = choose_query_sets(corpus, split, query_sets)
     dataset = with_other_leaves_of(corpus.dataset(period), loaded)
+    given = None if confusable is None else load_confusable(confusable, dataset.taxonomy)
     evaluation = evaluation_set(dataset, split, corpus.source(period))
     real = {name: real_set_truth(corpus, name, split, evaluation.label_ids, dataset.taxonomy)
             for name in chosen if name != SIMULATED}
@@ -207,26 +224,34 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
                      "calibrated": calibrated_sources(model)}
             entry["overlap"] = training_overlap(read_seen_fingerprints(directory), evaluation, real, chosen)
             notes += overlap_notes(name, entry["overlap"])
+            confusable_map, origin = confusable_for(model, given, corpus)
+            entry["confusable"] = None if confusable_map is None else {
+                "source": confusable_map.source, "sha256": confusable_map.sha256, "pairs": len(confusable_map),
+                "origin": origin}
+            leniency = Leniency.build(evaluation.label_ids, dataset.taxonomy, confusable_map)
             if SIMULATED in chosen:
                 tick = time.perf_counter()
                 matched = predict_matched(model, evaluation.queries, evaluation.label_ids, evaluation.truth, PREDICTION_K)
                 entry["predict_seconds"] = time.perf_counter() - tick
-                scores = score_model(matched, evaluation.segment, evaluation.length_bin, _weights(inverse, matched), options)
+                scores = score_model(matched, evaluation.segment, evaluation.length_bin, _weights(inverse, matched), options,
+                                     leniency)
                 raw = predict_matched(model.uncalibrated(), evaluation.queries, evaluation.label_ids, evaluation.truth, PREDICTION_K)
                 scores.segments["all"]["ECE raw"] = reliability(raw, options.reliability_bins).expected_calibration_error
                 entry |= scores.to_json()
                 progress(f"{name}: PR@1 {scores.segments['all']['PR@1']:.4f} (predicted in {entry['predict_seconds']:.1f} s; "
                          f"{format_overlap(entry['overlap']['all'])})")
+                progress(f"{name}: {leniency_line(scores.segments['all'])}")
             entry["query_sets"] = {}
             for set_name, (queries, truth) in real.items():
                 matched = predict_matched(model, queries, evaluation.label_ids, truth, PREDICTION_K)
-                summary = summarize(matched, _weights(inverse, matched), options)
+                summary = summarize(matched, _weights(inverse, matched), options, leniency)
                 raw = predict_matched(model.uncalibrated(), queries, evaluation.label_ids, truth, PREDICTION_K)
                 summary["ECE raw"] = reliability(raw, options.reliability_bins).expected_calibration_error
                 summary["PR@1 curve"] = pr_curve(matched)
                 entry["query_sets"][set_name] = summary
                 progress(f"{name}: {set_name} PR@1 {summary['PR@1']:.4f}, ECE {summary['ECE raw']:.3f} raw -> "
                          f"{summary['ECE']:.3f} calibrated ({format_overlap(entry['overlap'][set_name])})")
+                progress(f"{name}: {set_name} {leniency_line(summary)}")
             models.append(entry)
             advance()
     return {
@@ -243,6 +268,16 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
                        "N": evaluation.n_train},
         "models": models,
     }
+
+
+def leniency_line(scores: dict) -> str:
+    """Strict and lenient top-1 and the severe-error rates with their standard errors, in one line."""
+    def figure(name: str) -> str:
+        value = scores.get(name)
+        return "– (no confusable map)" if value is None else f"{value:.4f} ± {scores[name + ' SE']:.4f}"
+
+    return (f"top-1 strict {figure('top-1 strict')}, lenient {figure('top-1 lenient')}; severe {figure('severe')}, "
+            f"severe among answers scored >= 0.5 {figure('severe confident')} ({scores['confident share']:.1%} of queries)")
 
 
 def training_overlap(seen, evaluation: EvaluationSet, real: dict, chosen: list[str]) -> dict:

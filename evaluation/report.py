@@ -64,6 +64,16 @@ def signed(value: float) -> str:
     return "–" if math.isnan(value) else f"{100 * value:+.2f}"
 
 
+LENIENCY_COLUMNS = ("top-1 strict", "top-1 lenient", "severe", "severe confident")
+
+
+def with_se(value: float | None, se: float | None) -> str:
+    """A share and its standard error in percent, e.g. ``75.31 ± 0.77``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return percent(value) + ("" if se is None or math.isnan(se) else f" ± {100 * se:.2f}")
+
+
 SEEN_COLUMN = "seen in training"
 SEEN_NOTE = ("seen in training: how many of the evaluated (distinct) queries the model saw while it was trained or "
              "its settings were chosen, from the fingerprints its bundle records.")
@@ -110,6 +120,25 @@ def tables(report: dict) -> list[Table]:
                   "mapped to the corpus taxonomy. ECE: expected calibration error of the top-1 score as "
                   "served (calibrated where the bundle has a calibration); ECE raw: of the uncalibrated scores. "
                   + SEEN_NOTE),
+        ))
+    leniency_rows = []
+    for qset in ((list(SEGMENT_ORDER) if has_simulated(report) else []) + real_sets(report)):
+        for i, m in enumerate(models):
+            scores = set_scores(m, qset)
+            if "top-1 strict" not in scores:
+                continue
+            leniency_rows.append((qset if i == 0 else "", m["name"]) + tuple(
+                with_se(scores.get(c), scores.get(c + " SE")) for c in LENIENCY_COLUMNS)
+                + (percent(scores.get("confident share")),))
+    if leniency_rows:
+        out.append(Table(
+            "Strict, lenient and severe top-1 (%, ± standard error)",
+            ("query set", "model", "strict", "lenient", "severe", "severe, score ≥ 0.5", "answers scored ≥ 0.5"),
+            leniency_rows,
+            note=("strict: the top category is a true one (PR@1, the headline). lenient: it is a true one or "
+                  "confusable with one, per the map named above (– without a map). severe: it sits under another "
+                  "top-level category than every true one; severe, score ≥ 0.5: the same among the answers "
+                  "scored at least 0.5."),
         ))
     if len(models) > 1:
         base = models[0]
@@ -166,6 +195,10 @@ def header_lines(report: dict) -> list[str]:
         f"Propensities: A = {p['A']:.3f}, B = {p['B']:.3f} ({'fitted' if p['fitted'] else 'Jain et al. defaults'}), "
         f"N = {p['N']:,} training queries.",
         "Models: " + "; ".join(f"{m['name']} ({m['backend']}, {m['directory']})" for m in report["models"]) + ".",
+        "Confusable maps (lenient top-1): " + "; ".join(
+            f"{m['name']}: " + (f"{m['confusable']['source']} ({m['confusable']['pairs']:,} pairs, sha256 "
+                                f"{m['confusable']['sha256'][:12]}, {m['confusable']['origin']})"
+                                if m.get("confusable") else "none") for m in report["models"]) + ".",
         f"Created {report['created']}.",
     ]
 

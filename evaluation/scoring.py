@@ -14,6 +14,7 @@ import numpy as np
 
 from qcat.evaluation import metrics as M
 from qcat.evaluation import regression as R
+from qcat.measure.leniency import Leniency, leniency_summary
 from qcat.measure.metrics import Matched, gs_scores, pr_at_k
 from qcat.measure.ranking import row_normalized, truth_at
 from qcat.measure.segments import LENGTH_BINS, SEGMENTS
@@ -34,8 +35,11 @@ def with_shares(matched: Matched) -> Matched:
     return replace(matched, truth=shares, gains=truth_at(matched.labels, shares))
 
 
-def summarize(matched: Matched, inverse_propensity: np.ndarray, options: ScoringOptions = ScoringOptions()) -> dict[str, float]:
-    """Every metric of one set of queries, keyed by the names the report prints."""
+def summarize(matched: Matched, inverse_propensity: np.ndarray, options: ScoringOptions = ScoringOptions(),
+              leniency: Leniency | None = None) -> dict[str, float]:
+    """Every metric of one set of queries, keyed by the names the report prints; with
+    ``leniency``, strict, lenient and severe top-1 with their standard errors too
+    (:mod:`qcat.measure.leniency`)."""
     k = options.k
     shares = with_shares(matched)
     share_errors = R.errors(shares, k)
@@ -61,6 +65,8 @@ def summarize(matched: Matched, inverse_propensity: np.ndarray, options: Scoring
         f"Tau@{k}": R.tau_at_k(shares, k),
         "ECE": M.reliability(matched, options.reliability_bins).expected_calibration_error,
     })
+    if leniency is not None:
+        scores.update(leniency_summary(matched, leniency))
     return scores
 
 
@@ -98,7 +104,7 @@ def _nan_to_none(values: np.ndarray) -> list[float | None]:
 
 
 def score_model(matched: Matched, segment: np.ndarray, length_bin: np.ndarray, inverse_propensity: np.ndarray,
-                options: ScoringOptions = ScoringOptions()) -> ModelScores:
+                options: ScoringOptions = ScoringOptions(), leniency: Leniency | None = None) -> ModelScores:
     """Score ``matched`` overall, per head/torso/tail ``segment`` (0/1/2 per row) and per
     query ``length_bin`` (indices into ``LENGTH_BINS``)."""
     parts = {"all": matched} | {name: matched.subset(segment == s) for s, name in enumerate(SEGMENTS)}
@@ -107,7 +113,7 @@ def score_model(matched: Matched, segment: np.ndarray, length_bin: np.ndarray, i
         rows = matched.subset(length_bin == b)
         by_length[name] = {"queries": len(rows) - rows.n_skipped, "PR@1": pr_at_k(rows, 1), "PR@3": pr_at_k(rows, 3)}
     return ModelScores(
-        segments={name: summarize(part, inverse_propensity, options) for name, part in parts.items()},
+        segments={name: summarize(part, inverse_propensity, options, leniency) for name, part in parts.items()},
         pr_curves={name: pr_curve(part) for name, part in parts.items()},
         by_length=by_length,
         reliability=M.reliability(matched, options.reliability_bins),

@@ -239,7 +239,7 @@ class HybridModel:
         shares = {long.backend: share for long, share in zip(self.longs, self.long_shares)}
         return write_bundle(directory, BACKEND, self.taxonomy, None,
                             self.config | {"cutoff": self.cutoff, "long_backend": self.long_backend, "blend": self.blend,
-                                           "long_shares": shares},
+                                           "long_shares": shares, "route_to": self.route_to},
                             self.metrics, extra={"parts": parts})
 
     @classmethod
@@ -283,6 +283,6 @@ class HybridModel:
             return cls(nb=loaded["nb"], longs=tuple(loaded[name] for name in long_names),
                        cutoff=int(manifest.config.get("cutoff", 1)), taxonomy=taxonomy, config=manifest.config,
                        metrics=manifest.metrics, blend=blend, long_shares=long_shares,
-                       calibration=load_calibration(manifest))
+                       route_to=str(manifest.config.get("route_to", "hybrid")), calibration=load_calibration(manifest))
         except QcatError as exc:
             raise BundleError(f"{where}: {exc}") from None

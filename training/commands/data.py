@@ -9,6 +9,7 @@ from pathlib import Path
 from qcat.cli import float_at_least, float_in, int_at_least, share
 from qcat.errors import InputError
 from qcat.training.clicklogs.clicklog import INTERNAL_NODE_RULES
+from qcat.training.commands.data_flags import add_data_flags
 
 
 def build_parser(command: str) -> argparse.ArgumentParser:
@@ -55,6 +56,26 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
                           help="share of clicks on off-intent categories, in [0, 1) (default 0.03)")
     simulate.add_argument("--typo-rate", type=share(), default=0.02, help="share of query tokens with a typo, in [0, 1] (default 0.02)")
     simulate.set_defaults(run=run_simulate)
+
+    audit = sub.add_parser("audit", help="find the leaves the training data cannot tell apart: report and confusable.tsv")
+    add_data_flags(audit, out_help="report directory to write (report.md, report.json, confusable.tsv)",
+                   out_default=Path("qcat-audit"), confusable=False)
+    found = audit.add_argument_group("what counts as confusable (docs: guide/confusable.md)")
+    found.add_argument("--folds", type=int_at_least(2, 20), default=5,
+                       help="folds of the training queries the fast model is cross-fitted over (default 5)")
+    found.add_argument("--min-confusions", type=int_at_least(1), default=5,
+                       help="cross-fitted confusions a pair needs, both ways together (default 5)")
+    found.add_argument("--min-lift", type=float_at_least(0), default=5.0,
+                       help="how many times more often than chance the pair is confused (default 5)")
+    found.add_argument("--min-rate", type=share(), default=0.05,
+                       help="confusions over the two leaves' held-out queries, in [0, 1] (default 0.05)")
+    found.add_argument("--min-shared", type=int_at_least(0), default=2,
+                       help="training texts clicked under both leaves a pair needs (default 2)")
+    found.add_argument("--max-partners", type=int_at_least(1), default=3,
+                       help="a leaf with more confusable partners is reported as a finding and none of its pairs "
+                            "enter the map (default 3)")
+    found.add_argument("--force", action="store_true", help="replace the files of an earlier audit in --out")
+    audit.set_defaults(run=run_audit)
 
     demo = sub.add_parser("build-demo", help="rebuild the demo corpus and the bundled demo model from a catalog")
     demo.add_argument("--catalog", type=Path, default=None, help="listings CSV (default: the demo corpus's catalog)")
@@ -132,6 +153,39 @@ def run_simulate(args: argparse.Namespace) -> int:
             write_intents(log.intent, staging)
     print(f"simulated {len(log):,} rows of {len(log.intent):,} queries over {len(catalog):,} listings "
           f"into {args.out} ({time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    import shlex
+    import sys
+
+    from qcat.confusable import FILE_NAME
+    from qcat.training.audit.confusable_pairs import AuditSettings, audit
+    from qcat.training.audit.report import write_audit
+    from qcat.training.commands.data_flags import data_from_args, load_dataset
+
+    started = time.perf_counter()
+    if args.out.exists() and not args.out.is_dir():
+        raise InputError(f"--out {args.out} is a file; give a directory for the audit")
+    if (args.out / FILE_NAME).exists() and not args.force:
+        raise InputError(f"--out {args.out} holds an earlier audit ({FILE_NAME}); give --force to replace it, or "
+                         f"another --out")
+    data = data_from_args(args)
+    dataset, source, _ = load_dataset(args, data)  # the validation and real-text sets are never read here
+    settings = AuditSettings(folds=args.folds, min_confusions=args.min_confusions, min_lift=args.min_lift,
+                             min_rate=args.min_rate, min_shared=args.min_shared, max_partners=args.max_partners)
+    found = audit(dataset, settings)
+    command = "qcat " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    written = write_audit(found, args.out, source, command)
+    print(f"training split: {found.queries:,} queries; the fast model missed {found.held_out_errors:,} of "
+          f"{found.held_out_queries:,} held out ({found.held_out_errors / max(found.held_out_queries, 1):.1%})")
+    print(f"{len(found.confusable)} confusable pairs explain {found.explained_share():.1%} of those errors; "
+          f"{len(found.hubs)} leaves have more than {settings.max_partners} partners (reported, not credited)")
+    for pair in found.confusable[:10]:
+        print(f"  {pair['confusions']:>4} confusions, {pair['shared_texts']:>4} shared texts: {pair['path_a']}  <->  "
+              f"{pair['path_b']}")
+    print(f"wrote {', '.join(map(str, written))} ({time.perf_counter() - started:.1f} s)")
     return 0
 
 

@@ -13,7 +13,9 @@ from qcat.errors import InputError
 from qcat.training.clicklogs.clicklog import INTERNAL_NODE_RULES
 
 
-def add_data_flags(parser: argparse.ArgumentParser) -> None:
+def add_data_flags(parser: argparse.ArgumentParser, out_help: str = "model bundle directory to write",
+                   out_default: Path | None = None, confusable: bool = True) -> None:
+    """The data flags; ``confusable``: also ``--confusable FILE``, the map a trained bundle records."""
     source = parser.add_argument_group("data (default: the demo corpus, base period)")
     source.add_argument("--corpus", type=Path, default=None, help="corpus directory with corpus.json")
     source.add_argument("--period", choices=("base", "candidate", "all"), default=None,
@@ -42,7 +44,20 @@ def add_data_flags(parser: argparse.ArgumentParser) -> None:
     catalog.add_argument("--short-forms", type=rule_list, default=None, metavar="RULES",
                          help="comma-separated short-form rules from lead2, lead3, nobrand, brandnoun, catgram, or all "
                               "(default: chosen, starting from all)")
-    parser.add_argument("--out", type=Path, required=True, help="model bundle directory to write")
+    if confusable:
+        parser.add_argument("--confusable", type=Path, default=None, metavar="FILE",
+                            help="a confusable map (`qcat data audit` writes one) to record in the bundle: qcat evaluate "
+                                 "then reports lenient top-1 with it")
+    parser.add_argument("--out", type=Path, required=out_default is None, default=out_default,
+                        help=out_help + ("" if out_default is None else f" (default ./{out_default})"))
+
+
+def record_confusable(args: argparse.Namespace, model, taxonomy) -> None:
+    """Record ``--confusable FILE`` (checked against ``taxonomy``) in the model's config."""
+    from qcat.confusable import CONFIG_KEY, load_confusable
+
+    if getattr(args, "confusable", None) is not None:
+        model.config[CONFIG_KEY] = load_confusable(args.confusable, taxonomy).to_config()
 
 
 def rule_list(text: str) -> tuple[str, ...]:

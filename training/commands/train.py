@@ -21,6 +21,7 @@ from qcat.training.commands.data_flags import (
     fit_on_data,
     load_dataset,
     print_objective,
+    record_confusable,
 )
 from qcat.training.commands.train_xmlq import run_train_xmlq
 
@@ -165,6 +166,7 @@ def run_train_nb(args: argparse.Namespace) -> int:
 
     model, dataset, source, sets = fit_on_data(args, data, fit_one, "NB")
     model.config["data"] = source
+    record_confusable(args, model, dataset.taxonomy)
     model.metrics["test"] = evaluate_pr(model, dataset.test)
     save_bundle(model, args.out, dataset)
     print(f"chose threshold {model.config['threshold']:g}, alpha {model.config['alpha']:g} "
@@ -202,6 +204,7 @@ def run_train_xreg(args: argparse.Namespace) -> int:
     model.calibration = fit_calibration(model, sets)
     print(describe_fit(model.calibration))
     model.config["data"] = source
+    record_confusable(args, model, dataset.taxonomy)
     for name, rerank in (("xreg", False), ("xreg-t", True)):
         scored = model.with_options(rerank=rerank)
         model.metrics[f"validation_{name}"] = evaluate_pr(scored, dataset.validation)
@@ -220,16 +223,27 @@ def run_train_xreg(args: argparse.Namespace) -> int:
 
 
 def print_selection_row(sets):
-    """Prints the selection table's header; returns the printer of its rows."""
+    """Prints the selection table's header; returns the printer of its rows (a single part
+    answering every query, the default settings are compared with, is printed as ``NB alone``)."""
     print("long side   shares     cutoff  blend  objective  " + "  ".join(f"PR@1 {name}" for name in sets))
-    return lambda row: print(
-        f"{row['long_backend']:<10}  {'/'.join(f'{s:.2f}' for s in row['long_shares']):<9}  {row['cutoff']:>6}  "
-        f"{row['blend']:>5.2f}  {row['objective']:>9.4f}  "
-        + "  ".join(f"{row[f'pr@1 {name}']:>{len(name) + 5}.4f}" for name in sets))
+
+    def row_line(row: dict) -> None:
+        if row.get("route_to", "hybrid") != "hybrid":
+            setting = f"{row['route_to'].upper() if row['route_to'] == 'nb' else row['route_to']} alone (default candidate)"
+            print(f"{setting:<39}{row['objective']:>9.4f}  "
+                  + "  ".join(f"{row[f'pr@1 {name}']:>{len(name) + 5}.4f}" for name in sets))
+            return
+        print(f"{row['long_backend']:<10}  {'/'.join(f'{s:.2f}' for s in row['long_shares']):<9}  {row['cutoff']:>6}  "
+              f"{row['blend']:>5.2f}  {row['objective']:>9.4f}  "
+              + "  ".join(f"{row[f'pr@1 {name}']:>{len(name) + 5}.4f}" for name in sets))
+
+    return row_line
 
 
 def describe_hybrid(hybrid) -> str:
     """What a hybrid does with a query, in words."""
+    if hybrid.route_to != "hybrid":
+        return f"{'NB' if hybrid.route_to == 'nb' else hybrid.route_to} answers every query"
     short = f"NB answers queries of at most {hybrid.cutoff} token(s), longer ones get "
     if not hybrid.blended:
         return short + hybrid.long_backend
@@ -252,6 +266,7 @@ def merged_taxonomy(nb, longs: dict, paths: dict):
 def run_train_hybrid(args: argparse.Namespace) -> int:
     from qcat.calibration import calibrated_sources
     from qcat.classifier import load_model
+    from qcat.confusable import CONFIG_KEY
     from qcat.hybrid import CUTOFFS
     from qcat.training.selection.calibrate import describe_fit
     from qcat.training.selection.objective import BLENDS, select_hybrid
@@ -286,9 +301,17 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     hybrid = select_hybrid(nb, longs, sets, merged_taxonomy(nb, longs, candidates), cutoffs, blends,
                            config={"nb": str(args.nb)} | {n: str(p) for n, p in candidates.items()} | {"data": source},
                            progress=print_selection_row(sets), only=args.long_backend)
+    if args.confusable is not None:
+        record_confusable(args, hybrid, dataset.taxonomy)
+    elif CONFIG_KEY in nb.config:  # the map the NB part was trained with
+        hybrid.config[CONFIG_KEY] = nb.config[CONFIG_KEY]
     hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)
     save_bundle(hybrid, args.out, dataset, [f for f in seen if f is not None])
-    print(f"chose {hybrid.long_backend} with cutoff {hybrid.cutoff} and blend {hybrid.blend:g}: " + describe_hybrid(hybrid))
+    print(hybrid.metrics["selection"]["decision"]["summary"])
+    if hybrid.route_to != "hybrid":
+        print(f"kept {describe_hybrid(hybrid)}")
+    else:
+        print(f"chose {hybrid.long_backend} with cutoff {hybrid.cutoff} and blend {hybrid.blend:g}: " + describe_hybrid(hybrid))
     print(describe_fit(hybrid.calibration) + f" (calibrated sources with the parts': "
           f"{', '.join(calibrated_sources(hybrid)) or 'none'})")
     print("test " + json.dumps(hybrid.metrics["test"]))

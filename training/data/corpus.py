@@ -126,6 +126,13 @@ class Corpus:
         catalog = self.catalog()
         return title_set(catalog, taxonomy, self.holdout_split(catalog), name, split)
 
+    def confusable(self):
+        """The confusable map that ships with the corpus (``qcat data audit`` on its base period's
+        training split, ``"confusable"`` in corpus.json), or None."""
+        from qcat.confusable import load_confusable
+
+        return load_confusable(self.path("confusable"), self.taxonomy()) if self.meta.get("confusable") else None
+
     def dataset(self, period: str = "base") -> Dataset:
         result = self.ingest(period, self.taxonomy())
         return Dataset.from_table(result.table, result.taxonomy, seed=self.meta.get("split_seed", 0))

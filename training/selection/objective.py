@@ -25,14 +25,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from qcat.errors import InputError
-from qcat.hybrid import HybridModel
+from qcat.hybrid import CUTOFFS, HybridModel
 from qcat.model import Model
 from qcat.nb import NaiveBayesModel
 from qcat.taxonomy import Taxonomy
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import Dataset
-from qcat.training.selection.table_metrics import evaluate_pr
+from qcat.training.selection.decide import Decision, Outcomes, decide, objective_of
+from qcat.training.selection.table_metrics import evaluate_pr, top1_hits
 
 WEIGHTS = {"simulated": 0.2, "real-title": 0.4, "real-2tok": 0.4}
 
@@ -114,29 +117,69 @@ class _Remembered:
         return self._answers[key]
 
 
+def outcomes(model: Model, sets: ValidationSets) -> Outcomes:
+    """Each validation query's PR@1, per set: what paired comparisons (:mod:`~qcat.training.selection.decide`) use."""
+    return {name: top1_hits(model, table) for name, (table, _) in sets.items()}
+
+
+def weights_of(sets: ValidationSets) -> dict[str, float]:
+    return {name: weight for name, (_, weight) in sets.items()}
+
+
+def _row(hybrid: HybridModel, result: Outcomes, sets: ValidationSets) -> dict:
+    return {"long_backend": hybrid.long_backend, "long_shares": list(hybrid.long_shares), "cutoff": hybrid.cutoff,
+            "blend": hybrid.blend, "route_to": hybrid.route_to,
+            "objective": round(objective_of(result, weights_of(sets)), 5)} | {
+        f"pr@1 {name}": round(float(np.mean(values)) if len(values) else 0.0, 5) for name, values in result.items()}
+
+
+def setting_name(row: dict) -> str:
+    """A hybrid setting of the selection table in words."""
+    if row.get("route_to", "hybrid") != "hybrid":
+        return f"{row['route_to'].upper() if row['route_to'] == 'nb' else row['route_to']} alone"
+    shares = "/".join(f"{s:g}" for s in row["long_shares"])
+    return (f"{row['long_backend']}{f' {shares}' if len(row['long_shares']) > 1 else ''} cutoff {row['cutoff']} "
+            f"blend {row['blend']:g}")
+
+
 def choose_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], cutoffs: tuple[int, ...], sets: ValidationSets,
                   taxonomy: Taxonomy, blends: tuple[float, ...] = BLENDS, progress=None,
-                  only: str | None = None) -> tuple[HybridModel, list[dict]]:
-    """The hybrid (long side, cutoff, blend) with the best validation objective, and the table of
-    every option tried (ties: the first option tried); ``only`` fixes the long side (:func:`long_sides`)."""
-    best, best_score, table = None, -1.0, []
+                  only: str | None = None) -> tuple[HybridModel, list[dict], Decision]:
+    """The hybrid setting (long side, cutoff, blend) validation prefers, the table of every option
+    tried, and the decision (:func:`~qcat.training.selection.decide.decide`).
+
+    The default is the best single part (NB alone, or a long model alone: a hybrid that routes
+    every query to it); a setting replaces it only when it wins by more than 2 paired standard
+    errors. Given one setting only (every choice fixed by the caller), that setting is kept, and
+    the decision still says how it compares with the default."""
     remembered = {id(model): _Remembered(model) for model in (nb, *long_models.values())}
-    for longs, shares in long_sides(long_models, only):
-        for cutoff in cutoffs:
-            for blend in blends:
-                hybrid = HybridModel(nb=nb, longs=longs, cutoff=cutoff, taxonomy=taxonomy, config={}, metrics={},
-                                     blend=blend, long_shares=shares)
-                score, per_set = objective(replace(hybrid, nb=remembered[id(nb)],
-                                                   longs=tuple(remembered[id(long)] for long in longs)), sets)
-                row = {"long_backend": hybrid.long_backend, "long_shares": list(shares), "cutoff": cutoff,
-                       "blend": blend, "objective": round(score, 5)} | {
-                    f"pr@1 {set_name}": round(value, 5) for set_name, value in per_set.items()}
-                table.append(row)
-                if progress:
-                    progress(row)
-                if score > best_score:
-                    best, best_score = hybrid, score
-    return best, table
+    first_longs = next(iter(long_sides(long_models, only)))
+    singles = [HybridModel(nb=nb, longs=first_longs[0], cutoff=CUTOFFS[0], taxonomy=taxonomy, config={}, metrics={},
+                           long_shares=first_longs[1], route_to=part)
+               for part in ("nb", *(long.backend for long in first_longs[0]))]
+    settings = [HybridModel(nb=nb, longs=longs, cutoff=cutoff, taxonomy=taxonomy, config={}, metrics={},
+                            blend=blend, long_shares=shares)
+                for longs, shares in long_sides(long_models, only) for cutoff in cutoffs for blend in blends]
+    candidates, results, table = singles + settings, [], []
+    for hybrid in candidates:
+        result = outcomes(replace(hybrid, nb=remembered[id(nb)],
+                                  longs=tuple(remembered[id(long)] for long in hybrid.longs)), sets)
+        results.append(result)
+        row = _row(hybrid, result, sets)
+        table.append(row)
+        if progress:
+            progress(row)
+    weights = weights_of(sets)
+    default = max(range(len(singles)), key=lambda i: (table[i]["objective"], -i))  # ties: NB, the simplest
+    names = [setting_name(row) for row in table]
+    if len(settings) == 1:  # the caller fixed every choice: keep it, and say how it compares
+        decision = decide(names, results, weights, default)
+        decision = replace(decision, chosen=len(singles), decided=True)
+    else:
+        decision = decide(names, results, weights, default)
+    for row, verdict in zip(table, decision.rows):
+        row |= {"difference": verdict["difference"], "paired_se": verdict["paired_se"], "wins": verdict["wins"]}
+    return candidates[decision.chosen], table, decision
 
 
 def calibrate_hybrid(hybrid: HybridModel, sets: ValidationSets) -> HybridModel:
@@ -151,10 +194,10 @@ def select_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], sets: Vali
                   cutoffs: tuple[int, ...], blends: tuple[float, ...] = BLENDS, config: dict | None = None,
                   progress=None, only: str | None = None) -> HybridModel:
     """Choose the hybrid on the objective, calibrate it, and record the choice in its metrics."""
-    best, table = choose_hybrid(nb, long_models, cutoffs, sets, taxonomy, blends, progress, only)
+    best, table, decision = choose_hybrid(nb, long_models, cutoffs, sets, taxonomy, blends, progress, only)
     hybrid = calibrate_hybrid(best, sets)
     chosen = {"long_backend": hybrid.long_backend, "long_shares": list(hybrid.long_shares), "cutoff": hybrid.cutoff,
-              "blend": hybrid.blend}
+              "blend": hybrid.blend, "route_to": hybrid.route_to}
     return replace(hybrid, config=config or {}, metrics={"selection": {
         "chosen": chosen, "objective_weights": {name: round(weight, 4) for name, (_, weight) in sets.items()},
-        "table": table}})
+        "decision": decision.to_json() | {"summary": decision.summary()}, "table": table}})

@@ -1,0 +1,103 @@
+"""Confusable maps and the strict / lenient / severe figures, against hand-computed cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from qcat.confusable import ConfusableMap, load_confusable, parse_confusable, recorded_map
+from qcat.errors import InputError
+from qcat.measure.leniency import Leniency, leniency_summary, top1_outcomes
+from qcat.measure.metrics import Matched
+from qcat.taxonomy import from_paths
+
+# Two departments: Food (juice, fridge, cheese) and Toys (cars, models).
+TAXONOMY = from_paths(["Food > Juice", "Food > Fridge", "Food > Cheese", "Toys > Cars", "Toys > Models"])
+LEAF = {TAXONOMY.path_of(i).split(" > ")[-1]: i for i in TAXONOMY.leaves}
+LABELS = [LEAF[name] for name in ("Juice", "Fridge", "Cheese", "Cars", "Models")]  # truth columns 0..4
+MAP = ConfusableMap(((LEAF["Juice"], LEAF["Fridge"]), (LEAF["Models"], LEAF["Cars"])), "hand", "0" * 64)
+
+
+@pytest.fixture()
+def six_queries() -> Matched:
+    """Gold and top-1 (score) per query:
+    0 Juice -> Juice (0.9): right.  1 Juice -> Fridge (0.8): confusable.  2 Cheese -> Fridge (0.3):
+    wrong, same department.  3 Cars -> Cheese (0.7): severe, confident.  4 Models -> Juice (0.2):
+    severe, not confident.  5 {Cars, Cheese} -> Juice (0.6): wrong, not severe (Cheese is Food).
+    6 has no true category: skipped."""
+    truth = sp.csr_matrix(([1, 1, 1, 1, 1, 2, 1], ([0, 1, 2, 3, 4, 5, 5], [0, 0, 2, 3, 4, 3, 2])), shape=(7, 5))
+    labels = np.array([[0, 1], [1, 0], [1, 2], [2, 3], [0, 4], [0, 3], [3, 0]])
+    scores = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.2], [0.7, 0.1], [0.2, 0.1], [0.6, 0.3], [0.9, 0.1]])
+    return Matched.build(labels, scores, truth)
+
+
+def test_outcomes_per_query_hand_computed(six_queries) -> None:
+    outcome = top1_outcomes(six_queries, Leniency.build(LABELS, TAXONOMY, MAP))
+    assert outcome["strict"].tolist() == [True, False, False, False, False, False]
+    assert outcome["lenient"].tolist() == [True, True, False, False, False, False]
+    assert outcome["severe"].tolist() == [False, False, False, True, True, False]
+    assert outcome["confident"].tolist() == [True, True, False, True, False, True]
+
+
+def test_summary_means_and_standard_errors(six_queries) -> None:
+    summary = leniency_summary(six_queries, Leniency.build(LABELS, TAXONOMY, MAP))
+    se = lambda p, n: math.sqrt(p * (1 - p) * n / (n - 1) / n)  # noqa: E731  sample sd / sqrt(n)
+    assert summary["top-1 strict"] == pytest.approx(1 / 6)
+    assert summary["top-1 strict SE"] == pytest.approx(se(1 / 6, 6))
+    assert summary["top-1 lenient"] == pytest.approx(2 / 6)
+    assert summary["top-1 lenient SE"] == pytest.approx(se(2 / 6, 6))
+    assert summary["severe"] == pytest.approx(2 / 6)
+    # Confident answers (>= 0.5): queries 0, 1, 3, 5; of them only 3 is severe.
+    assert summary["severe confident"] == pytest.approx(1 / 4)
+    assert summary["severe confident SE"] == pytest.approx(se(1 / 4, 4))
+    assert summary["confident share"] == pytest.approx(4 / 6)
+
+
+def test_without_a_map_lenient_is_not_reported_and_severe_still_is(six_queries) -> None:
+    summary = leniency_summary(six_queries, Leniency.build(LABELS, TAXONOMY))
+    assert summary["top-1 lenient"] is None and summary["top-1 lenient SE"] is None
+    assert summary["severe"] == pytest.approx(2 / 6)
+
+
+def test_pairs_are_not_transitive() -> None:
+    chain = ConfusableMap(((LEAF["Juice"], LEAF["Fridge"]), (LEAF["Fridge"], LEAF["Cheese"])), "chain", "1" * 64)
+    truth = sp.csr_matrix(([1], ([0], [0])), shape=(1, 5))  # Juice
+    matched = Matched.build(np.array([[2]]), np.array([[0.9]]), truth)  # answers Cheese
+    assert top1_outcomes(matched, Leniency.build(LABELS, TAXONOMY, chain))["lenient"].tolist() == [False]
+
+
+def test_map_file_reading(tmp_path) -> None:
+    path = tmp_path / "confusable.tsv"
+    path.write_text(f"leaf_a\tleaf_b\tpath_a\n# a comment\n{LEAF['Fridge']}\t{LEAF['Juice']}\tx\n"
+                    f"{LEAF['Juice']}\t{LEAF['Fridge']}\n")
+    read = load_confusable(path, TAXONOMY)
+    assert read.pairs == (tuple(sorted((LEAF["Juice"], LEAF["Fridge"]))),)  # one unordered pair
+    assert read.partners(LEAF["Juice"]) == (LEAF["Fridge"],)
+    assert len(read.sha256) == 64
+    again = ConfusableMap.from_config(read.to_config(), "bundle")
+    assert again.pairs == read.pairs and again.sha256 == read.sha256
+
+    class Bundle:
+        config = {"confusable": read.to_config()}
+
+    assert recorded_map(Bundle()).pairs == read.pairs
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("c9\n", "line 1: want two leaf ids"),
+    ("LEAF\tLEAF\n", "with itself"),
+    ("nope\tLEAF\n", "'nope' is not a category"),
+    ("TOP\tLEAF\n", "is not a leaf"),
+])
+def test_bad_map_lines_are_refused_naming_the_line(text, message) -> None:
+    top = next(i for i in TAXONOMY.ids if not TAXONOMY.is_leaf(i))
+    with pytest.raises(InputError, match=message):
+        parse_confusable(text.replace("TOP", top).replace("LEAF", LEAF["Juice"]), "map.tsv", TAXONOMY)
+
+
+def test_missing_map_file_is_one_line(tmp_path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        load_confusable(tmp_path / "none.tsv")

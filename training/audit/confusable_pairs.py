@@ -1,0 +1,185 @@
+"""Find the pairs of leaves a training split cannot tell apart (``qcat data audit``).
+
+Three kinds of evidence, all from the training split alone (never a test split or a real-text set):
+
+- **shared texts**: normalized queries (with a catalog: titles too, which join the training split
+  as queries) clicked under both leaves, and of them those whose clicks **split**: each leaf has at
+  least :data:`SPLIT_SHARE` of the query's clicks;
+- **cross-fitted confusion**: a fast model (Naive Bayes with fixed settings) trained on k−1 folds
+  of the training queries answers the held-out fold; a pair's confusions are the held-out queries
+  of one leaf answered with the other, against what chance predicts from how often each leaf is
+  missed and wrongly answered (``lift`` = observed / expected).
+
+A pair is **confusable** when the fast model confuses it at least ``min_confusions`` times, at
+``lift`` at least ``min_lift``, on at least ``min_rate`` of the two leaves' held-out queries, and
+the data joins the two leaves (at least ``min_shared`` shared texts). A leaf with more than
+``max_partners`` such partners is a finding, not a group: none of its pairs enter the map.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from qcat.progress import task
+from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.data.dataset import Dataset, split_queries, subset_queries
+
+SPLIT_SHARE = 0.2  # a leaf's share of a query's clicks for the query to count as split between two leaves
+NB_THRESHOLD, NB_ALPHA = 1.0, 0.1  # the fast model's fixed settings (no tuning inside a fold)
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    folds: int = 5
+    min_confusions: int = 5
+    min_lift: float = 5.0
+    min_rate: float = 0.05
+    min_shared: int = 2
+    max_partners: int = 3
+    seed: int = 0
+    examples: int = 3
+
+    def __post_init__(self) -> None:
+        if self.folds < 2:
+            raise ValueError(f"folds must be at least 2, got {self.folds}")
+        if self.max_partners < 1:
+            raise ValueError(f"max_partners must be at least 1, got {self.max_partners}")
+
+
+@dataclass
+class Audit:
+    """What the audit found: every pair with evidence, ranked, and the leaves with too many partners."""
+
+    settings: AuditSettings
+    categories: np.ndarray  # the training split's categories (taxonomy ids)
+    queries: int  # training queries
+    held_out_errors: int  # the fast model's cross-fitted errors
+    held_out_queries: int
+    pairs: list[dict] = field(default_factory=list)  # ranked: confusable ones first
+    hubs: list[dict] = field(default_factory=list)  # leaves with more than max_partners partners
+
+    @property
+    def confusable(self) -> list[dict]:
+        return [pair for pair in self.pairs if pair["confusable"]]
+
+    def explained_share(self) -> float:
+        """The share of the cross-fitted errors the map's pairs explain."""
+        return sum(p["confusions"] for p in self.confusable) / max(self.held_out_errors, 1)
+
+
+def click_matrix(table: ClickTable) -> sp.csr_matrix:
+    return sp.csr_matrix((table.clicks, (table.pair_query, table.pair_category)),
+                         shape=(len(table.queries), len(table.categories)))
+
+
+def shared_texts(table: ClickTable) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+    """``(categories, categories)`` counts of queries clicked under both, and of those whose clicks
+    split (each of the two at least :data:`SPLIT_SHARE` of the query's clicks); upper triangles."""
+    clicks = click_matrix(table)
+    both = (clicks > 0).astype(np.float64)
+    totals = np.asarray(clicks.sum(axis=1)).ravel()
+    shares = sp.diags(1.0 / np.maximum(totals, 1e-300)) @ clicks
+    split = (shares >= SPLIT_SHARE).astype(np.float64)
+    return sp.triu(both.T @ both, k=1).tocsr(), sp.triu(split.T @ split, k=1).tocsr()
+
+
+def cross_fitted_confusion(dataset: Dataset, table: ClickTable, settings: AuditSettings) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(categories, categories)`` counts of held-out queries whose most-clicked leaf is the row and
+    whose answer, a wrong one, is the column; the held-out queries' count of each most-clicked leaf;
+    and the number of held-out queries."""
+    from qcat.training.nb.trainer import build_model, count_features
+
+    n = len(table.categories)
+    fold = split_queries(table.queries, settings.seed, (1.0 / settings.folds,) * settings.folds)
+    clicks = click_matrix(table)
+    top = np.asarray(clicks.argmax(axis=1)).ravel()
+    confusion = np.zeros((n, n), dtype=np.int64)
+    with task(f"audit: cross-fitting a fast model over {settings.folds} folds", settings.folds) as advance:
+        for f in range(settings.folds):
+            held = fold == f
+            train = subset_queries(table, ~held)
+            model = build_model(count_features(train), train, dataset, NB_THRESHOLD, NB_ALPHA, {})
+            position = {label: i for i, label in enumerate(table.categories)}
+            to_table = np.array([position[label] for label in model.labels], dtype=np.int64)
+            rows = np.nonzero(held)[0]
+            answer = model.predict(list(table.queries[rows]), 1).labels[:, 0]
+            answered = answer >= 0
+            rows, predicted = rows[answered], to_table[answer[answered]]
+            wrong = np.asarray(clicks[rows, predicted]).ravel() <= 0
+            np.add.at(confusion, (top[rows[wrong]], predicted[wrong]), 1)
+            advance()
+    return confusion, np.bincount(top, minlength=n), len(table.queries)
+
+
+def audit(dataset: Dataset, settings: AuditSettings = AuditSettings()) -> Audit:
+    """Audit ``dataset``'s training split (see the module docstring)."""
+    table = dataset.train
+    both, split = shared_texts(table)
+    confusion, per_leaf, held_out = cross_fitted_confusion(dataset, table, settings)
+    errors = int(confusion.sum())
+    missed, into = confusion.sum(axis=1).astype(np.float64), confusion.sum(axis=0).astype(np.float64)
+    expected = np.outer(missed, into) / max(errors, 1)
+    symmetric = confusion + confusion.T
+    candidates = set(zip(*np.nonzero(np.triu(symmetric, k=1)))) | set(zip(*both.nonzero()))
+    taxonomy = dataset.taxonomy
+    pairs = []
+    for a, b in candidates:
+        observed = int(symmetric[a, b])
+        shared = int(both[a, b])
+        if observed == 0 and shared < settings.min_shared:
+            continue  # one shared text and no confusion: not worth a line
+        chance = float(expected[a, b] + expected[b, a])
+        lift = observed / chance if chance > 0 else (float("inf") if observed else 0.0)
+        rate = observed / max(int(per_leaf[a] + per_leaf[b]), 1)
+        pairs.append({
+            "leaf_a": str(table.categories[a]), "leaf_b": str(table.categories[b]),
+            "path_a": taxonomy.path_of(table.categories[a]), "path_b": taxonomy.path_of(table.categories[b]),
+            "confusions": observed, "a_as_b": int(confusion[a, b]), "b_as_a": int(confusion[b, a]),
+            "expected": round(chance, 3), "lift": round(lift, 2) if np.isfinite(lift) else None,
+            "confusion_rate": round(rate, 4), "share_of_errors": round(observed / max(errors, 1), 5),
+            "shared_texts": shared, "split_texts": int(split[a, b]),
+            "queries_a": int(per_leaf[a]), "queries_b": int(per_leaf[b]),
+            "confusable": bool(observed >= settings.min_confusions and (not np.isfinite(lift) or lift >= settings.min_lift)
+                               and rate >= settings.min_rate and shared >= settings.min_shared),
+            "_index": (a, b),
+        })
+    pairs.sort(key=lambda p: (-p["confusable"], -p["confusions"], -p["shared_texts"], p["leaf_a"], p["leaf_b"]))
+    hubs = _hubs(pairs, settings.max_partners, taxonomy)
+    examples = _examples(table, [p for p in pairs[:200]], settings.examples)
+    for pair in pairs:
+        pair["examples"] = examples.get(pair.pop("_index"), [])
+    return Audit(settings, table.categories, len(table.queries), errors, held_out, pairs, hubs)
+
+
+def _hubs(pairs: list[dict], max_partners: int, taxonomy) -> list[dict]:
+    """Leaves with more than ``max_partners`` confusable partners; their pairs leave the map."""
+    partners: dict[str, list[str]] = {}
+    for pair in pairs:
+        if pair["confusable"]:
+            partners.setdefault(pair["leaf_a"], []).append(pair["leaf_b"])
+            partners.setdefault(pair["leaf_b"], []).append(pair["leaf_a"])
+    hubs = {leaf: found for leaf, found in partners.items() if len(found) > max_partners}
+    for pair in pairs:
+        if pair["confusable"] and (pair["leaf_a"] in hubs or pair["leaf_b"] in hubs):
+            pair["confusable"], pair["left_out"] = False, "a leaf of the pair has too many partners (a hub)"
+    return [{"leaf": leaf, "path": taxonomy.path_of(leaf), "partners": len(found),
+             "partner_paths": [taxonomy.path_of(p) for p in found]}
+            for leaf, found in sorted(hubs.items(), key=lambda item: (-len(item[1]), item[0]))]
+
+
+def _examples(table: ClickTable, pairs: list[dict], n: int) -> dict[tuple[int, int], list[str]]:
+    """Up to ``n`` shared texts of each pair, most clicked first."""
+    clicks = click_matrix(table).tocsc()
+    out = {}
+    for pair in pairs:
+        a, b = pair["_index"]
+        col_a, col_b = clicks[:, a], clicks[:, b]
+        common = np.intersect1d(col_a.indices, col_b.indices)
+        if len(common) == 0:
+            continue
+        weight = np.asarray(col_a[common].todense()).ravel() + np.asarray(col_b[common].todense()).ravel()
+        out[(a, b)] = [str(table.queries[q]) for q in common[np.argsort(-weight, kind="stable")[:n]]]
+    return out

@@ -1,0 +1,90 @@
+"""The audit's files: ``confusable.tsv`` (the map, editable), ``report.json`` and ``report.md``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from qcat.confusable import FILE_NAME, HEADER
+from qcat.training.audit.confusable_pairs import Audit
+
+TSV_COLUMNS = (HEADER, "leaf_b", "path_a", "path_b", "confusions", "lift", "confusion_rate", "shared_texts",
+               "split_texts", "share_of_errors")
+SHOWN = 40  # pairs the Markdown report lists
+
+
+def to_json(audit: Audit, source: dict) -> dict:
+    return {
+        "data": source,
+        "settings": vars(audit.settings),
+        "training_queries": audit.queries,
+        "categories": len(audit.categories),
+        "cross_fitted": {"held_out_queries": audit.held_out_queries, "errors": audit.held_out_errors,
+                         "error_rate": round(audit.held_out_errors / max(audit.held_out_queries, 1), 5)},
+        "confusable_pairs": len(audit.confusable),
+        "errors_explained_by_the_map": round(audit.explained_share(), 5),
+        "hubs": audit.hubs,
+        "pairs": audit.pairs,
+    }
+
+
+def tsv_text(audit: Audit, command: str) -> str:
+    lines = [f"# qcat data audit: leaves the training data cannot tell apart ({len(audit.confusable)} pairs).",
+             f"# Made by: {command}",
+             "# The first two columns are the two leaves' ids; the rest is evidence for people. Delete a line to stop",
+             "# crediting a pair, add one (two ids, tab-separated) to credit it; qcat evaluate --confusable reads it.",
+             "\t".join(TSV_COLUMNS)]
+    for pair in audit.confusable:
+        lines.append("\t".join(str(pair[c] if c != HEADER else pair["leaf_a"]) for c in TSV_COLUMNS))
+    return "\n".join(lines) + "\n"
+
+
+def markdown(audit: Audit, source: dict, command: str) -> str:
+    s = audit.settings
+    rows = ["| # | leaf A | leaf B | confusions (A→B / B→A) | lift | rate | shared texts (split) | share of errors | "
+            "in map | examples |", "|---:|---|---|---:|---:|---:|---:|---:|---|---|"]
+    for i, p in enumerate(audit.pairs[:SHOWN], start=1):
+        lift = "∞" if p["lift"] is None else f"{p['lift']:.1f}"
+        rows.append(f"| {i} | {cell(p['path_a'])} | {cell(p['path_b'])} | {p['confusions']} ({p['a_as_b']} / "
+                    f"{p['b_as_a']}) | {lift} | {100 * p['confusion_rate']:.1f}% | {p['shared_texts']} "
+                    f"({p['split_texts']}) | {100 * p['share_of_errors']:.2f}% | {'yes' if p['confusable'] else 'no'} | "
+                    f"{cell('; '.join(p['examples']))} |")
+    hubs = [f"- {cell(h['path'])}: {h['partners']} partners ({cell('; '.join(h['partner_paths'][:6]))}"
+            f"{'…' if h['partners'] > 6 else ''})" for h in audit.hubs] or ["- none"]
+    where = source.get("log") or source.get("corpus") or "the data"
+    return "\n".join([
+        "# Confusable leaves (qcat data audit)", "",
+        f"- Data: {cell(str(where))}, its training split only: {audit.queries:,} queries over "
+        f"{len(audit.categories):,} categories.",
+        f"- A fast model (Naive Bayes, fixed settings) cross-fitted over {s.folds} folds missed "
+        f"{audit.held_out_errors:,} of {audit.held_out_queries:,} held-out queries "
+        f"({audit.held_out_errors / max(audit.held_out_queries, 1):.1%}).",
+        f"- {len(audit.confusable)} pairs are confusable (at least {s.min_confusions} cross-fitted confusions, lift "
+        f"≥ {s.min_lift:g} over chance, ≥ {100 * s.min_rate:g}% of the two leaves' held-out queries, and ≥ "
+        f"{s.min_shared} texts clicked under both); together they explain "
+        f"{audit.explained_share():.1%} of the cross-fitted errors.",
+        f"- Made by: `{command}`", "",
+        f"## Pairs, ranked (first {min(SHOWN, len(audit.pairs))} of {len(audit.pairs):,} with evidence)", "",
+        *rows, "",
+        "confusions: held-out queries of one leaf answered with the other; lift: against what chance predicts from "
+        "how often each leaf is missed and wrongly answered; rate: confusions over both leaves' held-out queries; "
+        "shared texts: training queries (and titles) clicked under both leaves, (split): of them, those where each "
+        "leaf has at least 20% of the clicks.", "",
+        f"## Leaves with more than {s.max_partners} confusable partners (findings, not credited)", "",
+        *hubs, "",
+        f"`{FILE_NAME}` holds the map: edit it as your team agrees or not, then "
+        f"`qcat evaluate --confusable {FILE_NAME}` reports lenient top-1 with it.", ""])
+
+
+def cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def write_audit(audit: Audit, out: Path, source: dict, command: str) -> list[Path]:
+    """Write the three files into ``out`` (a directory, created); returns their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    files = {FILE_NAME: tsv_text(audit, command), "report.json": json.dumps(to_json(audit, source), indent=2) + "\n",
+             "report.md": markdown(audit, source, command)}
+    for name, text in files.items():
+        (out / name).write_text(text, encoding="utf-8")
+    return [out / name for name in files]
