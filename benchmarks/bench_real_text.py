@@ -178,12 +178,33 @@ def query_sets(corpus, dataset, real_split: str = "test") -> dict:
     return sets
 
 
+LENIENCY = None  # set in main(): the confusable map and departments (qcat.measure.leniency.Leniency) per set
+
+
+def leniency_for(table):
+    """A :class:`~qcat.measure.leniency.Leniency` over ``table``'s categories (the truth's columns)."""
+    from qcat.measure.leniency import Leniency
+
+    taxonomy, confusable = LENIENCY
+    return Leniency.build(table.categories, taxonomy, confusable)
+
+
+def outcomes_of(matched, table) -> dict[str, np.ndarray]:
+    """Per valid query: strict, lenient (where there is a map) and severe top-1 (0/1 each)."""
+    from qcat.measure.leniency import top1_outcomes
+
+    outcome = top1_outcomes(matched, leniency_for(table))
+    return {name: outcome[name].astype(np.float64) for name in ("strict", "lenient", "severe")
+            if outcome[name] is not None}
+
+
 def matched_on(model, table, predictions: Predictions | None = None):
     predictions = predictions or model.predict(list(table.queries), K)
     return match_to_truth(predictions.labels, predictions.scores, model.labels, table.categories, truth_matrix(table))
 
 
 PAIRED = {"sim": "sim-test", "real-title": "real-title", "real-2tok": "real-2tok"}
+OUTCOMES = ("strict", "lenient", "severe")  # top-1 strict (= PR@1), lenient and severe, paired too
 
 
 def per_query_pr(matched, k: int) -> np.ndarray:
@@ -197,16 +218,20 @@ def score(model, sets: dict, simulated_predictions: Predictions, per_query: dict
     ``per_query``, each query's PR@1 and PR@3 of the paired sets go into it too."""
     test = sets["sim-test"]
     matched = matched_on(model, test, simulated_predictions)
+    outcome = outcomes_of(matched, test)
     if per_query is not None:
-        per_query["sim-test"] = {k: per_query_pr(matched, k) for k in (1, 3)}
+        per_query["sim-test"] = {k: per_query_pr(matched, k) for k in (1, 3)} | outcome
     segment = segment_by_impressions(np.nan_to_num(test.query_impressions))
-    row = {"sim PR@1": pr_at_k(matched, 1)}
+    row = {"sim PR@1": pr_at_k(matched, 1)} | {f"sim {name}": float(values.mean()) for name, values in outcome.items()
+                                               if name != "strict"}
     row |= {f"sim {name} PR@1": pr_at_k(matched.subset(segment == s), 1) for s, name in enumerate(SEGMENTS)}
     for name in REAL_SETS:
         real = matched_on(model, sets[name])
+        outcome = outcomes_of(real, sets[name])
         if per_query is not None:
-            per_query[name] = {k: per_query_pr(real, k) for k in (1, 3)}
-        row |= {f"{name} PR@1": pr_at_k(real, 1), f"{name} PR@3": pr_at_k(real, 3)}
+            per_query[name] = {k: per_query_pr(real, k) for k in (1, 3)} | outcome
+        row |= {f"{name} PR@1": pr_at_k(real, 1), f"{name} PR@3": pr_at_k(real, 3)} | {
+            f"{name} {kind}": float(values.mean()) for kind, values in outcome.items() if kind != "strict"}
     return row
 
 
@@ -227,6 +252,8 @@ def evaluate(name: str, model, sets: dict, train_seconds: float | None, per_quer
 COLUMNS = ("sim PR@1", "sim head PR@1", "sim torso PR@1", "sim tail PR@1",
            "real-title PR@1", "real-title PR@3", "real-2tok PR@1", "real-2tok PR@3",
            "real-queries PR@1", "real-queries PR@3", "train s", "predict ms/q")
+# Strict top-1 is PR@1; lenient credits an answer confusable with the gold; severe: another department.
+ERROR_COLUMNS = tuple(f"{s} {kind}" for s in ("sim", "real-title", "real-2tok") for kind in OUTCOMES)
 
 
 def cell(column: str, value) -> str:
@@ -243,26 +270,46 @@ def markdown_table(results: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def mean_se(values: np.ndarray) -> tuple[float, float]:
+    values = values[~np.isnan(values)]
+    return float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))
+
+
 def paired_rows(per_query: dict[str, dict], baseline: str) -> dict[str, dict]:
-    """Each model's PR@1/PR@3 minus the baseline's per set, and the paired standard error."""
+    """Each model's PR@1/PR@3 and strict/lenient/severe top-1 minus the baseline's per set, and the
+    paired standard error."""
     rows = {}
     base = per_query[baseline]
     for name, sets in per_query.items():
         row = {}
         for short, set_name in PAIRED.items():
-            for k in (1, 3):
-                diff = sets[set_name][k] - base[set_name][k]
-                diff = diff[~np.isnan(diff)]
-                row[f"{short} PR@{k}"] = (float(diff.mean()), float(diff.std(ddof=1) / np.sqrt(len(diff))))
+            for key in (1, 3, *OUTCOMES):
+                if key in sets[set_name] and key in base[set_name]:
+                    label = f"{short} PR@{key}" if isinstance(key, int) else f"{short} {key}"
+                    row[label] = mean_se(sets[set_name][key] - base[set_name][key])
         rows[name] = row
     return rows
 
 
+def error_table(per_query: dict[str, dict]) -> str:
+    """Strict, lenient and severe top-1 of every model on the paired sets, each ± its standard error."""
+    columns = [(short, set_name, kind) for short, set_name in PAIRED.items() for kind in OUTCOMES]
+    lines = ["| model | " + " | ".join(f"{short} {kind}" for short, _, kind in columns) + " |",
+             "|" + "---|" * (len(columns) + 1)]
+    for name, sets in per_query.items():
+        cells = []
+        for _, set_name, kind in columns:
+            cells.append("–" if kind not in sets[set_name] else "{:.4f} ± {:.4f}".format(*mean_se(sets[set_name][kind])))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def paired_table(rows: dict[str, dict], baseline: str) -> str:
-    columns = [f"{short} PR@{k}" for short in PAIRED for k in (1, 3)]
+    columns = [c for c in (f"{short} {key}" if key in OUTCOMES else f"{short} PR@{key}"
+                           for short in PAIRED for key in (1, 3, *OUTCOMES)) if any(c in row for row in rows.values())]
     lines = [f"| vs {baseline} (difference ± paired SE) | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
-    lines += [f"| {name} | " + " | ".join(f"{row[c][0]:+.4f} ± {row[c][1]:.4f}" for c in columns) + " |"
-              for name, row in rows.items()]
+    lines += [f"| {name} | " + " | ".join(f"{row[c][0]:+.4f} ± {row[c][1]:.4f}" if c in row else "–" for c in columns)
+              + " |" for name, row in rows.items()]
     return "\n".join(lines)
 
 
@@ -284,6 +331,8 @@ def main() -> None:
                         help="split of real-title and real-2tok (default test; validation for model selection)")
     parser.add_argument("--baseline", default=None, metavar="NAME",
                         help="the model (a NAME of --model or a peer) paired errors are taken against (default: the first --model)")
+    parser.add_argument("--confusable", default=None, metavar="FILE",
+                        help="the confusable map lenient top-1 credits (default: the one the demo corpus ships)")
     parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args()
     bundles = parse_models(args.model)
@@ -294,8 +343,14 @@ def main() -> None:
     from qcat.classifier import load_model
     from qcat.training.data.corpus import Corpus
 
+    from qcat.confusable import load_confusable
+
+    global LENIENCY
     corpus = Corpus.open()
     dataset = corpus.dataset("base")
+    confusable = load_confusable(args.confusable, dataset.taxonomy) if args.confusable else corpus.confusable()
+    LENIENCY = (dataset.taxonomy, confusable)
+    print(f"confusable map: {confusable.describe() if confusable else 'none (lenient not reported)'}", flush=True)
     sets = query_sets(corpus, dataset, args.real_split)
     print("sets: " + ", ".join(f"{name} {len(table.queries):,}" for name, table in sets.items()), flush=True)
     results: dict[str, dict] = {}
@@ -312,12 +367,19 @@ def main() -> None:
         results[name] = evaluate(name, load_model(directory), sets, bundle_train_seconds(directory),
                                  per_query.setdefault(name, {}))
     print(markdown_table(results))
+    print(error_table(per_query))
     baseline = args.baseline or (next(iter(bundles)) if bundles else None)
     paired = paired_rows(per_query, baseline) if baseline in per_query else {}
     if paired:
         print(paired_table(paired, baseline))
     if args.out:
-        saved = {"results": results, "paired": {"baseline": baseline, "rows": paired}, "fasttext": FASTTEXT, "k": K, "real_split": args.real_split,
+        errors = {name: {set_name: {kind: mean_se(values[kind]) for kind in OUTCOMES if kind in values}
+                         for set_name, values in sets.items()} for name, sets in per_query.items()}
+        saved = {"results": results, "paired": {"baseline": baseline, "rows": paired}, "fasttext": FASTTEXT, "k": K,
+                 "strict_lenient_severe": errors,
+                 "confusable": None if confusable is None else {"source": confusable.source, "sha256": confusable.sha256,
+                                                                "pairs": len(confusable)},
+                 "real_split": args.real_split,
                  "sets": {name: len(table.queries) for name, table in sets.items()}}
         Path(args.out).write_text(json.dumps(saved, indent=2) + "\n")
 

@@ -1,7 +1,7 @@
 """Confusable leaves: pairs of categories the data cannot tell apart (DESIGN.md, "Taxonomies overlap").
 
 A map is a tab-separated file whose first two columns are two leaf ids, one pair a line; ``#``
-starts a comment line, a first line beginning ``leaf_a`` is a header, and any further columns
+starts a comment line, the first other line is a header if it begins ``leaf_a``, and any further columns
 (paths, evidence) are for people and ignored here. ``qcat data audit`` writes one
 (``confusable.tsv``); a team edits it by deleting or adding lines. Pairs are not transitive: a
 leaf is confusable with the leaves it is paired with, not with their partners.
@@ -59,10 +59,14 @@ class ConfusableMap:
 
 def parse_confusable(text: str, where: str, taxonomy: Taxonomy | None = None) -> ConfusableMap:
     """The map in ``text`` (the contents of ``where``); with ``taxonomy``, every id must be a leaf of it."""
-    pairs = []
+    pairs, first = [], True
     for row, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("#") or (row == 1 and line.startswith(HEADER)):
+        if not line.strip() or line.lstrip().startswith("#"):
             continue
+        if first and line.startswith(HEADER):  # the header: the first line that is not a comment
+            first = False
+            continue
+        first = False
         cells = line.split("\t")
         if len(cells) < 2 or not cells[0].strip() or not cells[1].strip():
             raise InputError(f"{where}, line {row}: want two leaf ids separated by a tab, got {line[:80]!r}")

@@ -34,11 +34,11 @@ NB_THRESHOLD, NB_ALPHA = 1.0, 0.1  # the fast model's fixed settings (no tuning 
 @dataclass(frozen=True)
 class AuditSettings:
     folds: int = 5
-    min_confusions: int = 5
+    min_confusions: int = 3
     min_lift: float = 5.0
-    min_rate: float = 0.05
+    min_rate: float = 0.01
     min_shared: int = 2
-    max_partners: int = 3
+    max_partners: int = 4
     seed: int = 0
     examples: int = 3
 
@@ -108,7 +108,8 @@ def cross_fitted_confusion(dataset: Dataset, table: ClickTable, settings: AuditS
             answer = model.predict(list(table.queries[rows]), 1).labels[:, 0]
             answered = answer >= 0
             rows, predicted = rows[answered], to_table[answer[answered]]
-            wrong = np.asarray(clicks[rows, predicted]).ravel() <= 0
+            found = clicks[rows, predicted]
+            wrong = (found.toarray() if sp.issparse(found) else np.asarray(found)).ravel() <= 0
             np.add.at(confusion, (top[rows[wrong]], predicted[wrong]), 1)
             advance()
     return confusion, np.bincount(top, minlength=n), len(table.queries)

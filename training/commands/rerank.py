@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -23,6 +24,7 @@ from qcat.errors import InputError
 
 LEAVES = (4, 7)
 ROUNDS = (50, 100, 200)
+DEFAULT_LEAVES, DEFAULT_ROUNDS = 4, 100  # the setting others must beat by more than 2 paired SE
 
 
 def add_rerank_command(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +46,14 @@ def add_rerank_command(sub: argparse._SubParsersAction) -> None:
                         help=f"boosting rounds to choose from (default {','.join(map(str, ROUNDS))})")
     rerank.add_argument("--out", type=Path, required=True, help="the bundle to write (new or an empty directory)")
     rerank.set_defaults(run=run_train_rerank)
+
+
+def default_setting(leaves_grid: tuple[int, ...], rounds_grid: tuple[int, ...]) -> int:
+    """The grid position of the stated default, 4 leaves and 100 rounds (or the grid's first of
+    each where it lacks them), in the grid's order (leaves, then rounds)."""
+    leaves = DEFAULT_LEAVES if DEFAULT_LEAVES in leaves_grid else leaves_grid[0]
+    rounds = DEFAULT_ROUNDS if DEFAULT_ROUNDS in rounds_grid else rounds_grid[0]
+    return leaves_grid.index(leaves) * len(rounds_grid) + rounds_grid.index(rounds)
 
 
 def _numbers(text: str, flag: str) -> tuple[int, ...]:
@@ -143,6 +153,7 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     from qcat.training.rerank.data import build_examples, label_prior, neighbour_index
     from qcat.training.rerank.trainer import BASE_PARAMS, crossfit, export_trees, no_leak_check, stack, train_booster
     from qcat.training.selection.calibrate import describe_fit, fit_calibration
+    from qcat.training.selection.decide import MARGIN_SE, decide, paired_difference
     from qcat.training.selection.table_metrics import evaluate_pr
 
     started = time.perf_counter()
@@ -158,7 +169,7 @@ def run_train_rerank(args: argparse.Namespace) -> int:
           f"({counts['held_out_left_out']:,} held-out listings left out)")
     model = RerankModel(first=first, index=index, prior=label_prior(dataset.train, first.labels), trees=None,
                         taxonomy=first.taxonomy, config={}, metrics={}, depth=args.candidates, neighbours=args.neighbours)
-    names = list(feature_names(model.answers))
+    names_of_features = list(feature_names(model.answers))
     examples = [build_examples(model, table, name) for name, (table, _) in sets.items()]
     weights = [weight for _, weight in sets.values()]
     no_leak_check(examples, args.folds)
@@ -169,10 +180,11 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     first_objective = sum(w * h.mean() for w, h in zip(weights, first_hits))
     print(f"first stage: validation objective {first_objective:.4f} (" + ", ".join(
         f"{ex.name} {h.mean():.4f}" for ex, h in zip(examples, first_hits)) + ")")
-    table, best = [], None
+    table, names, outcomes, oof_by = [], [], [], []
+    set_weights = {ex.name: w for ex, w in zip(examples, weights)}
     for leaves in leaves_grid:
         params = BASE_PARAMS | {"num_leaves": leaves, "min_data_in_leaf": 100}
-        oof = crossfit(examples, params, rounds_grid, args.folds, names, weights)
+        oof = crossfit(examples, params, rounds_grid, args.folds, names_of_features, weights)
         for rounds in rounds_grid:
             hits = [ex.top1_hit(score) for ex, score in zip(examples, oof[rounds])]
             value = sum(w * h.mean() for w, h in zip(weights, hits))
@@ -181,17 +193,34 @@ def run_train_rerank(args: argparse.Namespace) -> int:
                 f"paired se {ex.name}": round(float((h - b).std(ddof=1) / np.sqrt(max(len(h), 2))), 5)
                 for ex, h, b in zip(examples, hits, first_hits)}
             table.append(row)
+            names.append(f"{leaves} leaves, {rounds} rounds")
+            outcomes.append({ex.name: h for ex, h in zip(examples, hits)})
+            oof_by.append((leaves, rounds, oof[rounds]))
             print("  out of fold: " + ", ".join(f"{k} {v}" for k, v in row.items()), flush=True)
-            if best is None or value > best[0]:
-                best = (value, leaves, rounds, oof[rounds])
-    value, leaves, rounds, oof_scores = best
-    print(f"chose {leaves} leaves, {rounds} rounds: objective {value:.4f} out of fold (first stage {first_objective:.4f})")
+    default = default_setting(leaves_grid, rounds_grid)
+    decision = decide(names, outcomes, set_weights, default)
+    for row, verdict in zip(table, decision.rows):
+        row |= {"difference": verdict["difference"], "paired_se": verdict["paired_se"], "wins": verdict["wins"]}
+    print(decision.summary())
+    leaves, rounds, oof_scores = oof_by[decision.chosen]
+    value = table[decision.chosen]["objective"]
+    gain, gain_se = paired_difference(outcomes[decision.chosen], {ex.name: h for ex, h in zip(examples, first_hits)},
+                                      set_weights)
+    versus_first = {"difference": round(gain, 5), "paired_se": round(gain_se, 5),
+                    "told_apart": bool(gain > MARGIN_SE * gain_se and gain > 0)}
+    print(f"chose {leaves} leaves, {rounds} rounds: objective {value:.4f} out of fold (first stage {first_objective:.4f}, "
+          f"{gain:+.4f} ± {gain_se:.4f} paired SE)")
+    if not versus_first["told_apart"]:
+        print(f"warning: validation ({decision.queries:,} queries) cannot tell the re-ranker from its first stage "
+              f"({gain:+.4f} ± {gain_se:.4f}, a gain needs more than {MARGIN_SE:g} paired SE): prefer the first stage",
+              file=sys.stderr)
     stacked = stack(examples, args.folds, weights)
     params = BASE_PARAMS | {"num_leaves": leaves, "min_data_in_leaf": 100}
-    booster = train_booster(stacked.rows, stacked.relevant, stacked.group_sizes, stacked.weight, params, rounds, names)
-    trees = export_trees(booster, len(names))
+    booster = train_booster(stacked.rows, stacked.relevant, stacked.group_sizes, stacked.weight, params, rounds,
+                            names_of_features)
+    trees = export_trees(booster, len(names_of_features))
     gains = booster.feature_importance(importance_type="gain")
-    gain = {name: round(float(g / max(gains.sum(), 1e-300)), 4) for name, g in zip(names, gains)}
+    gain = {name: round(float(g / max(gains.sum(), 1e-300)), 4) for name, g in zip(names_of_features, gains)}
     calibration = fit_calibration(OutOfFold(first.labels, out_of_fold_answers(examples, oof_scores), SOURCE), sets)
     model = replace(model, trees=trees, calibration=calibration,
                     config={"first_stage": str(args.model), "data": source, "neighbour_catalog": catalog_name,
@@ -199,13 +228,18 @@ def run_train_rerank(args: argparse.Namespace) -> int:
                             "params": {k: v for k, v in params.items() if k != "verbose"} | {"rounds": rounds},
                             "folds": args.folds},
                     metrics={"selection": {"chosen": {"leaves": leaves, "rounds": rounds},
-                                           "first_stage_objective": round(first_objective, 5), "table": table},
+                                           "first_stage_objective": round(first_objective, 5),
+                                           "decision": decision.to_json() | {"summary": decision.summary()},
+                                           "versus_first_stage": versus_first, "table": table},
                              "feature_gain": gain})
     model.metrics["test"] = evaluate_pr(model, dataset.test)
     seen = read_seen_fingerprints(args.model)
 
+    # Its learner and its calibration trained on every validation set's queries (real-text ones too).
+    learned_on = seen_queries(dataset) + [str(q) for table, _ in sets.values() for q in table.queries]
+
     def write(directory: Path) -> None:  # as save_bundle, and the first stage keeps its record too
-        write_seen_queries(directory, seen_queries(dataset), [seen] if seen is not None else [])
+        write_seen_queries(directory, learned_on, [seen] if seen is not None else [])
         if seen is not None:  # the first stage keeps its own record, so `qcat evaluate` reports its overlap too
             write_seen_queries(directory / FIRST_DIR, [], [seen])
         model.save(directory)
