@@ -7,8 +7,8 @@ Three kinds of evidence, all from the training split alone (never a test split o
   least :data:`SPLIT_SHARE` of the query's clicks;
 - **cross-fitted confusion**: a fast model (Naive Bayes with fixed settings) trained on k−1 folds
   of the training queries answers the held-out fold; a pair's confusions are the held-out queries
-  of one leaf answered with the other, against what chance predicts from how often each leaf is
-  missed and wrongly answered (``lift`` = observed / expected).
+  of one leaf answered with the other, against what chance predicts: a leaf's missed queries
+  landing on the other as often as the model answers it at all (``lift`` = observed / expected).
 
 A pair is **confusable** when the fast model confuses it at least ``min_confusions`` times, at
 ``lift`` at least ``min_lift``, on at least ``min_rate`` of the two leaves' held-out queries, and
@@ -86,10 +86,11 @@ def shared_texts(table: ClickTable) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     return sp.triu(both.T @ both, k=1).tocsr(), sp.triu(split.T @ split, k=1).tocsr()
 
 
-def cross_fitted_confusion(dataset: Dataset, table: ClickTable, settings: AuditSettings) -> tuple[np.ndarray, np.ndarray, int]:
+def cross_fitted_confusion(dataset: Dataset, table: ClickTable,
+                           settings: AuditSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """``(categories, categories)`` counts of held-out queries whose most-clicked leaf is the row and
     whose answer, a wrong one, is the column; the held-out queries' count of each most-clicked leaf;
-    and the number of held-out queries."""
+    how often each leaf was the answer (right or wrong); and the number of held-out queries."""
     from qcat.training.nb.trainer import build_model, count_features
 
     n = len(table.categories)
@@ -97,6 +98,7 @@ def cross_fitted_confusion(dataset: Dataset, table: ClickTable, settings: AuditS
     clicks = click_matrix(table)
     top = np.asarray(clicks.argmax(axis=1)).ravel()
     confusion = np.zeros((n, n), dtype=np.int64)
+    answers = np.zeros(n, dtype=np.int64)
     with task(f"audit: cross-fitting a fast model over {settings.folds} folds", settings.folds) as advance:
         for f in range(settings.folds):
             held = fold == f
@@ -108,21 +110,26 @@ def cross_fitted_confusion(dataset: Dataset, table: ClickTable, settings: AuditS
             answer = model.predict(list(table.queries[rows]), 1).labels[:, 0]
             answered = answer >= 0
             rows, predicted = rows[answered], to_table[answer[answered]]
+            answers += np.bincount(predicted, minlength=n)
             found = clicks[rows, predicted]
             wrong = (found.toarray() if sp.issparse(found) else np.asarray(found)).ravel() <= 0
             np.add.at(confusion, (top[rows[wrong]], predicted[wrong]), 1)
             advance()
-    return confusion, np.bincount(top, minlength=n), len(table.queries)
+    return confusion, np.bincount(top, minlength=n), answers, len(table.queries)
 
 
 def audit(dataset: Dataset, settings: AuditSettings = AuditSettings()) -> Audit:
     """Audit ``dataset``'s training split (see the module docstring)."""
     table = dataset.train
     both, split = shared_texts(table)
-    confusion, per_leaf, held_out = cross_fitted_confusion(dataset, table, settings)
+    confusion, per_leaf, answers, held_out = cross_fitted_confusion(dataset, table, settings)
     errors = int(confusion.sum())
-    missed, into = confusion.sum(axis=1).astype(np.float64), confusion.sum(axis=0).astype(np.float64)
-    expected = np.outer(missed, into) / max(errors, 1)
+    # Chance: a missed query of leaf a lands on b as often as the model answers b at all (among the
+    # answers other than a).
+    missed = confusion.sum(axis=1).astype(np.float64)
+    answer_share = answers / max(int(answers.sum()), 1)
+    expected = np.outer(missed / np.maximum(1.0 - answer_share, 1e-12), answer_share)
+    np.fill_diagonal(expected, 0.0)
     symmetric = confusion + confusion.T
     candidates = set(zip(*np.nonzero(np.triu(symmetric, k=1)))) | set(zip(*both.nonzero()))
     taxonomy = dataset.taxonomy

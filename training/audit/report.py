@@ -66,8 +66,8 @@ def markdown(audit: Audit, source: dict, command: str) -> str:
         f"- Made by: `{command}`", "",
         f"## Pairs, ranked (first {min(SHOWN, len(audit.pairs))} of {len(audit.pairs):,} with evidence)", "",
         *rows, "",
-        "confusions: held-out queries of one leaf answered with the other; lift: against what chance predicts from "
-        "how often each leaf is missed and wrongly answered; rate: confusions over both leaves' held-out queries; "
+        "confusions: held-out queries of one leaf answered with the other; lift: against what chance predicts (a "
+        "leaf's misses landing on the other as often as the model answers it at all); rate: confusions over both leaves' held-out queries; "
         "shared texts: training queries (and titles) clicked under both leaves, (split): of them, those where each "
         "leaf has at least 20% of the clicks.", "",
         f"## Leaves with more than {s.max_partners} confusable partners (findings, not credited)", "",
