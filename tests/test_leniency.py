@@ -101,3 +101,53 @@ def test_bad_map_lines_are_refused_naming_the_line(text, message) -> None:
 def test_missing_map_file_is_one_line(tmp_path) -> None:
     with pytest.raises(InputError, match="no such file"):
         load_confusable(tmp_path / "none.tsv")
+
+
+@pytest.mark.slow
+def test_qcat_evaluate_prints_and_reports_them_as_a_plain_recount(tmp_path) -> None:
+    """On a small generated log: the report's strict, lenient and severe top-1 equal a recount
+    in plain Python over the test split, and the command prints them with their SEs."""
+    import json
+
+    from qcat.classifier import load_model
+    from qcat.taxonomy import load_taxonomy
+    from qcat.training.data.corpus import LogCorpus
+    from tests.test_decide import small_log
+    from tests.test_own_data import qcat
+
+    log, taxonomy_file = small_log(tmp_path)
+    trained = qcat("train", "nb", "--log", log, "--taxonomy", taxonomy_file, "--min-clicks", "1", "--out", tmp_path / "nb")
+    assert trained.returncode == 0, trained.stderr.decode()
+    pairs = [("d0l0", "d0l1"), ("d1l2", "d1l3"), ("d2l0", "d2l3")]
+    (tmp_path / "map.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in pairs))
+    result = qcat("evaluate", "--model", tmp_path / "nb", "--log", log, "--taxonomy", taxonomy_file,
+                  "--confusable", tmp_path / "map.tsv", "--out", tmp_path / "report", "--json")
+    assert result.returncode == 0, result.stderr.decode()
+    report = json.loads(result.stdout)
+    figures = report["models"][0]["segments"]["all"]
+    assert report["models"][0]["confusable"]["pairs"] == 3
+
+    taxonomy = load_taxonomy(taxonomy_file)
+    test = LogCorpus(log, taxonomy_file, 1, 0, "other").dataset().test
+    model = load_model(tmp_path / "nb")
+    top = model.predict(list(test.queries), 1).labels[:, 0]
+    credited = {frozenset(p) for p in pairs}
+    strict = lenient = severe = 0
+    for q, query in enumerate(test.queries):
+        truth = {test.categories[test.pair_category[i]] for i in range(len(test.pair_query)) if test.pair_query[i] == q}
+        answer = model.labels[top[q]] if top[q] >= 0 else None
+        strict += answer in truth
+        lenient += answer in truth or any(frozenset((answer, t)) in credited for t in truth)
+        severe += answer is not None and answer not in truth and all(
+            taxonomy.path_of(answer).split(" > ")[0] != taxonomy.path_of(t).split(" > ")[0] for t in truth)
+    n = len(test.queries)
+    assert figures["top-1 strict"] == pytest.approx(strict / n) == pytest.approx(figures["PR@1"])
+    assert figures["top-1 lenient"] == pytest.approx(lenient / n)
+    assert figures["severe"] == pytest.approx(severe / n)
+    assert lenient > strict  # the map credits something here
+    p = lenient / n
+    assert figures["top-1 lenient SE"] == pytest.approx(math.sqrt(p * (1 - p) / (n - 1)))
+    err = result.stderr.decode()
+    assert f"top-1 strict {strict / n:.4f} ± " in err and f"lenient {lenient / n:.4f} ± " in err
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "Strict, lenient and severe top-1" in markdown and "map.tsv (3 pairs, sha256" in markdown

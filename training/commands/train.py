@@ -135,6 +135,9 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     hybrid.add_argument("--blend", type=float_in(0, 1, high_open=True), default=None,
                         help="NB's weight in a longer query's score, 0 = the paper's routing (default: chosen "
                              "from 0, 0.2, 0.3, 0.5)")
+    hybrid.add_argument("--objective", choices=("strict", "lenient"), default="strict",
+                        help="choose on strict PR@1 (default) or on lenient top-1, which credits answers the confusable "
+                             "map pairs with the gold (needs --confusable FILE or an NB part that recorded one)")
     add_data_flags(hybrid)
     hybrid.set_defaults(run=run_train_hybrid)
     from qcat.training.commands.rerank import add_rerank_command
@@ -266,10 +269,10 @@ def merged_taxonomy(nb, longs: dict, paths: dict):
 def run_train_hybrid(args: argparse.Namespace) -> int:
     from qcat.calibration import calibrated_sources
     from qcat.classifier import load_model
-    from qcat.confusable import CONFIG_KEY
+    from qcat.confusable import CONFIG_KEY, load_confusable, recorded_map
     from qcat.hybrid import CUTOFFS
     from qcat.training.selection.calibrate import describe_fit
-    from qcat.training.selection.objective import BLENDS, select_hybrid
+    from qcat.training.selection.objective import BLENDS, lenient_objective, select_hybrid
     from qcat.training.selection.table_metrics import evaluate_pr
 
     candidates = {name: getattr(args, name) for name in ("xmlq", "xreg") if getattr(args, name) is not None}
@@ -298,13 +301,17 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     print_objective(sets)
     cutoffs = (args.cutoff,) if args.cutoff else CUTOFFS
     blends = (args.blend,) if args.blend is not None else BLENDS
+    confusable = load_confusable(args.confusable, dataset.taxonomy) if args.confusable is not None else recorded_map(nb)
+    if args.objective == "lenient" and confusable is None:
+        raise InputError("--objective lenient needs a confusable map: give --confusable FILE (qcat data audit writes one)")
+    leniency_of = lenient_objective(dataset.taxonomy, confusable) if args.objective == "lenient" else None
+    if leniency_of is not None:
+        print(f"choosing on lenient top-1 with {confusable.describe()}")
     hybrid = select_hybrid(nb, longs, sets, merged_taxonomy(nb, longs, candidates), cutoffs, blends,
                            config={"nb": str(args.nb)} | {n: str(p) for n, p in candidates.items()} | {"data": source},
-                           progress=print_selection_row(sets), only=args.long_backend)
-    if args.confusable is not None:
-        record_confusable(args, hybrid, dataset.taxonomy)
-    elif CONFIG_KEY in nb.config:  # the map the NB part was trained with
-        hybrid.config[CONFIG_KEY] = nb.config[CONFIG_KEY]
+                           progress=print_selection_row(sets), only=args.long_backend, leniency_of=leniency_of)
+    if confusable is not None:  # --confusable, or the map the NB part was trained with
+        hybrid.config[CONFIG_KEY] = confusable.to_config()
     hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)
     save_bundle(hybrid, args.out, dataset, [f for f in seen if f is not None])
     print(hybrid.metrics["selection"]["decision"]["summary"])

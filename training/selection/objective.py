@@ -35,7 +35,7 @@ from qcat.taxonomy import Taxonomy
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import Dataset
 from qcat.training.selection.decide import Decision, Outcomes, decide, objective_of
-from qcat.training.selection.table_metrics import evaluate_pr, top1_hits
+from qcat.training.selection.table_metrics import evaluate_pr, top1_hits, top1_lenient_hits
 
 WEIGHTS = {"simulated": 0.2, "real-title": 0.4, "real-2tok": 0.4}
 
@@ -117,9 +117,20 @@ class _Remembered:
         return self._answers[key]
 
 
-def outcomes(model: Model, sets: ValidationSets) -> Outcomes:
-    """Each validation query's PR@1, per set: what paired comparisons (:mod:`~qcat.training.selection.decide`) use."""
-    return {name: top1_hits(model, table) for name, (table, _) in sets.items()}
+def outcomes(model: Model, sets: ValidationSets, leniency_of=None) -> Outcomes:
+    """Each validation query's PR@1 (strict), or with ``leniency_of`` (labels -> a
+    :class:`~qcat.measure.leniency.Leniency` with a map) its lenient top-1, per set: what paired
+    comparisons (:mod:`~qcat.training.selection.decide`) use."""
+    if leniency_of is None:
+        return {name: top1_hits(model, table) for name, (table, _) in sets.items()}
+    return {name: top1_lenient_hits(model, table, leniency_of) for name, (table, _) in sets.items()}
+
+
+def lenient_objective(taxonomy: Taxonomy, confusable):
+    """``leniency_of`` for :func:`outcomes`: lenient top-1 with ``confusable`` (a map) over ``taxonomy``."""
+    from qcat.measure.leniency import Leniency
+
+    return lambda labels: Leniency.build(labels, taxonomy, confusable)
 
 
 def weights_of(sets: ValidationSets) -> dict[str, float]:
@@ -144,14 +155,15 @@ def setting_name(row: dict) -> str:
 
 def choose_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], cutoffs: tuple[int, ...], sets: ValidationSets,
                   taxonomy: Taxonomy, blends: tuple[float, ...] = BLENDS, progress=None,
-                  only: str | None = None) -> tuple[HybridModel, list[dict], Decision]:
+                  only: str | None = None, leniency_of=None) -> tuple[HybridModel, list[dict], Decision]:
     """The hybrid setting (long side, cutoff, blend) validation prefers, the table of every option
     tried, and the decision (:func:`~qcat.training.selection.decide.decide`).
 
     The default is the best single part (NB alone, or a long model alone: a hybrid that routes
     every query to it); a setting replaces it only when it wins by more than 2 paired standard
     errors. Given one setting only (every choice fixed by the caller), that setting is kept, and
-    the decision still says how it compares with the default."""
+    the decision still says how it compares with the default. With ``leniency_of``
+    (:func:`lenient_objective`) the objective is lenient top-1 instead of PR@1."""
     remembered = {id(model): _Remembered(model) for model in (nb, *long_models.values())}
     first_longs = next(iter(long_sides(long_models, only)))
     singles = [HybridModel(nb=nb, longs=first_longs[0], cutoff=CUTOFFS[0], taxonomy=taxonomy, config={}, metrics={},
@@ -163,7 +175,7 @@ def choose_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], cutoffs: t
     candidates, results, table = singles + settings, [], []
     for hybrid in candidates:
         result = outcomes(replace(hybrid, nb=remembered[id(nb)],
-                                  longs=tuple(remembered[id(long)] for long in hybrid.longs)), sets)
+                                  longs=tuple(remembered[id(long)] for long in hybrid.longs)), sets, leniency_of)
         results.append(result)
         row = _row(hybrid, result, sets)
         table.append(row)
@@ -192,12 +204,14 @@ def calibrate_hybrid(hybrid: HybridModel, sets: ValidationSets) -> HybridModel:
 
 def select_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], sets: ValidationSets, taxonomy: Taxonomy,
                   cutoffs: tuple[int, ...], blends: tuple[float, ...] = BLENDS, config: dict | None = None,
-                  progress=None, only: str | None = None) -> HybridModel:
+                  progress=None, only: str | None = None, leniency_of=None) -> HybridModel:
     """Choose the hybrid on the objective, calibrate it, and record the choice in its metrics."""
-    best, table, decision = choose_hybrid(nb, long_models, cutoffs, sets, taxonomy, blends, progress, only)
+    best, table, decision = choose_hybrid(nb, long_models, cutoffs, sets, taxonomy, blends, progress, only,
+                                          leniency_of)
     hybrid = calibrate_hybrid(best, sets)
     chosen = {"long_backend": hybrid.long_backend, "long_shares": list(hybrid.long_shares), "cutoff": hybrid.cutoff,
               "blend": hybrid.blend, "route_to": hybrid.route_to}
     return replace(hybrid, config=config or {}, metrics={"selection": {
         "chosen": chosen, "objective_weights": {name: round(weight, 4) for name, (_, weight) in sets.items()},
+        "objective": "strict PR@1" if leniency_of is None else "lenient top-1",
         "decision": decision.to_json() | {"summary": decision.summary()}, "table": table}})

@@ -24,3 +24,13 @@ def top1_hits(model: Model, table: ClickTable) -> np.ndarray:
     (:mod:`qcat.training.selection.decide`)."""
     matched = predict_matched(model, table.queries, table.categories, truth_matrix(table), 1)
     return matched.hits[matched.valid, 0].astype(np.float64)
+
+
+def top1_lenient_hits(model: Model, table: ClickTable, leniency_of) -> np.ndarray:
+    """Each query's lenient top-1 (1.0 when the top category is a true one or confusable with one),
+    over the queries of ``table`` with a true category; ``leniency_of(categories)`` gives the
+    :class:`~qcat.measure.leniency.Leniency` of the table's label space."""
+    from qcat.measure.leniency import top1_outcomes
+
+    matched = predict_matched(model, table.queries, table.categories, truth_matrix(table), 1)
+    return top1_outcomes(matched, leniency_of(table.categories))["lenient"].astype(np.float64)
