@@ -113,3 +113,23 @@ def test_a_hybrid_on_a_small_log_keeps_its_default_and_says_why(tmp_path) -> Non
     # the kept bundle answers with that part alone
     classified = qcat("classify", "--model", tmp_path / "h", "--json", "--explain", "wd0l0x1 wd0l0x2 brand1")
     assert classified.returncode == 0, classified.stderr.decode()
+
+
+def test_nb_keeps_its_stated_default_on_a_small_log_and_leaves_it_on_a_large_one(tmp_path) -> None:
+    """The NB grid's default (threshold 1, Laplace alpha 1) stays unless a point wins by 2 paired SE."""
+    from qcat.taxonomy import load_taxonomy
+    from qcat.training.clicklogs.clicklog import ingest
+    from qcat.training.data.dataset import Dataset
+    from qcat.training.nb.trainer import fit
+
+    log, taxonomy = small_log(tmp_path)
+    result = ingest(log, load_taxonomy(taxonomy), min_clicks=1)
+    model = fit(Dataset.from_table(result.table, result.taxonomy))
+    decision = model.metrics["tuning_decision"]
+    assert decision["default"] == "threshold 1, alpha 1" and len(decision["candidates"]) == 54
+    if not decision["decided_by_validation"]:
+        assert (model.config["threshold"], model.config["alpha"]) == (1, 1.0)
+        assert "cannot tell these apart" in decision["summary"]
+    else:  # a winner must clear the bar
+        chosen = next(r for r in decision["candidates"] if r["name"] == decision["chosen"])
+        assert chosen["difference"] > 2 * chosen["paired_se"]

@@ -109,7 +109,7 @@ def test_grid_scorer_gives_the_objective_of_the_built_model(bestbuy_taxonomy):
     from qcat.training.clicklogs.clicklog import ingest
     from qcat.training.data.dataset import subset_queries
     from qcat.training.nb.trainer import _GridScorer, _prune
-    from qcat.training.selection.objective import objective
+    from qcat.training.selection.objective import objective, outcomes
 
     data = Path(__file__).parent / "data"
     result = ingest(data / "bestbuy_clicks_sample.csv", bestbuy_taxonomy, min_clicks=1)
@@ -123,4 +123,7 @@ def test_grid_scorer_gives_the_objective_of_the_built_model(bestbuy_taxonomy):
         pruned = _prune(fc, threshold)
         for alpha in (0.001, 0.1, 3.0):
             model = build_model(fc, train, dataset, threshold, alpha, {}, pruned=pruned)
-            assert scorer.pr_at_1(pruned, alpha) == objective(model, sets)[1], (threshold, alpha)
+            hits = scorer.hits_at_1(pruned, alpha)
+            assert {name: float(h.mean()) for name, h in hits.items()} == objective(model, sets)[1], (threshold, alpha)
+            assert {name: h.tolist() for name, h in hits.items()} == \
+                {name: h.tolist() for name, h in outcomes(model, sets).items()}, (threshold, alpha)

@@ -218,6 +218,22 @@ def test_qcat_train_rerank_end_to_end(tmp_path, capsys) -> None:
     shipped_seen = read_seen_fingerprints(Classifier.load().directory)
     assert np.array_equal(read_seen_fingerprints(out / "first"), shipped_seen)  # the first stage keeps its record
     assert np.isin(shipped_seen, read_seen_fingerprints(out)).all()  # the second stage's covers it
+    # Its learner and calibration trained on every validation query, real-text ones too (issue 40, item 4):
+    # before, only those that were also in the log were recorded (55 of 1,551 real-title ones).
+    from qcat.training.data.corpus import Corpus
+    from qcat.training.data.provenance import fingerprints
+
+    corpus = Corpus.open()
+    for name in ("real-title", "real-2tok"):
+        validation = corpus.query_set(name, "validation").queries
+        assert np.isin(fingerprints(list(validation)), read_seen_fingerprints(out)).all(), name
+        test = corpus.query_set(name, "test").queries
+        assert not np.isin(fingerprints(list(test)), read_seen_fingerprints(out)).all(), name
+    # Its setting is compared with the stated default (2 leaves, the first of 2,3 rounds) by paired SE.
+    decision = manifest.metrics["selection"]["decision"]
+    assert decision["default"] == "2 leaves, 2 rounds" and len(decision["candidates"]) == 2
+    assert all("paired_se" in row for row in decision["candidates"])
+    assert set(manifest.metrics["selection"]["versus_first_stage"]) == {"difference", "paired_se", "told_apart"}
 
 
 def test_train_rerank_refuses_a_reranker_as_its_first_stage(first, tmp_path) -> None:

@@ -14,6 +14,7 @@ from qcat.progress import task
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import Dataset, truth_matrix
 from qcat.training.selection.calibrate import fit_calibration
+from qcat.training.selection.decide import decide
 from qcat.training.selection.objective import ValidationSets, check_trainable, own_split, validation_sets
 from qcat.training.selection.table_metrics import evaluate_pr
 
@@ -26,6 +27,9 @@ class NBConfig:
 
     thresholds: tuple[float, ...] = (1, 2, 3, 5, 10, 20)
     alphas: tuple[float, ...] = (0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
+    # The stated default (no noise threshold, Laplace smoothing): another point of the grid replaces
+    # it only when it wins on validation by more than 2 paired SE (qcat.training.selection.decide).
+    default: tuple[float, float] = (1, 1.0)
 
 
 @dataclass(frozen=True)
@@ -132,21 +136,28 @@ def fit(dataset: Dataset, config: NBConfig = NBConfig(), progress=None,
     # category, which _GridScorer finds in one pass over the query's (feature, category) counts
     # (the same top category NaiveBayesModel.predict gives, ties to the lower label).
     scorer = _GridScorer(fc, train, sets)
-    best_point, best_score, grid = None, -1.0, []
+    points, outcomes, grid = [], [], []
     with task("NB: the threshold x alpha grid", len(config.thresholds) * len(config.alphas)) as advance:
         for threshold in config.thresholds:
-            pruned = _prune(fc, threshold)
             for alpha in config.alphas:
-                per_set = scorer.pr_at_1(pruned, alpha)
+                hits = scorer.hits_at_1(_prune(fc, threshold), alpha)
+                per_set = {name: float(values.mean()) if len(values) else 0.0 for name, values in hits.items()}
                 score = sum(per_set[name] * weight for name, (_, weight) in sets.items())
                 grid.append({"threshold": threshold, "alpha": alpha, "objective": round(score, 5)}
                             | {f"pr@1 {name}": round(value, 5) for name, value in per_set.items()})
+                points.append((threshold, alpha))
+                outcomes.append(hits)
                 if progress:
                     progress(threshold, alpha, score, per_set)
-                if score > best_score:
-                    best_point, best_score = (threshold, alpha, pruned), score
                 advance()
-    threshold, alpha, pruned = best_point
+    default = points.index(config.default) if config.default in points else 0
+    decision = decide([f"threshold {t:g}, alpha {a:g}" for t, a in points], outcomes,
+                      {name: weight for name, (_, weight) in sets.items()}, default)
+    for row, verdict in zip(grid, decision.rows):
+        row |= {"difference": verdict["difference"], "paired_se": verdict["paired_se"], "wins": verdict["wins"]}
+    threshold, alpha = points[decision.chosen]
+    best_score = grid[decision.chosen]["objective"]
+    pruned = _prune(fc, threshold)
     best = build_model(fc, train, dataset, threshold, alpha, asdict(config), pruned=pruned)
     best.calibration = fit_calibration(best, sets)
     best.metrics.update({
@@ -154,6 +165,7 @@ def fit(dataset: Dataset, config: NBConfig = NBConfig(), progress=None,
         "validation_objective": round(best_score, 5),
         "objective_weights": {name: round(weight, 4) for name, (_, weight) in sets.items()},
         "tuning_grid": grid,
+        "tuning_decision": decision.to_json() | {"summary": decision.summary()},
         "train_queries": int(len(train.queries)),
         "train_pairs": int(len(train)),
         "train_seconds": round(time.perf_counter() - started, 2),
@@ -200,8 +212,8 @@ class _GridScorer:
             owner = np.repeat(np.arange(len(ids)), np.diff(indptr))
             self.sets[name] = (table, hit, hit_label, indptr, features, owner, truth_matrix(table))
 
-    def pr_at_1(self, pruned: _Pruned, alpha: float) -> dict[str, float]:
-        from qcat.measure.metrics import pr_at_k
+    def hits_at_1(self, pruned: _Pruned, alpha: float) -> dict[str, np.ndarray]:
+        """Each validation query's PR@1 (0 or 1, queries with a true category), per set."""
         from qcat.measure.predict import match_to_truth
 
         delta, unseen = _smooth(pruned, alpha)
@@ -219,7 +231,7 @@ class _GridScorer:
                         pruned.counts.indices.astype(np.int64), delta, pruned.log_prior, unseen)
             top = np.where(hit >= 0, hit_label, top)
             matched = match_to_truth(top[:, None], np.zeros((len(top), 1)), labels, table.categories, truth)
-            out[name] = pr_at_k(matched, 1)
+            out[name] = matched.hits[matched.valid, 0].astype(np.float64)
         return out
 
 
