@@ -316,13 +316,23 @@ def test_three_way_hybrid_is_chosen_among_blends_and_recorded(three_way_dir) -> 
     model = load_model(directory)
     assert model.parts == ("nb", "xreg", "xmlq") and model.long_backend == "xreg+xmlq"
     table = model.metrics["selection"]["table"]
-    # --long-backend xreg+xmlq: only the pair, at each XML-Q share, each blend, the one cutoff
-    assert sorted({tuple(row["long_shares"]) for row in table}) == [(0.25, 0.75), (0.5, 0.5), (0.75, 0.25)]
-    assert len(table) == 3 * 4 and {row["long_backend"] for row in table} == {"xreg+xmlq"}
-    best = max(table, key=lambda row: row["objective"])
-    assert model.metrics["selection"]["chosen"] == {key: best[key] for key in ("long_backend", "long_shares", "cutoff", "blend")}
-    assert [model.long_shares, model.blend] == [tuple(best["long_shares"]), best["blend"]]
-    assert "chose xreg+xmlq with cutoff 1" in printed and " x xreg + " in printed
+    decision = model.metrics["selection"]["decision"]
+    # --long-backend xreg+xmlq: each single part (the default is the best of them), then only the pair,
+    # at each XML-Q share, each blend, the one cutoff
+    singles, settings = table[:3], table[3:]
+    assert [row["route_to"] for row in singles] == ["nb", "xreg", "xmlq"]
+    assert sorted({tuple(row["long_shares"]) for row in settings}) == [(0.25, 0.75), (0.5, 0.5), (0.75, 0.25)]
+    assert len(settings) == 3 * 4 and {row["long_backend"] for row in settings} == {"xreg+xmlq"}
+    assert {row["route_to"] for row in settings} == {"hybrid"}
+    default = max(singles, key=lambda row: row["objective"])
+    winners = [row for row in settings if row["difference"] > 2 * row["paired_se"] and row["difference"] > 0]
+    kept = max(winners, key=lambda row: row["objective"]) if winners else default
+    assert model.metrics["selection"]["chosen"] == {key: kept[key] for key in
+                                                    ("long_backend", "long_shares", "cutoff", "blend", "route_to")}
+    assert decision["decided_by_validation"] == bool(winners)
+    assert [model.long_shares, model.blend, model.route_to] == [tuple(kept["long_shares"]), kept["blend"],
+                                                                 kept["route_to"]]
+    assert decision["summary"] in printed
 
 
 def test_three_way_blend_is_the_weighted_sum_of_its_parts(three_way_dir) -> None:
@@ -330,7 +340,8 @@ def test_three_way_blend_is_the_weighted_sum_of_its_parts(three_way_dir) -> None
 
     from qcat.classifier import load_model
 
-    model = replace(load_model(directory := three_way_dir[0]), blend=0.2, long_shares=(0.6, 0.4), calibration=None)
+    model = replace(load_model(directory := three_way_dir[0]), blend=0.2, long_shares=(0.6, 0.4), calibration=None,
+                    route_to="hybrid")
     assert dict(model.weights()) == pytest.approx({"nb": 0.2, "xreg": 0.48, "xmlq": 0.32})
     query = "apple ipod nano case"
     parts = {name: model.part(name).predict([query], 20) for name in model.parts}
@@ -345,7 +356,7 @@ def test_three_way_blend_is_the_weighted_sum_of_its_parts(three_way_dir) -> None
     top = sorted(expected.items(), key=lambda item: -item[1])[:5]
     assert [model.labels[label] for label in blended.labels[0]] == [label for label, _ in top]
     np.testing.assert_allclose(blended.scores[0], [score for _, score in top], atol=1e-6)
-    explained = qcat("classify", "--model", directory, "--explain", query).stdout
+    explained = qcat("classify", "--model", directory, "--backend", "hybrid", "--explain", query).stdout
     assert "scores blend" in explained and " x xreg + " in explained and " x xmlq" in explained
 
 
