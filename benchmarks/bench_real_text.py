@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -69,7 +70,6 @@ from qcat.measure.predict import match_to_truth  # noqa: E402
 from qcat.measure.segments import SEGMENTS, segment_by_impressions  # noqa: E402
 from qcat.model import Predictions  # noqa: E402
 from qcat.normalize import tokenize  # noqa: E402
-from qcat.training.data.dataset import truth_matrix  # noqa: E402
 
 K = 10
 SEED = 0
@@ -181,12 +181,21 @@ def query_sets(corpus, dataset, real_split: str = "test") -> dict:
 LENIENCY = None  # set in main(): the confusable map and departments (qcat.measure.leniency.Leniency) per set
 
 
+def label_space(table) -> np.ndarray:
+    """The truth's columns: every leaf of the taxonomy, then any other category ``table`` names, so
+    that an answer the set never has as its gold is still known (its department, its pairs)."""
+    taxonomy, _ = LENIENCY
+    leaves = list(taxonomy.leaves)
+    known = set(leaves)
+    return np.array(leaves + sorted(c for c in table.categories if c not in known), dtype=object)
+
+
 def leniency_for(table):
-    """A :class:`~qcat.measure.leniency.Leniency` over ``table``'s categories (the truth's columns)."""
+    """A :class:`~qcat.measure.leniency.Leniency` over :func:`label_space` of ``table``."""
     from qcat.measure.leniency import Leniency
 
     taxonomy, confusable = LENIENCY
-    return Leniency.build(table.categories, taxonomy, confusable)
+    return Leniency.build(label_space(table), taxonomy, confusable)
 
 
 def outcomes_of(matched, table) -> dict[str, np.ndarray]:
@@ -199,8 +208,15 @@ def outcomes_of(matched, table) -> dict[str, np.ndarray]:
 
 
 def matched_on(model, table, predictions: Predictions | None = None):
+    """The top K against the truth over :func:`label_space` (PR@k does not depend on the columns;
+    lenient and severe need every answer's category known)."""
     predictions = predictions or model.predict(list(table.queries), K)
-    return match_to_truth(predictions.labels, predictions.scores, model.labels, table.categories, truth_matrix(table))
+    labels = label_space(table)
+    position = {label: i for i, label in enumerate(labels)}
+    columns = np.array([position[c] for c in table.categories], dtype=np.int64)
+    truth = sp.csr_matrix((table.clicks, (table.pair_query, columns[table.pair_category])),
+                          shape=(len(table.queries), len(labels)))
+    return match_to_truth(predictions.labels, predictions.scores, model.labels, labels, truth)
 
 
 PAIRED = {"sim": "sim-test", "real-title": "real-title", "real-2tok": "real-2tok"}
