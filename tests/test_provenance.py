@@ -47,7 +47,7 @@ def test_a_bundle_records_its_data_by_hash_and_the_queries_it_saw(bundles):
 @pytest.mark.slow
 def test_evaluate_uses_the_split_the_model_was_trained_with(bundles, tmp_path):
     """Before, --split-seed 7 scored the model on queries it trained on: PR@1 0.849 against the
-    real test figure 0.25."""
+    real test figure 0.23."""
     trained = manifest(bundles / "nb")["metrics"]["test"]["pr@1"]
     result = qcat("evaluate", "--model", bundles / "nb", "--log", CLICKS, "--taxonomy", BESTBUY,
                   "--out", tmp_path / "r", "--json")  # no --min-clicks, no --split-seed: the model's
@@ -55,7 +55,9 @@ def test_evaluate_uses_the_split_the_model_was_trained_with(bundles, tmp_path):
     report = json.loads(result.stdout)
     model = report["models"][0]
     assert report["source"]["queries"] == 64
-    assert model["segments"]["all"]["PR@1"] == pytest.approx(trained) == pytest.approx(0.25)
+    # 15 of 64: NB keeps its default setting, which 55 validation queries cannot tell from the
+    # others (issue 40; the grid's best point scored 16 of 64 here)
+    assert model["segments"]["all"]["PR@1"] == pytest.approx(trained) == pytest.approx(15 / 64)
     assert model["overlap"]["all"] == {"queries": 64, "seen": 0, "share": 0.0}
     assert "0 of 64 queries seen in training" in result.stderr.decode()
     assert "| seen in training |" in (tmp_path / "r" / "report.md").read_text()

@@ -144,6 +144,7 @@ def out_of_fold_answers(examples, scores) -> dict[str, tuple[np.ndarray, np.ndar
 def run_train_rerank(args: argparse.Namespace) -> int:
     from qcat.bundle import read_manifest
     from qcat.classifier import load_model
+    from qcat.confusable import CONFIG_KEY
     from qcat.output import write_directory
     from qcat.rerank.features import feature_names
     from qcat.rerank.model import FIRST_DIR, SOURCE, RerankModel
@@ -226,7 +227,8 @@ def run_train_rerank(args: argparse.Namespace) -> int:
                     config={"first_stage": str(args.model), "data": source, "neighbour_catalog": catalog_name,
                             "neighbour_listings": counts, "learner": "lightgbm lambdarank",
                             "params": {k: v for k, v in params.items() if k != "verbose"} | {"rounds": rounds},
-                            "folds": args.folds},
+                            "folds": args.folds} | (  # the first stage's confusable map, if it recorded one
+                        {CONFIG_KEY: first.config[CONFIG_KEY]} if CONFIG_KEY in getattr(first, "config", {}) else {}),
                     metrics={"selection": {"chosen": {"leaves": leaves, "rounds": rounds},
                                            "first_stage_objective": round(first_objective, 5),
                                            "decision": decision.to_json() | {"summary": decision.summary()},
