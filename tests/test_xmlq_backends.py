@@ -163,6 +163,28 @@ def test_resume_under_the_process_backend(tiny_tf, tmp_path) -> None:
         train(prepared, config, checkpoint=tmp_path / "none", resume=True, **quiet)
 
 
+@needs_jax
+@pytest.mark.skipif(importlib.util.find_spec("jax2onnx") is None,
+                    reason="jax2onnx is not installed (pip install jax2onnx): export under JAX is not tested")
+def test_a_network_exports_under_another_backend_in_a_subprocess(tiny_tf, tmp_path) -> None:
+    """Where this backend has no exporter (torch, or TensorFlow without tf2onnx), the network is
+    saved and exported under one that has (here: jax2onnx under JAX), scoring as the network does."""
+    import onnxruntime
+
+    from qcat.training.xmlq.export import export_in_subprocess
+    from qcat.training.xmlq.train import train
+
+    config, prepared = tiny_tf
+    network, _ = train(prepared, replace(config, epochs=1), log=lambda m: None, verbose=0)
+    network.save(tmp_path / "network.keras")
+    export_in_subprocess(tmp_path / "network.keras", tmp_path / "model.onnx", "jax")
+    session = onnxruntime.InferenceSession(tmp_path / "model.onnx", providers=["CPUExecutionProvider"])
+    assert session.get_inputs()[0].shape == ["batch", network.input.shape[1]]  # any number of queries
+    tokens = prepared.validation_tokens
+    scores = session.run(None, {session.get_inputs()[0].name: tokens.astype(np.int32)})[0]
+    np.testing.assert_allclose(scores, network.predict(tokens, verbose=0), atol=1e-4)
+
+
 def test_the_best_checkpoint_holds_the_network_weights_only(tiny_tf, tmp_path) -> None:
     """Issue 38: ``best.weights.h5`` carried the optimizer's state too (the paper preset's was 230 MB,
     111 arrays for a network of 42, the size of ``last.npz``). Now it holds the network's weights,

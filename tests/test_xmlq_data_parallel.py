@@ -22,7 +22,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from test_cli import qcat
 
 pytestmark = [pytest.mark.slow,  # trains in a subprocess: over 3 s a test (the fast loop leaves them out)

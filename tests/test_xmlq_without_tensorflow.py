@@ -82,7 +82,7 @@ def test_xmlq_trains_without_tensorflow_tf2onnx_or_lightgbm(trained_without_an_e
     root, _, result, _ = trained_without_an_exporter
     lines = result.stdout.splitlines()
     assert lines[0].startswith("training on keras ") and ", jax " in lines[0], result.stdout + result.stderr[-3000:]
-    assert [line for line in lines if line.startswith("epoch ")][0].startswith("epoch 1: loss ")
+    assert next(line for line in lines if line.startswith("epoch ")).startswith("epoch 1: loss ")
     assert sorted(p.name for p in (root / "xmlq.checkpoints").iterdir()) == ["best.weights.h5", "last.npz", "state.json"]
 
 

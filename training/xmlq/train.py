@@ -382,7 +382,7 @@ def train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None = None
     if strategy is not None and not keras_distribution and keras.backend.backend() != "tensorflow":
         raise ValueError(f"a tf.distribute strategy needs KERAS_BACKEND=tensorflow, not {keras.backend.backend()}")
     if keras_distribution and keras.backend.backend() != "jax":
-        raise ValueError(f"keras.distribution.DataParallel is wired for KERAS_BACKEND=jax, not {keras.backend.backend()}")
+        raise ValueError(f"Keras' DataParallel is wired for KERAS_BACKEND=jax, not {keras.backend.backend()}")
     with strategy.scope() if keras_distribution else contextlib.nullcontext():
         return _train(prepared, config, checkpoint, log, verbose, strategy if not keras_distribution else None,
                       resume)
