@@ -7,8 +7,8 @@ The exporter is Keras' own ONNX export, which works under two backends here:
   opset :data:`JAX_OPSET`.
 
 A network is exported under the backend it trained under when that backend's exporter is
-installed; otherwise it is saved as a ``.keras`` file (architecture and weights, the same on
-every backend) and exported by a subprocess under a backend whose exporter is, on CPU. The
+installed; otherwise its architecture (:func:`portable_config`) and weights (the same on every
+backend) are saved and exported by a subprocess under a backend whose exporter is, on CPU. The
 torch backend's exporter (torch.onnx) is not used: a network trained under torch is exported
 under one of the two. :func:`export_plan` tells which before training starts, so a machine
 with no exporter is named then, not after hours of training. Every path is checked against
@@ -18,6 +18,7 @@ the network it exported to 1e-4 (tests/test_xmlq_backends.py, tests/test_xmlq_wi
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -38,13 +39,15 @@ INSTALL = {"tensorflow": "pip install tensorflow-cpu tf2onnx", "jax": "pip insta
 # opset 18's. 18 is read by every onnxruntime the core allows (>= 1.17 reads up to opset 20).
 JAX_OPSET = 18
 
-# Run by the exporting subprocess: argv[1] the .keras file, argv[2] the .onnx to write.
+# Run by the exporting subprocess: argv[1] the network's config (JSON), argv[2] its weights,
+# argv[3] the .onnx to write.
 _EXPORT_IN_SUBPROCESS = """
-import sys
+import json, sys
 import keras
 from qcat.training.xmlq.export import export_here
-network = keras.saving.load_model(sys.argv[1], compile=False)
-export_here(network, sys.argv[2])
+network = keras.Model.from_config(json.loads(open(sys.argv[1]).read()))
+network.load_weights(sys.argv[2])
+export_here(network, sys.argv[3])
 """
 
 
@@ -79,6 +82,20 @@ def describe_export_plan(plan: str | None, checkpoint: Path | str) -> str:
     return f"export: ONNX by Keras under {plan} ({EXPORTERS[plan][1]}), {how}"
 
 
+def portable_config(network: keras.Model) -> dict:
+    """``network``'s architecture as a config any backend rebuilds: BatchNormalization not
+    ``synchronized`` (an option of TensorFlow's alone, which changes no weight) and the embedding's
+    initializer plain (a skip-gram start is a Python function, which no config can name; the
+    weights are loaded over it)."""
+    config = network.get_config()
+    for layer in config["layers"]:
+        if layer["class_name"] == "BatchNormalization":
+            layer["config"]["synchronized"] = False
+        elif layer["class_name"] == "Embedding":
+            layer["config"]["embeddings_initializer"] = "zeros"
+    return config
+
+
 def export_here(network: keras.Model, path: Path | str) -> None:
     """Write ``network`` as ONNX to ``path`` with this process's backend's exporter."""
     network(np.zeros((1,) + tuple(network.input.shape[1:]), dtype="int32"))  # the exporter wants a called model
@@ -98,18 +115,21 @@ def to_onnx(network: keras.Model) -> bytes:
         if plan == keras.backend.backend():
             export_here(network, path)
         else:
-            saved = Path(tmp) / "network.keras"
-            network.save(saved)
-            export_in_subprocess(saved, path, plan)
+            export_in_subprocess(network, path, plan)
         return path.read_bytes()
 
 
-def export_in_subprocess(saved: Path, onnx_path: Path, backend: str) -> None:
-    """Export the ``.keras`` file ``saved`` to ``onnx_path`` in a ``backend`` process on CPU."""
+def export_in_subprocess(network: keras.Model, onnx_path: Path, backend: str) -> None:
+    """Export ``network`` to ``onnx_path`` in a ``backend`` process on CPU."""
+    from qcat.training.xmlq.checkpoint import weights_only
+
+    config, weights = onnx_path.with_suffix(".config.json"), onnx_path.with_suffix(".weights.h5")
+    config.write_text(json.dumps(portable_config(network)))
+    weights_only(network).save_weights(weights)
     env = {**os.environ, "KERAS_BACKEND": backend, "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu",
            "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3")}
     env.pop("XLA_FLAGS", None)  # e.g. simulated devices: one is enough to export
-    result = subprocess.run([sys.executable, "-c", _EXPORT_IN_SUBPROCESS, str(saved), str(onnx_path)],
+    result = subprocess.run([sys.executable, "-c", _EXPORT_IN_SUBPROCESS, str(config), str(weights), str(onnx_path)],
                             env=env, capture_output=True, text=True)
     if result.returncode != 0 or not onnx_path.is_file():
         tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
