@@ -74,3 +74,19 @@ def test_distributed_under_jax_needs_a_batch_that_splits_across_the_devices(tmp_
     assert result.stderr.strip().splitlines()[-1] == (
         "qcat: error: --distributed: the batch size (33) must be a multiple of the 2 devices, so that every batch "
         "splits evenly across them")
+
+
+def test_distributed_under_jax_trains_and_exports_from_the_command_line(tmp_path, data_dir) -> None:
+    """439 training queries in batches of 64 over 2 devices: the last batch of 55 trains as 54."""
+    from qcat.classifier import load_model
+
+    result = qcat("train", "xmlq", "--distributed", "--log", data_dir / "bestbuy_clicks_sample.csv", "--taxonomy",
+                  data_dir / "bestbuy_categories_2016.json.gz", "--min-clicks", "1", "--batch-size", "64",
+                  "--epochs", "1", "--out", tmp_path / "xmlq", env=TWO_DEVICES)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines[0] == "distributed: data parallel over 2 devices (cpu:0, cpu:1)"
+    assert lines[1].startswith("training on keras ") and ", jax " in lines[1] and lines[1].endswith("on 2 x cpu (cpu)")
+    assert "dataset: 439 train queries" in result.stdout
+    model = load_model(tmp_path / "xmlq")
+    assert model.metrics["best_epoch"] == 1 and model.metrics["history"][0]["backend"] == "jax"
