@@ -186,6 +186,16 @@ def test_a_network_exports_under_another_backend_in_a_subprocess(tiny_tf, tmp_pa
     tokens = prepared.validation_tokens
     scores = session.run(None, {session.get_inputs()[0].name: tokens.astype(np.int32)})[0]
     np.testing.assert_allclose(scores, network.predict(tokens, verbose=0), atol=1e-4)
+    # --quantize int8 of jax2onnx's graph: its Conv kernels stay in Keras' [width, in, out] layout
+    # (transposed in the graph), and get a scale per filter, as tf2onnx's do
+    import onnx
+    from onnx import numpy_helper
+
+    from qcat.training.xmlq.quantize import to_int8
+
+    scales = [numpy_helper.to_array(t).shape for t in onnx.load_from_string(to_int8((tmp_path / "model.onnx")
+              .read_bytes())).graph.initializer if t.name.endswith("_scale")]
+    assert sorted(s for s in scales if len(s) == 3) == [(1, 1, 64), (1, 1, 64), (1, 1, 128)]
 
 
 def test_the_best_checkpoint_holds_the_network_weights_only(tiny_tf, tmp_path) -> None:
