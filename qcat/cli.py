@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 
 from qcat import __version__
 from qcat.errors import EmptyQueryError, InputError, QcatError, printable_message
-from qcat.extras import EXTRA_INCLUDES, EXTRA_MODULES, first_missing
+from qcat.extras import COMMAND_MODULES, EXTRA_INCLUDES, EXTRA_MODULES, first_missing
 from qcat.lines import MAX_K as LIMIT_K
 from qcat.progress import QUIET_ENV
 
@@ -32,7 +32,8 @@ DELEGATED = {
     "judge": ("qcat.judging.cli", "side-by-side human judging: create-session, add-judge, app, report, export"),
 }
 # The extra each delegated command needs (the modules each brings: qcat/extras.py): a command
-# whose extra is missing names it, with the pip line, before it parses or imports anything.
+# whose extra is missing names it, with the pip line, before it parses or imports anything. A
+# command whose actions use parts of it (qcat train xmlq, rerank) checks its action's part.
 COMMAND_EXTRAS = {"data": "data", "train": "train", "evaluate": "eval", "golden": "eval", "db": "judge", "judge": "judge"}
 KERAS_BACKENDS = {"tensorflow", "jax", "torch"}
 BATCH = 2048
@@ -193,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             os.environ[QUIET_ENV] = "1"
             argv = argv[1:]
         if argv and argv[0] in DELEGATED:
-            require_extra(argv[0])
+            require_extra(argv[0], argv[1] if len(argv) > 1 else None)
             try:
                 module = importlib.import_module(DELEGATED[argv[0]][0])
                 return module.main(argv[0], argv[1:])
@@ -229,10 +230,15 @@ def extra_error(command: str, extras: str, module: str) -> InputError:
                       f'pip install "qcat[{extras}]"')
 
 
-def require_extra(command: str) -> None:
-    """Refuse a command whose extra is not installed, naming the extra."""
+def require_extra(command: str, action: str | None = None) -> None:
+    """Refuse a command whose extra is not installed, naming the extra: the modules that
+    ``command action`` uses (:data:`qcat.extras.COMMAND_MODULES`), or the whole extra for a
+    command not split by action. With no known action (``qcat train --help``), only the
+    extras that the command's extra includes."""
     extra = COMMAND_EXTRAS[command]
-    if (module := first_missing(extra)) is not None:
+    split = any(name == command for name, _ in COMMAND_MODULES)
+    modules = COMMAND_MODULES.get((command, action), () if split else None)
+    if (module := first_missing(extra, modules)) is not None:
         raise extra_error(command, extra, module)
 
 

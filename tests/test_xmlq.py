@@ -100,6 +100,27 @@ def test_cosine_schedule_restarts_at_80_percent_with_doubling_periods() -> None:
     assert lr[5] == pytest.approx(0.32e-3, rel=1e-4)  # half way through the 80-step third period
 
 
+def test_batches_split_evenly_across_devices_leaving_out_other_queries_each_epoch() -> None:
+    """A data-parallel run (``--distributed`` under JAX) needs every batch to split across its
+    devices: 101 queries in batches of 32 over 2 devices train as 32, 32, 32, 4 (the 5th of the
+    last batch left out), and which query is left out follows each epoch's shuffle."""
+    from qcat.training.xmlq.train import Batches
+
+    tokens = np.arange(101, dtype=np.int32)[:, None].repeat(3, axis=1)
+    labels = np.zeros((101, 1), dtype=np.int32)
+    alone, parallel = Batches(tokens, labels, 2, 32, seed=0), Batches(tokens, labels, 2, 32, seed=0, multiple=2)
+    assert [len(alone[i][0]) for i in range(len(alone))] == [32, 32, 32, 5]
+    assert [len(parallel[i][0]) for i in range(len(parallel))] == [32, 32, 32, 4]
+    left_out = []
+    for epoch in range(3):
+        parallel.epoch = alone.epoch = epoch
+        seen = np.concatenate([parallel[i][0][:, 0] for i in range(len(parallel))])
+        np.testing.assert_array_equal(seen, np.concatenate([alone[i][0][:, 0] for i in range(len(alone))])[:100])
+        left_out.append(set(range(101)) - set(seen.tolist()))
+    assert all(len(s) == 1 for s in left_out) and len(set().union(*left_out)) == 3
+    assert len(Batches(tokens[:97], labels[:97], 2, 32, seed=0, multiple=2)) == 3  # 97 = 3 x 32 + 1: no 4th batch
+
+
 @pytest.fixture(scope="module")
 def tiny(bestbuy_taxonomy, data_dir):
     """XML-Q trained for 2 epochs on the real Best Buy click sample."""

@@ -163,6 +163,84 @@ def test_resume_under_the_process_backend(tiny_tf, tmp_path) -> None:
         train(prepared, config, checkpoint=tmp_path / "none", resume=True, **quiet)
 
 
+@needs_jax
+@pytest.mark.skipif(importlib.util.find_spec("jax2onnx") is None,
+                    reason="jax2onnx is not installed (pip install jax2onnx): export under JAX is not tested")
+def test_a_network_exports_under_another_backend_in_a_subprocess(tiny_tf, tmp_path) -> None:
+    """Where this backend has no exporter (torch, or TensorFlow without tf2onnx), the network is
+    saved and exported under one that has (here: jax2onnx under JAX), scoring as the network does.
+    This backend's network (synchronized BatchNorm under TensorFlow) with a skip-gram start (a
+    Python function as the embedding's initializer): neither reloaded from a ``.keras`` file under
+    JAX before."""
+    import onnxruntime
+
+    from qcat.training.xmlq.export import export_in_subprocess
+    from qcat.training.xmlq.train import train
+
+    config, prepared = tiny_tf
+    prepared = replace(prepared, initial_embeddings=(np.arange(2, 6), np.full((4, 64), 0.01, np.float32)))
+    network, _ = train(prepared, replace(config, epochs=1), log=lambda m: None, verbose=0)
+    export_in_subprocess(network, tmp_path / "model.onnx", "jax")
+    session = onnxruntime.InferenceSession(tmp_path / "model.onnx", providers=["CPUExecutionProvider"])
+    assert session.get_inputs()[0].shape == ["batch", network.input.shape[1]]  # any number of queries
+    tokens = prepared.validation_tokens
+    scores = session.run(None, {session.get_inputs()[0].name: tokens.astype(np.int32)})[0]
+    np.testing.assert_allclose(scores, network.predict(tokens, verbose=0), atol=1e-4)
+    # --quantize int8 of jax2onnx's graph: its Conv kernels stay in Keras' [width, in, out] layout
+    # (transposed in the graph), and get a scale per filter, as tf2onnx's do
+    import onnx
+    from onnx import numpy_helper
+
+    from qcat.training.xmlq.quantize import to_int8
+
+    scales = [numpy_helper.to_array(t).shape for t in onnx.load_from_string(to_int8((tmp_path / "model.onnx")
+              .read_bytes())).graph.initializer if t.name.endswith("_scale")]
+    assert sorted(s for s in scales if len(s) == 3) == [(1, 1, 64), (1, 1, 64), (1, 1, 128)]
+
+
+def test_the_best_checkpoint_holds_the_network_weights_only(tiny_tf, tmp_path) -> None:
+    """Issue 38: ``best.weights.h5`` carried the optimizer's state too (the paper preset's was 230 MB,
+    111 arrays for a network of 42, the size of ``last.npz``). Now it holds the network's weights,
+    loads into a new network, and one written before (optimizer included) still loads."""
+    import h5py
+
+    from qcat.query_encoding import RESERVED
+    from qcat.training.xmlq.checkpoint import Checkpoint
+    from qcat.training.xmlq.model import PRESETS, build_xmlq
+    from qcat.training.xmlq.train import train
+
+    config, prepared = tiny_tf
+    network, _ = train(prepared, replace(config, epochs=1), checkpoint=tmp_path / "new", log=lambda m: None, verbose=0)
+    assert network.optimizer is not None  # the soft-F1 network is the model Keras trains: compiled
+
+    def arrays(path: Path) -> tuple[list[str], list[tuple]]:
+        found = []
+        with h5py.File(path) as weights:
+            weights.visititems(lambda name, item: found.append(item.shape) if isinstance(item, h5py.Dataset) else None)
+            return list(weights), found
+
+    groups, shapes = arrays(tmp_path / "new" / "best.weights.h5")
+    assert "optimizer" not in groups
+    assert sorted(shapes) == sorted(tuple(w.shape) for w in network.weights) and len(shapes) == 42
+    assert (tmp_path / "new" / "best.weights.h5").stat().st_size < 0.4 * (tmp_path / "new" / "last.npz").stat().st_size
+
+    def fresh():
+        return build_xmlq(RESERVED + len(prepared.vocabulary), len(prepared.labels), PRESETS[config.preset], seed=7)
+
+    loaded = fresh()
+    Checkpoint(tmp_path / "new").load_best(loaded)
+    for a, b in zip(loaded.get_weights(), network.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    (tmp_path / "old").mkdir()
+    network.save_weights(tmp_path / "old" / "best.weights.h5")  # as save_best wrote it before
+    groups, shapes = arrays(tmp_path / "old" / "best.weights.h5")
+    assert "optimizer" in groups and len(shapes) > 100
+    loaded = fresh()
+    Checkpoint(tmp_path / "old").load_best(loaded)
+    for a, b in zip(loaded.get_weights(), network.get_weights()):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_cli_prints_the_backend_and_resumes(tmp_path, data_dir) -> None:
     flags = ["train", "xmlq", "--log", data_dir / "bestbuy_clicks_sample.csv", "--taxonomy",
              data_dir / "bestbuy_categories_2016.json.gz", "--min-clicks", "1", "--batch-size", "64",

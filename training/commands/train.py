@@ -68,8 +68,9 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
                      help="tokens in fewer training queries are read as unknown (default 2)")
     net.add_argument("--seed", type=int_at_least(0), default=0)
     net.add_argument("--distributed", action="store_true",
-                     help="train with MultiWorkerMirroredStrategy across the workers named in $TF_CONFIG "
-                          "(run the same command on every worker, each with its own task index; KERAS_BACKEND=tensorflow)")
+                     help="KERAS_BACKEND=jax: Keras' DataParallel over this machine's devices (--batch-size a "
+                          "multiple of their count); tensorflow: MultiWorkerMirroredStrategy across the workers named "
+                          "in $TF_CONFIG (run the same command on every worker, each with its own task index)")
     net.add_argument("--resume", action="store_true",
                      help="go on from the checkpoint in OUT.checkpoints/ (written after every epoch) with the same "
                           "data and settings; --epochs and --patience may grow")

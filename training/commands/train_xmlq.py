@@ -36,17 +36,15 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
         import keras
 
         from qcat.training.xmlq.checkpoint import CheckpointError
-        from qcat.training.xmlq.export import ExportError, bundle_model
+        from qcat.training.xmlq.export import ExportError, bundle_model, describe_export_plan, export_plan
         from qcat.training.xmlq.quantize import AgreementError, describe_quantization, quantized_model
         from qcat.training.xmlq.train import XMLQConfig, backend_and_device, prepare, train
     except ImportError as exc:
         raise InputError(f"qcat train xmlq needs Keras 3 and a backend ({exc}): pip install 'qcat[train]' and one of "
                          f"tensorflow, 'tensorflow[and-cuda]', 'jax[cuda12]' (KERAS_BACKEND names it)") from None
-    if args.distributed and keras.backend.backend() != "tensorflow":
-        raise InputError(f"--distributed uses tf.distribute: it needs KERAS_BACKEND=tensorflow, not "
-                         f"{keras.backend.backend()}")
-    strategy = multi_worker_strategy() if args.distributed else None
+    strategy = distribution_for(keras.backend.backend(), args.batch_size) if args.distributed else None
     print(f"training on {backend_and_device()}")
+    print(describe_export_plan(export_plan(), checkpoint))  # before training: a missing exporter is named now
 
     started = time.perf_counter()
     try:
@@ -106,7 +104,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
                                  config=summary.pop("config"), metrics=summary)
         except ExportError as exc:
             raise InputError(f"{exc}\nThe trained network is in {checkpoint}: run the same command with --resume "
-                             f"where TensorFlow and tf2onnx are installed to export it and write {args.out}") from None
+                             f"where an exporter is installed to export it and write {args.out}") from None
         # Before calibration (fitted by the caller on the model returned): it calibrates the network that ships.
         try:
             return quantized_model(model, args.quantize, {name: table.queries for name, (table, _) in sets.items()},
@@ -135,6 +133,24 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     print(describe_quantization(model.metrics["quantization"]))
     print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s (checkpoint {checkpoint})")
     return 0
+
+
+def distribution_for(backend: str, batch_size: int):
+    """``--distributed``: under TensorFlow, MultiWorkerMirroredStrategy across the workers of
+    $TF_CONFIG; under JAX, Keras' DataParallel over this machine's devices; else refused."""
+    if backend == "tensorflow":
+        return multi_worker_strategy()
+    if backend == "jax":
+        from qcat.training.xmlq.distributed import data_parallel, describe_data_parallel
+
+        try:
+            distribution = data_parallel(batch_size)
+        except ValueError as exc:
+            raise InputError(f"--distributed: {exc}") from None
+        print(describe_data_parallel(distribution))
+        return distribution
+    raise InputError(f"--distributed needs KERAS_BACKEND=tensorflow (tf.distribute, several workers) or jax "
+                     f"(Keras' DataParallel, this machine's devices), not {backend}")
 
 
 def multi_worker_strategy():

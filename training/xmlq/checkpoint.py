@@ -18,8 +18,10 @@ class CheckpointError(ValueError):
 class Checkpoint:
     """The trainer's checkpoint directory.
 
-    - ``best.weights.h5``: the network at the best validation epoch (Keras weights; loads
-      into the network under any backend, e.g. for ONNX export under TensorFlow);
+    - ``best.weights.h5``: the network at the best validation epoch, its weights only (Keras
+      weights, which load into the network under any backend, e.g. to export it elsewhere;
+      no optimizer state, which a network compiled for training would otherwise carry: the
+      paper preset's file is a third of ``last.npz``);
     - ``last.npz``: everything the next epoch needs, written after every epoch: the
       trained model's variables (weights, BatchNorm statistics, dropout and SNM random
       states) and the optimizer's (step count, Adam moments), by variable path;
@@ -44,8 +46,12 @@ class Checkpoint:
     def save_best(self, network: keras.Model) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         partial = self.directory / f"partial.{self.BEST}"
-        network.save_weights(partial)
+        weights_only(network).save_weights(partial)
         os.replace(partial, self.best)
+
+    def load_best(self, network: keras.Model) -> None:
+        """Assign the best epoch's weights to ``network`` (its optimizer, if any, is left as it is)."""
+        weights_only(network).load_weights(self.best)
 
     def save_last(self, trainable: keras.Model, state: dict) -> None:
         """Write the resume state; each file is replaced whole (a crash leaves the old one)."""
@@ -88,6 +94,13 @@ class Checkpoint:
                         raise CheckpointError(f"{self.directory}: {saved[i]} has shape {value.shape}, this "
                                               f"model's {v.path} {tuple(v.shape)}")
                     v.assign(value)
+
+
+def weights_only(network: keras.Model) -> keras.Model:
+    """``network``'s layers as a model of their own, never compiled: saving it writes the
+    network's variables and no optimizer (Keras saves a compiled model's optimizer with its
+    weights). The file has the network's layout, so it loads into the network or a new one."""
+    return keras.Model(network.inputs, network.outputs, name=network.name)
 
 
 def _resume_variables(trainable: keras.Model) -> dict:

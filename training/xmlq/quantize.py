@@ -9,9 +9,11 @@
   channel, activations quantized to uint8 on every call). In the graph Keras exports it covers
   the embedding (``Gather`` -> int8 table + ``DequantizeLinear`` of the looked-up rows, one scale
   for the whole table), the three ``Conv`` (``ConvInteger``) and the two Dense ``MatMul``
-  (``MatMulInteger``). tf2onnx exports each GRU as a ``Loop`` node (a GRU cell per step), not an
-  ONNX ``GRU`` op, and its kernels enter the loop as loop inputs, which ``quantize_dynamic``
-  leaves float: they are stored as in ``int8`` and the recurrence computes in float32. On the
+  (``MatMulInteger``). tf2onnx and jax2onnx export each GRU as a ``Loop`` node (a GRU cell per
+  step), not an ONNX ``GRU`` op, and its kernels enter the loop as loop inputs, which
+  ``quantize_dynamic`` leaves float: they are stored as in ``int8`` and the recurrence computes in
+  float32. jax2onnx keeps the Conv kernels in Keras' ``[width, in, filters]`` layout (transposed
+  in the graph): they get a scale per filter too. On the
   demo's small network it moved the top-1 label of 0.6% of validation queries (``int8``: 0.3%)
   and was 8-9% slower one query at a time (docs/benchmarks.md, issue 22).
 - ``fp16``: every float32 weight of at least ``MIN_ELEMENTS`` stored as float16, followed by a
@@ -87,13 +89,14 @@ def _weights_to_int8(model) -> None:
     nodes = []
     for tensor in list(graph.initializer):
         # Matrices only: not the vectors (BatchNorm, LayerNorm) nor a GRU's stacked [2, 3 x units] biases.
-        if not _large_float(tensor) or len(tensor.dims) < 2 or tensor.dims[0] <= 2:
+        if not _large_float(tensor) or len(tensor.dims) < 2 or (len(tensor.dims) == 2 and tensor.dims[0] <= 2):
             continue
         weights = numpy_helper.to_array(tensor)
         if tensor.name in per_row:
             reduce = tuple(range(1, weights.ndim))
-        else:  # a MatMul's [in, out] kernel (the Dense layers', the GRU kernels the loops read): a scale per column
-            reduce = (0,) if weights.ndim == 2 else tuple(range(weights.ndim))
+        else:  # a MatMul's [in, out] kernel (the Dense layers', the GRU kernels the loops read): a scale per
+            # column; a Conv kernel in Keras' [width, in, out] layout (jax2onnx transposes it in the graph): per filter
+            reduce = tuple(range(weights.ndim - 1))
         scale = np.abs(weights).max(axis=reduce, keepdims=True) / 127.0
         scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
         quantized = np.clip(np.round(weights / scale), -127, 127).astype(np.int8)

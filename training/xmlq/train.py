@@ -4,8 +4,8 @@ Plain Keras 3 under any backend (``KERAS_BACKEND`` tensorflow, jax or torch; cho
 Keras is imported): the batches are numpy arrays from a :class:`keras.utils.PyDataset`,
 shuffled per epoch from ``(seed, epoch)``, the losses and the schedule are ``keras.ops``, and
 the checkpoints are Keras weight files plus numpy arrays. TensorFlow is imported only for
-what exists only there: op determinism and ``tf.distribute`` (``--distributed``, in
-:mod:`qcat.training.xmlq.distributed`).
+what exists only there: op determinism and ``tf.distribute`` (``--distributed`` under
+TensorFlow; under JAX it is Keras' DataParallel, both in :mod:`qcat.training.xmlq.distributed`).
 
 The learning rate follows cosine decay with restarts (eBay §3.3.3, Figure 2): from 1e-3,
 first period 2 epochs, each restart at 0.8 of the previous peak and each period twice the
@@ -37,6 +37,7 @@ from qcat.query_encoding import RESERVED, encode, token_index
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import Dataset, truth_matrix
 from qcat.training.xmlq.checkpoint import Checkpoint, CheckpointError
+from qcat.training.xmlq.distributed import device_multiple
 from qcat.training.xmlq.losses import StochasticNegativeMining, binary_crossentropy, soft_f1
 from qcat.training.xmlq.model import PRESETS, build_xmlq
 
@@ -110,18 +111,23 @@ class Batches(keras.utils.PyDataset):
     every backend. With a ``seed`` the queries are shuffled once per epoch by the
     permutation drawn from ``(seed, epoch)``: a resumed run sees the same batches as an
     uninterrupted one. The trainer sets :attr:`epoch` at the start of each epoch
-    (:class:`EpochShuffle`); ``__getitem__`` is pure, so Keras may peek at any batch."""
+    (:class:`EpochShuffle`); ``__getitem__`` is pure, so Keras may peek at any batch.
+
+    With ``multiple`` (the devices of a data-parallel run) every batch holds a multiple of it:
+    the epoch's last batch is cut to one, leaving out fewer than ``multiple`` queries, the
+    last of that epoch's order (other queries each epoch)."""
 
     def __init__(self, tokens: np.ndarray, labels: np.ndarray, n_labels: int, batch_size: int, seed: int | None,
-                 weights: np.ndarray | None = None):
+                 weights: np.ndarray | None = None, multiple: int = 1):
         super().__init__()  # one worker, no multiprocessing: the order is the index order
         self.tokens, self.labels, self.n_labels, self.batch_size, self.seed = tokens, labels, n_labels, batch_size, seed
         self.weights = None if weights is None else np.asarray(weights, dtype=np.float32)
+        self.used = len(tokens) - len(tokens) % batch_size % multiple  # queries an epoch trains on
         self.epoch = 0
         self._order: tuple[int, np.ndarray] | None = None
 
     def __len__(self) -> int:
-        return steps_per_epoch(len(self.tokens), self.batch_size)
+        return steps_per_epoch(self.used, self.batch_size)
 
     def order(self) -> np.ndarray:
         if self.seed is None:
@@ -133,7 +139,7 @@ class Batches(keras.utils.PyDataset):
     def __getitem__(self, index: int):
         if not 0 <= index < len(self):
             raise IndexError(index)
-        rows = self.order()[index * self.batch_size:(index + 1) * self.batch_size]
+        rows = self.order()[:self.used][index * self.batch_size:(index + 1) * self.batch_size]
         batch = (self.tokens[rows].astype(np.int32), multi_hot(self.labels[rows], self.n_labels))
         return batch if self.weights is None else batch + (self.weights[rows],)
 
@@ -199,7 +205,9 @@ def prepare(dataset: Dataset, config: XMLQConfig, train: ClickTable | None = Non
 
 
 def _matched(model: keras.Model, tokens: np.ndarray, table: ClickTable, labels: np.ndarray, batch_size: int):
-    probabilities = model.predict(tokens, batch_size=batch_size, verbose=0)
+    pad = -len(tokens) % device_multiple()  # a data-parallel run splits every batch evenly across its devices
+    padded = np.concatenate([tokens, np.zeros((pad, tokens.shape[1]), tokens.dtype)]) if pad else tokens
+    probabilities = model.predict(padded, batch_size=batch_size, verbose=0)[:len(tokens)]
     top_labels, top_scores = top_k(probabilities, 10)
     return match_to_truth(top_labels, top_scores, labels, table.categories, truth_matrix(table))
 
@@ -254,7 +262,7 @@ class ValidationMonitor(keras.callbacks.Callback):
         # Stopped early, it stays stopped unless a larger patience lets it go on.
         self.stopped = saved["stopped"] and saved["epoch"] - self.best_epoch >= self.patience
         if self.best_epoch > 0:
-            self.network.load_weights(self.checkpoint.best)
+            self.checkpoint.load_best(self.network)
             self.best_weights = self.network.get_weights()
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:
@@ -365,12 +373,23 @@ def train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None = None
     ``resume`` training goes on from it (same data and settings, ``epochs`` and ``patience``
     may grow) and ends as the uninterrupted run would have.
 
-    With a ``strategy`` (TensorFlow backend only, e.g. ``MultiWorkerMirroredStrategy``) the
-    variables are mirrored and every step's gradients are all-reduced, so all workers hold
-    the same weights; ``config.batch_size`` is then the global batch, split across them.
+    With a ``strategy`` the variables are mirrored and every step's gradients are all-reduced,
+    so all devices hold the same weights; ``config.batch_size`` is then the global batch, split
+    across them: under TensorFlow a ``tf.distribute`` strategy (e.g. ``MultiWorkerMirroredStrategy``),
+    under JAX a ``keras.distribution.DataParallel``, in force for the whole run.
     """
-    if strategy is not None and keras.backend.backend() != "tensorflow":
+    keras_distribution = isinstance(strategy, keras.distribution.DataParallel)
+    if strategy is not None and not keras_distribution and keras.backend.backend() != "tensorflow":
         raise ValueError(f"a tf.distribute strategy needs KERAS_BACKEND=tensorflow, not {keras.backend.backend()}")
+    if keras_distribution and keras.backend.backend() != "jax":
+        raise ValueError(f"Keras' DataParallel is wired for KERAS_BACKEND=jax, not {keras.backend.backend()}")
+    with strategy.scope() if keras_distribution else contextlib.nullcontext():
+        return _train(prepared, config, checkpoint, log, verbose, strategy if not keras_distribution else None,
+                      resume)
+
+
+def _train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None, log: Callable[[str], None],
+           verbose: int, strategy, resume: bool) -> tuple[keras.Model, dict]:
     if resume and checkpoint is None:
         raise ValueError("resume needs a checkpoint directory")
     seed_everything(config.seed)
@@ -404,7 +423,7 @@ def train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None = None
         fit_multi_worker(trainable, config, data, strategy, monitor, initial_epoch, loss_for(config, reduction=None))
     else:
         data = Batches(prepared.train_tokens, prepared.train_labels, len(prepared.labels), config.batch_size,
-                       config.seed, prepared.train_weights)
+                       config.seed, prepared.train_weights, multiple=device_multiple())
         trainable.fit(data, epochs=config.epochs, initial_epoch=initial_epoch, verbose=verbose,
                       callbacks=[EpochShuffle(data), monitor], shuffle=False)  # Batches shuffles
     summary = {
@@ -424,6 +443,8 @@ def train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None = None
 
 
 def is_multi_worker(strategy) -> bool:
+    if keras.backend.backend() != "tensorflow":
+        return False
     import tensorflow as tf
 
     return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
