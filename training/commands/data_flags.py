@@ -79,6 +79,10 @@ def data_from_args(args: argparse.Namespace):
                              f"JSONL)")
         if not args.catalog.is_file():
             raise InputError(f"--catalog {args.catalog}: no such file")
+    if getattr(args, "confusable", None) is not None:  # a bad map fails now, not after training
+        from qcat.confusable import load_confusable
+
+        load_confusable(args.confusable)
     data = _base_data(args)
     if args.catalog is None:
         for flag, value in (("--catalog-only", args.catalog_only), ("--title-weight", args.title_weight),

@@ -10,7 +10,7 @@ import time
 
 from qcat.errors import InputError
 from qcat.training.commands.bundles import print_real_text, save_bundle
-from qcat.training.commands.data_flags import data_from_args, fit_on_data
+from qcat.training.commands.data_flags import data_from_args, fit_on_data, record_confusable
 
 
 def run_train_xmlq(args: argparse.Namespace) -> int:
@@ -119,6 +119,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     if short_forms:
         source["query_short_forms"] = short_forms
     model.config["data"] = source
+    record_confusable(args, model, dataset.taxonomy)
     model.metrics["data"] = source
     summary = model.metrics
     model.calibration = fit_calibration(model, sets)
