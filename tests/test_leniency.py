@@ -116,16 +116,19 @@ def test_qcat_evaluate_prints_and_reports_them_as_a_plain_recount(tmp_path) -> N
     from tests.test_own_data import qcat
 
     log, taxonomy_file = small_log(tmp_path)
-    trained = qcat("train", "nb", "--log", log, "--taxonomy", taxonomy_file, "--min-clicks", "1", "--out", tmp_path / "nb")
-    assert trained.returncode == 0, trained.stderr.decode()
     pairs = [("d0l0", "d0l1"), ("d1l2", "d1l3"), ("d2l0", "d2l3")]
     (tmp_path / "map.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in pairs))
+    trained = qcat("train", "nb", "--log", log, "--taxonomy", taxonomy_file, "--min-clicks", "1",
+                   "--confusable", tmp_path / "map.tsv", "--out", tmp_path / "nb")
+    assert trained.returncode == 0, trained.stderr.decode()
+    # No --confusable: the map the bundle recorded.
     result = qcat("evaluate", "--model", tmp_path / "nb", "--log", log, "--taxonomy", taxonomy_file,
-                  "--confusable", tmp_path / "map.tsv", "--out", tmp_path / "report", "--json")
+                  "--out", tmp_path / "report", "--json")
     assert result.returncode == 0, result.stderr.decode()
     report = json.loads(result.stdout)
     figures = report["models"][0]["segments"]["all"]
     assert report["models"][0]["confusable"]["pairs"] == 3
+    assert report["models"][0]["confusable"]["origin"] == "recorded in the bundle"
 
     taxonomy = load_taxonomy(taxonomy_file)
     test = LogCorpus(log, taxonomy_file, 1, 0, "other").dataset().test
@@ -151,3 +154,13 @@ def test_qcat_evaluate_prints_and_reports_them_as_a_plain_recount(tmp_path) -> N
     assert f"top-1 strict {strict / n:.4f} ± " in err and f"lenient {lenient / n:.4f} ± " in err
     markdown = (tmp_path / "report" / "report.md").read_text()
     assert "Strict, lenient and severe top-1" in markdown and "map.tsv (3 pairs, sha256" in markdown
+
+
+def test_a_bad_map_fails_before_training(tmp_path) -> None:
+    from tests.test_own_data import one_line_error, qcat
+
+    (tmp_path / "bad.tsv").write_text("c1\n")
+    for path, message in ((tmp_path / "none.tsv", "no such file"), (tmp_path / "bad.tsv", "line 1: want two leaf ids")):
+        error = one_line_error(qcat("train", "nb", "--confusable", path, "--out", tmp_path / "m"))
+        assert message in error and str(path) in error
+        assert not (tmp_path / "m").exists()
