@@ -329,6 +329,37 @@ def paired_table(rows: dict[str, dict], baseline: str) -> str:
     return "\n".join(lines)
 
 
+POOLED = ("real-title", "real-2tok")
+
+
+def pooled_rows(saved: dict) -> dict[str, dict]:
+    """Each model's paired difference from the baseline pooled over the real-text test sets (the sets'
+    differences weighted by their sizes; the sets are independent samples, so their variances add)."""
+    sizes = {name: saved["sets"][name] for name in POOLED}
+    total = sum(sizes.values())
+    rows = {}
+    for model, row in saved["paired"]["rows"].items():
+        rows[model] = {}
+        for kind in OUTCOMES:
+            cells = [row.get(f"{name} {kind}") for name in POOLED]
+            if None in cells:
+                continue
+            mean = sum(sizes[name] * cell[0] for name, cell in zip(POOLED, cells)) / total
+            se = float(np.sqrt(sum((sizes[name] * cell[1]) ** 2 for name, cell in zip(POOLED, cells)))) / total
+            rows[model][kind] = (mean, se)
+    return rows
+
+
+def print_pooled(path: str) -> None:
+    saved = json.loads(Path(path).read_text())
+    print(f"| vs {saved['paired']['baseline']}, pooled over {' + '.join(POOLED)} (difference ± paired SE) | "
+          + " | ".join(OUTCOMES) + " |")
+    print("|" + "---|" * (len(OUTCOMES) + 1))
+    for model, row in pooled_rows(saved).items():
+        print(f"| {model} | " + " | ".join(f"{row[k][0]:+.4f} ± {row[k][1]:.4f}" if k in row else "–" for k in OUTCOMES)
+              + " |")
+
+
 def parse_models(specs: list[str]) -> dict[str, Path]:
     models = {}
     for spec in specs:
@@ -350,7 +381,13 @@ def main() -> None:
     parser.add_argument("--confusable", default=None, metavar="FILE",
                         help="the confusable map lenient top-1 credits (default: the one the demo corpus ships)")
     parser.add_argument("--out", default=None, help="also write the figures to this JSON file")
+    parser.add_argument("--pooled", default=None, metavar="JSON",
+                        help="print the paired differences of a saved --out file pooled over real-title and real-2tok, "
+                             "and stop")
     args = parser.parse_args()
+    if args.pooled:
+        print_pooled(args.pooled)
+        return
     bundles = parse_models(args.model)
     missing = [] if args.skip_peers else [m for m in ("fasttext", "omikuji") if importlib.util.find_spec(m) is None]
     if missing:  # before minutes of work, not after
