@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import re
+import time
 from datetime import timedelta
 
 import streamlit as st
@@ -35,7 +36,7 @@ from qcat.judging.grading.sessions import find_session, judge_facing_name, sessi
 from qcat.judging.grading.timing import IDLE_CAP_SECONDS
 from qcat.judging.pages.admin import admin_page
 from qcat.judging.pages.page_scripts import set_sign_in_cookie
-from qcat.judging.pages.panel import grading_panel, markdown_html, sent_outbox
+from qcat.judging.pages.panel import TEST_DELAY_ENV, grading_panel, markdown_html, sent_outbox
 from qcat.judging.store import sign_ins
 from qcat.judging.store.connection import URL_ENV, error_detail, open_store, resolve_url
 from qcat.judging.store.models import Admin
@@ -268,6 +269,8 @@ def grading(store, judge_id: int, session_id: int) -> None:
     stored, and it is sent its next queries back."""
     desk = grading_desk(store, judge_id, session_id)
     outbox = sent_outbox()
+    if outbox["actions"] and os.environ.get(TEST_DELAY_ENV):
+        time.sleep(float(os.environ[TEST_DELAY_ENV]))
     answers = desk.take(outbox["actions"])
     reviewing = st.session_state.get("reviewing")
     if any(answer["status"] in ("changed", "back") and answer["query_id"] == reviewing

@@ -6,7 +6,8 @@
 // shows the next one the moment Enter is pressed, and keeps the previous one's action in its
 // outbox until the server answers it. Every key is handled synchronously, against the query on
 // screen when it was typed; keys typed while no query is on screen (the panel ran out of queries
-// held ready) wait, in order, for the next one.
+// held ready) wait, in order, for the next one, and keep waiting through any number of such spells
+// (a waiting Enter that submits the last query held leaves the keys after it waiting again).
 
 const P = window.qcatPanel = window.qcatPanel || {
   data: null, root: null, setState: null,
@@ -18,9 +19,11 @@ const P = window.qcatPanel = window.qcatPanel || {
   outbox: [],           // actions the server has not answered yet
   failed: [],           // actions the store could not take: the judge sends them again (R)
   finishedHere: new Set(),  // queries submitted or skipped here (dropped from later queues)
-  waiting: [],          // keys typed while no query was on screen
+  waiting: [],          // keys typed while no query was on screen, in order: they go to the next ones shown
+  draining: false,      // the waiting keys are being handled
   timer: null,          // {id, last, active} for the query on screen
   transitions: [],      // ms from Enter (or S, F) to the next query drawn: the benchmark reads them
+  loadingShown: 0,      // how often Enter (or S, F) found no query held ready ("Loading the next query…")
   counter: 0, epoch: null, messages: [],
 };
 
@@ -208,10 +211,27 @@ function onKey(event) {
                                       'Tab', '?', 's', 'S', 'f', 'F', 'r', 'R', 'Escape'].includes(key);
   if (!ours) return;
   event.preventDefault();
-  if (!P.current) {  // between queries: the key goes to the next query shown
-    if (!['?', 'r', 'R'].includes(key)) { P.waiting.push({key, shift: event.shiftKey}); return; }
+  if ((!P.current || P.waiting.length) && !['?', 'r', 'R'].includes(key)) {
+    P.waiting.push({key, shift: event.shiftKey});  // between queries: the key goes to the next query shown
+    return;
   }
   handle(key, event.shiftKey);
+}
+
+function drain() {
+  // The keys typed while no query was on screen, in order, on the queries shown now. A waiting Enter
+  // shows the next query (leave -> showNext, which does not drain again: this loop goes on), or none:
+  // then the keys after it wait, in order, for the next query the server sends.
+  if (P.draining) return;
+  P.draining = true;
+  try {
+    while (P.current && P.waiting.length) {
+      const k = P.waiting.shift();
+      handle(k.key, k.shift);
+    }
+  } finally {
+    P.draining = false;
+  }
 }
 
 function handle(key, shift) {
@@ -328,6 +348,8 @@ function showNext() {
   const id = P.order.find((q) => !P.finishedHere.has(q));
   P.current = id === undefined ? null : P.screens.get(id);
   P.focus = 0;
+  if (!P.current && P.pressedAt !== undefined && P.data.mode === 'grade' && !P.dry) P.loadingShown += 1;
+  P.dry = !P.current;
   P.messages = P.messages.filter((m) => m.kind !== 'incomplete');
   if (P.current) {
     const d = draft(P.current);
@@ -341,11 +363,7 @@ function showNext() {
     P.pressedAt = undefined;
     requestAnimationFrame(() => P.transitions.push({query: P.current ? P.current.id : null, ms: performance.now() - started}));
   }
-  if (P.current && P.waiting.length) {  // keys typed while no query was on screen, in order
-    const keys = P.waiting;
-    P.waiting = [];
-    for (const k of keys) handle(k.key, k.shift);
-  }
+  drain();
 }
 
 // ---- what the server sent

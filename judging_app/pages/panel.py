@@ -17,6 +17,9 @@ import streamlit as st
 from markdown_it import MarkdownIt
 
 KEY = "grading_panel"
+# Tests only (tests/test_judging_typeahead.py): seconds every panel message carrying actions waits
+# before the app answers it, as on a slow server. Unset, nothing waits.
+TEST_DELAY_ENV = "QCAT_TEST_PANEL_DELAY"
 HTML = """<div class="qcat-panel">
   <div class="top"><span class="session"></span><span class="progress"></span>
     <button type="button" class="open-help" tabindex="-1">Guidelines and keys (?)</button></div>
