@@ -12,7 +12,7 @@ import re
 from datetime import timedelta
 
 import pytest
-from judging_fixtures import ROOT, qcat
+from judging_fixtures import ROOT, qcat, toy_queries
 from sqlalchemy import func, select
 
 from qcat.judging.grading import assignment, disagreements, judgments
@@ -193,3 +193,27 @@ def test_a_time_too_large_for_a_float_is_refused_in_one_line(store):
     [shown] = desk.queue()
     answer = submit(desk, shown, 1, "big", seconds=10 ** 400)
     assert answer["status"] == "refused" and "seconds, 0 or more" in answer["message"]
+
+
+def test_issue_41_the_desk_holds_as_many_queries_as_the_panel_wants_within_bounds(store):
+    """The panel asks for more queries for a fast judge (from their pace): the desk claims that
+    many, never fewer than 1 + PREFETCH nor more than MAX_HOLD, and nothing a panel sends as
+    ``want`` is taken but a whole number."""
+    from qcat.judging.grading.desk import MAX_HOLD, PREFETCH
+
+    session_id = store_session(store, "many", "A", "B", toy_queries(40), judges_per_query=1)
+    ann, _ = add_judge(store, "ann")
+    desk = GradingDesk(store, ann.id, session_id)
+    assert desk.hold_range() == (1 + PREFETCH, MAX_HOLD)
+    assert [desk.hold(want) for want in (None, 3, 9, 10_000, "9", True, 9.5)] == \
+        [1 + PREFETCH, 1 + PREFETCH, 9, MAX_HOLD, 1 + PREFETCH, 1 + PREFETCH, 1 + PREFETCH]
+    first = [shown["id"] for shown in desk.queue()]
+    assert len(first) == 1 + PREFETCH
+    more = desk.queue(first, 9)
+    assert [shown["id"] for shown in more][:len(first)] == first and len(more) == 9
+    assert all(set(shown) == {"id"} for shown in more[:len(first)])  # those held come as ids alone
+    assert len(desk.queue([shown["id"] for shown in more], 10_000)) == MAX_HOLD
+    with store.sessions() as session:
+        claimed = session.scalar(select(func.count()).select_from(Assignment).where(Assignment.judge_id == ann.id,
+                                                                                   Assignment.status == "open"))
+    assert claimed == MAX_HOLD

@@ -1,10 +1,13 @@
-"""Issue 41, item 1: keys typed ahead, blind, are never lost nor shifted.
+"""Issue 41, items 1 and 2: keys typed ahead, blind, are never lost nor shifted; and the panel
+holds enough queries, from the judge's pace, not to run dry.
 
 Three judges in Chromium (Debian's, driven by Playwright) each type groups of 8 grades and Enter,
 a key about every 30 ms, without ever looking at the screen (no wait for a query to show), against
 a real ``qcat judge app`` whose every panel message is slowed by a test hook
 (``QCAT_TEST_PANEL_DELAY``), so that their panels run out of queries held ready again and again.
-Each typed group must be stored once, on a query of its own, in the order typed.
+Each typed group must be stored once, on a query of its own, in the order typed. A judge typing at
+speed, who looks at each query, never waits for one on that slow server: their panel asks for as
+many queries as they get through in two round trips.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from judging_fixtures import CHROMIUM, SETTLED, launch_chromium, panel_shown, ru
 from sqlalchemy import select
 
 from qcat.judging.grading import assignment
-from qcat.judging.grading.desk import screen_data
+from qcat.judging.grading.desk import MAX_HOLD, PREFETCH, screen_data
 from qcat.judging.grading.judges import add_judge
 from qcat.judging.grading.sessions import SEGMENTS, Listing, QuerySpec, store_session
 from qcat.judging.pages.panel import TEST_DELAY_ENV
@@ -88,7 +91,7 @@ def test_issue_41_keys_typed_blind_through_dry_spells_are_stored_once_each_on_a_
         pytest.skip(f"no Chromium at {CHROMIUM}: install the 'chromium' system package (.ci/run does)")
     db = tmp_path / "blind.db"
     url = f"sqlite:///{db}"
-    tokens = eight_slot_session(url, JUDGES * GROUPS + 10)
+    tokens = eight_slot_session(url, JUDGES * (GROUPS + MAX_HOLD))  # the queries each panel holds at the end too
     groups = typed_groups()
     with running_judging_app(db, tmp_path / "app.log", env={TEST_DELAY_ENV: "2.5"}) as app_url:
         with playwright.sync_playwright() as p:
@@ -114,3 +117,34 @@ def test_issue_41_keys_typed_blind_through_dry_spells_are_stored_once_each_on_a_
     assert all(n >= 1 for n in dry), dry  # every judge's panel ran dry while keys were typed ahead
     for j in range(JUDGES):
         assert stored_in_order(url, f"judge{j}") == groups[j], j  # each group once, as typed, in order
+
+
+def test_issue_41_a_fast_judge_on_a_slow_server_never_waits_for_a_query(tmp_path):
+    """The panel held 5 queries whatever the pace: a judge who takes 0.35 s a query ran out of them
+    on a server that answers in 1 s. It now asks for more from the judge's pace and the measured
+    round trip (within the server's bounds): once both are measured (the first queries), Enter always
+    finds the next query held."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: install the 'chromium' system package (.ci/run does)")
+    db = tmp_path / "fast.db"
+    url = f"sqlite:///{db}"
+    token = eight_slot_session(url, 40)[0]
+    with running_judging_app(db, tmp_path / "app.log", env={TEST_DELAY_ENV: "1"}) as app_url:
+        with playwright.sync_playwright() as p:
+            browser = launch_chromium(p)
+            try:
+                page = signed_in_panel(browser, app_url, token)[1]
+                held = []
+                for q in range(24):
+                    shown = panel_shown(page)  # a judge who looks at each query
+                    held.append(page.evaluate("() => window.qcatPanel.order.length"))
+                    for key in [*[(q + i) % 4 for i in range(len(shown["slots"]))], "Enter"]:
+                        page.keyboard.press(str(key))
+                        time.sleep(0.03)
+                page.wait_for_function(SETTLED, timeout=60_000)
+                waits = page.evaluate("() => window.qcatPanel.transitions.map(t => Math.round(t.ms))")
+                asked = page.evaluate("() => window.qcatPanel.asked")
+            finally:
+                browser.close()
+    assert len(waits) == 24 and max(waits[1 + PREFETCH:]) < 300, (waits, held)  # Enter -> next query, ms
+    assert 1 + PREFETCH < max(held) <= MAX_HOLD and 1 + PREFETCH < asked <= MAX_HOLD, (held, asked)

@@ -28,7 +28,8 @@ from qcat.judging.grading.assignment import QueryScreen, Shown
 from qcat.judging.grading.imports import safe_url
 from qcat.judging.store.connection import Store, error_detail
 
-PREFETCH = 4  # queries held ready after the one on screen: a margin for a busy server (docs/benchmarks.md)
+PREFETCH = 4  # queries held ready after the one on screen, at least: a margin for a busy server
+MAX_HOLD = 12  # queries a panel may hold at most, the one on screen included (it asks from the judge's pace)
 PROGRESS_SECONDS = 5.0
 MAX_ACTIONS = 200  # an outbox longer than this is not the panel's
 STORE_DOWN = "The judging store cannot be reached right now"
@@ -185,13 +186,26 @@ class GradingDesk:
             raise InputError("the panel sent grades in a shape it never sends: reload the page")
         return [(str(listing), str(side), grade) for listing, side, grade in rows]
 
-    def queue(self, holding: object = ()) -> list[dict]:
-        """The query to show and the ones held ready after it (claimed for this judge). A query the
-        panel holds already (``holding``) is sent as its id alone: the panel has the rest."""
+    def hold(self, want: object = None) -> int:
+        """How many queries the panel gets (the one on screen included): as many as it wants (from
+        its judge's pace: a fast judge on a slow server needs more), from 1 + ``prefetch`` to
+        :data:`MAX_HOLD`."""
+        wanted = want if isinstance(want, int) and not isinstance(want, bool) else 0
+        return max(self.hold_range()[0], min(wanted, self.hold_range()[1]))
+
+    def hold_range(self) -> tuple[int, int]:
+        """The fewest and the most queries :meth:`hold` gives a panel."""
+        return 1 + self.prefetch, max(1 + self.prefetch, MAX_HOLD)
+
+    def queue(self, holding: object = (), want: object = None) -> list[dict]:
+        """The query to show and the ones held ready after it (claimed for this judge), :meth:`hold`
+        of them. A query the panel holds already (``holding``) is sent as its id alone: the panel
+        has the rest."""
+        count = self.hold(want)
         held = [q for q in holding if isinstance(q, int) and not isinstance(q, bool) and q not in self.finished
                 ] if isinstance(holding, list) else []
-        ids = assignment.next_queries(self.store, self.judge_id, self.session_id, 1 + self.prefetch,
-                                      self.claim_timeout, holding=held[:1 + self.prefetch], passed_over=self.finished)
+        ids = assignment.next_queries(self.store, self.judge_id, self.session_id, count,
+                                      self.claim_timeout, holding=held[:count], passed_over=self.finished)
         new = [query_id for query_id in ids if query_id not in self.drawn]
         if new:
             with self.store.sessions() as session:

@@ -269,7 +269,7 @@ def grading(store, judge_id: int, session_id: int) -> None:
     stored, and it is sent its next queries back."""
     desk = grading_desk(store, judge_id, session_id)
     outbox = sent_outbox()
-    if outbox["actions"] and os.environ.get(TEST_DELAY_ENV):
+    if outbox["send"] is not None and os.environ.get(TEST_DELAY_ENV):
         time.sleep(float(os.environ[TEST_DELAY_ENV]))
     answers = desk.take(outbox["actions"])
     reviewing = st.session_state.get("reviewing")
@@ -279,7 +279,7 @@ def grading(store, judge_id: int, session_id: int) -> None:
         reviewing = None
     down = None
     try:
-        queue = desk.review(reviewing) if reviewing is not None else desk.queue(outbox["holding"])
+        queue = desk.review(reviewing) if reviewing is not None else desk.queue(outbox["holding"], outbox["want"])
         progress = desk.progress()
         st.session_state["panel_queue"] = (reviewing, queue)
     except InputError as exc:  # deactivated, not a member, a session gone: said, never a traceback
@@ -297,7 +297,8 @@ def grading(store, judge_id: int, session_id: int) -> None:
         "mode": "review" if reviewing is not None else ("grade" if queue or down else "done"),
         "epoch": f"{'review' if reviewing is not None else 'grade'}:{session_id}:{judge_id}:{reviewing or ''}",
         "judge": judge_id, "session": about["name"], "queue": queue,
-        "answers": answers, "progress": progress, "store_down": down, "idle_cap": IDLE_CAP_SECONDS,
+        "answers": answers, "heard": outbox["send"], "hold": desk.hold(outbox["want"]),
+        "hold_range": desk.hold_range(), "progress": progress, "store_down": down, "idle_cap": IDLE_CAP_SECONDS,
         "guidelines_html": about["guidelines_html"],
         "open_guidelines": about["has_guidelines"] and first_time and progress is not None and progress["judged"] == 0
                            and progress["skipped"] == 0,

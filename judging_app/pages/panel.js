@@ -24,6 +24,9 @@ const P = window.qcatPanel = window.qcatPanel || {
   timer: null,          // {id, last, active} for the query on screen
   transitions: [],      // ms from Enter (or S, F) to the next query drawn: the benchmark reads them
   loadingShown: 0,      // how often Enter (or S, F) found no query held ready ("Loading the next query…")
+  paces: [],            // ms between the judge's last actions (their pace), the latest last
+  trips: [],            // ms from a message to the server's answer to it, the latest last
+  sentTimes: new Map(), // message number -> when it was sent (until its answer comes)
   counter: 0, epoch: null, messages: [],
 };
 
@@ -77,12 +80,56 @@ function keepOutbox() {  // in the tab, so that a reload sends them again (or ke
   } catch (e) { /* storage full or refused: kept in memory only, and sent all the same */ }
 }
 
+// How many queries to hold (the one on screen included): twice as many as the judge gets through,
+// at their pace of late, while a message goes to the server and back (its slowest of late: a busy
+// server's round trips vary that much), and a margin; within the server's bounds (data.hold_range).
+const MARGIN = 2, FIRST_TRIP_MS = 2000;  // before the first answer: a guess on the slow side
+const recent = (list, value, keep) => { list.push(value); if (list.length > keep) list.shift(); };
+
+function holdWanted() {
+  const [least, most] = (P.data && P.data.hold_range) || [1, 1];
+  if (!P.paces.length) return least;
+  const pace = [...P.paces].sort((a, b) => a - b)[Math.floor(P.paces.length / 2)];
+  const trip = P.trips.length ? Math.max(...P.trips) : FIRST_TRIP_MS;
+  return Math.max(least, Math.min(most, Math.ceil(2 * trip / Math.max(pace, 1)) + MARGIN));
+}
+
 function send() {
   keepOutbox();
+  // One message at a time: Streamlit drops the answer of a run that a newer message of the panel
+  // overtook, so a judge typing faster than the server answers heard nothing back until they paused.
+  // What comes meanwhile waits in the outbox and goes with the next message, sent with the answer.
+  if (P.sentTimes.size && performance.now() - P.sentAt < RESEND_MS) { P.sendPending = true; return; }
+  P.sendPending = false;
   P.sentAt = performance.now();
   P.sends = (P.sends || 0) + 1;  // makes every message new, so that a resend reaches the server too
+  P.sentTimes.set(P.sends, P.sentAt);
+  P.asked = holdWanted();
   // P.order: the query on screen first, then those held ready (a finished one leaves it at once)
-  P.setState('outbox', {actions: P.outbox.slice(), send: P.sends, holding: P.order.slice()});
+  P.setState('outbox', {actions: P.outbox.slice(), send: P.sends, holding: P.order.slice(), want: P.asked});
+}
+
+function paced(at) {  // the judge finished a query (Enter, S, a click): their pace, as typed
+  if (P.lastDoneAt !== undefined) recent(P.paces, at - P.lastDoneAt, 8);
+  P.lastDoneAt = at;
+}
+
+function firstKeys(at) {
+  // Before the judge's first query is done, their pace is guessed from their first grade keys (a key
+  // per listing and Enter), so that a fast judge's panel asks for more before the first Enter.
+  if (P.paces.length || !P.current) return;
+  P.keyTimes = (P.keyTimes || []).concat([at]);
+  if (P.keyTimes.length !== 3) return;
+  const perKey = (P.keyTimes[2] - P.keyTimes[0]) / 2;
+  recent(P.paces, perKey * (P.current.slots.length + 1), 8);
+  if (!P.sentTimes.size && P.order.length < holdWanted() - 1) send();
+}
+
+function heard(data) {
+  // The server's answer to message data.heard (and to those before it): the round trip, measured.
+  const sent = P.sentTimes.get(data.heard);
+  if (sent !== undefined) recent(P.trips, performance.now() - sent, 8);
+  for (const n of [...P.sentTimes.keys()]) if (n <= data.heard) P.sentTimes.delete(n);
 }
 
 
@@ -211,6 +258,8 @@ function onKey(event) {
                                       'Tab', '?', 's', 'S', 'f', 'F', 'r', 'R', 'Escape'].includes(key);
   if (!ours) return;
   event.preventDefault();
+  if (['Enter', 's', 'S'].includes(key)) paced(performance.now());
+  else if (/^[0-3]$/.test(key)) firstKeys(performance.now());
   if ((!P.current || P.waiting.length) && !['?', 'r', 'R'].includes(key)) {
     P.waiting.push({key, shift: event.shiftKey});  // between queries: the key goes to the next query shown
     return;
@@ -258,7 +307,7 @@ if (!window.qcatPanelKeys) {  // one listener for the page's life; it acts on th
   setInterval(() => {  // at least once: the server stores an action once, however often it hears of it;
     // and while the store is down, ask again now and then, so that the panel learns when it is back
     const since = performance.now() - (P.sentAt || 0);
-    const due = ((P.outbox.length || (P.data && P.data.store_down)) && since > RESEND_MS)
+    const due = ((P.outbox.length || P.sendPending || (P.data && P.data.store_down)) && since > RESEND_MS)
       || (P.data && P.data.mode === 'done' && since > DONE_ASK_MS);
     if (P.root && P.root.isConnected && due) send();
   }, 1000);
@@ -356,6 +405,7 @@ function showNext() {
     P.focus = Math.max(0, d.grades.findIndex((g) => g === null));
     if (d.grades.every((g) => g !== null)) P.focus = d.grades.length;
     P.timer = {id: P.current.id, last: performance.now(), active: 0};
+    if (P.lastDoneAt === undefined) P.lastDoneAt = performance.now();  // the judge's pace counts from the first query
   }
   drawQuery();
   if (P.current && P.pressedAt !== undefined) {
@@ -385,6 +435,7 @@ function receive(data, redraw) {
     for (const action of P.outbox.concat(P.failed)) if (action.kind !== 'back') P.finishedHere.add(action.query);
     if (P.outbox.length) send();
   }
+  if (Number.isInteger(data.heard)) heard(data);
   const answers = data.answers || {};
   const answered = P.outbox.filter((a) => answers[a.id]);
   if (answered.length) {
@@ -421,6 +472,16 @@ function receive(data, redraw) {
   else drawGrades(false);
   if (data.open_guidelines && fresh) $('.help').hidden = false;
   drawMessages();
+  if (P.sendPending && !P.sentTimes.size) send();  // what waited for this answer
+  else refill(data);
+}
+
+function refill(data) {
+  // Fewer queries held than the judge gets through while a message goes to the server and back:
+  // ask for more now, not at the next Enter. Only once every message has its answer, and only while
+  // the server gave as many as it was asked for (else it has no more for this judge).
+  if (P.data.mode !== 'grade' || data.store_down || P.sentTimes.size || P.failed.length) return;
+  if (P.order.length < holdWanted() - 1 && (data.queue || []).length >= (data.hold || Infinity)) send();
 }
 
 export default function (component) {
@@ -435,6 +496,7 @@ export default function (component) {
       const target = event.target.closest('button');
       if (!target || !P.current && !target.classList.contains('close-help')) return;
       activity();
+      if (['submit', 'skip', 'back'].some((name) => target.classList.contains(name))) paced(performance.now());
       if (target.classList.contains('chip')) { P.focus = Number(target.dataset.slot); grade(Number(target.dataset.grade)); }
       else if (target.classList.contains('submit')) submit();
       else if (target.classList.contains('skip')) skip(false);
