@@ -143,7 +143,7 @@ function act(kind, extra) {
   return action;
 }
 
-function say(text, tone, kind) {
+function say(text, tone, kind) {  // the panel's one message line (a newer message replaces it)
   P.messages = [{text, tone, kind}];
   drawMessages();
 }
@@ -224,6 +224,7 @@ function leave() {
 
 function retry() {
   if (!P.failed.length) return;
+  P.retriedAt = performance.now();
   P.failed.forEach((action) => {
     P.outbox.push(Object.assign({}, action, {id: `${action.id.split('~')[0]}~${(P.counter++).toString(36)}`}));
   });
@@ -283,8 +284,14 @@ function drain() {
   }
 }
 
+function openHelp() {
+  const help = $('.help');
+  help.hidden = false;
+  help.scrollIntoView({block: 'nearest'});
+}
+
 function handle(key, shift) {
-  if (key === '?') { $('.help').hidden = false; return; }
+  if (key === '?') { openHelp(); return; }
   if (key === 'r' || key === 'R') { retry(); return; }
   if (!P.current) return;
   activity();
@@ -307,9 +314,10 @@ if (!window.qcatPanelKeys) {  // one listener for the page's life; it acts on th
   setInterval(() => {  // at least once: the server stores an action once, however often it hears of it;
     // and while the store is down, ask again now and then, so that the panel learns when it is back
     const since = performance.now() - (P.sentAt || 0);
-    const due = ((P.outbox.length || P.sendPending || (P.data && P.data.store_down)) && since > RESEND_MS)
+    const due = ((P.outbox.length || P.failed.length || P.sendPending || (P.data && P.data.store_down)) && since > RESEND_MS)
       || (P.data && P.data.mode === 'done' && since > DONE_ASK_MS);
     if (P.root && P.root.isConnected && due) send();
+    if (P.root && P.root.isConnected) drawConnection();
   }, 1000);
 }
 
@@ -372,22 +380,43 @@ function drawGrades(scroll) {
 }
 
 function drawMessages() {
-  const box = $('.messages');
-  const lines = P.messages.map((m) => `<p class="msg ${m.tone}">${esc(m.text)}</p>`);
+  // One line, in a place of its own that never moves the listings: the store's trouble if any, else
+  // the latest message (the full text on hover, should a narrow window cut it).
+  const box = $('.messages'), m = P.messages[P.messages.length - 1];
   if (P.failed.length) {
-    lines.push(`<p class="msg error" role="alert">Not saved: the judging store cannot be reached right now. ${P.failed.length} `
-      + `quer${P.failed.length === 1 ? 'y is' : 'ies are'} kept here with ${P.failed.length === 1 ? 'its' : 'their'} grades: `
-      + `<button type="button" class="retry" tabindex="-1">Retry (R)</button></p>`);
+    const n = P.failed.length;
+    box.innerHTML = `<p class="msg error" role="alert">Not saved yet: the judging store cannot be reached. ${n} `
+      + `quer${n === 1 ? 'y is' : 'ies are'} kept here with ${n === 1 ? 'its' : 'their'} grades, sent again when it is back `
+      + `<button type="button" class="retry" tabindex="-1">Retry now (R)</button></p>`;
+    box.title = '';
   } else if (P.data.store_down) {
-    lines.push(`<p class="msg error" role="alert">${esc(P.data.store_down)}</p>`);
+    box.innerHTML = `<p class="msg error" role="alert">${esc(P.data.store_down)}</p>`;
+    box.title = P.data.store_down;
+  } else {
+    box.innerHTML = m ? `<p class="msg ${m.tone}">${esc(m.text)}</p>` : '';
+    box.title = m ? m.text : '';
   }
-  box.innerHTML = lines.join('');
   const button = $('.retry');
   if (button) button.onclick = retry;
 }
 
+function drawConnection() {
+  // While the app restarts (or the connection drops), Streamlit says "Connection error" over the page;
+  // the panel says, at the bottom, that nothing typed is lost.
+  const line = $('.offline');
+  if (!line) return;
+  const lost = !!document.querySelector('[data-testid="stConnectionStatus"]');
+  const kept = P.outbox.length + P.failed.length;
+  line.hidden = !lost;
+  if (lost) {
+    line.textContent = 'The app is restarting or the connection dropped: your grades are kept in this window'
+      + (kept ? ` (${kept} quer${kept === 1 ? 'y' : 'ies'} waiting to be sent)` : '') + ' and go to the server when it is back. Go on grading.';
+  }
+}
+
 function drawHeader() {
-  const p = P.data.progress;
+  if (P.data.progress) P.progress = P.data.progress;  // the last counts known stay while the store is down
+  const p = P.progress;
   $('.session').textContent = P.data.session ? `Session: ${P.data.session}` : '';
   $('.progress').textContent = p ? `You: ${p.judged} judged, ${p.skipped} skipped · session: ${p.done} of ${p.needed} judgments, ${p.complete} of ${p.queries} queries complete` : '';
   $('.help-text').innerHTML = P.data.guidelines_html || '';
@@ -440,11 +469,15 @@ function receive(data, redraw) {
   const answered = P.outbox.filter((a) => answers[a.id]);
   if (answered.length) {
     P.outbox = P.outbox.filter((a) => !answers[a.id]);
+    let told = null;  // of several answers at once, the last warning, else the last one
     for (const action of answered) {
       const answer = answers[action.id];
-      if (answer.status === 'store_down') P.failed.push(action);
-      else if (answer.status !== 'back') say(answer.message, ['saved', 'skipped', 'changed'].includes(answer.status) ? 'ok' : 'warn');
+      if (answer.status === 'store_down') { P.failed.push(action); continue; }
+      if (answer.status === 'back') continue;
+      const tone = ['saved', 'skipped', 'changed'].includes(answer.status) ? 'ok' : 'warn';
+      if (!told || tone === 'warn' || told.tone !== 'warn') told = {text: answer.message, tone};
     }
+    if (told) say(told.text, told.tone);
     keepOutbox();
   }
   if (!P.failed.length && !data.store_down && answered.length === 0 && fresh) P.messages = data.notice ? [{text: data.notice, tone: 'ok'}] : [];
@@ -470,9 +503,11 @@ function receive(data, redraw) {
   if (!shown || !ids.includes(shown.id)) showNext();
   else if (redraw) drawQuery();
   else drawGrades(false);
-  if (data.open_guidelines && fresh) $('.help').hidden = false;
+  if (data.open_guidelines && fresh) openHelp();
   drawMessages();
-  if (P.sendPending && !P.sentTimes.size) send();  // what waited for this answer
+  drawConnection();
+  if (P.failed.length && !data.store_down && performance.now() - (P.retriedAt || 0) > RESEND_MS) retry();  // the store is back
+  else if (P.sendPending && !P.sentTimes.size) send();  // what waited for this answer
   else refill(data);
 }
 
@@ -501,7 +536,7 @@ export default function (component) {
       else if (target.classList.contains('submit')) submit();
       else if (target.classList.contains('skip')) skip(false);
       else if (target.classList.contains('flag')) skip(true);
-      else if (target.classList.contains('open-help')) $('.help').hidden = false;
+      else if (target.classList.contains('open-help')) openHelp();
       else if (target.classList.contains('close-help')) $('.help').hidden = true;
       else if (target.classList.contains('back')) { act('back', {}); leave(); }
     });

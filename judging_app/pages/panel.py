@@ -31,6 +31,7 @@ HTML = """<div class="qcat-panel">
     <input class="note grade-only" type="text" maxlength="2000" placeholder="Flag note (F): what is wrong with the query?">
     <button type="button" class="flag grade-only" tabindex="-1">Flag &amp; skip</button>
     <span class="count"></span>
+    <p class="offline msg warn" role="status" hidden></p>
   </div>
   <div class="help" role="document" hidden>
     <button type="button" class="close-help" tabindex="-1" style="float: right">Close (Esc)</button>
