@@ -385,15 +385,16 @@ function drawMessages() {
   const box = $('.messages'), m = P.messages[P.messages.length - 1];
   if (P.failed.length) {
     const n = P.failed.length;
-    box.innerHTML = `<p class="msg error" role="alert">Not saved yet: the judging store cannot be reached. ${n} `
-      + `quer${n === 1 ? 'y is' : 'ies are'} kept here with ${n === 1 ? 'its' : 'their'} grades, sent again when it is back `
-      + `<button type="button" class="retry" tabindex="-1">Retry now (R)</button></p>`;
-    box.title = '';
+    const text = `Not saved yet: the store cannot be reached. ${n} quer${n === 1 ? 'y is' : 'ies are'} kept here with `
+      + `${n === 1 ? 'its' : 'their'} grades, sent again when it is back.`;
+    box.innerHTML = `<p class="msg error" role="alert"><span class="text">${text}</span>`
+      + '<button type="button" class="retry" tabindex="-1">Retry now (R)</button></p>';
+    box.title = text;
   } else if (P.data.store_down) {
-    box.innerHTML = `<p class="msg error" role="alert">${esc(P.data.store_down)}</p>`;
+    box.innerHTML = `<p class="msg error" role="alert"><span class="text">${esc(P.data.store_down)}</span></p>`;
     box.title = P.data.store_down;
   } else {
-    box.innerHTML = m ? `<p class="msg ${m.tone}">${esc(m.text)}</p>` : '';
+    box.innerHTML = m ? `<p class="msg ${m.tone}"><span class="text">${esc(m.text)}</span></p>` : '';
     box.title = m ? m.text : '';
   }
   const button = $('.retry');
