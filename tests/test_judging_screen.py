@@ -81,7 +81,7 @@ def test_issue_41_guidelines_in_view_listings_that_never_move_and_kept_queries_s
         with playwright.sync_playwright() as p:
             browser = launch_chromium(p)
             try:
-                context, page = signed_in_panel(browser, f"http://127.0.0.1:{port}", token)
+                page = signed_in_panel(browser, f"http://127.0.0.1:{port}", token)[1]
                 shown = panel_shown(page)
                 page.locator(".qcat-panel .help").wait_for()  # a first sign-in opens the session's guidelines
                 for width, height in SIZES:  # item 4: the whole box beside the sidebar, every line's start shown

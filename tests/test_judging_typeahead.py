@@ -76,9 +76,9 @@ def stored_in_order(url: str, judge: str) -> list[list[int]]:
                                    .order_by(Assignment.finished_at, Assignment.id)).all()
             out = []
             for query_id in done:
-                grades = dict(((listing, side), grade) for listing, side, grade in session.execute(
+                grades = {(listing, side): grade for listing, side, grade in session.execute(
                     select(Judgment.listing_id, Judgment.side, Judgment.grade).join(Judge, Judge.id == Judgment.judge_id)
-                    .where(Judge.name == judge, Judgment.query_id == query_id)).all())
+                    .where(Judge.name == judge, Judgment.query_id == query_id)).all()}
                 slots = screen_data(assignment.screen(session, query_id))["slots"]
                 out.append([grades.get((slot["listing"], slot["side"])) for slot in slots])
     finally:
@@ -93,26 +93,26 @@ def test_issue_41_keys_typed_blind_through_dry_spells_are_stored_once_each_on_a_
     url = f"sqlite:///{db}"
     tokens = eight_slot_session(url, JUDGES * (GROUPS + MAX_HOLD))  # the queries each panel holds at the end too
     groups = typed_groups()
-    with running_judging_app(db, tmp_path / "app.log", env={TEST_DELAY_ENV: "2.5"}) as app_url:
-        with playwright.sync_playwright() as p:
-            browser = launch_chromium(p)
-            try:
-                pages = [signed_in_panel(browser, app_url, token)[1] for token in tokens]
-                for page in pages:
-                    assert len(panel_shown(page)["slots"]) == SLOTS
-                for g in range(GROUPS):  # blind: nobody waits for the next query to show
-                    for key in range(SLOTS + 1):
-                        for j, page in enumerate(pages):
-                            page.keyboard.press(str(groups[j][g][key]) if key < SLOTS else "Enter")
-                        time.sleep(0.01)  # with the three presses: about 30 ms between one judge's keys
-                for page in pages:
-                    page.wait_for_function("() => window.qcatPanel.waiting.length === 0 && window.qcatPanel.current",
-                                           timeout=90_000)
-                    page.wait_for_function(SETTLED, timeout=60_000)
-                dry = [page.evaluate("() => window.qcatPanel.loadingShown") for page in pages]
-                errors = [page.locator(".qcat-panel .msg.error").count() for page in pages]
-            finally:
-                browser.close()
+    slow = {TEST_DELAY_ENV: "2.5"}  # seconds before every answer of the app
+    with running_judging_app(db, tmp_path / "app.log", env=slow) as app_url, playwright.sync_playwright() as p:
+        browser = launch_chromium(p)
+        try:
+            pages = [signed_in_panel(browser, app_url, token)[1] for token in tokens]
+            for page in pages:
+                assert len(panel_shown(page)["slots"]) == SLOTS
+            for g in range(GROUPS):  # blind: nobody waits for the next query to show
+                for key in range(SLOTS + 1):
+                    for j, page in enumerate(pages):
+                        page.keyboard.press(str(groups[j][g][key]) if key < SLOTS else "Enter")
+                    time.sleep(0.01)  # with the three presses: about 30 ms between one judge's keys
+            for page in pages:
+                page.wait_for_function("() => window.qcatPanel.waiting.length === 0 && window.qcatPanel.current",
+                                       timeout=90_000)
+                page.wait_for_function(SETTLED, timeout=60_000)
+            dry = [page.evaluate("() => window.qcatPanel.loadingShown") for page in pages]
+            errors = [page.locator(".qcat-panel .msg.error").count() for page in pages]
+        finally:
+            browser.close()
     assert errors == [0] * JUDGES
     assert all(n >= 1 for n in dry), dry  # every judge's panel ran dry while keys were typed ahead
     for j in range(JUDGES):
@@ -129,22 +129,22 @@ def test_issue_41_a_fast_judge_on_a_slow_server_never_waits_for_a_query(tmp_path
     db = tmp_path / "fast.db"
     url = f"sqlite:///{db}"
     token = eight_slot_session(url, 40)[0]
-    with running_judging_app(db, tmp_path / "app.log", env={TEST_DELAY_ENV: "1"}) as app_url:
-        with playwright.sync_playwright() as p:
-            browser = launch_chromium(p)
-            try:
-                page = signed_in_panel(browser, app_url, token)[1]
-                held = []
-                for q in range(24):
-                    shown = panel_shown(page)  # a judge who looks at each query
-                    held.append(page.evaluate("() => window.qcatPanel.order.length"))
-                    for key in [*[(q + i) % 4 for i in range(len(shown["slots"]))], "Enter"]:
-                        page.keyboard.press(str(key))
-                        time.sleep(0.03)
-                page.wait_for_function(SETTLED, timeout=60_000)
-                waits = page.evaluate("() => window.qcatPanel.transitions.map(t => Math.round(t.ms))")
-                asked = page.evaluate("() => window.qcatPanel.asked")
-            finally:
-                browser.close()
+    slow = {TEST_DELAY_ENV: "1"}
+    with running_judging_app(db, tmp_path / "app.log", env=slow) as app_url, playwright.sync_playwright() as p:
+        browser = launch_chromium(p)
+        try:
+            page = signed_in_panel(browser, app_url, token)[1]
+            held = []
+            for q in range(24):
+                shown = panel_shown(page)  # a judge who looks at each query
+                held.append(page.evaluate("() => window.qcatPanel.order.length"))
+                for key in [*[(q + i) % 4 for i in range(len(shown["slots"]))], "Enter"]:
+                    page.keyboard.press(str(key))
+                    time.sleep(0.03)
+            page.wait_for_function(SETTLED, timeout=60_000)
+            waits = page.evaluate("() => window.qcatPanel.transitions.map(t => Math.round(t.ms))")
+            asked = page.evaluate("() => window.qcatPanel.asked")
+        finally:
+            browser.close()
     assert len(waits) == 24 and max(waits[1 + PREFETCH:]) < 300, (waits, held)  # Enter -> next query, ms
     assert 1 + PREFETCH < max(held) <= MAX_HOLD and 1 + PREFETCH < asked <= MAX_HOLD, (held, asked)

@@ -10,7 +10,8 @@ server as one message, stored by :mod:`qcat.judging.grading.desk` while the judg
 keeps the judge signed in (a session cookie, see :mod:`qcat.judging.store.sign_ins`) and the panel puts
 back the grades entered so far. A judge may review and change the queries they submitted ("Your
 judgments" in the sidebar). When the store cannot be reached, the panel says so in one line and
-keeps the grades for the judge to send again. The session's guidelines (``create-session
+keeps the grades, sent again when the store is back. Two windows of one judge are offered queries
+of their own (:mod:`qcat.judging.grading.windows`). The session's guidelines (``create-session
 --guidelines``) open on a judge's first sign-in and with ``?``. Wrong tokens are rate-limited
 (:mod:`qcat.judging.store.sign_in_limits`). An admin token opens the admin page
 (:mod:`qcat.judging.pages.admin`).
