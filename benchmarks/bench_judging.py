@@ -1,7 +1,7 @@
 """Judging at typing speed: N judges in headless Chromium grade through a real `qcat judge app`.
 
 Run: python benchmarks/bench_judging.py [--judges 1 3] [--queries 30] [--key-ms 30]
-     [--stores sqlite postgresql]                                (figures in docs/benchmarks.md)
+     [--stores sqlite postgresql]                                (figures in docs/benchmarks/judging.md)
 
 For each store and judge count: a fresh store (`qcat db upgrade`), the judges (`qcat judge
 add-judge`), a session built from two generated result files (`qcat judge create-session
@@ -13,8 +13,9 @@ the server between keys or queries, as a judge at full speed would not.
 
 Printed per judge count: Enter -> next query ready (median and p90 over every transition, measured
 in the page from the Enter keydown to the next query drawn, including any wait for the server),
-queries per minute per judge, and keys typed vs grades stored as typed (read back from the store,
-listing by listing). It ends with one JSON line per store and judge count. PostgreSQL runs on a
+queries per minute per judge, how often a judge's Enter found no query held ready and the panel
+showed "Loading the next query…" (``loading_shown``, all judges together), and keys typed vs grades
+stored as typed (read back from the store, listing by listing). It ends with one JSON line per store and judge count. PostgreSQL runs on a
 temporary server of its own (initdb; skipped with a note when the server binaries are missing).
 """
 
@@ -149,7 +150,8 @@ def judge(url: str, token: str, queries: int, key_s: float, seed: int, out: dict
             finished = time.perf_counter()
             page.wait_for_function(SETTLED)
             out.update(typed=typed, seconds=finished - started,
-                       transitions=page.evaluate("() => window.qcatPanel.transitions.map(t => t.ms / 1000)"))
+                       transitions=page.evaluate("() => window.qcatPanel.transitions.map(t => t.ms / 1000)"),
+                       loading_shown=page.evaluate("() => window.qcatPanel.loadingShown"))
         finally:
             browser.close()
 
@@ -178,7 +180,9 @@ def percentile(values: list[float], share: float) -> float:
 def run(store_kind: str, url: str, judges: int, queries: int, key_s: float, folder: Path) -> dict:
     qcat("db", "upgrade", "--url", url)
     tokens = [qcat("judge", "add-judge", f"judge{i}", "--url", url).stdout.strip() for i in range(judges)]
-    today, candidate = write_results(folder, judges * queries + 10)
+    from qcat.judging.grading.desk import MAX_HOLD
+
+    today, candidate = write_results(folder, judges * (queries + MAX_HOLD))  # and what each panel holds at the end
     qcat("judge", "create-session", "--results", today, "--results", candidate, "--judges-per-query", 1,
          "--name", "bench", "--url", url)
     port = free_port()
@@ -211,6 +215,7 @@ def run(store_kind: str, url: str, judges: int, queries: int, key_s: float, fold
             "enter_to_next_p90_s": round(percentile(transitions, 0.9), 4),
             "enter_to_next_max_s": round(max(transitions), 4),
             "transitions": len(transitions), "transitions_over_0_3_s": sum(t > 0.3 for t in transitions),
+            "loading_shown": sum(r["loading_shown"] for r in results),
             "slow_at": sorted({i for r in results for i, t in enumerate(r["transitions"]) if t > 0.3}),
             "queries_per_minute_per_judge": round(statistics.mean(len(r["typed"]) / r["seconds"] * 60 for r in results), 1),
             "keys_typed": keys, "grades_stored_as_typed": as_typed, "key_interval_ms": round(key_s * 1000),
@@ -243,7 +248,8 @@ def main() -> None:
                 rows.append(row)
                 print(f"{store_kind:10} {n} judge{'s' * (n != 1)}: {row['queries']} queries, Enter -> next query ready "
                       f"median {row['enter_to_next_p50_s'] * 1000:.0f} ms, p90 {row['enter_to_next_p90_s'] * 1000:.0f} "
-                      f"ms (max {row['enter_to_next_max_s'] * 1000:.0f} ms); {row['queries_per_minute_per_judge']:.0f} "
+                      f"ms (max {row['enter_to_next_max_s'] * 1000:.0f} ms), loading shown {row['loading_shown']} times; "
+                      f"{row['queries_per_minute_per_judge']:.0f} "
                       f"queries/min per judge; keys typed {row['keys_typed']}, grades stored as typed "
                       f"{row['grades_stored_as_typed']}; load average {row['load_average']}", file=sys.stderr)
         finally:

@@ -43,7 +43,7 @@ COSTLIEST_FIRST = (
     "test_xmlq_backends.py", "test_xmlq_without_tensorflow.py", "test_evaluate.py", "test_xmlq_data_parallel.py",
     "test_xmlq.py", "test_xmlq_quantize.py", "test_ingest_engines.py", "test_judging_app.py",
     "test_judging_own_engine.py", "test_judging_defects.py",
-    "test_judging_e2e.py", "test_trust_inputs.py", "test_demo_corpus.py", "test_judging_gold.py", "test_own_data.py", "test_catalog.py",
+    "test_judging_e2e.py", "test_judging_typeahead.py", "test_judging_screen.py", "test_trust_inputs.py", "test_demo_corpus.py", "test_judging_gold.py", "test_own_data.py", "test_catalog.py",
     "test_serve_soak.py", "test_packaging.py", "test_judging_cli.py", "test_golden.py", "test_provenance.py",
     "test_simulate.py", "test_serve.py",
 )

@@ -227,15 +227,16 @@ def wait_for(predicate, timeout: float = 30.0, interval: float = 0.1):
     raise TimeoutError("condition not met in time")
 
 
-def start_judging_app(db: Path, port: int, log_path: Path, session: str = "1") -> subprocess.Popen:
+def start_judging_app(db: Path, port: int, log_path: Path, session: str = "1",
+                      env: dict[str, str] | None = None) -> subprocess.Popen:
     """``qcat judge app`` over the store ``db`` on ``port``, once it answers its health check;
-    its output is appended to ``log_path``."""
+    its output is appended to ``log_path``; ``env``: more environment variables for the app."""
     import urllib.request
 
     with log_path.open("a") as log:
         process = subprocess.Popen([sys.executable, "-m", "qcat.cli", "judge", "app", "--url", str(db), "--session",
                                     session, "--port", str(port), "--address", "127.0.0.1"],
-                                   cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT,
+                                   cwd=ROOT, env=child_env(**(env or {})), stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True)
 
     def healthy() -> bool:
@@ -264,10 +265,10 @@ def stop_judging_app(process: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def running_judging_app(db: Path, log_path: Path, session: str = "1"):
+def running_judging_app(db: Path, log_path: Path, session: str = "1", env: dict[str, str] | None = None):
     """A started app on a free port for the ``with`` block; yields its URL."""
     port = free_port()
-    process = start_judging_app(db, port, log_path, session)
+    process = start_judging_app(db, port, log_path, session, env)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:

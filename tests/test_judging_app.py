@@ -400,6 +400,9 @@ def test_database_down_at_sign_in_and_at_flag_is_one_plain_line_and_a_retry_work
 @pytest.mark.slow
 @pytest.mark.parametrize("elsewhere", ["submit", "skip"])
 def test_a_query_finished_in_another_window_is_said_and_changes_nothing(app_env, elsewhere):
+    """Without a Streamlit server (AppTest) the app cannot tell which windows are open, so both get
+    the judge's open query: the case where it happens (in Chromium, tests/test_judging_windows.py,
+    two windows are offered queries of their own)."""
     store, tokens, _ = app_env
     first_tab, second_tab = sign_in(tokens["ann"]), sign_in(tokens["ann"])
     query = shown_query(first_tab)
@@ -413,8 +416,9 @@ def test_a_query_finished_in_another_window_is_said_and_changes_nothing(app_env,
     first_tab = panel_send(first_tab, panel_action(first_tab, "submit", 1))  # the first window's grades for it
     assert not first_tab.exception and not first_tab.error
     done = "graded" if elsewhere == "submit" else "skipped"
-    if elsewhere == "submit":  # the same judge's own query, submitted twice: kept once, as first sent
-        assert messages(first_tab) == [f"Your grades for “{query}” were saved already."]
+    if elsewhere == "submit":  # other grades for the judge's own query: the first stored are kept, and said so
+        assert messages(first_tab) == [f"Your grades for “{query}” were not stored: you graded it in another window "
+                                       "already (those grades are kept)."]
     else:
         assert messages(first_tab) == [f"“{query}” was already {done} in another window: nothing was changed."]
     assert shown_query(first_tab) not in (None, query)

@@ -74,6 +74,44 @@ def test_listing_report_export_and_golden_import_of_a_judged_session(demo_db, tm
     assert (tmp_path / "g.csv").read_text().startswith("query,listing_id,relevance,grade,judge,simulated")
 
 
+def test_issue_41_export_of_a_session_without_judgments_writes_nothing_and_says_what_to_do_first(demo_db, tmp_path):
+    """Issue 41 item 7: the guide's export right after create-session wrote a header-only CSV and an
+    empty qrels file before failing on --golden; now it writes nothing and says to grade first. A
+    refusal after a first file was staged (a listing id qrels cannot hold) leaves nothing either."""
+    path, tokens = demo_db
+    db = tmp_path / "fresh.db"
+    shutil.copy(path, db)
+    out = tmp_path / "out"
+    files = ("--csv", out / "judgments.csv", "--qrels", out / "session.qrels", "--golden", out / "golden.csv")
+    refused = qcat("judge", "export", "demo", "--url", db, *files)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert ("judging session 'demo' has no finished judgments yet: nothing written. Judges grade its queries first "
+            "(qcat judge app --session demo)") in refused.stderr
+    assert not out.exists()  # not even the folder: nothing written
+    store = open_store(str(db))  # one judge grades everything: 1 of 3 judges per query
+    judge = authenticate(store, tokens[0])
+    while (shown := assignment.next_query(store, judge.id, 1)) is not None:
+        judgments.submit(store, judge.id, shown.query_id, {(i.listing_id, side): 2 for side, group in
+                                                           (("left", shown.left), ("right", shown.right)) for i in group})
+    store.dispose()
+    too_few = qcat("judge", "export", "demo", "--url", db, *files)
+    assert too_few.returncode == 2 and (f"no query is graded by 3 judges yet ({QUERIES} by fewer): nothing written; "
+                                        "--min-judges 1 exports every judgment") in too_few.stderr
+    assert not out.exists()
+    import sqlite3
+
+    with sqlite3.connect(db) as connection:  # a listing id with a space: qrels refuses it after the CSV was staged
+        spaced = connection.execute("select listing_id from result_items order by id limit 1").fetchone()[0]
+        for table in ("result_items", "judgments"):
+            connection.execute(f"update {table} set listing_id = ? where listing_id = ?", (spaced + " x", spaced))
+    bad = qcat("judge", "export", "demo", "--url", db, "--min-judges", 1, *files)
+    assert bad.returncode == 2 and "contains white space" in bad.stderr, bad.stderr
+    assert not out.exists()
+    everything = qcat("judge", "export", "demo", "--url", db, "--min-judges", 1, *files[:2], *files[4:])
+    assert everything.returncode == 0, everything.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["golden.csv", "judgments.csv"]
+
+
 def test_db_downgrade_then_commands_say_to_upgrade(tmp_path):
     db = tmp_path / "j.db"
     assert qcat("db", "upgrade", "--url", db).returncode == 0

@@ -8,8 +8,9 @@ Issue 31's defects in the browser: the actions stay in view at 1280x800 and 1920
 work after an app restart without a click (2), and the store-down line is one line in the panel (9,
 in test_judging_app.py on PostgreSQL).
 
-``QCAT_UPDATE_SCREENSHOT=1`` also writes the screenshots to docs/ (judging_app.png and
-judging_grading_<size>.png).
+``QCAT_UPDATE_SCREENSHOT=1`` also writes the screenshot docs/judging_app.png (the others come from
+tests/test_judging_screen.py). Issue 41 item 6: while the app restarts, the panel says that the
+grades are kept.
 """
 
 from __future__ import annotations
@@ -172,10 +173,8 @@ def test_actions_stay_in_view_the_keys_the_mouse_guidelines_and_a_reload(running
             page.get_by_text(f"Flagged and skipped “{third['text']}”.").wait_for()
         finally:
             browser.close()
-    if os.environ.get("QCAT_UPDATE_SCREENSHOT"):
+    if os.environ.get("QCAT_UPDATE_SCREENSHOT"):  # judging_grading_<size>.png: tests/test_judging_screen.py
         shutil.copy(shots["app"], ROOT / "docs" / "judging_app.png")
-        for size in ("1280x800", "1920x1080"):
-            shutil.copy(shots[size], ROOT / "docs" / f"judging_grading_{size}.png")
     stored = stored_grades(db, "ann")
     assert set(stored) == {first["id"]}
     by_slot = [stored[first["id"]][tuple(slot)] for slot in first["slots"]]
@@ -206,8 +205,12 @@ def test_after_the_app_restarts_the_keys_still_grade_without_a_click(demo_db, tm
                 shown = panel_shown(page)
                 stop_judging_app(process)
                 page.get_by_text("Connection error").wait_for(timeout=20_000)
+                notice = page.locator(".qcat-panel .actions .offline")  # issue 41 item 6: said in the panel
+                notice.wait_for(timeout=10_000)
+                assert "your grades are kept in this window" in notice.inner_text()
                 process = start_judging_app(db, port, log)
                 page.get_by_text("Connection error").wait_for(state="detached", timeout=40_000)
+                notice.wait_for(state="hidden", timeout=10_000)
                 assert panel_shown(page)["id"] == shown["id"]
                 page.evaluate("() => document.activeElement && document.activeElement.blur()")
                 digits = digits_for(1, len(shown["slots"]))

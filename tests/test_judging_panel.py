@@ -12,7 +12,7 @@ import re
 from datetime import timedelta
 
 import pytest
-from judging_fixtures import ROOT, qcat
+from judging_fixtures import ROOT, qcat, toy_queries
 from sqlalchemy import func, select
 
 from qcat.judging.grading import assignment, disagreements, judgments
@@ -73,7 +73,8 @@ def test_the_desk_holds_queries_ready_stores_each_action_once_and_never_says_whi
     assert submit(desk, first, 2, "a1", seconds=7.25)["status"] == "saved"
     assert submit(desk, first, 3, "a1")["status"] == "saved"  # the same message again: its first answer
     fresh = GradingDesk(store, ann.id, session_id)  # a reloaded page sends it again: stored once all the same
-    assert submit(fresh, first, 3, "a1")["message"] == f"Your grades for “{first['text']}” were saved already."
+    assert submit(fresh, first, 2, "a1")["message"] == f"Your grades for “{first['text']}” were saved already."
+    assert submit(fresh, first, 3, "a2")["status"] == "finished"  # other grades (another window): not stored
     assert count(store) == 5 and count(store, Judgment.grade == 3) == 0
     after = desk.queue([shown["id"] for shown in queue])
     assert after[:2] == [{"id": shown["id"]} for shown in queue[1:]]  # the held ones first, as their ids
@@ -193,3 +194,69 @@ def test_a_time_too_large_for_a_float_is_refused_in_one_line(store):
     [shown] = desk.queue()
     answer = submit(desk, shown, 1, "big", seconds=10 ** 400)
     assert answer["status"] == "refused" and "seconds, 0 or more" in answer["message"]
+
+
+def test_issue_41_the_desk_holds_as_many_queries_as_the_panel_wants_within_bounds(store):
+    """The panel asks for more queries for a fast judge (from their pace): the desk claims that
+    many, never fewer than 1 + PREFETCH nor more than MAX_HOLD, and nothing a panel sends as
+    ``want`` is taken but a whole number."""
+    from qcat.judging.grading.desk import MAX_HOLD, PREFETCH
+
+    session_id = store_session(store, "many", "A", "B", toy_queries(40), judges_per_query=1)
+    ann, _ = add_judge(store, "ann")
+    desk = GradingDesk(store, ann.id, session_id)
+    assert desk.hold_range() == (1 + PREFETCH, MAX_HOLD)
+    assert [desk.hold(want) for want in (None, 3, 9, 10_000, "9", True, 9.5)] == \
+        [1 + PREFETCH, 1 + PREFETCH, 9, MAX_HOLD, 1 + PREFETCH, 1 + PREFETCH, 1 + PREFETCH]
+    first = [shown["id"] for shown in desk.queue()]
+    assert len(first) == 1 + PREFETCH
+    more = desk.queue(first, 9)
+    assert [shown["id"] for shown in more][:len(first)] == first and len(more) == 9
+    assert all(set(shown) == {"id"} for shown in more[:len(first)])  # those held come as ids alone
+    assert len(desk.queue([shown["id"] for shown in more], 10_000)) == MAX_HOLD
+    with store.sessions() as session:
+        claimed = session.scalar(select(func.count()).select_from(Assignment).where(Assignment.judge_id == ann.id,
+                                                                                   Assignment.status == "open"))
+    assert claimed == MAX_HOLD
+
+
+def test_issue_41_two_windows_of_one_judge_never_hold_the_same_query_and_other_grades_are_said_not_stored(store):
+    """Item 3: each window of a judge is offered queries of its own (the judge's claims, recorded
+    per window); a window gone holds nothing, and its queries go to the window still open; where
+    one query was graded in two windows anyway, the second window's other grades are not stored
+    and it is told so (status ``finished``: the panel's warning colour), while the same grades
+    sent again are "saved already"."""
+    from qcat.judging.grading.windows import Windows
+
+    session_id = store_session(store, "tabs", "A", "B", toy_queries(30), judges_per_query=1)
+    ann, _ = add_judge(store, "ann")
+    windows, open_windows = Windows(), {"one", "two"}
+
+    def queue(desk, window, holding=()):
+        with windows.picking(ann.id, session_id):
+            shown = desk.queue(list(holding), None, windows.held_elsewhere(ann.id, session_id, window,
+                                                                           lambda w: w in open_windows))
+            windows.hold(ann.id, session_id, window, [s["id"] for s in shown])
+        return [s["id"] for s in shown]
+
+    one, two = GradingDesk(store, ann.id, session_id), GradingDesk(store, ann.id, session_id)
+    first, second = queue(one, "one"), queue(two, "two")
+    assert len(first) == len(second) == 5 and not set(first) & set(second)
+    assert queue(two, "two", second) == second and queue(one, "one", first) == first  # each keeps its own
+    open_windows.discard("one")  # the first window closed: its claims go to the second
+    assert set(first) <= set(queue(GradingDesk(store, ann.id, session_id, prefetch=11), "two", second))
+    screen = one.drawn[first[0]]
+
+    def submit(desk, grade):
+        action = {"id": f"{grade}-{desk is one}", "kind": "submit", "query": first[0], "text": "q",
+                  "grades": [[slot["listing"], slot["side"], grade] for slot in screen["slots"]], "seconds": 1.0}
+        return desk.take([action])[action["id"]]
+
+    assert submit(two, 2)["status"] == "saved"
+    other = submit(one, 3)  # the closed window's grades, come back: graded in another window
+    assert other["status"] == "finished"
+    assert other["message"] == ("Your grades for “q” were not stored: you graded it in another window already "
+                                "(those grades are kept).")
+    again = submit(GradingDesk(store, ann.id, session_id), 2)  # the same grades sent again (a reload)
+    assert again == {"status": "saved", "message": "Your grades for “q” were saved already.", "query_id": first[0]}
+    assert set(judgments.my_grades(store, ann.id, first[0]).values()) == {2}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 from pathlib import Path
 
 from qcat.judging.commands.common import display_url, existing_session, say
@@ -204,22 +205,46 @@ def run_add_gold(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    """Every file asked for, or none: each is written to a temporary sibling and renamed only once
+    all of them are written, so a refusal (no finished judgments, a listing id qrels cannot hold)
+    or a write error leaves nothing behind."""
+    from contextlib import ExitStack
+
     from qcat.errors import InputError
     from qcat.judging.store.connection import open_store
+    from qcat.output import atomic_file
 
     if not (args.csv or args.qrels or args.golden):
         raise InputError("say what to write: --csv FILE, --qrels FILE and/or --golden FILE")
     store = open_store(args.url)
-    existing_session(store, args.session)
-    from qcat.judging.reporting.export import selected, write_csv, write_golden_csv, write_qrels
+    try:
+        existing_session(store, args.session)
+        from qcat.judging.reporting.export import selected, write_csv, write_golden_csv, write_qrels
 
-    selection = selected(store, args.session, args.min_judges)
-    for path, writer in ((args.csv, write_csv), (args.qrels, write_qrels), (args.golden, write_golden_csv)):
-        if path is not None:
-            rows = writer(store, args.session, path, args.min_judges)
-            say(f"wrote {rows:,} rows to {path}")
-    store.dispose()
+        selection = selected(store, args.session, args.min_judges)
+        if not selection.results.judgments:
+            raise InputError(nothing_to_export(selection, args.session))
+        written = []
+        with ExitStack() as staged:
+            for path, writer in ((args.csv, write_csv), (args.qrels, write_qrels), (args.golden, write_golden_csv)):
+                if path is not None:
+                    staging = staged.enter_context(atomic_file(path, flag=None))
+                    written.append((path, writer(store, args.session, staging, args.min_judges)))
+    finally:
+        store.dispose()
+    for path, rows in written:
+        say(f"wrote {rows:,} rows to {path}")
     say(f"{len(selection.results.queries):,} queries graded by at least {selection.needed} judges exported; "
         f"{selection.left_out:,} queries graded by fewer left out" +
         (" (--min-judges 1 exports every judgment)" if selection.left_out else ""))
     return 0
+
+
+def nothing_to_export(selection, session: str) -> str:
+    """Why an export of no judgment is refused, and what to do first."""
+    name = selection.results.name
+    if selection.left_out:
+        return (f"judging session {name!r}: no query is graded by {selection.needed} judges yet "
+                f"({selection.left_out:,} by fewer): nothing written; --min-judges 1 exports every judgment")
+    return (f"judging session {name!r} has no finished judgments yet: nothing written. Judges grade its queries "
+            f"first (qcat judge app --session {shlex.quote(str(session))}); qcat judge sessions shows the progress")

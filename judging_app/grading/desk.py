@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -28,7 +29,8 @@ from qcat.judging.grading.assignment import QueryScreen, Shown
 from qcat.judging.grading.imports import safe_url
 from qcat.judging.store.connection import Store, error_detail
 
-PREFETCH = 4  # queries held ready after the one on screen: a margin for a busy server (docs/benchmarks.md)
+PREFETCH = 4  # queries held ready after the one on screen, at least: a margin for a busy server
+MAX_HOLD = 12  # queries a panel may hold at most, the one on screen included (it asks from the judge's pace)
 PROGRESS_SECONDS = 5.0
 MAX_ACTIONS = 200  # an outbox longer than this is not the panel's
 STORE_DOWN = "The judging store cannot be reached right now"
@@ -125,6 +127,16 @@ class GradingDesk:
         return answers
 
     def answer(self, action: dict) -> Answer:
+        try:
+            return self._answer(action)
+        except SQLAlchemyError as exc:
+            if self.log is not None:
+                self.log.error("judging store error: %s", error_detail(exc), exc_info=exc)
+            query_id = action.get("query")
+            return Answer("store_down", f"Not saved: {STORE_DOWN.lower()}. Your grades are kept here: press R "
+                                        "(or Retry) in a moment.", query_id if isinstance(query_id, int) else None)
+
+    def _answer(self, action: dict) -> Answer:
         kind, query_id = action.get("kind"), action.get("query")
         if kind == "back":  # the judge leaves a query under review: nothing to store
             return Answer("back", "", query_id if isinstance(query_id, int) else None)
@@ -151,8 +163,11 @@ class GradingDesk:
                 return Answer("skipped", f"{'Flagged and skipped' if kind == 'flag' else 'Skipped'} “{text}”.", query_id)
             return Answer("refused", f"unknown action {str(kind)[:20]!r}: reload the page", query_id)
         except assignment.AlreadyFinished as exc:
-            if kind == "submit" and exc.status == "done":  # sent again (a retry, a reload): stored once already
-                return Answer("saved", f"Your grades for “{text}” were saved already.", query_id)
+            if kind == "submit" and exc.status == "done" and self.stored_as_sent(query_id, action):
+                return Answer("saved", f"Your grades for “{text}” were saved already.", query_id)  # a retry, a reload
+            if kind == "submit" and exc.status == "done":
+                return Answer("finished", f"Your grades for “{text}” were not stored: you graded it in another window "
+                                          "already (those grades are kept).", query_id)
             if kind in ("skip", "flag") and exc.status == "skipped":  # the same: skipped once already
                 return Answer("skipped", f"“{text}” was skipped already.", query_id)
             return Answer("finished", f"“{text}” was already {'graded' if exc.status == 'done' else 'skipped'} in "
@@ -162,11 +177,12 @@ class GradingDesk:
                                         "needed and nothing was recorded.", query_id)
         except InputError as exc:
             return Answer("refused", str(exc), query_id)
-        except SQLAlchemyError as exc:
-            if self.log is not None:
-                self.log.error("judging store error: %s", error_detail(exc), exc_info=exc)
-            return Answer("store_down", f"Not saved: {STORE_DOWN.lower()}. Your grades are kept here: press R "
-                                        "(or Retry) in a moment.", query_id)
+
+    def stored_as_sent(self, query_id: int, action: dict) -> bool:
+        """Whether the judge's stored grades of the query are those of ``action``: the same
+        submission sent again, not other grades from another window."""
+        stored = judgments.my_grades(self.store, self.judge_id, query_id)
+        return all(stored.get((listing, side)) == grade for listing, side, grade in self.grades(action))
 
     def let_go(self, query_id: int | None) -> None:
         """Give back the judge's claim on a query the panel has let go of (its action refused)."""
@@ -185,13 +201,28 @@ class GradingDesk:
             raise InputError("the panel sent grades in a shape it never sends: reload the page")
         return [(str(listing), str(side), grade) for listing, side, grade in rows]
 
-    def queue(self, holding: object = ()) -> list[dict]:
-        """The query to show and the ones held ready after it (claimed for this judge). A query the
-        panel holds already (``holding``) is sent as its id alone: the panel has the rest."""
-        held = [q for q in holding if isinstance(q, int) and not isinstance(q, bool) and q not in self.finished
+    def hold(self, want: object = None) -> int:
+        """How many queries the panel gets (the one on screen included): as many as it wants (from
+        its judge's pace: a fast judge on a slow server needs more), from 1 + ``prefetch`` to
+        :data:`MAX_HOLD`."""
+        wanted = want if isinstance(want, int) and not isinstance(want, bool) else 0
+        return max(self.hold_range()[0], min(wanted, self.hold_range()[1]))
+
+    def hold_range(self) -> tuple[int, int]:
+        """The fewest and the most queries :meth:`hold` gives a panel."""
+        return 1 + self.prefetch, max(1 + self.prefetch, MAX_HOLD)
+
+    def queue(self, holding: object = (), want: object = None, elsewhere: Collection[int] = ()) -> list[dict]:
+        """The query to show and the ones held ready after it (claimed for this judge), :meth:`hold`
+        of them. A query the panel holds already (``holding``) is sent as its id alone: the panel
+        has the rest. ``elsewhere``: queries the judge's other windows hold (:mod:`.windows`), never
+        given to this one."""
+        count = self.hold(want)
+        skip = self.finished | set(elsewhere)
+        held = [q for q in holding if isinstance(q, int) and not isinstance(q, bool) and q not in skip
                 ] if isinstance(holding, list) else []
-        ids = assignment.next_queries(self.store, self.judge_id, self.session_id, 1 + self.prefetch,
-                                      self.claim_timeout, holding=held[:1 + self.prefetch], passed_over=self.finished)
+        ids = assignment.next_queries(self.store, self.judge_id, self.session_id, count,
+                                      self.claim_timeout, holding=held[:count], passed_over=skip)
         new = [query_id for query_id in ids if query_id not in self.drawn]
         if new:
             with self.store.sessions() as session:

@@ -10,7 +10,8 @@ server as one message, stored by :mod:`qcat.judging.grading.desk` while the judg
 keeps the judge signed in (a session cookie, see :mod:`qcat.judging.store.sign_ins`) and the panel puts
 back the grades entered so far. A judge may review and change the queries they submitted ("Your
 judgments" in the sidebar). When the store cannot be reached, the panel says so in one line and
-keeps the grades for the judge to send again. The session's guidelines (``create-session
+keeps the grades, sent again when the store is back. Two windows of one judge are offered queries
+of their own (:mod:`qcat.judging.grading.windows`). The session's guidelines (``create-session
 --guidelines``) open on a judge's first sign-in and with ``?``. Wrong tokens are rate-limited
 (:mod:`qcat.judging.store.sign_in_limits`). An admin token opens the admin page
 (:mod:`qcat.judging.pages.admin`).
@@ -22,10 +23,14 @@ import json
 import logging
 import os
 import re
+import time
+import uuid
 from datetime import timedelta
 
 import streamlit as st
 from sqlalchemy.exc import SQLAlchemyError
+from streamlit import runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from qcat.errors import InputError
 from qcat.judging.grading import assignment, judgments
@@ -33,9 +38,10 @@ from qcat.judging.grading.desk import STORE_DOWN, GradingDesk
 from qcat.judging.grading.judges import EMPTY_TOKEN, authenticate_any
 from qcat.judging.grading.sessions import find_session, judge_facing_name, session_overview
 from qcat.judging.grading.timing import IDLE_CAP_SECONDS
+from qcat.judging.grading.windows import WINDOWS
 from qcat.judging.pages.admin import admin_page
 from qcat.judging.pages.page_scripts import set_sign_in_cookie
-from qcat.judging.pages.panel import grading_panel, markdown_html, sent_outbox
+from qcat.judging.pages.panel import TEST_DELAY_ENV, grading_panel, markdown_html, sent_outbox
 from qcat.judging.store import sign_ins
 from qcat.judging.store.connection import URL_ENV, error_detail, open_store, resolve_url
 from qcat.judging.store.models import Admin
@@ -161,6 +167,8 @@ def sign_out(store) -> None:
             assignment.release(store, judge_id=st.session_state["judge_id"])
     except SQLAlchemyError as exc:
         store_down(exc, "you are signed out in this window only.")
+    if "judge_id" in st.session_state:
+        WINDOWS.forget(st.session_state["judge_id"], this_window())
     for name in (*SIGNED_IN, "judge_name", "desk", "panel_queue", "session_id", "reviewing", "sign_in_key"):
         st.session_state.pop(name, None)
     st.session_state["signed_out_key"] = key  # this session's cookie snapshot still holds it
@@ -262,12 +270,40 @@ def session_about(store, session_id: int) -> dict:
     return cached[session_id]
 
 
+def this_window() -> str:
+    """The key of this browser window (tab): its Streamlit session's id, then a key of the page's own
+    (a reload is a new page)."""
+    if "window" not in st.session_state:
+        ctx = get_script_run_ctx()
+        st.session_state["window"] = f"{ctx.session_id if ctx is not None else ''}/{uuid.uuid4().hex}"
+    return st.session_state["window"]
+
+
+def window_open(window: str) -> bool:
+    """Whether the window's Streamlit session is still connected. Without a Streamlit server
+    (``streamlit.testing``' AppTest, whose stand-in runtime answers no such question) no window is
+    known to be open: none holds anything."""
+    return runtime.exists() and runtime.get_instance().is_active_session(window.rsplit("/", 1)[0]) is True
+
+
+def window_queue(desk: GradingDesk, outbox: dict) -> list[dict]:
+    """The desk's queue for this window, never a query another open window of the judge holds."""
+    window = this_window()
+    with WINDOWS.picking(desk.judge_id, desk.session_id):
+        elsewhere = WINDOWS.held_elsewhere(desk.judge_id, desk.session_id, window, window_open)
+        queue = desk.queue(outbox["holding"], outbox["want"], elsewhere)
+        WINDOWS.hold(desk.judge_id, desk.session_id, window, [shown["id"] for shown in queue])
+    return queue
+
+
 @st.fragment
 def grading(store, judge_id: int, session_id: int) -> None:
     """The grading panel. A message from the panel reruns this fragment alone: its actions are
     stored, and it is sent its next queries back."""
     desk = grading_desk(store, judge_id, session_id)
     outbox = sent_outbox()
+    if outbox["send"] is not None and os.environ.get(TEST_DELAY_ENV):
+        time.sleep(float(os.environ[TEST_DELAY_ENV]))
     answers = desk.take(outbox["actions"])
     reviewing = st.session_state.get("reviewing")
     if any(answer["status"] in ("changed", "back") and answer["query_id"] == reviewing
@@ -276,7 +312,7 @@ def grading(store, judge_id: int, session_id: int) -> None:
         reviewing = None
     down = None
     try:
-        queue = desk.review(reviewing) if reviewing is not None else desk.queue(outbox["holding"])
+        queue = desk.review(reviewing) if reviewing is not None else window_queue(desk, outbox)
         progress = desk.progress()
         st.session_state["panel_queue"] = (reviewing, queue)
     except InputError as exc:  # deactivated, not a member, a session gone: said, never a traceback
@@ -294,7 +330,8 @@ def grading(store, judge_id: int, session_id: int) -> None:
         "mode": "review" if reviewing is not None else ("grade" if queue or down else "done"),
         "epoch": f"{'review' if reviewing is not None else 'grade'}:{session_id}:{judge_id}:{reviewing or ''}",
         "judge": judge_id, "session": about["name"], "queue": queue,
-        "answers": answers, "progress": progress, "store_down": down, "idle_cap": IDLE_CAP_SECONDS,
+        "answers": answers, "heard": outbox["send"], "hold": desk.hold(outbox["want"]),
+        "hold_range": desk.hold_range(), "progress": progress, "store_down": down, "idle_cap": IDLE_CAP_SECONDS,
         "guidelines_html": about["guidelines_html"],
         "open_guidelines": about["has_guidelines"] and first_time and progress is not None and progress["judged"] == 0
                            and progress["skipped"] == 0,

@@ -6,7 +6,8 @@
 // shows the next one the moment Enter is pressed, and keeps the previous one's action in its
 // outbox until the server answers it. Every key is handled synchronously, against the query on
 // screen when it was typed; keys typed while no query is on screen (the panel ran out of queries
-// held ready) wait, in order, for the next one.
+// held ready) wait, in order, for the next one, and keep waiting through any number of such spells
+// (a waiting Enter that submits the last query held leaves the keys after it waiting again).
 
 const P = window.qcatPanel = window.qcatPanel || {
   data: null, root: null, setState: null,
@@ -18,9 +19,14 @@ const P = window.qcatPanel = window.qcatPanel || {
   outbox: [],           // actions the server has not answered yet
   failed: [],           // actions the store could not take: the judge sends them again (R)
   finishedHere: new Set(),  // queries submitted or skipped here (dropped from later queues)
-  waiting: [],          // keys typed while no query was on screen
+  waiting: [],          // keys typed while no query was on screen, in order: they go to the next ones shown
+  draining: false,      // the waiting keys are being handled
   timer: null,          // {id, last, active} for the query on screen
   transitions: [],      // ms from Enter (or S, F) to the next query drawn: the benchmark reads them
+  loadingShown: 0,      // how often Enter (or S, F) found no query held ready ("Loading the next query…")
+  paces: [],            // ms between the judge's last actions (their pace), the latest last
+  trips: [],            // ms from a message to the server's answer to it, the latest last
+  sentTimes: new Map(), // message number -> when it was sent (until its answer comes)
   counter: 0, epoch: null, messages: [],
 };
 
@@ -74,12 +80,56 @@ function keepOutbox() {  // in the tab, so that a reload sends them again (or ke
   } catch (e) { /* storage full or refused: kept in memory only, and sent all the same */ }
 }
 
+// How many queries to hold (the one on screen included): twice as many as the judge gets through,
+// at their pace of late, while a message goes to the server and back (its slowest of late: a busy
+// server's round trips vary that much), and a margin; within the server's bounds (data.hold_range).
+const MARGIN = 2, FIRST_TRIP_MS = 2000;  // before the first answer: a guess on the slow side
+const recent = (list, value, keep) => { list.push(value); if (list.length > keep) list.shift(); };
+
+function holdWanted() {
+  const [least, most] = (P.data && P.data.hold_range) || [1, 1];
+  if (!P.paces.length) return least;
+  const pace = [...P.paces].sort((a, b) => a - b)[Math.floor(P.paces.length / 2)];
+  const trip = P.trips.length ? Math.max(...P.trips) : FIRST_TRIP_MS;
+  return Math.max(least, Math.min(most, Math.ceil(2 * trip / Math.max(pace, 1)) + MARGIN));
+}
+
 function send() {
   keepOutbox();
+  // One message at a time: Streamlit drops the answer of a run that a newer message of the panel
+  // overtook, so a judge typing faster than the server answers heard nothing back until they paused.
+  // What comes meanwhile waits in the outbox and goes with the next message, sent with the answer.
+  if (P.sentTimes.size && performance.now() - P.sentAt < RESEND_MS) { P.sendPending = true; return; }
+  P.sendPending = false;
   P.sentAt = performance.now();
   P.sends = (P.sends || 0) + 1;  // makes every message new, so that a resend reaches the server too
+  P.sentTimes.set(P.sends, P.sentAt);
+  P.asked = holdWanted();
   // P.order: the query on screen first, then those held ready (a finished one leaves it at once)
-  P.setState('outbox', {actions: P.outbox.slice(), send: P.sends, holding: P.order.slice()});
+  P.setState('outbox', {actions: P.outbox.slice(), send: P.sends, holding: P.order.slice(), want: P.asked});
+}
+
+function paced(at) {  // the judge finished a query (Enter, S, a click): their pace, as typed
+  if (P.lastDoneAt !== undefined) recent(P.paces, at - P.lastDoneAt, 8);
+  P.lastDoneAt = at;
+}
+
+function firstKeys(at) {
+  // Before the judge's first query is done, their pace is guessed from their first grade keys (a key
+  // per listing and Enter), so that a fast judge's panel asks for more before the first Enter.
+  if (P.paces.length || !P.current) return;
+  P.keyTimes = (P.keyTimes || []).concat([at]);
+  if (P.keyTimes.length !== 3) return;
+  const perKey = (P.keyTimes[2] - P.keyTimes[0]) / 2;
+  recent(P.paces, perKey * (P.current.slots.length + 1), 8);
+  if (!P.sentTimes.size && P.order.length < holdWanted() - 1) send();
+}
+
+function heard(data) {
+  // The server's answer to message data.heard (and to those before it): the round trip, measured.
+  const sent = P.sentTimes.get(data.heard);
+  if (sent !== undefined) recent(P.trips, performance.now() - sent, 8);
+  for (const n of [...P.sentTimes.keys()]) if (n <= data.heard) P.sentTimes.delete(n);
 }
 
 
@@ -93,7 +143,7 @@ function act(kind, extra) {
   return action;
 }
 
-function say(text, tone, kind) {
+function say(text, tone, kind) {  // the panel's one message line (a newer message replaces it)
   P.messages = [{text, tone, kind}];
   drawMessages();
 }
@@ -174,6 +224,7 @@ function leave() {
 
 function retry() {
   if (!P.failed.length) return;
+  P.retriedAt = performance.now();
   P.failed.forEach((action) => {
     P.outbox.push(Object.assign({}, action, {id: `${action.id.split('~')[0]}~${(P.counter++).toString(36)}`}));
   });
@@ -208,14 +259,39 @@ function onKey(event) {
                                       'Tab', '?', 's', 'S', 'f', 'F', 'r', 'R', 'Escape'].includes(key);
   if (!ours) return;
   event.preventDefault();
-  if (!P.current) {  // between queries: the key goes to the next query shown
-    if (!['?', 'r', 'R'].includes(key)) { P.waiting.push({key, shift: event.shiftKey}); return; }
+  if (['Enter', 's', 'S'].includes(key)) paced(performance.now());
+  else if (/^[0-3]$/.test(key)) firstKeys(performance.now());
+  if ((!P.current || P.waiting.length) && !['?', 'r', 'R'].includes(key)) {
+    P.waiting.push({key, shift: event.shiftKey});  // between queries: the key goes to the next query shown
+    return;
   }
   handle(key, event.shiftKey);
 }
 
+function drain() {
+  // The keys typed while no query was on screen, in order, on the queries shown now. A waiting Enter
+  // shows the next query (leave -> showNext, which does not drain again: this loop goes on), or none:
+  // then the keys after it wait, in order, for the next query the server sends.
+  if (P.draining) return;
+  P.draining = true;
+  try {
+    while (P.current && P.waiting.length) {
+      const k = P.waiting.shift();
+      handle(k.key, k.shift);
+    }
+  } finally {
+    P.draining = false;
+  }
+}
+
+function openHelp() {
+  const help = $('.help');
+  help.hidden = false;
+  help.scrollIntoView({block: 'nearest'});
+}
+
 function handle(key, shift) {
-  if (key === '?') { $('.help').hidden = false; return; }
+  if (key === '?') { openHelp(); return; }
   if (key === 'r' || key === 'R') { retry(); return; }
   if (!P.current) return;
   activity();
@@ -238,9 +314,10 @@ if (!window.qcatPanelKeys) {  // one listener for the page's life; it acts on th
   setInterval(() => {  // at least once: the server stores an action once, however often it hears of it;
     // and while the store is down, ask again now and then, so that the panel learns when it is back
     const since = performance.now() - (P.sentAt || 0);
-    const due = ((P.outbox.length || (P.data && P.data.store_down)) && since > RESEND_MS)
+    const due = ((P.outbox.length || P.failed.length || P.sendPending || (P.data && P.data.store_down)) && since > RESEND_MS)
       || (P.data && P.data.mode === 'done' && since > DONE_ASK_MS);
     if (P.root && P.root.isConnected && due) send();
+    if (P.root && P.root.isConnected) drawConnection();
   }, 1000);
 }
 
@@ -303,22 +380,44 @@ function drawGrades(scroll) {
 }
 
 function drawMessages() {
-  const box = $('.messages');
-  const lines = P.messages.map((m) => `<p class="msg ${m.tone}">${esc(m.text)}</p>`);
+  // One line, in a place of its own that never moves the listings: the store's trouble if any, else
+  // the latest message (the full text on hover, should a narrow window cut it).
+  const box = $('.messages'), m = P.messages[P.messages.length - 1];
   if (P.failed.length) {
-    lines.push(`<p class="msg error" role="alert">Not saved: the judging store cannot be reached right now. ${P.failed.length} `
-      + `quer${P.failed.length === 1 ? 'y is' : 'ies are'} kept here with ${P.failed.length === 1 ? 'its' : 'their'} grades: `
-      + `<button type="button" class="retry" tabindex="-1">Retry (R)</button></p>`);
+    const n = P.failed.length;
+    const text = `Not saved yet: the store cannot be reached. ${n} quer${n === 1 ? 'y is' : 'ies are'} kept here with `
+      + `${n === 1 ? 'its' : 'their'} grades, sent again when it is back.`;
+    box.innerHTML = `<p class="msg error" role="alert"><span class="text">${text}</span>`
+      + '<button type="button" class="retry" tabindex="-1">Retry now (R)</button></p>';
+    box.title = text;
   } else if (P.data.store_down) {
-    lines.push(`<p class="msg error" role="alert">${esc(P.data.store_down)}</p>`);
+    box.innerHTML = `<p class="msg error" role="alert"><span class="text">${esc(P.data.store_down)}</span></p>`;
+    box.title = P.data.store_down;
+  } else {
+    box.innerHTML = m ? `<p class="msg ${m.tone}"><span class="text">${esc(m.text)}</span></p>` : '';
+    box.title = m ? m.text : '';
   }
-  box.innerHTML = lines.join('');
   const button = $('.retry');
   if (button) button.onclick = retry;
 }
 
+function drawConnection() {
+  // While the app restarts (or the connection drops), Streamlit says "Connection error" over the page;
+  // the panel says, at the bottom, that nothing typed is lost.
+  const line = $('.offline');
+  if (!line) return;
+  const lost = !!document.querySelector('[data-testid="stConnectionStatus"]');
+  const kept = P.outbox.length + P.failed.length;
+  line.hidden = !lost;
+  if (lost) {
+    line.textContent = 'The app is restarting or the connection dropped: your grades are kept in this window'
+      + (kept ? ` (${kept} quer${kept === 1 ? 'y' : 'ies'} waiting to be sent)` : '') + ' and go to the server when it is back. Go on grading.';
+  }
+}
+
 function drawHeader() {
-  const p = P.data.progress;
+  if (P.data.progress) P.progress = P.data.progress;  // the last counts known stay while the store is down
+  const p = P.progress;
   $('.session').textContent = P.data.session ? `Session: ${P.data.session}` : '';
   $('.progress').textContent = p ? `You: ${p.judged} judged, ${p.skipped} skipped · session: ${p.done} of ${p.needed} judgments, ${p.complete} of ${p.queries} queries complete` : '';
   $('.help-text').innerHTML = P.data.guidelines_html || '';
@@ -328,12 +427,15 @@ function showNext() {
   const id = P.order.find((q) => !P.finishedHere.has(q));
   P.current = id === undefined ? null : P.screens.get(id);
   P.focus = 0;
+  if (!P.current && P.pressedAt !== undefined && P.data.mode === 'grade' && !P.dry) P.loadingShown += 1;
+  P.dry = !P.current;
   P.messages = P.messages.filter((m) => m.kind !== 'incomplete');
   if (P.current) {
     const d = draft(P.current);
     P.focus = Math.max(0, d.grades.findIndex((g) => g === null));
     if (d.grades.every((g) => g !== null)) P.focus = d.grades.length;
     P.timer = {id: P.current.id, last: performance.now(), active: 0};
+    if (P.lastDoneAt === undefined) P.lastDoneAt = performance.now();  // the judge's pace counts from the first query
   }
   drawQuery();
   if (P.current && P.pressedAt !== undefined) {
@@ -341,11 +443,7 @@ function showNext() {
     P.pressedAt = undefined;
     requestAnimationFrame(() => P.transitions.push({query: P.current ? P.current.id : null, ms: performance.now() - started}));
   }
-  if (P.current && P.waiting.length) {  // keys typed while no query was on screen, in order
-    const keys = P.waiting;
-    P.waiting = [];
-    for (const k of keys) handle(k.key, k.shift);
-  }
+  drain();
 }
 
 // ---- what the server sent
@@ -367,15 +465,20 @@ function receive(data, redraw) {
     for (const action of P.outbox.concat(P.failed)) if (action.kind !== 'back') P.finishedHere.add(action.query);
     if (P.outbox.length) send();
   }
+  if (Number.isInteger(data.heard)) heard(data);
   const answers = data.answers || {};
   const answered = P.outbox.filter((a) => answers[a.id]);
   if (answered.length) {
     P.outbox = P.outbox.filter((a) => !answers[a.id]);
+    let told = null;  // of several answers at once, the last warning, else the last one
     for (const action of answered) {
       const answer = answers[action.id];
-      if (answer.status === 'store_down') P.failed.push(action);
-      else if (answer.status !== 'back') say(answer.message, ['saved', 'skipped', 'changed'].includes(answer.status) ? 'ok' : 'warn');
+      if (answer.status === 'store_down') { P.failed.push(action); continue; }
+      if (answer.status === 'back') continue;
+      const tone = ['saved', 'skipped', 'changed'].includes(answer.status) ? 'ok' : 'warn';
+      if (!told || tone === 'warn' || told.tone !== 'warn') told = {text: answer.message, tone};
     }
+    if (told) say(told.text, told.tone);
     keepOutbox();
   }
   if (!P.failed.length && !data.store_down && answered.length === 0 && fresh) P.messages = data.notice ? [{text: data.notice, tone: 'ok'}] : [];
@@ -401,8 +504,20 @@ function receive(data, redraw) {
   if (!shown || !ids.includes(shown.id)) showNext();
   else if (redraw) drawQuery();
   else drawGrades(false);
-  if (data.open_guidelines && fresh) $('.help').hidden = false;
+  if (data.open_guidelines && fresh) openHelp();
   drawMessages();
+  drawConnection();
+  if (P.failed.length && !data.store_down && performance.now() - (P.retriedAt || 0) > RESEND_MS) retry();  // the store is back
+  else if (P.sendPending && !P.sentTimes.size) send();  // what waited for this answer
+  else refill(data);
+}
+
+function refill(data) {
+  // Fewer queries held than the judge gets through while a message goes to the server and back:
+  // ask for more now, not at the next Enter. Only once every message has its answer, and only while
+  // the server gave as many as it was asked for (else it has no more for this judge).
+  if (P.data.mode !== 'grade' || data.store_down || P.sentTimes.size || P.failed.length) return;
+  if (P.order.length < holdWanted() - 1 && (data.queue || []).length >= (data.hold || Infinity)) send();
 }
 
 export default function (component) {
@@ -417,11 +532,12 @@ export default function (component) {
       const target = event.target.closest('button');
       if (!target || !P.current && !target.classList.contains('close-help')) return;
       activity();
+      if (['submit', 'skip', 'back'].some((name) => target.classList.contains(name))) paced(performance.now());
       if (target.classList.contains('chip')) { P.focus = Number(target.dataset.slot); grade(Number(target.dataset.grade)); }
       else if (target.classList.contains('submit')) submit();
       else if (target.classList.contains('skip')) skip(false);
       else if (target.classList.contains('flag')) skip(true);
-      else if (target.classList.contains('open-help')) $('.help').hidden = false;
+      else if (target.classList.contains('open-help')) openHelp();
       else if (target.classList.contains('close-help')) $('.help').hidden = true;
       else if (target.classList.contains('back')) { act('back', {}); leave(); }
     });

@@ -17,6 +17,9 @@ import streamlit as st
 from markdown_it import MarkdownIt
 
 KEY = "grading_panel"
+# Tests only (tests/test_judging_typeahead.py): seconds every message of the panel waits before the
+# app answers it (not the first screen after sign-in), as on a slow server. Unset, nothing waits.
+TEST_DELAY_ENV = "QCAT_TEST_PANEL_DELAY"
 HTML = """<div class="qcat-panel">
   <div class="top"><span class="session"></span><span class="progress"></span>
     <button type="button" class="open-help" tabindex="-1">Guidelines and keys (?)</button></div>
@@ -28,6 +31,7 @@ HTML = """<div class="qcat-panel">
     <input class="note grade-only" type="text" maxlength="2000" placeholder="Flag note (F): what is wrong with the query?">
     <button type="button" class="flag grade-only" tabindex="-1">Flag &amp; skip</button>
     <span class="count"></span>
+    <p class="offline msg warn" role="status" hidden></p>
   </div>
   <div class="help" role="document" hidden>
     <button type="button" class="close-help" tabindex="-1" style="float: right">Close (Esc)</button>
@@ -59,11 +63,19 @@ def grading_panel(data: dict) -> None:
 
 
 def sent_outbox() -> dict:
-    """The panel's outbox (``{"actions": [...], "holding": [...]}``) as it stands at the start of
-    this run, before the panel is mounted; an empty one before the panel has sent anything."""
+    """The panel's last message as it stands at the start of this run, before the panel is mounted:
+    ``actions`` (its outbox), ``holding`` (the queries it holds, the one on screen first), ``want``
+    (how many it wants to hold, from the judge's pace; None: the default) and ``send`` (the
+    message's number, echoed back so that the panel can time the round trip; None before the
+    panel has sent anything)."""
     state = st.session_state.get(KEY)
     outbox = state.get("outbox") if hasattr(state, "get") else None
     if not isinstance(outbox, dict):
-        return {"actions": [], "holding": []}
+        outbox = {}
+
+    def whole(value):
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     return {"actions": outbox.get("actions") if isinstance(outbox.get("actions"), list) else [],
-            "holding": outbox.get("holding") if isinstance(outbox.get("holding"), list) else []}
+            "holding": outbox.get("holding") if isinstance(outbox.get("holding"), list) else [],
+            "want": whole(outbox.get("want")), "send": whole(outbox.get("send"))}

@@ -1,0 +1,150 @@
+"""Issue 41, items 1 and 2: keys typed ahead, blind, are never lost nor shifted; and the panel
+holds enough queries, from the judge's pace, not to run dry.
+
+Three judges in Chromium (Debian's, driven by Playwright) each type groups of 8 grades and Enter,
+a key about every 30 ms, without ever looking at the screen (no wait for a query to show), against
+a real ``qcat judge app`` whose every panel message is slowed by a test hook
+(``QCAT_TEST_PANEL_DELAY``), so that their panels run out of queries held ready again and again.
+Each typed group must be stored once, on a query of its own, in the order typed. A judge typing at
+speed, who looks at each query, never waits for one on that slow server: their panel asks for as
+many queries as they get through in two round trips.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+from judging_fixtures import CHROMIUM, SETTLED, launch_chromium, panel_shown, running_judging_app, signed_in_panel
+from sqlalchemy import select
+
+from qcat.judging.grading import assignment
+from qcat.judging.grading.desk import MAX_HOLD, PREFETCH, screen_data
+from qcat.judging.grading.judges import add_judge
+from qcat.judging.grading.sessions import SEGMENTS, Listing, QuerySpec, store_session
+from qcat.judging.pages.panel import TEST_DELAY_ENV
+from qcat.judging.store.connection import open_store
+from qcat.judging.store.migrate import upgrade
+from qcat.judging.store.models import Assignment, Judge, Judgment
+
+pytestmark = pytest.mark.slow
+
+playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
+
+JUDGES, GROUPS, SLOTS = 3, 14, 8
+
+
+def eight_slot_session(url: str, queries: int) -> list[str]:
+    """A session of ``queries`` queries of 5 + 5 listings, 2 in both groups (8 to grade), one judge
+    per query, and the tokens of 3 judges."""
+    upgrade(url)
+    store = open_store(url)
+    specs = [QuerySpec(f"query {q}", SEGMENTS[q % 3],
+                       [Listing(f"s{q}-{i}", f"shared {q}.{i}") for i in range(2)]
+                       + [Listing(f"a{q}-{i}", f"A {q}.{i}") for i in range(3)],
+                       [Listing(f"s{q}-{i}", f"shared {q}.{i}") for i in range(2)]
+                       + [Listing(f"b{q}-{i}", f"B {q}.{i}") for i in range(3)]) for q in range(queries)]
+    store_session(store, "blind", "A", "B", specs, judges_per_query=1, seed=1)
+    tokens = [add_judge(store, f"judge{j}")[1] for j in range(JUDGES)]
+    store.dispose()
+    return tokens
+
+
+def typed_groups() -> dict[int, list[list[int]]]:
+    """A different group of 8 grades for every judge and query (a shifted group matches none)."""
+    rng, seen, groups = random.Random(41), set(), {}
+    for j in range(JUDGES):
+        groups[j] = []
+        while len(groups[j]) < GROUPS:
+            group = tuple(rng.randrange(4) for _ in range(SLOTS))
+            if group not in seen and len(set(group)) > 1:
+                seen.add(group)
+                groups[j].append(list(group))
+    return groups
+
+
+def stored_in_order(url: str, judge: str) -> list[list[int]]:
+    """The grades of every query the judge submitted, in slot order (as the keys go), in the order
+    the store took them."""
+    store = open_store(url)
+    try:
+        with store.sessions() as session:
+            done = session.scalars(select(Assignment.query_id).join(Judge, Judge.id == Assignment.judge_id)
+                                   .where(Judge.name == judge, Assignment.status == "done")
+                                   .order_by(Assignment.finished_at, Assignment.id)).all()
+            out = []
+            for query_id in done:
+                grades = {(listing, side): grade for listing, side, grade in session.execute(
+                    select(Judgment.listing_id, Judgment.side, Judgment.grade).join(Judge, Judge.id == Judgment.judge_id)
+                    .where(Judge.name == judge, Judgment.query_id == query_id)).all()}
+                slots = screen_data(assignment.screen(session, query_id))["slots"]
+                out.append([grades.get((slot["listing"], slot["side"])) for slot in slots])
+    finally:
+        store.dispose()
+    return out
+
+
+def test_issue_41_keys_typed_blind_through_dry_spells_are_stored_once_each_on_a_query_of_their_own(tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: install the 'chromium' system package (.ci/run does)")
+    db = tmp_path / "blind.db"
+    url = f"sqlite:///{db}"
+    tokens = eight_slot_session(url, JUDGES * (GROUPS + MAX_HOLD))  # the queries each panel holds at the end too
+    groups = typed_groups()
+    slow = {TEST_DELAY_ENV: "2.5"}  # seconds before every answer of the app
+    with running_judging_app(db, tmp_path / "app.log", env=slow) as app_url, playwright.sync_playwright() as p:
+        browser = launch_chromium(p)
+        try:
+            pages = [signed_in_panel(browser, app_url, token)[1] for token in tokens]
+            for page in pages:
+                assert len(panel_shown(page)["slots"]) == SLOTS
+            for g in range(GROUPS):  # blind: nobody waits for the next query to show
+                for key in range(SLOTS + 1):
+                    for j, page in enumerate(pages):
+                        page.keyboard.press(str(groups[j][g][key]) if key < SLOTS else "Enter")
+                    time.sleep(0.01)  # with the three presses: about 30 ms between one judge's keys
+            for page in pages:
+                page.wait_for_function("() => window.qcatPanel.waiting.length === 0 && window.qcatPanel.current",
+                                       timeout=90_000)
+                page.wait_for_function(SETTLED, timeout=60_000)
+            dry = [page.evaluate("() => window.qcatPanel.loadingShown") for page in pages]
+            errors = [page.locator(".qcat-panel .msg.error").count() for page in pages]
+        finally:
+            browser.close()
+    assert errors == [0] * JUDGES
+    assert all(n >= 1 for n in dry), dry  # every judge's panel ran dry while keys were typed ahead
+    for j in range(JUDGES):
+        assert stored_in_order(url, f"judge{j}") == groups[j], j  # each group once, as typed, in order
+
+
+def test_issue_41_a_fast_judge_on_a_slow_server_never_waits_for_a_query(tmp_path):
+    """The panel held 5 queries whatever the pace: a judge who takes 0.35 s a query ran out of them
+    on a server that answers in 1 s. It now asks for more from the judge's pace and the measured
+    round trip (within the server's bounds): once both are measured (the first queries), Enter always
+    finds the next query held."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: install the 'chromium' system package (.ci/run does)")
+    db = tmp_path / "fast.db"
+    url = f"sqlite:///{db}"
+    token = eight_slot_session(url, 40)[0]
+    slow = {TEST_DELAY_ENV: "1"}
+    with running_judging_app(db, tmp_path / "app.log", env=slow) as app_url, playwright.sync_playwright() as p:
+        browser = launch_chromium(p)
+        try:
+            page = signed_in_panel(browser, app_url, token)[1]
+            held = []
+            for q in range(24):
+                shown = panel_shown(page)  # a judge who looks at each query
+                held.append(page.evaluate("() => window.qcatPanel.order.length"))
+                for key in [*[(q + i) % 4 for i in range(len(shown["slots"]))], "Enter"]:
+                    page.keyboard.press(str(key))
+                    time.sleep(0.03)
+            page.wait_for_function(SETTLED, timeout=60_000)
+            waits = page.evaluate("() => window.qcatPanel.transitions.map(t => Math.round(t.ms))")
+            asked = page.evaluate("() => window.qcatPanel.asked")
+        finally:
+            browser.close()
+    assert len(waits) == 24 and max(waits[1 + PREFETCH:]) < 300, (waits, held)  # Enter -> next query, ms
+    assert 1 + PREFETCH < max(held) <= MAX_HOLD and 1 + PREFETCH < asked <= MAX_HOLD, (held, asked)
