@@ -146,5 +146,8 @@ def test_issue_41_a_fast_judge_on_a_slow_server_never_waits_for_a_query(tmp_path
             asked = page.evaluate("() => window.qcatPanel.asked")
         finally:
             browser.close()
-    assert len(waits) == 24 and max(waits[1 + PREFETCH:]) < 300, (waits, held)  # Enter -> next query, ms
+    # Enter -> next query, ms. Running dry costs at least the server's 1 s delay; a query already held
+    # shows at once. The bar sits between the two so that a busy machine does not decide it (speed
+    # targets are the bench's: benchmarks/bench_judging.py).
+    assert len(waits) == 24 and max(waits[1 + PREFETCH:]) < 900, (waits, held)
     assert 1 + PREFETCH < max(held) <= MAX_HOLD and 1 + PREFETCH < asked <= MAX_HOLD, (held, asked)
