@@ -86,16 +86,17 @@ def test_every_reason_is_counted_and_named(tmp_path):
 def test_jsonl_and_parquet(tmp_path):
     lines = [
         {"query": "Wooden Train", "category": TRAINS, "clicks": 4},
-        {"query": "doll house", "category": "Toys > Dolls"},
+        {"query": "doll house", "category": "Toys > Dolls"},  # no count in a log with counts: skipped (issue 37)
         "not json",
-        {"query": "doll house", "category": DOLLS, "clicks": 2, "date": "2025-03-01"},
+        {"query": "doll house", "category": DOLLS, "clicks": 3, "date": "2025-03-01"},
     ]
     (tmp_path / "log.jsonl").write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n")
     result = ingest(tmp_path / "log.jsonl", TAXONOMY, min_clicks=3)
-    assert result.report.skipped == {"malformed_row": 1}
+    assert result.report.skipped == {"malformed_row": 1, "bad_clicks": 1}
     assert result.report.examples["malformed_row"] == [(3, "not json")]
+    assert result.report.examples["bad_clicks"] == [(2, "")]
     assert sorted(result.table.queries) == ["doll house", "wooden train"]
-    with pytest.raises(InputError, match="row 3"):
+    with pytest.raises(InputError, match="row 2: clicks is empty"):
         ingest(tmp_path / "log.jsonl", TAXONOMY, strict=True)
 
     con = duckdb.connect()
@@ -187,12 +188,13 @@ def test_conflicting_impressions_and_duplicate_rows_are_counted_and_resolved(tmp
     assert report.impression_conflict_examples == [("lego star wars", "2025-03-01", 25.0, 1400.0)]
     assert report.duplicate_rows == 1
     text = report.format()
-    assert "1 (query, day) groups (2 rows) report different impressions for the same typed query; each day counts " \
-           "the largest" in text
-    assert "1 rows repeat another row exactly" in text
+    assert "1 (query, day) groups (2 rows) report different impressions for the same typed query in different " \
+           "categories; each day counts the largest" in text
+    assert "1 rows repeat another row exactly" in text and "their clicks and impressions are summed" in text
     pairs = {(table.queries[q], table.categories[c]): (k, i) for q, c, k, i in
              zip(table.pair_query, table.pair_category, table.clicks, table.impressions)}
-    # The conflicting day counts 1,400 searches for both categories; the duplicate's clicks are
-    # summed (its day's searches counted once), and a typed variant's searches add up.
+    # The conflicting day counts 1,400 searches for both categories; the duplicate's clicks and
+    # impressions are both summed (issue 37, item 2: clicks alone made CTR 2.0 of two copies of
+    # `lg tv,…,7,7`), and a typed variant's searches add up.
     assert pairs == {("lego star wars", TRAINS): (145, 1400), ("lego star wars", DOLLS): (20, 1700),
-                     ("baby doll", DOLLS): (11, 70)}
+                     ("baby doll", DOLLS): (11, 120)}

@@ -55,6 +55,7 @@ class DuckDBEngine:
     lines: int | None = None  # the file's physical lines, header and blank ones (None: Parquet)
     header_lines = 0
     blank_lines = 0
+    present: frozenset[str] = frozenset()
 
     def __init__(self, memory_limit_: str | None = None):
         limit = memory_limit(memory_limit_)  # checked before anything is created
@@ -89,6 +90,7 @@ class DuckDBEngine:
         rows = (read_jsonl(raw, columns, required) if fmt == "jsonl"
                 else read_delimited(raw, "\t" if fmt == "tsv" else ",", columns, required))
         self.lines, self.header_lines, self.blank_lines = rows.lines, rows.header_lines, rows.blank_lines
+        self.present = rows.present
         self.register("raw", rows.arrays())
 
     def _view_parquet(self, path: Path, columns: tuple[str, ...], required: tuple) -> None:
@@ -98,6 +100,7 @@ class DuckDBEngine:
         except duckdb.Error as exc:
             raise InputError(f"cannot read Parquet: {str(exc).splitlines()[0]}") from None
         check_header(names, required)
+        self.present = frozenset(names)
         select = ", ".join(
             f'cast("{c}" as varchar) as "{c}"' if c in names else f'cast(null as varchar) as "{c}"' for c in columns
         )
