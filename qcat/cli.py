@@ -297,11 +297,14 @@ def run_classify(args: argparse.Namespace) -> int:
 def stdin_queries(stream) -> Iterator[tuple[str, object]]:
     """(where, query) for each line of a binary stream: the query as text, or for a line that
     is not UTF-8 a ``Failure`` (its query shown with replacement characters), so that the rest
-    is still read."""
+    is still read. A UTF-8 byte order mark starting the stream (Windows editors write one) is not
+    part of the first query."""
     from qcat.classifier import Failure
 
     for number, raw in enumerate(stream, start=1):
         raw = raw.rstrip(b"\r\n")
+        if number == 1:
+            raw = raw.removeprefix(b"\xef\xbb\xbf")
         try:
             yield f"stdin line {number}", raw.decode("utf-8")
         except UnicodeDecodeError as exc:
