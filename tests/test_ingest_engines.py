@@ -33,7 +33,6 @@ ROWS = [
     ("baby doll", "dolls", "5", "50", "2025-03-01"),           # outside (date_to is exclusive)
     ("baby doll", "dolls", "3", "", "2025-02-28"),
     ("baby doll", "dolls", "1", "", ""),                        # no date: outside a range
-    ("baby doll", "dolls", "", "4", "2025-02-28"),              # bad_clicks: an empty count in a log with counts
     ("wooden train", "trains", "4", "", "2025-01-05"),
     ("wooden train", "Toys > Trains", "1.5", "2", "2024-12-31"),  # outside
     ("café crème", " trains ", " 3 ", "4", "2025-01-09"),
@@ -49,6 +48,7 @@ ROWS = [
     ("thing", "trains", "1.5d", "5", "2025-01-02"),
     ("thing", "trains", "nan", "5", "2025-01-02"),
     ("thing", "trains", "inf", "5", "2025-01-02"),
+    ("thing", "trains", "", "5", "2025-01-02"),                 # an empty count in a log with counts
     ("thing", "trains", "3", "x", "2025-01-02"),                # bad_impressions
     ("thing", "trains", "3", "-2", "2025-01-02"),
     ("thing", "trains", "9", "5", "2025-01-02"),                # clicks_exceed_impressions

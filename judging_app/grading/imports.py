@@ -42,6 +42,7 @@ from qcat.errors import InputError, shown
 from qcat.judging.grading.sessions import SEGMENTS, TOP_N, Listing, QuerySpec, known_brand, known_price
 from qcat.lines import decoded_lines, query_too_long, split_line
 from qcat.normalize import normalize
+from qcat.paths import check_file
 
 FIELDS = ("query", "system", "rank", "listing_id", "title", "category", "brand", "price", "image_url", "link",
           "segment", "impressions")
@@ -99,8 +100,7 @@ LISTING_FIELDS = ("title", "category", "brand", "price", "image_url", "link")
 def read_topics(path: Path) -> dict[str, str]:
     """``qid<TAB>query`` per line (TREC topics in their plainest form)."""
     topics: dict[str, str] = {}
-    if not Path(path).is_file():
-        raise InputError(f"--topics {path}: no such file")
+    check_file(path, "--topics")
     for number, line, why in _lines(Path(path), "--topics"):
         if why is not None:
             raise InputError(f"--topics {path} line {number}: {why}")
@@ -130,8 +130,7 @@ def _lines(path: Path, flag: str):
 def read_listings(path: Path) -> dict[str, dict]:
     """What the cards show per listing id, from CSV, TSV or JSON Lines with a ``listing_id`` column."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"--listings {path}: no such file")
+    check_file(path, "--listings")
     out: dict[str, dict] = {}
     for number, record in _records(path, required=("listing_id",), flag="--listings"):
         if record is None:
@@ -283,8 +282,7 @@ def read_results(paths: list[Path], default_segment: str | None = None, topics: 
     lines = {"lines": 0, "header": 0, "blank": 0}
     for index, path in enumerate(paths):
         path = Path(path)
-        if not path.is_file():
-            raise InputError(f"--results {path}: no such file")
+        check_file(path, "--results")
         seen: list[str] = []
         if path.suffix.lower() in (".csv", ".tsv"):
             lines["header"] += 1  # _records refuses a file without one

@@ -19,6 +19,7 @@ import numpy as np
 
 from qcat.errors import InputError
 from qcat.lines import MAX_QUERY_BYTES, query_bytes
+from qcat.paths import check_file
 from qcat.training.clicklogs.ingest_engine import COLUMNS, REQUIRED, check_header
 from qcat.training.clicklogs.ingest_sql import DUCKDB_MACROS
 from qcat.training.clicklogs.ingest_text import read_delimited, read_jsonl
@@ -71,8 +72,7 @@ class DuckDBEngine:
         :mod:`qcat.training.catalog.ingest`), refusing one without the ``required`` ones."""
         path = Path(path)
         if fmt == "parquet":
-            if not path.is_file():
-                raise InputError(f"{path}: no such file")
+            check_file(path)
             self._view_parquet(path, columns, required)
             return
         try:
