@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from qcat.taxonomy import load_taxonomy
@@ -269,6 +269,7 @@ TAXONOMY_ROWS = GOOD_TAXONOMY_ROWS + ["L\tToys > Lego\tV", "A\tA\tB", "B\tB\tA",
     HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(lines=st.lists(st.one_of(st.sampled_from(GOOD_TAXONOMY_ROWS).map(str.encode), nasty(TAXONOMY_ROWS)), max_size=6),
        **files)
+@example(lines=[b"Toys\tStuff\t"], ending=b"\n", bom=False, final=True)  # issue 37, item 5, every run
 def test_taxonomies_load_every_line_or_exit_2_with_one_line(tmp_path_factory, capsys, monkeypatch, lines, ending, bom,
                                                              final):
     from qcat.taxonomy import load_taxonomy
