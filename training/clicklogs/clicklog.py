@@ -1,9 +1,10 @@
 """Click-log ingestion: read, validate, normalize and aggregate, in DuckDB or Spark.
 
 A click log is CSV, Parquet or JSONL with the columns ``query``, ``category`` (a taxonomy
-id or a `` > ``-joined path) and optionally ``clicks`` (absent: one click per row),
-``impressions`` and ``date``. Rows that cannot be used are counted per reason and
-reported; with ``strict=True`` the first one raises an error naming the file and row.
+id or a `` > ``-joined path) and optionally ``clicks`` (no such column: one click per row; with
+the column, an empty count is a bad row), ``impressions`` and ``date``. A header naming a column
+twice is refused. Rows that cannot be used are counted per reason and reported; with
+``strict=True`` the first one raises an error naming the file and row.
 Pairs with fewer than ``min_clicks`` clicks after aggregation are dropped as noise
 (eBay §4.1 uses 3) and counted too.
 
@@ -14,11 +15,16 @@ and reported, each resolved by one rule:
   ``other`` (default) counts its rows for an explicit ``Other`` leaf under the node
   (``A > B`` -> ``A > B > Other``, the demo catalog's rule), ``refuse`` stops with the counts,
   ``keep`` trains on the node itself;
-* rows of one query as typed and one day (undated rows: one day) that report different
-  impressions: impressions are the query's searches, so the day counts the largest value
-  reported (typed variants that normalize alike are different searches and add up);
+* rows of one query as typed and one day (undated rows: one day) whose categories report
+  different impressions: impressions are the query's searches, so the day counts the largest
+  category's (rows of one category that day add up, clicks and impressions alike; typed variants
+  that normalize alike are different searches and add up too);
 * rows that repeat another row exactly (normalized query, category, date, clicks,
-  impressions): they are summed like any rows, and counted so that a duplicated export shows.
+  impressions): they are summed like any rows, clicks and impressions alike, and counted so that
+  a duplicated export shows.
+
+Under these rules no pair has more clicks than impressions; any that did would be counted,
+dropped and named in the report.
 
 The rules are here and in :mod:`qcat.training.clicklogs.ingest_sql`, once; an engine
 (:class:`qcat.training.clicklogs.ingest_engine.IngestEngine`) only reads the log and runs the SQL.
