@@ -220,7 +220,7 @@ def test_logs_exit_0_with_every_line_accounted_for_or_2_with_one_line(tmp_path_f
                                       "--min-clicks", "1", "--out", out_path])
     assert code != 70, err
     if header.lower().count(b"category") > 1 or header.count(b"clicks") > 1:  # issue 37, item 1
-        assert code == 2 and "twice" in err, err
+        assert code == 2 and ("twice" in err or ending == b"\r"), err  # CR alone: the header is not one line
     if code != 0:
         return check_error(code, err, "log", [out_path])
     n, header_lines, blank, read, used, skipped = counts_line(
