@@ -182,7 +182,7 @@ def check_error(code: int, err: str, kind: str, written: list[Path]) -> None:
     assert code == 2, err
     lines = err.strip().splitlines()
     assert [line for line in lines if line.startswith("qcat: error: ")] == lines[-1:], lines
-    assert all(line.startswith(("qcat: error: ", "skipped ", "... and ")) for line in lines), lines
+    assert all(line.startswith(("qcat: error: ", "skipped ", "... and ", "matched ")) for line in lines), lines
     assert not any(path.exists() for path in written)
     OUTCOMES[(kind, "exit 2")] += 1
 
