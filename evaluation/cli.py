@@ -79,8 +79,9 @@ def main(command: str, argv: list[str]) -> int:
         from qcat.training.data.corpus import LogCorpus
         from qcat.training.data.provenance import log_settings
 
-        if not args.log.is_file():
-            raise InputError(f"--log {args.log}: no such file")
+        from qcat.paths import check_file
+
+        check_file(args.log, "--log")
         settings = log_settings(args.log, args.model, {"min_clicks": args.min_clicks, "split_seed": args.split_seed,
                                                        "internal_nodes": args.internal_nodes})
         data = LogCorpus(args.log, args.taxonomy, **settings)

@@ -18,6 +18,7 @@ import numpy as np
 
 from qcat import __version__
 from qcat.errors import BundleError
+from qcat.paths import why_missing
 from qcat.taxonomy import Taxonomy, load_taxonomy
 
 FORMAT_VERSION = 1
@@ -105,7 +106,8 @@ def read_manifest(directory: str | Path, verify: bool = True) -> Manifest:
         hint = f" (give its directory, {directory.parent})" if directory.name == MANIFEST else ""
         raise BundleError(f"{directory} is a file; a model is a bundle directory{hint}")
     if not directory.is_dir():
-        raise BundleError(f"model directory {directory} does not exist")
+        missing = why_missing(directory)
+        raise BundleError(f"model directory {directory} {missing or 'is not a directory'}")
     path = directory / MANIFEST
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -134,6 +136,15 @@ def read_manifest(directory: str | Path, verify: bool = True) -> Manifest:
             if sha256_file(file_path) != expected:
                 raise BundleError(f"model bundle {directory}: {name} does not match its hash in {MANIFEST} (modified or corrupt)")
     return manifest
+
+
+def unlisted_entries(manifest: Manifest, subbundles: set[str] = frozenset()) -> list[str]:
+    """What the bundle directory holds besides its manifest, the files it lists and its
+    ``subbundles`` (directories verified by their own manifests): names that loading ignores,
+    sorted, a directory's with a trailing ``/``."""
+    listed = set(manifest.data["files"]) | {MANIFEST}
+    return sorted(entry.name + ("/" if entry.is_dir() else "") for entry in manifest.directory.iterdir()
+                  if entry.name not in listed and not (entry.is_dir() and entry.name in subbundles))
 
 
 def load_bundle_taxonomy(manifest: Manifest) -> Taxonomy:

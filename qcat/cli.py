@@ -303,11 +303,14 @@ def run_classify(args: argparse.Namespace) -> int:
 def stdin_queries(stream) -> Iterator[tuple[str, object]]:
     """(where, query) for each line of a binary stream: the query as text, or for a line that
     is not UTF-8 a ``Failure`` (its query shown with replacement characters), so that the rest
-    is still read."""
+    is still read. A UTF-8 byte order mark starting the stream (Windows editors write one) is not
+    part of the first query."""
     from qcat.classifier import Failure
 
     for number, raw in enumerate(stream, start=1):
         raw = raw.rstrip(b"\r\n")
+        if number == 1:
+            raw = raw.removeprefix(b"\xef\xbb\xbf")
         try:
             yield f"stdin line {number}", raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -413,6 +416,24 @@ def run_serve(args: argparse.Namespace) -> int:
         keep_alive_s=args.keep_alive, max_connections=args.max_connections))
 
 
+def _unlisted(manifest) -> str:
+    """``qcat info``'s note on entries of the bundle directory its manifest does not list (ignored)."""
+    from qcat.bundle import unlisted_entries
+    from qcat.errors import shown
+
+    subbundles = set(manifest.data.get("parts", {}))
+    if manifest.data.get("first_stage") is not None:
+        from qcat.rerank.model import FIRST_DIR
+
+        subbundles.add(FIRST_DIR)
+    unlisted = unlisted_entries(manifest, subbundles)
+    if not unlisted:
+        return ""
+    names = ", ".join(shown(name) for name in unlisted[:5]) + (f" and {len(unlisted) - 5:,} more" if len(unlisted) > 5 else "")
+    return (f"; {len(unlisted):,} unlisted entr{'y' if len(unlisted) == 1 else 'ies'} present and ignored "
+            f"(not in the manifest, not verified): {names}")
+
+
 def run_info(args: argparse.Namespace) -> int:
     from qcat.bundle import read_manifest
     from qcat.calibration import describe_scores
@@ -432,7 +453,7 @@ def run_info(args: argparse.Namespace) -> int:
     vocabulary = data.get("vocabulary_hash")
     vocabulary = f"{vocabulary[:16]}…" if vocabulary else "none (its parts' are below)" if data.get("parts") else "none"
     print(f"taxonomy hash  {data['taxonomy_hash'][:16]}…   vocabulary hash {vocabulary}")
-    print(f"files          {len(data['files'])}, all hashes verified")
+    print(f"files          {len(data['files'])}, all hashes verified{_unlisted(manifest)}")
     print(f"scores         {describe_scores(model)}")
     for name, digest in sorted(data.get("parts", {}).items()):
         print(f"part           {name}/  (manifest sha256 {digest[:16]}…, verified with its files)")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from qcat.errors import InputError
+from qcat.paths import check_file
 from qcat.taxonomy import Taxonomy
 
 FILE_NAME = "confusable.tsv"
@@ -85,13 +86,9 @@ def parse_confusable(text: str, where: str, taxonomy: Taxonomy | None = None) ->
 
 def load_confusable(path: str | Path, taxonomy: Taxonomy | None = None) -> ConfusableMap:
     """Read a confusable map file (see the module docstring), refusing a line it cannot use."""
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"--confusable {path}: is a directory; give the map file (e.g. {path / FILE_NAME})")
+    path = check_file(path, "--confusable")
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"--confusable {path}: no such file") from None
     except UnicodeDecodeError as exc:
         raise InputError(f"--confusable {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:

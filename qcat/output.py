@@ -5,7 +5,8 @@ simulated log, a golden CSV) is first written into a temporary sibling (same dir
 same file system) and renamed into place once complete: a reader never sees half a bundle, and
 a disk that fills up, a permission error or Ctrl-C leaves no partial output at the target.
 An ``OSError`` while writing becomes a one-line :class:`~qcat.errors.InputError` naming the
-target.
+target. The output gets the mode the umask gives any new file or directory (0644/0755 under umask
+022), not the private mode of a temporary one.
 
 A model bundle directory is also locked while it is being made (:class:`OutputLock`, a
 ``flock`` on a hidden sibling file, released when the process ends, however it ends), so two
@@ -38,6 +39,28 @@ _HELD: dict[Path, "OutputLock"] = {}
 
 def _absolute(path: Path) -> Path:
     return Path(os.path.abspath(path))
+
+
+def _umask() -> int:
+    """The process's umask (read from /proc where there is one: setting it to read it is not
+    thread-safe)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def as_created(path: Path, directory: bool) -> None:
+    """Give a staging file or directory (which ``tempfile`` makes 0600 or 0700, for itself) the
+    mode a plain ``open`` or ``mkdir`` gives under the umask (0644 and 0755 under umask 022), so
+    that the output, once renamed into place, reads like any other file the user makes."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
 def write_error(path: Path, exc: OSError, flag: str | None = "--out", what: str = "") -> InputError:
@@ -129,6 +152,8 @@ def atomic_file(path: Path, flag: str | None = "--out", overwrite: bool = True,
     try:
         try:
             yield staging
+            if staging.exists():
+                as_created(staging, directory=False)
             if overwrite:
                 os.replace(staging, path)
             else:
@@ -258,6 +283,7 @@ def write_directory(target: Path, write: Callable[[Path], None], flag: str = "--
         check_new_directory(target, flag)
         try:
             staging = Path(tempfile.mkdtemp(dir=lock.absolute.parent, prefix=f".{lock.absolute.name}{STAGING_INFIX}"))
+            as_created(staging, directory=True)
             write(staging)
             _rename_directory(staging, target, flag)
             staging = None

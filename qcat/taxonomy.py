@@ -126,8 +126,16 @@ class Taxonomy:
         return None if i is None else self.ids[i]
 
     def resolve(self, category: str) -> str | None:
-        """Map a category given as an id or as a path to its id; None if unknown."""
+        """Map a category given as an id or as a path to its id; None if unknown. A text that is
+        one node's id and another node's path (id ``Toys`` of ``Stuff``, and the node at path
+        ``Toys``) names neither for sure: :class:`TaxonomyError`, as for a path of several ids."""
         if category in self._index:
+            at_path = self._by_path.get(tuple(part.strip() for part in category.split(">")))
+            if at_path is not None and (at_path == AMBIGUOUS or self.ids[at_path] != category):
+                other = "several nodes" if at_path == AMBIGUOUS else f"node {self.ids[at_path]!r}"
+                raise TaxonomyError(f"category {category!r} is the id of node {category!r} "
+                                    f"({self.path_of(category)}) and the path of {other}; name it by a path or "
+                                    f"an id that is not both")
             return category
         return self.id_of_path(category)  # "A > B" or a one-level path such as "Automotive"
 

@@ -50,6 +50,16 @@ def test_classify_reads_stdin_and_reports_empty_lines(bestbuy_model_dir):
     assert "Traceback" not in result.stderr
 
 
+def test_a_byte_order_mark_on_stdin_is_not_part_of_the_query(bestbuy_model_dir):
+    """Issue 37, item 7: the BOM was echoed in the first record's "query"."""
+    result = subprocess.run([sys.executable, "-m", "qcat.cli", "classify", "--model", str(bestbuy_model_dir), "--json"],
+                            input="\ufeffsharp tv\r\n\ufeffnook\r\n".encode("utf-8"), capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.decode("utf-8").splitlines()]
+    assert [r["query"] for r in records] == ["sharp tv", "\ufeffnook"]  # only the stream's first bytes are a BOM
+    assert records[0]["normalized"] == "sharp tv"
+
+
 def test_explain_says_which_model_answered(bestbuy_model_dir):
     result = qcat("classify", "sharp", "zzz unknown", "--model", bestbuy_model_dir, "--explain")
     assert result.returncode == 0

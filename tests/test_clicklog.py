@@ -86,16 +86,17 @@ def test_every_reason_is_counted_and_named(tmp_path):
 def test_jsonl_and_parquet(tmp_path):
     lines = [
         {"query": "Wooden Train", "category": TRAINS, "clicks": 4},
-        {"query": "doll house", "category": "Toys > Dolls"},
+        {"query": "doll house", "category": "Toys > Dolls"},  # no count in a log with counts: skipped (issue 37)
         "not json",
-        {"query": "doll house", "category": DOLLS, "clicks": 2, "date": "2025-03-01"},
+        {"query": "doll house", "category": DOLLS, "clicks": 3, "date": "2025-03-01"},
     ]
     (tmp_path / "log.jsonl").write_text("\n".join(l if isinstance(l, str) else json.dumps(l) for l in lines) + "\n")
     result = ingest(tmp_path / "log.jsonl", TAXONOMY, min_clicks=3)
-    assert result.report.skipped == {"malformed_row": 1}
+    assert result.report.skipped == {"malformed_row": 1, "bad_clicks": 1}
     assert result.report.examples["malformed_row"] == [(3, "not json")]
+    assert result.report.examples["bad_clicks"] == [(2, "")]
     assert sorted(result.table.queries) == ["doll house", "wooden train"]
-    with pytest.raises(InputError, match="row 3"):
+    with pytest.raises(InputError, match="row 2: clicks is empty"):
         ingest(tmp_path / "log.jsonl", TAXONOMY, strict=True)
 
     con = duckdb.connect()
@@ -187,12 +188,108 @@ def test_conflicting_impressions_and_duplicate_rows_are_counted_and_resolved(tmp
     assert report.impression_conflict_examples == [("lego star wars", "2025-03-01", 25.0, 1400.0)]
     assert report.duplicate_rows == 1
     text = report.format()
-    assert "1 (query, day) groups (2 rows) report different impressions for the same typed query; each day counts " \
-           "the largest" in text
-    assert "1 rows repeat another row exactly" in text
+    assert "1 (query, day) groups (2 rows) report different impressions for the same typed query in different " \
+           "categories; each day counts the largest" in text
+    assert "1 rows repeat another row exactly" in text and "their clicks and impressions are summed" in text
     pairs = {(table.queries[q], table.categories[c]): (k, i) for q, c, k, i in
              zip(table.pair_query, table.pair_category, table.clicks, table.impressions)}
-    # The conflicting day counts 1,400 searches for both categories; the duplicate's clicks are
-    # summed (its day's searches counted once), and a typed variant's searches add up.
+    # The conflicting day counts 1,400 searches for both categories; the duplicate's clicks and
+    # impressions are both summed (issue 37, item 2: clicks alone made CTR 2.0 of two copies of
+    # `lg tv,…,7,7`), and a typed variant's searches add up.
     assert pairs == {("lego star wars", TRAINS): (145, 1400), ("lego star wars", DOLLS): (20, 1700),
-                     ("baby doll", DOLLS): (11, 70)}
+                     ("baby doll", DOLLS): (11, 120)}
+
+
+# -- Issue 37: logs that gave a wrong table with exit 0.
+
+def test_a_header_naming_a_column_twice_is_refused(tmp_path):
+    """Item 1: `query,category,category,clicks` filed `tv` under the last category without a word."""
+    write_csv(tmp_path / "log.csv", f"query,category,Category,clicks\ntv,{BEDS},{TRAINS},3\n")
+    with pytest.raises(InputError, match=r"log\.csv: the header names the column 'category' twice"):
+        ingest(tmp_path / "log.csv", TAXONOMY, min_clicks=1)
+    (tmp_path / "log.jsonl").write_text(json.dumps({"query": "tv", "category": BEDS, "clicks": 3}) + "\n"
+                                        + f'{{"query": "tv", "category": "{BEDS}", "Category": "{TRAINS}", "clicks": 3}}\n')
+    report = ingest(tmp_path / "log.jsonl", TAXONOMY, min_clicks=1).report  # a JSON object naming a field twice
+    assert report.skipped == {"malformed_row": 1} and report.examples["malformed_row"][0][0] == 2
+
+
+def test_duplicate_rows_sum_impressions_with_their_clicks(tmp_path):
+    """Item 2: two copies of `lg tv,…,7,7` became 14 clicks of 7 impressions (CTR 2.0)."""
+    write_csv(tmp_path / "log.csv", f"query,category,clicks,impressions\nlg tv,{BEDS},7,7\nlg tv,{BEDS},7,7\n"
+                                    f"lg tv,{TRAINS},2,7\n")
+    result = ingest(tmp_path / "log.csv", TAXONOMY, min_clicks=1)
+    table, report = result.table, result.report
+    pairs = {table.categories[c]: (k, i) for c, k, i in zip(table.pair_category, table.clicks, table.impressions)}
+    # BEDS' two rows are 14 clicks of 14 searches; TRAINS' row reports 7: the day counts the largest.
+    assert pairs == {BEDS: (14, 14), TRAINS: (2, 14)} and np.all(table.ctr <= 1)
+    assert (report.duplicate_rows, report.impression_conflicts, report.pairs_over_impressions) == (1, 1, 0)
+    assert list(table.query_impressions) == [14]
+
+
+def test_pairs_whose_clicks_exceed_impressions_are_counted_and_dropped(tmp_path):
+    """Item 2's check after aggregation: float sums can put clicks above impressions (0.1 + 0.2 >
+    0.3 by rounding only: kept); nothing else under the rule can, but any such pair is counted."""
+    write_csv(tmp_path / "log.csv", f"query,category,clicks,impressions\nnook,{BEDS},0.1,0.1\nnook,{BEDS},0.2,0.2\n")
+    result = ingest(tmp_path / "log.csv", TAXONOMY, min_clicks=0.1)
+    assert result.report.pairs_over_impressions == 0 and result.report.pairs_kept == 1
+    from qcat.training.clicklogs import ingest_sql as sql
+    from qcat.training.clicklogs.ingest_duckdb import DuckDBEngine
+
+    engine = DuckDBEngine()  # pairs as the rule never makes them: 9 clicks of 3 impressions
+    try:
+        engine.con.execute("create temp table pairs as select * from (values ('tv', 'x', 9.0, 3.0, 1, 1), "
+                           "('tv', 'y', 2.0, 3.0, 1, 1)) t(query, category_id, clicks, impressions, "
+                           "rows_with_impressions, rows)")
+        from qcat.training.clicklogs.clicklog import IngestReport, _aggregate
+
+        report = IngestReport(path="log.csv", min_clicks=1)
+        table = _aggregate(engine, 1, report)
+    finally:
+        engine.close()
+    assert (report.pairs_over_impressions, report.pairs_kept, list(table.categories)) == (1, 1, ["y"])
+    assert "1 (query, category) pairs have more clicks than impressions after aggregation; dropped (e.g. 'tv' x: " \
+           "9 clicks, 3 impressions)" in report.format()
+
+
+def test_an_empty_clicks_cell_is_a_bad_count_not_one_click(tmp_path):
+    """Item 3: `tv,K015,,10` beside `tv,K015,50,100` made 51 clicks; JSONL `"clicks": null` too.
+    Without a clicks column every row is still one click."""
+    write_csv(tmp_path / "log.csv", f"query,category,clicks,impressions\ntv,{BEDS},,10\ntv,{BEDS},50,100\n")
+    result = ingest(tmp_path / "log.csv", TAXONOMY, min_clicks=1)
+    assert result.report.skipped == {"bad_clicks": 1} and result.report.examples["bad_clicks"] == [(2, "")]
+    assert list(result.table.clicks) == [50]
+    (tmp_path / "log.jsonl").write_text(json.dumps({"query": "tv", "category": BEDS, "clicks": None}) + "\n"
+                                        + json.dumps({"query": "tv", "category": BEDS, "clicks": 50}) + "\n")
+    result = ingest(tmp_path / "log.jsonl", TAXONOMY, min_clicks=1)
+    assert result.report.skipped == {"bad_clicks": 1} and list(result.table.clicks) == [50]
+    write_csv(tmp_path / "plain.csv", f"query,category\ntv,{BEDS}\ntv,{BEDS}\n")
+    assert list(ingest(tmp_path / "plain.csv", TAXONOMY, min_clicks=1).table.clicks) == [2]
+
+
+def test_a_jsonl_query_that_is_not_a_string_is_skipped(tmp_path):
+    """Item 4: `{"query": ["lego"], …}` was used as "lego"."""
+    lines = [{"query": ["lego"], "category": TRAINS, "clicks": 3}, {"query": 42, "category": TRAINS, "clicks": 3},
+             {"query": {"q": "lego"}, "category": TRAINS, "clicks": 3}, {"query": "lego", "category": TRAINS, "clicks": 3}]
+    (tmp_path / "log.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = ingest(tmp_path / "log.jsonl", TAXONOMY, min_clicks=1)
+    assert result.report.skipped == {"query_not_text": 3}
+    assert [row for row, _ in result.report.examples["query_not_text"]] == [1, 2, 3]
+    assert list(result.table.clicks) == [3]
+    assert "skipped 3 rows: query is not a JSON string" in result.report.format()
+
+
+def test_an_id_that_is_another_nodes_path_is_ambiguous(tmp_path):
+    """Item 5: id `Toys` (path `Stuff`) and the node at path `Toys`: every row went to the id."""
+    (tmp_path / "taxonomy.tsv").write_text("id\tpath\tparent\nToys\tStuff\t\nT\tToys\t\nL\tToys > Lego\tT\n")
+    from qcat.taxonomy import load_taxonomy
+
+    taxonomy = load_taxonomy(tmp_path / "taxonomy.tsv")
+    write_csv(tmp_path / "log.csv", "query,category,clicks\nlego,Toys,3\nlego,L,3\nstuff,Stuff,3\n")
+    result = ingest(tmp_path / "log.csv", taxonomy, min_clicks=1, internal_nodes="keep")
+    assert result.report.skipped == {"ambiguous_category": 1}
+    assert result.report.examples["ambiguous_category"] == [(2, "Toys")]
+    assert "one node's id and another's path" in result.report.format()
+    assert sorted(result.table.categories) == ["L", "Toys"]  # `Stuff` names id Toys by its path alone
+    with pytest.raises(Exception, match="is the id of node 'Toys' \\(Stuff\\) and the path of node 'T'"):
+        taxonomy.resolve("Toys")
+    assert taxonomy.resolve("T") == "T" and taxonomy.resolve("Toys > Lego") == "L"

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from qcat.taxonomy import load_taxonomy
@@ -99,10 +99,10 @@ def test_classify_json_gives_one_valid_record_per_line(lines, demo_labels, monke
     out = capsysbinary.readouterr().out.decode("utf-8")  # strict: the output is valid UTF-8
     records = [json.loads(line) for line in out.splitlines()]
     assert len(records) == len(lines) and code in (0, 2)
-    for raw, record in zip(lines, records):
+    for number, (raw, record) in enumerate(zip(lines, records)):
         if "error" in record:
             continue
-        assert record["query"] == raw.decode("utf-8")
+        assert record["query"] == (raw.removeprefix(b"\xef\xbb\xbf") if number == 0 else raw).decode("utf-8")
         scores = [c["score"] for c in record["categories"]]
         assert all(math.isfinite(s) and 0 <= s <= 1 for s in scores) and scores == sorted(scores, reverse=True)
         assert {c["id"] for c in record["categories"]} <= demo_labels
@@ -182,7 +182,7 @@ def check_error(code: int, err: str, kind: str, written: list[Path]) -> None:
     assert code == 2, err
     lines = err.strip().splitlines()
     assert [line for line in lines if line.startswith("qcat: error: ")] == lines[-1:], lines
-    assert all(line.startswith(("qcat: error: ", "skipped ", "... and ")) for line in lines), lines
+    assert all(line.startswith(("qcat: error: ", "skipped ", "... and ", "matched ")) for line in lines), lines
     assert not any(path.exists() for path in written)
     OUTCOMES[(kind, "exit 2")] += 1
 
@@ -204,7 +204,8 @@ LOG_ROWS = ["lego star wars,L,3", "sharp tv,V,2", "nook,T,1", "lego,Toys > Lego,
     HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(lines=st.lists(st.one_of(st.sampled_from(LOG_ROWS).map(str.encode), nasty(LOG_ROWS)), max_size=12),
        header=st.sampled_from([b"query,category,clicks"] * 4 + [b"query,clicks", b'"query,category,clicks',
-                                                                b"\xffquery,category"]),
+                                                                b"\xffquery,category", b"query,Category,category",
+                                                                b"query,category,clicks,clicks"]),
        **files)
 @pytest.mark.slow
 def test_logs_exit_0_with_every_line_accounted_for_or_2_with_one_line(tmp_path_factory, capsys, monkeypatch, lines,
@@ -218,6 +219,8 @@ def test_logs_exit_0_with_every_line_accounted_for_or_2_with_one_line(tmp_path_f
     code, out, err = run_cli(capsys, ["data", "ingest", directory / "log.csv", "--taxonomy", directory / "taxonomy.tsv",
                                       "--min-clicks", "1", "--out", out_path])
     assert code != 70, err
+    if header.lower().count(b"category") > 1 or header.count(b"clicks") > 1:  # issue 37, item 1
+        assert code == 2 and ("twice" in err or ending == b"\r"), err  # CR alone: the header is not one line
     if code != 0:
         return check_error(code, err, "log", [out_path])
     n, header_lines, blank, read, used, skipped = counts_line(
@@ -256,15 +259,17 @@ def test_catalogs_exit_0_with_every_line_accounted_for_or_2_with_one_line(tmp_pa
     OUTCOMES[("catalog", "exit 0")] += 1
 
 
-GOOD_TAXONOMY_ROWS = ["V\tTVs\t", "C\tToys > Lego > C\tL", "D\tTVs > D\tV", "K\tToys > K\tT"]
+GOOD_TAXONOMY_ROWS = ["V\tTVs\t", "C\tToys > Lego > C\tL", "D\tTVs > D\tV", "K\tToys > K\tT",
+                      "Toys\tStuff\t"]  # the last: an id that is another node's path (issue 37, item 5)
 TAXONOMY_ROWS = GOOD_TAXONOMY_ROWS + ["L\tToys > Lego\tV", "A\tA\tB", "B\tB\tA", "D\tTVs > D\tT", "E\tE\tE",
-                                      "T\tToys\tL", 'Q\t"Toys > Q\tT', "X\tY > X\t"]
+                                      "T\tToys\tL", 'Q\t"Toys > Q\tT', "X\tY > X\t", "Toys\tToys > Toys\tT"]
 
 
 @settings(max_examples=80 * EXAMPLES, deadline=None, suppress_health_check=[
     HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(lines=st.lists(st.one_of(st.sampled_from(GOOD_TAXONOMY_ROWS).map(str.encode), nasty(TAXONOMY_ROWS)), max_size=6),
        **files)
+@example(lines=[b"Toys\tStuff\t"], ending=b"\n", bom=False, final=True)  # issue 37, item 5, every run
 def test_taxonomies_load_every_line_or_exit_2_with_one_line(tmp_path_factory, capsys, monkeypatch, lines, ending, bom,
                                                              final):
     from qcat.taxonomy import load_taxonomy
@@ -273,7 +278,7 @@ def test_taxonomies_load_every_line_or_exit_2_with_one_line(tmp_path_factory, ca
     directory = tmp_path_factory.mktemp("taxonomy")
     raw = materialize([b"T\tToys\t", b"L\tToys > Lego\tT"] + lines, b"id\tpath\tparent", ending, bom, final)
     (directory / "taxonomy.tsv").write_bytes(raw)
-    (directory / "log.csv").write_text("query,category,clicks\nlego,L,3\n")
+    (directory / "log.csv").write_text("query,category,clicks\nlego,L,3\ntoys,Toys,3\n")
     out_path = directory / "table.parquet"
     code, out, err = run_cli(capsys, ["data", "ingest", directory / "log.csv", "--taxonomy", directory / "taxonomy.tsv",
                                       "--min-clicks", "1", "--out", out_path])
@@ -287,6 +292,10 @@ def test_taxonomies_load_every_line_or_exit_2_with_one_line(tmp_path_factory, ca
     for i, path in enumerate(taxonomy.paths):  # a tree whose parents agree with the paths
         parent = taxonomy.parents[i]
         assert (taxonomy.paths[parent] if parent >= 0 else ()) == path[:-1]
+    # Issue 37, item 5: "Toys" as one node's id and another's path names neither: the row is skipped.
+    at_path = [node for node, path in zip(taxonomy.ids, taxonomy.paths) if path == ("Toys",)]
+    both = "Toys" in taxonomy.ids and at_path != ["Toys"] and bool(at_path)
+    assert ("skipped 1 rows: category names several taxonomy nodes" in out) == (both or len(at_path) > 1), out
     OUTCOMES[("taxonomy", "exit 0")] += 1
 
 
@@ -350,3 +359,117 @@ def test_result_files_exit_0_with_every_line_accounted_for_or_2_with_one_line(tm
     assert imported.lines == imported.header_lines + imported.blank_lines + imported.rows + len(imported.bad_rows)
     assert sessions_in(judging_db) == before + 1
     OUTCOMES[("results", "exit 0")] += 1
+
+
+# -- Issue 37, items 1-5: logs whose table came out wrong with exit 0. Rows are drawn from a few
+# values (so exact duplicates, typed variants and empty counts are frequent); an oracle says which
+# rows are usable and how many clicks the table must hold, and no pair may have more clicks than
+# impressions.
+
+from qcat.normalize import normalize  # noqa: E402
+
+TREE = "id\tpath\tparent\nT\tToys\t\nK\tToys > Lego\tT\nV\tTVs\t\n"
+COLLIDING = TREE + "Toys\tStuff\t\n"  # id "Toys" is also T's path: "Toys" names neither (item 5)
+AGG_QUERIES = ["lego", "LEGO", "lego  ", "tv", "TV", "!!!", ""]
+NOT_TEXT = [["lego"], 42, {"q": "tv"}, True]  # JSON queries that are not strings (item 4)
+AGG_CATEGORIES = ["K", "Toys > Lego", "V", "TVs", "Toys", "Stuff", "NOPE"]
+CLICKS = ["3", "1", "0", "", " 2 ", "7"]  # "" an empty cell (item 3)
+IMPRESSIONS = ["", "10", "7", "3", " 20 ", "1"]  # some below the clicks: such a row is refused, a pair never
+agg_row = st.fixed_dictionaries({"query": st.sampled_from(AGG_QUERIES), "category": st.sampled_from(AGG_CATEGORIES),
+                                 "clicks": st.sampled_from(CLICKS), "impressions": st.sampled_from(IMPRESSIONS)})
+
+
+def usable_clicks(row: dict, has_clicks: bool, has_impressions: bool, colliding: bool) -> float | None:
+    """The oracle: a row's clicks where it is usable, None where it must be skipped."""
+    query = row["query"]
+    if not isinstance(query, str) or not normalize(query):
+        return None
+    category = row["category"].strip()
+    if category not in ("K", "Toys > Lego", "V", "TVs", "Stuff") and not (category == "Toys" and not colliding):
+        return None
+    if category == "Stuff" and not colliding:
+        return None
+    clicks = row["clicks"] if has_clicks else "1"
+    if clicks is None or not str(clicks).strip():
+        return None
+    impressions = row["impressions"] if has_impressions else None
+    if impressions not in (None, "") and float(clicks) > float(impressions):
+        return None
+    return float(clicks)
+
+
+@settings(max_examples=80 * EXAMPLES, deadline=None, suppress_health_check=[
+    HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(rows=st.lists(agg_row, min_size=1, max_size=14), fmt=st.sampled_from(["csv", "jsonl"]), colliding=st.booleans(),
+       columns=st.sampled_from([("query", "category", "clicks", "impressions")] * 3 + [
+           ("query", "category", "clicks"), ("query", "category"), ("query", "category", "impressions"),
+           ("query", "category", "category", "clicks"), ("query", "Query", "category", "clicks")]),
+       json_quirks=st.lists(st.sampled_from(["none", "null", "omit", "list"]), min_size=14, max_size=14))
+@pytest.mark.slow
+def test_aggregated_tables_hold_exactly_the_usable_clicks_and_no_ctr_above_one(
+        tmp_path_factory, capsys, monkeypatch, rows, fmt, colliding, columns, json_quirks):
+    import pyarrow.parquet as pq
+
+    monkeypatch.setenv("QCAT_QUIET", "1")
+    directory = tmp_path_factory.mktemp("aggregate")
+    (directory / "taxonomy.tsv").write_text(COLLIDING if colliding else TREE)
+    duplicated = len({c.lower() for c in columns}) < len(columns)
+    if fmt == "csv":
+        lines = [",".join(columns)] + [",".join(row[c.lower()] for c in columns) for row in rows]
+        (directory / "log.csv").write_text("\n".join(lines) + "\n")
+    else:
+        records = []
+        for row, quirk in zip(rows, json_quirks):
+            record = {c: row[c.lower()] for c in columns}
+            for name in ("clicks", "impressions"):  # an empty cell as JSON null, or the field left out
+                if record.get(name) == "" and quirk in ("null", "omit"):
+                    record[name] = None
+                    if quirk == "omit":
+                        del record[name]
+            if quirk == "list":
+                record["query"] = NOT_TEXT[len(records) % len(NOT_TEXT)]
+                row = dict(row, query=record["query"])
+            rows[len(records)] = row
+            records.append(json.dumps(record).replace('"Query"', '"query"', 1) if "Query" in columns else
+                           json.dumps(record))
+        (directory / "log.jsonl").write_text("".join(r + "\n" for r in records))
+    log = directory / f"log.{fmt}"
+    out_path = directory / "table.parquet"
+    code, out, err = run_cli(capsys, ["data", "ingest", log, "--taxonomy", directory / "taxonomy.tsv",
+                                      "--min-clicks", "1", "--out", out_path])
+    assert code != 70, err
+    kind = f"aggregate {fmt}"
+    if duplicated and fmt == "csv":  # item 1
+        assert code == 2 and "twice" in err, err
+        return check_error(code, err, kind, [out_path])
+    if fmt == "jsonl":
+        has_clicks = any(json.loads(r).get("clicks") is not None for r in records)
+        has_impressions = True
+        rows = [dict(row, clicks=json.loads(r).get("clicks"), impressions=json.loads(r).get("impressions"))
+                for row, r in zip(rows, records)]
+        if "Query" in columns:  # a JSON object naming a field twice is a malformed row (item 1, JSON Lines)
+            rows = []
+    else:
+        has_clicks, has_impressions = "clicks" in columns, "impressions" in columns
+    expected = [usable_clicks(row, has_clicks, has_impressions, colliding) for row in rows]
+    clicks = sum(c for c in expected if c is not None)
+    if not any(c is not None and c >= 1 for c in expected):
+        return check_error(code, err, kind, [out_path])
+    assert code == 0, err
+    read, used, skipped = counts_line(out, r"([\d,]+) rows read, ([\d,]+) used, ([\d,]+) skipped")
+    assert used == sum(c is not None for c in expected) and read == used + skipped
+    table = pq.read_table(out_path).to_pydict()
+    assert math.isclose(sum(table["clicks"]), clicks)  # every usable click, none invented (items 3, 4)
+    assert all(i is None or math.isnan(i) or k <= i for k, i in zip(table["clicks"], table["impressions"]))  # item 2
+    # Clicks per category as the oracle files them: "Toys" (not colliding) counts for T's Other
+    # leaf; with the collision it is skipped and "Stuff" names id Toys by its path (item 5).
+    counted = {"K": "K", "Toys > Lego": "K", "V": "V", "TVs": "V", "Toys": "T/other", "Stuff": "Toys"}
+    per_category: Counter = Counter()
+    for row, c in zip(rows, expected):
+        if c is not None:
+            per_category[counted[row["category"]]] += c
+    found: Counter = Counter()
+    for category, k in zip(table["category"], table["clicks"]):
+        found[category] += k
+    assert {c: k for c, k in found.items()} == {c: k for c, k in per_category.items() if k >= 1}
+    OUTCOMES[(kind, "exit 0")] += 1

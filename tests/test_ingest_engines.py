@@ -32,7 +32,7 @@ ROWS = [
     ("hornby train", "Toys > Dolls", "1", "10", "2025-01-03"),  # below min_clicks
     ("baby doll", "dolls", "5", "50", "2025-03-01"),           # outside (date_to is exclusive)
     ("baby doll", "dolls", "3", "", "2025-02-28"),
-    ("baby doll", "dolls", "", "", ""),                         # no date: outside a range
+    ("baby doll", "dolls", "1", "", ""),                        # no date: outside a range
     ("wooden train", "trains", "4", "", "2025-01-05"),
     ("wooden train", "Toys > Trains", "1.5", "2", "2024-12-31"),  # outside
     ("café crème", " trains ", " 3 ", "4", "2025-01-09"),
@@ -48,6 +48,7 @@ ROWS = [
     ("thing", "trains", "1.5d", "5", "2025-01-02"),
     ("thing", "trains", "nan", "5", "2025-01-02"),
     ("thing", "trains", "inf", "5", "2025-01-02"),
+    ("thing", "trains", "", "5", "2025-01-02"),                 # an empty count in a log with counts
     ("thing", "trains", "3", "x", "2025-01-02"),                # bad_impressions
     ("thing", "trains", "3", "-2", "2025-01-02"),
     ("thing", "trains", "9", "5", "2025-01-02"),                # clicks_exceed_impressions
@@ -71,6 +72,7 @@ def write_log(directory, fmt: str):
     if fmt == "jsonl":
         lines = [json.dumps({c: v for c, v in zip(HEADER, row) if v != ""}).encode() for row in ROWS]
         lines.insert(3, json.dumps({"query": "wooden train", "category": "trains", "clicks": 4.0, "date": "2025-01-07"}).encode())
+        lines.insert(4, json.dumps({"query": ["wooden", "train"], "category": "trains", "clicks": 3}).encode())  # query_not_text
         lines += [b"not json", b'["a list"]', '{"query": "caf\xe9", "category": "trains"}'.encode("latin-1")]
     else:
         sep = "\t" if fmt == "tsv" else ","
@@ -125,7 +127,8 @@ def test_engines_agree_on_every_row_and_reject(tmp_path, spark_engine, fmt):
     duck = ingest(path, TAXONOMY, **options)
     spark = run_spark(spark_engine, path, TAXONOMY, **options)
     # too_long: a line over 1 MiB (tests/test_trust_inputs.py), which Spark reads as any line
-    expected_reasons = set(REASONS) - {"too_long"} - ({"bad_encoding", "malformed_row"} if fmt == "parquet" else set())
+    expected_reasons = set(REASONS) - {"too_long"} - ({"bad_encoding", "malformed_row"} if fmt == "parquet" else set()) \
+        - ({"query_not_text"} if fmt != "jsonl" else set())  # a JSON list or number: CSV cells are all text
     assert set(duck.report.skipped) == expected_reasons
     assert duck.report.pairs_below_min_clicks and duck.report.rows_outside_dates
     # A quoted line break: in CSV/TSV its first line is malformed and the second a row of its own.
@@ -133,7 +136,7 @@ def test_engines_agree_on_every_row_and_reject(tmp_path, spark_engine, fmt):
     assert {"line train" if split else "multi line train", "café crème"} <= set(duck.table.queries)
     assert comparable(spark) == comparable(duck)
     # Examples name the same values (Spark without row numbers) where the text is the row's own.
-    for reason in set(REASONS) - {"bad_encoding", "malformed_row"}:
+    for reason in set(REASONS) - {"bad_encoding", "malformed_row", "query_not_text"}:
         assert [v for _, v in spark.report.examples.get(reason, [])] == [v for _, v in duck.report.examples.get(reason, [])]
     assert all(row is None for rows in spark.report.examples.values() for row, _ in rows)
 

@@ -185,3 +185,44 @@ def test_a_trec_run_with_topics_and_listings(tmp_path):
     assert f"skipped {run} line 7: query id '9' is not in --topics" in result.stderr
     assert "1 query with the same top 5 in both systems left out" in result.stderr
 
+
+
+def test_a_system_whose_rows_are_all_skipped_is_refused(tmp_path):
+    """Issue 37, item 6: every target row contradicted the baseline's segment; each skip was
+    printed, then a 4-query session was made against a system with no results."""
+    db = tmp_path / "j.db"
+    assert qcat("db", "upgrade", "--url", db).returncode == 0
+    a = jsonl(tmp_path / "a.jsonl", [{"query": f"q{i}", "rank": 1, "listing_id": f"A{i}", "segment": "head"}
+                                     for i in range(4)])
+    b = jsonl(tmp_path / "b.jsonl", [{"query": f"q{i}", "rank": 1, "listing_id": f"B{i}", "segment": "tail"}
+                                     for i in range(4)])
+    with pytest.raises(InputError, match=rf"--results {b}: no usable row, so the session would judge 'b' on no "
+                                         rf"results: 4 rows skipped: line 1: segment 'tail' of 'q0'"):
+        read_results([a, b])
+    result = qcat("judge", "create-session", "--results", a, "--results", b, "--judges-per-query", 1, "--url", db)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"qcat: error: --results {b}: no usable row")
+    assert "no judging sessions yet" in qcat("judge", "sessions", "--url", db).stderr
+    both = jsonl(tmp_path / "both.jsonl", [{"query": "q0", "system": "a", "rank": 1, "listing_id": "A0", "segment": "head"},
+                                           {"query": "q0", "system": "b", "rank": 1, "listing_id": "B0", "segment": "tail"}])
+    with pytest.raises(InputError, match=rf"--results {both}: system 'b': no usable row"):
+        read_results([both])
+
+
+def test_queries_are_matched_on_the_normalized_query_and_merges_counted(tmp_path):
+    """Issue 37, item 8: "TV" in one system's list and "tv " in the other's were two queries."""
+    a = jsonl(tmp_path / "a.jsonl", [{"query": "TV", "rank": 1, "listing_id": "A1"},
+                                     {"query": "Lego  Star Wars!", "rank": 1, "listing_id": "A2"}])
+    b = jsonl(tmp_path / "b.jsonl", [{"query": "tv ", "rank": 1, "listing_id": "B1"},
+                                     {"query": "tv", "rank": 2, "listing_id": "B2"},
+                                     {"query": "lego star wars", "rank": 1, "listing_id": "B3"}])
+    imported = read_results([a, b], "head")
+    assert [(q.text, [i.listing_id for i in q.baseline], [i.listing_id for i in q.target]) for q in imported.queries] \
+        == [("TV", ["A1"], ["B1", "B2"]), ("Lego Star Wars!", ["A2"], ["B3"])]
+    assert imported.merged == [("TV", "tv"), ("Lego Star Wars!", "lego star wars")]
+    said = []
+    from qcat.judging.grading.imports import report_bad_rows
+
+    report_bad_rows(imported, said.append)
+    assert said == ["matched 2 queries written in several ways as one (qcat's normalized query), each shown as first "
+                    "written (e.g. 'TV' = 'tv'; 'Lego Star Wars!' = 'lego star wars')"]

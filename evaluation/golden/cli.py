@@ -148,7 +148,7 @@ def _positive(value: int, flag: str) -> int:
 
 def run_evaluate(args: argparse.Namespace, say) -> int:
     from qcat.evaluation.golden.demo import DemoGoldenConfig, generate_demo_golden
-    from qcat.evaluation.golden.harness import HarnessConfig, check_names, golden_evaluate
+    from qcat.evaluation.golden.harness import HarnessConfig, check_names, golden_evaluate, load_checked_models
     from qcat.evaluation.golden.query_sets import log_demand
     from qcat.evaluation.golden.report import draw_all, render_html, render_markdown
     from qcat.evaluation.golden.search import SearchConfig
@@ -168,8 +168,11 @@ def run_evaluate(args: argparse.Namespace, say) -> int:
     corpus = Corpus.open(args.corpus)
     if args.golden_session is not None and args.golden is None:
         raise InputError("--golden-session needs --golden: the judging store's URL or SQLite file")
+    taxonomy = corpus.taxonomy()
+    # Models on another taxonomy are refused before golden data is read or simulated (which takes long).
+    models = load_checked_models(names, (args.baseline, args.target), taxonomy)
     golden = load_golden_source(args.golden, args) if args.golden else None
-    catalog, taxonomy = corpus.catalog(), corpus.taxonomy()
+    catalog = corpus.catalog()
     demand = None if args.no_demand and golden is not None else log_demand(corpus, args.period)
     if golden is None:
         say("no --golden given: simulating golden judgments for the demo corpus's queries")
@@ -178,7 +181,7 @@ def run_evaluate(args: argparse.Namespace, say) -> int:
         demand = None if args.no_demand else demand
     say(golden.report.format())
     report = golden_evaluate(golden, args.baseline, args.target, catalog, taxonomy, demand, config,
-                             names, progress=say)
+                             names, progress=say, models=models)
     report["seconds"]["end_to_end"] = round(time.perf_counter() - started, 2)
     written = write_report_files(report, args.out, draw_all(report), render_markdown, render_html)
     say(f"wrote {', '.join(str(p) for p in written)} ({time.perf_counter() - started:.1f} s)")

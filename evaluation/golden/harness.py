@@ -94,17 +94,26 @@ def summarize(metrics: dict[str, np.ndarray], rows: np.ndarray) -> dict:
     return out
 
 
-def golden_evaluate(golden: GoldenSet, baseline_dir: Path, target_dir: Path, catalog: Catalog, taxonomy: Taxonomy,
-                    demand: Demand | None, config: HarnessConfig = HarnessConfig(),
-                    names: tuple[str, str] = ("baseline", "target"),
-                    progress: Callable[[str], None] = lambda message: None) -> dict:
-    started = time.perf_counter()
+def load_checked_models(names: tuple[str, str], directories: tuple[Path, Path], taxonomy: Taxonomy) -> dict:
+    """``name -> (model, directory)`` for both systems, each refused unless its categories are the
+    corpus taxonomy's: checked before any golden data is read or simulated."""
     check_names(names)
     models = {}
-    for name, directory in zip(names, (baseline_dir, target_dir)):
+    for name, directory in zip(names, directories):
         model = load_model(directory)
         check_labels(model, taxonomy, Path(directory))
         models[name] = (model, directory)
+    return models
+
+
+def golden_evaluate(golden: GoldenSet, baseline_dir: Path, target_dir: Path, catalog: Catalog, taxonomy: Taxonomy,
+                    demand: Demand | None, config: HarnessConfig = HarnessConfig(),
+                    names: tuple[str, str] = ("baseline", "target"),
+                    progress: Callable[[str], None] = lambda message: None, models: dict | None = None) -> dict:
+    """``models``: what :func:`load_checked_models` gave for ``names`` (loaded here when None)."""
+    started = time.perf_counter()
+    check_names(names)
+    models = models or load_checked_models(names, (baseline_dir, target_dir), taxonomy)
     seen = {name: read_seen_fingerprints(directory) for name, (_, directory) in models.items()}
     pairs = golden.pairs()
     inventory = build_inventory(catalog, taxonomy, pairs.listing_id, config.sample_fraction, config.seed)

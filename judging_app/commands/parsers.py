@@ -23,6 +23,9 @@ def db_parser() -> argparse.ArgumentParser:
     up = actions.add_parser("upgrade", help="create or migrate the judging tables (to the newest revision)")
     _url(up)
     up.add_argument("--revision", default="head", help="target revision (default head)")
+    up.add_argument("--allow-other-tables", action="store_true",
+                    help="add qcat's tables to a database that already holds other tables but no qcat history "
+                         "(refused otherwise, naming them)")
     down = actions.add_parser("downgrade", help="undo migrations (default: one step; 'base' drops every table)")
     _url(down)
     down.add_argument("--revision", default="-1", help="target revision (default -1)")

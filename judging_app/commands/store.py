@@ -29,7 +29,7 @@ def run_db(args: argparse.Namespace) -> int:
         engine.dispose()
         return 0
     if args.action == "upgrade":
-        before, after = migrate.upgrade(url, args.revision)
+        before, after = migrate.upgrade(url, args.revision, other_tables=args.allow_other_tables)
     else:
         before, after = migrate.downgrade(url, args.revision, drop_data=args.yes)
     say(f"{display_url(url)}: revision {before or 'empty'} -> {after or 'empty'}")

@@ -18,8 +18,13 @@ above) what the cards show.
 
 Rows that cannot be used (a missing or malformed field, a rank or listing given twice for one
 query and system, a segment that contradicts an earlier row) are skipped and each is reported
-with its file and line; :class:`Imported` counts them. Listings ranked below the top
+with its file and line; :class:`Imported` counts them. A system none of whose rows is usable is
+refused, naming its file. Listings ranked below the top
 :data:`qcat.judging.grading.sessions.TOP_N` of a list are not shown (counted too).
+
+Queries are matched on qcat's normalized query (:func:`qcat.normalize.normalize`): ``TV`` in one
+system's list and ``tv `` in the other's are one query, shown as first written; such merges are
+counted (:attr:`Imported.merged`) and reported.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ import numpy as np
 from qcat.errors import InputError, shown
 from qcat.judging.grading.sessions import SEGMENTS, TOP_N, Listing, QuerySpec, known_brand, known_price
 from qcat.lines import decoded_lines, query_too_long, split_line
+from qcat.normalize import normalize
+from qcat.paths import check_file
 
 FIELDS = ("query", "system", "rank", "listing_id", "title", "category", "brand", "price", "image_url", "link",
           "segment", "impressions")
@@ -65,6 +72,7 @@ class Imported:
     lines: int = 0  # physical lines of the files: each is a header, a blank line, a row used or a bad row
     header_lines: int = 0
     blank_lines: int = 0
+    merged: list[tuple[str, ...]] = field(default_factory=list)  # queries written several ways: their forms
 
     def check_lines(self) -> None:
         """Every physical line is accounted for; a violation is a bug in qcat, never a user's error."""
@@ -92,8 +100,7 @@ LISTING_FIELDS = ("title", "category", "brand", "price", "image_url", "link")
 def read_topics(path: Path) -> dict[str, str]:
     """``qid<TAB>query`` per line (TREC topics in their plainest form)."""
     topics: dict[str, str] = {}
-    if not Path(path).is_file():
-        raise InputError(f"--topics {path}: no such file")
+    check_file(path, "--topics")
     for number, line, why in _lines(Path(path), "--topics"):
         if why is not None:
             raise InputError(f"--topics {path} line {number}: {why}")
@@ -123,8 +130,7 @@ def _lines(path: Path, flag: str):
 def read_listings(path: Path) -> dict[str, dict]:
     """What the cards show per listing id, from CSV, TSV or JSON Lines with a ``listing_id`` column."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"--listings {path}: no such file")
+    check_file(path, "--listings")
     out: dict[str, dict] = {}
     for number, record in _records(path, required=("listing_id",), flag="--listings"):
         if record is None:
@@ -276,8 +282,7 @@ def read_results(paths: list[Path], default_segment: str | None = None, topics: 
     lines = {"lines": 0, "header": 0, "blank": 0}
     for index, path in enumerate(paths):
         path = Path(path)
-        if not path.is_file():
-            raise InputError(f"--results {path}: no such file")
+        check_file(path, "--results")
         seen: list[str] = []
         if path.suffix.lower() in (".csv", ".tsv"):
             lines["header"] += 1  # _records refuses a file without one
@@ -328,6 +333,13 @@ def read_results(paths: list[Path], default_segment: str | None = None, topics: 
     imported = _assemble(rows, system_of, systems, bad, default_segment)
     imported.lines, imported.header_lines, imported.blank_lines = lines["lines"], lines["header"], lines["blank"]
     imported.check_lines()
+    for side, system in enumerate(systems):
+        if not any(query.target if side else query.baseline for query in imported.queries):
+            # every row of this system was skipped while the lists were put together (a segment
+            # that contradicts the other system's rows, a rank given twice)
+            where = f"--results {paths[side]}" if len(paths) == 2 else f"--results {paths[0]}: system {shown(system)}"
+            raise InputError(f"{where}: no usable row, so the session would judge {shown(system)} on no results"
+                             + _skipped_rows(bad, Path(paths[side] if len(paths) == 2 else paths[0])))
     return imported
 
 
@@ -348,10 +360,12 @@ def _assemble(rows: list[Row], system_of: dict, systems: tuple[str, str], bad: l
     segment_of: dict[str, str] = {}
     impressions_of: dict[str, float] = {}
     order: list[str] = []
+    forms: dict[str, list[str]] = {}  # query key -> its forms as written, the first shown
     kept = 0
     for row in rows:
         system = system_of[id(row)]
-        key = (row.query, system)
+        query = query_key(row.query)
+        key = (query, system)
         where = f"{row.file} line {row.line}"
         if row.rank in lists[key]:
             bad.append(f"{where}: rank {row.rank} of {shown(row.query)} in {shown(system)} is given twice")
@@ -360,14 +374,17 @@ def _assemble(rows: list[Row], system_of: dict, systems: tuple[str, str], bad: l
             bad.append(f"{where}: listing {shown(row.listing.listing_id)} is listed twice for {shown(row.query)} in {shown(system)}")
             continue
         if row.segment is not None:
-            if segment_of.setdefault(row.query, row.segment) != row.segment:
+            if segment_of.setdefault(query, row.segment) != row.segment:
                 bad.append(f"{where}: segment {shown(row.segment)} of {shown(row.query)}, which an earlier row puts in "
-                           f"{shown(segment_of[row.query])}")
+                           f"{shown(segment_of[query])}")
                 continue
         if row.impressions is not None:
-            impressions_of.setdefault(row.query, row.impressions)
-        if row.query not in order:
-            order.append(row.query)
+            impressions_of.setdefault(query, row.impressions)
+        if query not in forms:
+            order.append(query)
+            forms[query] = []
+        if row.query not in forms[query]:
+            forms[query].append(row.query)
         lists[key][row.rank] = row.listing
         listed[key].add(row.listing.listing_id)
         kept += 1
@@ -388,8 +405,15 @@ def _assemble(rows: list[Row], system_of: dict, systems: tuple[str, str], bad: l
             ranked = [lists[(query, system)][rank] for rank in sorted(lists.get((query, system), {}))]
             beyond += max(0, len(ranked) - TOP_N)
             groups.append(ranked[:TOP_N])
-        queries.append(QuerySpec(query, segments[query], groups[0], groups[1], impressions_of.get(query, 0.0)))
-    return Imported(systems, queries, bad, kept, beyond)
+        queries.append(QuerySpec(forms[query][0], segments[query], groups[0], groups[1], impressions_of.get(query, 0.0)))
+    merged = [tuple(written) for written in forms.values() if len(written) > 1]
+    return Imported(systems, queries, bad, kept, beyond, merged=merged)
+
+
+def query_key(query: str) -> str:
+    """What matches a query across the two lists: qcat's normalized query (``TV`` and ``tv `` are
+    one), or the query as written where nothing is left of it after normalization (``!!!``)."""
+    return normalize(query) or query
 
 
 def _segments(order: list[str], segment_of: dict[str, str], impressions_of: dict[str, float],
@@ -406,7 +430,7 @@ def _segments(order: list[str], segment_of: dict[str, str], impressions_of: dict
     missing = [q for q in order if q not in out]
     if missing:
         if default_segment is None:
-            raise InputError(f"{len(missing):,} queries (first {shown(missing[0])}) have neither a segment nor an "
+            raise InputError(f"{len(missing):,} queries (first normalized {shown(missing[0])}) have neither a segment nor an "
                              "impressions column: add one, or put them all in one segment with --default-segment "
                              f"{{{','.join(SEGMENTS)}}}")
         out.update({q: default_segment for q in missing})
@@ -414,8 +438,13 @@ def _segments(order: list[str], segment_of: dict[str, str], impressions_of: dict
 
 
 def report_bad_rows(imported: Imported, say) -> None:
-    """Every row that could not be used, by file and line (the first :data:`MAX_BAD_SHOWN`, then a count)."""
+    """Every row that could not be used, by file and line (the first :data:`MAX_BAD_SHOWN`, then a count),
+    and the queries written several ways that were matched as one."""
     for message in imported.bad_rows[:MAX_BAD_SHOWN]:
         say(f"skipped {message}")
     if len(imported.bad_rows) > MAX_BAD_SHOWN:
         say(f"... and {len(imported.bad_rows) - MAX_BAD_SHOWN:,} more rows skipped")
+    if imported.merged:
+        examples = "; ".join(" = ".join(shown(form) for form in forms) for forms in imported.merged[:3])
+        say(f"matched {len(imported.merged):,} quer{'y' if len(imported.merged) == 1 else 'ies'} written in several "
+            f"ways as one (qcat's normalized query), each shown as first written (e.g. {examples})")

@@ -21,9 +21,12 @@ class DataLossRefused(InputError):
     """A downgrade would drop tables that hold rows, and dropping them was not confirmed."""
 
 
-def _run(action, url: str | None, revision: str, drop_data: bool = True) -> tuple[str | None, str | None]:
+def _run(action, url: str | None, revision: str, drop_data: bool = True,
+         other_tables: bool = False) -> tuple[str | None, str | None]:
     """Run ``action`` to ``revision`` in one transaction; roll it back (and raise
-    :class:`DataLossRefused`) when it would drop tables holding rows and ``drop_data`` is false."""
+    :class:`DataLossRefused`) when it would drop tables holding rows and ``drop_data`` is false.
+    A database that holds tables but no qcat migration history (another application's) is refused
+    unless ``other_tables``."""
     engine = make_engine(url)
     try:
         before = current_revision(engine)
@@ -32,6 +35,8 @@ def _run(action, url: str | None, revision: str, drop_data: bool = True) -> tupl
         config = alembic_config()
         with engine.begin() as connection:
             rows = row_counts(connection)
+            if before is None and rows and not other_tables:
+                raise InputError(foreign_tables_message(engine, rows))
             config.attributes["connection"] = connection
             action(config, revision)
             lost = {table: n for table, n in rows.items() if n and table not in table_names(connection)}
@@ -75,9 +80,17 @@ def data_loss_message(engine, before: str | None, revision: str, lost: dict[str,
             f"(`qcat judge backup`) and pass --yes to drop them")
 
 
-def upgrade(url: str | None = None, revision: str = "head") -> tuple[str | None, str | None]:
-    """Migrate up to ``revision``; returns the revisions before and after."""
-    return _run(command.upgrade, url, revision)
+def foreign_tables_message(engine, rows: dict[str, int]) -> str:
+    names = ", ".join(sorted(rows)[:5]) + (f" and {len(rows) - 5:,} more" if len(rows) > 5 else "")
+    return (f"{shown(engine.url)} already holds {len(rows):,} table{'s' * (len(rows) > 1)} ({names}) but no qcat "
+            f"migration history: it looks like another application's database. Give the judging store a database "
+            f"of its own, or pass --allow-other-tables to add qcat's tables beside them; nothing was changed")
+
+
+def upgrade(url: str | None = None, revision: str = "head", other_tables: bool = False) -> tuple[str | None, str | None]:
+    """Migrate up to ``revision``; returns the revisions before and after. A database holding
+    tables but no qcat history is refused unless ``other_tables``."""
+    return _run(command.upgrade, url, revision, other_tables=other_tables)
 
 
 def downgrade(url: str | None = None, revision: str = "-1", drop_data: bool = False) -> tuple[str | None, str | None]:

@@ -21,6 +21,7 @@ import numpy as np
 
 from qcat.errors import InputError
 from qcat.normalize import normalize
+from qcat.paths import check_file
 from qcat.taxonomy import Taxonomy
 from qcat.training.clicklogs.clicklog import (
     INTERNAL_NODE_RULES,
@@ -120,8 +121,7 @@ def ingest_catalog(path: str | Path, taxonomy: Taxonomy, *, internal_nodes: str 
     path = Path(path)
     if path.is_dir():
         raise InputError(f"--catalog {path}: is a directory; give the catalog file (CSV, TSV, Parquet or JSONL)")
-    if not path.is_file():
-        raise InputError(f"--catalog {path}: no such file")
+    check_file(path, "--catalog")
     fmt = fmt or detect_format(path, "catalog")
     engine = DuckDBEngine()
     try:

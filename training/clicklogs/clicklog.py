@@ -1,9 +1,10 @@
 """Click-log ingestion: read, validate, normalize and aggregate, in DuckDB or Spark.
 
 A click log is CSV, Parquet or JSONL with the columns ``query``, ``category`` (a taxonomy
-id or a `` > ``-joined path) and optionally ``clicks`` (absent: one click per row),
-``impressions`` and ``date``. Rows that cannot be used are counted per reason and
-reported; with ``strict=True`` the first one raises an error naming the file and row.
+id or a `` > ``-joined path) and optionally ``clicks`` (no such column: one click per row; with
+the column, an empty count is a bad row), ``impressions`` and ``date``. A header naming a column
+twice is refused. Rows that cannot be used are counted per reason and reported; with
+``strict=True`` the first one raises an error naming the file and row.
 Pairs with fewer than ``min_clicks`` clicks after aggregation are dropped as noise
 (eBay §4.1 uses 3) and counted too.
 
@@ -14,11 +15,16 @@ and reported, each resolved by one rule:
   ``other`` (default) counts its rows for an explicit ``Other`` leaf under the node
   (``A > B`` -> ``A > B > Other``, the demo catalog's rule), ``refuse`` stops with the counts,
   ``keep`` trains on the node itself;
-* rows of one query as typed and one day (undated rows: one day) that report different
-  impressions: impressions are the query's searches, so the day counts the largest value
-  reported (typed variants that normalize alike are different searches and add up);
+* rows of one query as typed and one day (undated rows: one day) whose categories report
+  different impressions: impressions are the query's searches, so the day counts the largest
+  category's (rows of one category that day add up, clicks and impressions alike; typed variants
+  that normalize alike are different searches and add up too);
 * rows that repeat another row exactly (normalized query, category, date, clicks,
-  impressions): they are summed like any rows, and counted so that a duplicated export shows.
+  impressions): they are summed like any rows, clicks and impressions alike, and counted so that
+  a duplicated export shows.
+
+Under these rules no pair has more clicks than impressions; any that did would be counted,
+dropped and named in the report.
 
 The rules are here and in :mod:`qcat.training.clicklogs.ingest_sql`, once; an engine
 (:class:`qcat.training.clicklogs.ingest_engine.IngestEngine`) only reads the log and runs the SQL.
@@ -49,12 +55,14 @@ REASONS = {
     "bad_encoding": "not valid UTF-8",
     "too_long": "line is too long",
     "malformed_row": "malformed row (wrong number of fields, a quote not closed on its line, a stray carriage "
-                     "return, or invalid JSON)",
+                     "return, invalid JSON, or a JSON object naming a field twice)",
+    "query_not_text": "query is not a JSON string (a list, number, object or true/false)",
     "query_too_long": f"query is too long (over {MAX_QUERY_BYTES:,} bytes)",
     "empty_query": "query is empty after normalization",
     "unknown_category": "category is not in the taxonomy",
-    "ambiguous_category": "category path belongs to several taxonomy ids",
-    "bad_clicks": "clicks is not a non-negative number",
+    "ambiguous_category": "category names several taxonomy nodes (a path of several ids, or one node's id and "
+                          "another's path)",
+    "bad_clicks": "clicks is empty or not a non-negative number",
     "bad_impressions": "impressions is not a non-negative number",
     "clicks_exceed_impressions": "clicks exceed impressions",
     "bad_date": "date is not a date",
@@ -79,6 +87,8 @@ class IngestReport:
     pairs_aggregated: int = 0
     pairs_below_min_clicks: int = 0
     clicks_below_min_clicks: float = 0.0
+    pairs_over_impressions: int = 0  # pairs whose clicks exceed their impressions after aggregation: dropped
+    pairs_over_examples: list[tuple[str, str, float, float]] = field(default_factory=list)
     pairs_kept: int = 0
     queries_kept: int = 0
     min_clicks: float = 3
@@ -114,11 +124,17 @@ class IngestReport:
             examples = "; ".join(f"{shown(query)} on {day or 'no date'}: {low:g} vs {high:g}"
                               for query, day, low, high in self.impression_conflict_examples)
             lines.append(f"  {self.impression_conflicts:,} (query, day) groups ({self.impression_conflict_rows:,} rows) "
-                         f"report different impressions for the same typed query; each day counts the largest "
-                         f"(e.g. {examples})")
+                         f"report different impressions for the same typed query in different categories; each day "
+                         f"counts the largest (e.g. {examples})")
         if self.duplicate_rows:
             lines.append(f"  {self.duplicate_rows:,} rows repeat another row exactly (query, category, date, clicks, "
-                         f"impressions); summed like the others: deduplicate the log first if they are copies")
+                         f"impressions); their clicks and impressions are summed like the others: deduplicate the log "
+                         f"first if they are copies")
+        if self.pairs_over_impressions:
+            examples = "; ".join(f"{shown(query)} {category}: {clicks:g} clicks, {impressions:g} impressions"
+                                 for query, category, clicks, impressions in self.pairs_over_examples)
+            lines.append(f"  {self.pairs_over_impressions:,} (query, category) pairs have more clicks than impressions "
+                         f"after aggregation; dropped (e.g. {examples})")
         lines.append(
             f"  {self.pairs_aggregated:,} (query, category) pairs; {self.pairs_below_min_clicks:,} with fewer "
             f"than {self.min_clicks:g} clicks dropped ({self.clicks_below_min_clicks:,.0f} clicks); "
@@ -249,7 +265,7 @@ def _ingest(engine: IngestEngine, path: str, taxonomy: Taxonomy, fmt: str, min_c
     engine.map_queries(normalize)
     category_map, taxonomy = _category_map(engine.distinct("category"), taxonomy, internal_nodes)
     engine.register("category_map", category_map)
-    engine.view("classified", sql.classify_sql(date_from, date_to))
+    engine.view("classified", sql.classify_sql(date_from, date_to, clicks_column="clicks" in engine.present))
     if strict:
         first = engine.rows(sql.FIRST_REJECT_SQL)
         if first:
@@ -348,9 +364,13 @@ def _category_map(raw_categories: list[str], taxonomy: Taxonomy, internal_nodes:
 
 
 def _aggregate(engine: IngestEngine, min_clicks: float, report: IngestReport) -> ClickTable:
-    pairs, below, below_clicks = engine.rows(sql.pair_counts_sql(min_clicks))[0]
+    pairs, below, below_clicks, over = engine.rows(sql.pair_counts_sql(min_clicks))[0]
     report.pairs_aggregated, report.pairs_below_min_clicks = int(pairs), int(below)
     report.clicks_below_min_clicks = float(below_clicks)
+    report.pairs_over_impressions = int(over)
+    if over:
+        report.pairs_over_examples = [(query, category, float(clicks), float(impressions)) for query, category, clicks,
+                                      impressions in engine.rows(sql.OVER_EXAMPLES_SQL.format(limit=3))]
     kept = engine.columns(sql.kept_sql(min_clicks))
     n = report.pairs_kept = len(kept["query"])
     # Rows come sorted by query: a new query starts where it differs from the row before

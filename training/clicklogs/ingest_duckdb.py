@@ -19,6 +19,7 @@ import numpy as np
 
 from qcat.errors import InputError
 from qcat.lines import MAX_QUERY_BYTES, query_bytes
+from qcat.paths import check_file
 from qcat.training.clicklogs.ingest_engine import COLUMNS, REQUIRED, check_header
 from qcat.training.clicklogs.ingest_sql import DUCKDB_MACROS
 from qcat.training.clicklogs.ingest_text import read_delimited, read_jsonl
@@ -55,6 +56,7 @@ class DuckDBEngine:
     lines: int | None = None  # the file's physical lines, header and blank ones (None: Parquet)
     header_lines = 0
     blank_lines = 0
+    present: frozenset[str] = frozenset()
 
     def __init__(self, memory_limit_: str | None = None):
         limit = memory_limit(memory_limit_)  # checked before anything is created
@@ -70,8 +72,7 @@ class DuckDBEngine:
         :mod:`qcat.training.catalog.ingest`), refusing one without the ``required`` ones."""
         path = Path(path)
         if fmt == "parquet":
-            if not path.is_file():
-                raise InputError(f"{path}: no such file")
+            check_file(path)
             self._view_parquet(path, columns, required)
             return
         try:
@@ -89,6 +90,7 @@ class DuckDBEngine:
         rows = (read_jsonl(raw, columns, required) if fmt == "jsonl"
                 else read_delimited(raw, "\t" if fmt == "tsv" else ",", columns, required))
         self.lines, self.header_lines, self.blank_lines = rows.lines, rows.header_lines, rows.blank_lines
+        self.present = rows.present
         self.register("raw", rows.arrays())
 
     def _view_parquet(self, path: Path, columns: tuple[str, ...], required: tuple) -> None:
@@ -98,6 +100,7 @@ class DuckDBEngine:
         except duckdb.Error as exc:
             raise InputError(f"cannot read Parquet: {str(exc).splitlines()[0]}") from None
         check_header(names, required)
+        self.present = frozenset(names)
         select = ", ".join(
             f'cast("{c}" as varchar) as "{c}"' if c in names else f'cast(null as varchar) as "{c}"' for c in columns
         )

@@ -26,6 +26,7 @@ class IngestEngine(Protocol):
     lines: int | None  # after ``read``: the file's physical lines, None where not known (Parquet, Spark)
     header_lines: int  # of those, the header's
     blank_lines: int  # and the blank ones (every other line is a row of ``raw``)
+    present: frozenset[str]  # after ``read``: the columns the log has (JSONL: those some record gives a value)
 
     def read(self, path: str, fmt: str) -> None:
         """Make the ``raw`` relation from a click log; InputError if it cannot be read."""
@@ -63,8 +64,15 @@ class IngestEngine(Protocol):
 
 
 def check_header(header: Sequence[str], required: Sequence[str] = REQUIRED) -> None:
-    """Refuse a header without every ``required`` column; a tuple inside ``required`` is met by any one of its
-    names (a catalog's ``category`` or ``category_path``)."""
+    """Refuse a header without every ``required`` column, or naming a column twice (which of the two
+    counts would be a guess: ``query,category,category,clicks``); a tuple inside ``required`` is met by
+    any one of its names (a catalog's ``category`` or ``category_path``). Names compare as lower case,
+    as the readers read them; unnamed columns (trailing delimiters) may repeat."""
+    repeated = sorted({name for name in header if name and list(header).count(name) > 1})
+    if repeated:
+        raise InputError(f"the header names the column{'s' * (len(repeated) > 1)} "
+                         f"{', '.join(shown(name) for name in repeated)} twice (found: {shown(', '.join(header))}): "
+                         f"which one counts would be a guess; remove or rename the copy")
     missing = [c if isinstance(c, str) else " or ".join(c) for c in required
                if not (c in header if isinstance(c, str) else any(name in header for name in c))]
     if missing:

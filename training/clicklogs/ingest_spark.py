@@ -35,6 +35,7 @@ from qcat.training.clicklogs.ingest_engine import COLUMNS, check_header
 
 INSTALL = 'pip install "qcat[spark]" and Java 17+ (Debian: apt-get install default-jre-headless)'
 CORRUPT = "_corrupt_record"
+NOT_TEXT = "_query_not_text"
 REPLACEMENT = "\ufffd"
 _shipped: set[tuple[int, str]] = set()  # (SparkContext id, zip digest) already added
 
@@ -109,6 +110,7 @@ class SparkEngine:
     lines = None  # a distributed read counts no lines
     header_lines = 0
     blank_lines = 0
+    present: frozenset[str] = frozenset()
 
     def __init__(self, spark, *, owned: bool = False):
         self.spark = spark
@@ -139,8 +141,9 @@ class SparkEngine:
             self.spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
             if fmt == "parquet":
                 frame = self.spark.read.parquet(path)
+                check_header([c.lower() for c in frame.columns])
                 names = {c.lower(): c for c in frame.columns}
-                check_header(list(names))
+                self.present = frozenset(names)
                 texts = [(F.col(f"`{names[c]}`").cast("string") if c in names else F.lit(None).cast("string")).alias(c)
                          for c in COLUMNS]
                 raw = frame.select(F.monotonically_increasing_id().alias("row"), *texts,
@@ -157,19 +160,35 @@ class SparkEngine:
                     undecodable = undecodable | F.coalesce(
                         (F.instr(column, REPLACEMENT) > 0) | ~F.call_function("is_valid_utf8", column), F.lit(False))
                 bad = F.when(undecodable, "bad_encoding").when(F.col(CORRUPT).isNotNull(), "malformed_row")
+                if fmt == "jsonl":
+                    bad = bad.when(F.col(NOT_TEXT), "query_not_text")
                 raw = frame.select(F.monotonically_increasing_id().alias("row"), *texts, bad.alias("bad"),
                                    F.when(bad.isNotNull(), F.substring(joined, 1, 80)).alias("bad_value"))
             self._name("raw", raw)
             if fmt == "jsonl":
                 self._check_json_columns()
+            elif fmt != "parquet":
+                self.present = frozenset(fields)
 
     def _read_text(self, path: str, fmt: str):
         from pyspark.sql.types import StringType, StructField, StructType
 
         if fmt == "jsonl":
+            from pyspark.sql import functions as F
+            from pyspark.sql.types import VariantType
+
+            # The query is read as a variant, so that a list or a number (which a string column
+            # would hold as its JSON text: ["lego"] -> "lego") is a row skipped as query_not_text.
             fields = list(COLUMNS)
-            schema = StructType([StructField(c, StringType()) for c in fields + [CORRUPT]])
+            schema = StructType([StructField(c, VariantType() if c == "query" else StringType()) for c in fields]
+                                + [StructField(CORRUPT, StringType())])
             frame = self.spark.read.json(path, schema=schema, mode="PERMISSIVE", columnNameOfCorruptRecord=CORRUPT)
+            text = "schema_of_variant(query) = 'STRING'"
+            frame = frame.select(
+                F.expr(f"case when {text} then variant_get(query, '$', 'string') end").alias("query"),
+                *[F.col(c) for c in fields if c != "query"], F.col(CORRUPT),
+                F.expr(f"coalesce(query is not null and not is_variant_null(query) and not {text}, false)")
+                .alias(NOT_TEXT))
             return frame, fields
         options = dict(sep="\t" if fmt == "tsv" else ",", quote='"', escape='"', encoding="UTF-8", multiLine=False)
         header = self.spark.read.csv(path, header=True, **options).columns
@@ -179,15 +198,15 @@ class SparkEngine:
                             + [StructField(CORRUPT, StringType())])
         frame = self.spark.read.csv(path, header=True, schema=schema, mode="PERMISSIVE",
                                     columnNameOfCorruptRecord=CORRUPT, **options)
-        # Spark ignores the header once given a schema (names are positional); of two columns
-        # with one name the last counts, as in the Python reader's dict(zip(header, record)).
+        # Spark ignores the header once given a schema (names are positional); check_header has
+        # refused a name given twice.
         chosen = {c: f"_c{i}_{c}" for i, c in enumerate(fields)}
         frame = frame.select(*[frame[chosen[c]].alias(c) for c in chosen], frame[CORRUPT])
         return frame, list(chosen)
 
     def _check_json_columns(self) -> None:
-        found = [c for c in ("query", "category")
-                 if self.spark.sql(f"select 1 from raw where {c} is not null limit 1").take(1)]
+        found = [c for c in COLUMNS if self.spark.sql(f"select 1 from raw where {c} is not null limit 1").take(1)]
+        self.present = frozenset(found)
         if self.spark.sql("select 1 from raw where bad is null limit 1").take(1):
             check_header(found)
 

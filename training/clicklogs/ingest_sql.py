@@ -60,9 +60,11 @@ def _finite_non_negative(value: str) -> str:
     return f"({value} >= 0 and {value} < cast('Infinity' as double))"
 
 
-def classify_sql(date_from: date | None, date_to: date | None) -> str:
+def classify_sql(date_from: date | None, date_to: date | None, clicks_column: bool = True) -> str:
     """Each row of ``raw`` with its typed values, ``reason`` (a key of REASONS, null if usable),
-    ``value`` (the offending text) and ``in_range`` (inside [date_from, date_to))."""
+    ``value`` (the offending text) and ``in_range`` (inside [date_from, date_to)). A log without a
+    clicks column (``clicks_column`` false) counts one click a row; in a log with one, an empty
+    clicks cell is a bad count, never a default."""
     bounds = ([f"day >= {date_literal(date_from)}"] if date_from else []) + \
              ([f"day < {date_literal(date_to)}"] if date_to else [])
     in_range = f"coalesce({' and '.join(bounds)}, false)" if bounds else "true"
@@ -78,7 +80,8 @@ with typed as (
     select /*+ BROADCAST(c) */ r.row, r.bad, r.bad_value, r.query, r.category,
            r.clicks as clicks_text, r.impressions as impressions_text, r.date as date_text,
            q.normalized, q.bytes as query_bytes, c.category_id, c.named_id, coalesce(c.ambiguous, false) as ambiguous,
-           case when r.clicks is null or trim(r.clicks) = '' then cast(1 as double)
+           case when r.clicks is null or trim(r.clicks) = ''
+                then {'cast(null as double)' if clicks_column else 'cast(1 as double)'}
                 else {_number('r.clicks')} end as clicks,
            case when r.impressions is null or trim(r.impressions) = '' then cast(null as double)
                 else {_number('r.impressions')} end as impressions,
@@ -106,7 +109,7 @@ select row, normalized, category_id, named_id, clicks, impressions, day,
         when {too_long} then concat(cast(query_bytes as string), ' bytes: ', substr(query, 1, 40))
         when {empty} then coalesce(query, '')
         when ambiguous or category_id is null then coalesce(category, '')
-        when {bad_clicks} then clicks_text
+        when {bad_clicks} then coalesce(clicks_text, '')
         when {bad_impressions} then impressions_text
         when {exceed} then concat(coalesce(clicks_text, ''), ' > ', impressions_text)
         else date_text
@@ -143,13 +146,20 @@ from groups where reason is null and in_range
 """
 
 # Impressions count the searches of a query as typed (on a day; rows without a date are one day).
-# Rows of one typed query and day that report different impressions conflict: the day counts the
-# largest. Typed variants that normalize to one query ("Lego", "lego") are different searches:
-# the normalized query's searches that day are the sum of its variants'.
+# Rows of one typed query, category and day are parts of one count: their clicks add up and so do
+# their impressions (an exact duplicate row counts both twice, never its clicks alone). Rows of
+# other categories report the same searches: where the categories' impressions differ they
+# conflict, and the day counts the largest. Typed variants that normalize to one query ("Lego",
+# "lego") are different searches: the normalized query's searches that day are the sum of its
+# variants'. So no pair's clicks can exceed its impressions.
 VARIANT_DAYS_SQL = """
 select query, query_text, day, max(impressions) as impressions, min(impressions) as lowest,
        count(distinct impressions) as impression_values, sum(rows) as rows
-from used group by query, query_text, day
+from (
+    select query, query_text, category_id, day, sum(impressions * rows) as impressions, sum(rows) as rows
+    from used group by query, query_text, category_id, day
+) category_days
+group by query, query_text, day
 """
 
 QUERY_DAYS_SQL = """
@@ -202,11 +212,25 @@ select reason, row, value from (
 FIRST_REJECT_SQL = "select row, reason, value from classified where reason is not null order by row limit 1"
 
 
+def _over(column: str = "") -> str:
+    """A pair whose clicks exceed its impressions (beyond rounding): the rule above makes none,
+    and ingestion counts and drops any all the same."""
+    return (f"({column}rows_with_impressions = {column}rows and "
+            f"{column}clicks > {column}impressions * {double_literal(1 + 1e-9)})")
+
+
 def pair_counts_sql(min_clicks: float) -> str:
-    """Pairs, pairs below ``min_clicks`` and their clicks."""
-    below = f"clicks < {double_literal(min_clicks)}"
+    """Pairs, pairs below ``min_clicks`` and their clicks, and pairs whose clicks exceed their
+    impressions."""
+    below = f"clicks < {double_literal(min_clicks)} and not {_over()}"
     return (f"select count(*), count(case when {below} then 1 end), "
-            f"coalesce(sum(case when {below} then clicks end), 0) from pairs")
+            f"coalesce(sum(case when {below} then clicks end), 0), count(case when {_over()} then 1 end) from pairs")
+
+
+OVER_EXAMPLES_SQL = f"""
+select query, category_id, clicks, impressions from pairs where {_over()}
+order by clicks - impressions desc, query limit {{limit}}
+"""
 
 
 def kept_sql(min_clicks: float) -> str:
@@ -221,6 +245,6 @@ with demand as (
 select p.query, p.category_id, p.clicks,
        case when p.rows_with_impressions = p.rows then p.impressions end as impressions, d.query_impressions
 from pairs p join demand d on d.query = p.query
-where p.clicks >= {double_literal(min_clicks)}
+where p.clicks >= {double_literal(min_clicks)} and not {_over("p.")}
 order by p.query, p.clicks desc, p.category_id
 """

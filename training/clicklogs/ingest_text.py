@@ -35,6 +35,7 @@ class _RawRows:
     lines: int = 0
     header_lines: int = 0
     blank_lines: int = 0
+    present: frozenset[str] = frozenset()  # the columns the file has (JSONL: names some record gives a value)
 
     def __post_init__(self) -> None:
         self.columns = self.columns or {c: [] for c in self.names}
@@ -102,6 +103,7 @@ def read_delimited(raw: bytes, delimiter: str, columns: tuple[str, ...] = COLUMN
                                  f"{shown(text)}{cr}")
             header = [h.strip().lower() for h in fields]
             check_header(header, required)
+            rows.present = frozenset(header)
             continue
         if not text.strip():
             rows.blank_lines += 1
@@ -115,6 +117,23 @@ def read_delimited(raw: bytes, delimiter: str, columns: tuple[str, ...] = COLUMN
     return rows
 
 
+class _Pairs(list):
+    """A JSON object as its (name, value) pairs in file order, names repeated as written."""
+
+
+def _json_object(text: str) -> dict | None:
+    """A JSONL line's record with its names in lower case; None when the line is not a JSON object
+    or names a field twice (``"query"`` twice, or ``"query"`` and ``"Query"``: which counts would
+    be a guess). Raises JSONDecodeError or RecursionError for a line that is not JSON."""
+    value = json.loads(text, object_pairs_hook=_Pairs)
+    if not isinstance(value, _Pairs):
+        return None
+    names = [name.lower() for name, _ in value]
+    if len(set(names)) != len(names):
+        return None
+    return {name: item for name, (_, item) in zip(names, value)}
+
+
 def read_jsonl(raw: bytes, columns: tuple[str, ...] = COLUMNS, required: tuple[str, ...] = REQUIRED) -> _RawRows:
     rows = _RawRows(columns)
     seen_columns: set[str] = set()
@@ -123,16 +142,19 @@ def read_jsonl(raw: bytes, columns: tuple[str, ...] = COLUMNS, required: tuple[s
             rows.blank_lines += 1
             continue
         try:
-            record = json.loads(text)
+            record = _json_object(text)
         except (json.JSONDecodeError, RecursionError):
+            record = None
+        if record is None:
             rows.add_bad(number, "malformed_row", text)
             continue
-        if not isinstance(record, dict):
-            rows.add_bad(number, "malformed_row", text)
+        seen_columns.update(name for name, value in record.items() if value is not None)
+        if record.get("query") is not None and not isinstance(record["query"], str):
+            rows.add_bad(number, "query_not_text", text)  # a list or a number is no query anyone typed
             continue
-        seen_columns.update(record)
-        rows.add(number, {k.lower(): v for k, v in record.items()})
+        rows.add(number, record)
     if any(reason is None for reason in rows.bad):
-        check_header([c.lower() for c in seen_columns], required)
+        check_header(sorted(seen_columns), required)
+    rows.present = frozenset(seen_columns)
     rows.check_lines()
     return rows

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from qcat.cli import float_at_least, int_at_least, positive_float
 from qcat.errors import InputError
+from qcat.paths import check_file
 from qcat.training.clicklogs.clicklog import INTERNAL_NODE_RULES
 
 
@@ -77,8 +78,7 @@ def data_from_args(args: argparse.Namespace):
         if args.catalog.is_dir():
             raise InputError(f"--catalog {args.catalog}: is a directory; give the catalog file (CSV, TSV, Parquet or "
                              f"JSONL)")
-        if not args.catalog.is_file():
-            raise InputError(f"--catalog {args.catalog}: no such file")
+        check_file(args.catalog, "--catalog")
     if getattr(args, "confusable", None) is not None:  # a bad map fails now, not after training
         from qcat.confusable import load_confusable
 
@@ -114,8 +114,7 @@ def _catalog_data(args: argparse.Namespace, data):
     if data is None:
         if args.taxonomy is None:
             raise InputError("--catalog without --log or --corpus (cold start) needs --taxonomy")
-        if not args.taxonomy.is_file():
-            raise InputError(f"--taxonomy {args.taxonomy}: no such file")
+        check_file(args.taxonomy, "--taxonomy")
         args.catalog_only = True
         catalog = CatalogData(args.catalog, None, args.taxonomy, True, args.split_seed or 0,
                               args.internal_nodes or "other", None)
@@ -154,13 +153,11 @@ def _base_data(args: argparse.Namespace):
         if args.period is not None:
             raise InputError(f"--period {args.period} is for a corpus; a click log (--log) is one period: "
                              f"select dates with qcat data ingest --date-from/--date-to")
-        if not args.log.is_file():
-            raise InputError(f"--log {args.log}: no such file")
+        check_file(args.log, "--log")
         from qcat.training.clicklogs.ingest_duckdb import memory_limit
 
         memory_limit()  # a bad $QCAT_DUCKDB_MEMORY_LIMIT fails before any work
-        if not args.taxonomy.is_file():
-            raise InputError(f"--taxonomy {args.taxonomy}: no such file")
+        check_file(args.taxonomy, "--taxonomy")
         log = LogCorpus(args.log, args.taxonomy, 3 if args.min_clicks is None else args.min_clicks,
                         args.split_seed or 0, args.internal_nodes or "other")
         return log, log_source(log)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from qcat.errors import InputError
+from qcat.paths import check_file
 
 LEAVES = (4, 7)
 ROUNDS = (50, 100, 200)
@@ -95,8 +96,7 @@ def neighbour_listings(corpus, catalog_file: Path | None):
                              "vote searches)")
         catalog = base.catalog()
         return catalog, base.holdout_split(catalog) == 0, str(base.path("catalog"))
-    if not catalog_file.is_file():
-        raise InputError(f"--catalog {catalog_file}: no such file")
+    check_file(catalog_file, "--catalog")
     catalog = load_catalog(catalog_file)
     keep = np.ones(len(catalog), dtype=bool)
     if has_catalog:  # leave out the corpus's held-out listings, by id and by title
