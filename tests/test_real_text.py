@@ -156,19 +156,36 @@ class _Fixed:
 
 def test_choose_hybrid_picks_the_option_the_objective_prefers() -> None:
     """NB knows 1- and 2-token queries, the long model 3+-token ones: cutoff 2 wins, and with
-    blend 0 only (NB's wrong answers would pull the long model's right ones down)."""
+    blend 0 only (NB's wrong answers would pull the long model's right ones down). On five
+    validation queries that win is within noise, so the best single part (NB alone) is kept; on
+    the same queries ten times over (distinct words, same lengths) cutoff 2 wins by more than 2
+    paired SE."""
     taxonomy = from_paths(["x", "y"])
     x, y = taxonomy.id_of_path("x"), taxonomy.id_of_path("y")
     labels = (x, y)
     nb = _Fixed("nb", labels, {}, x)
     long = _Fixed("xreg", labels, {}, y)
-    sets = {"simulated": (table_from_pairs(["a", "a b", "a b c"], [x, x, y]), 0.5),
-            "real-title": (table_from_pairs(["a b c d", "b"], [y, x]), 0.5)}
-    best, table = choose_hybrid(nb, {"xreg": long}, (1, 2, 3, 4), sets, taxonomy, blends=(0.0,))
-    assert (best.cutoff, best.long_backend) == (2, "xreg")
-    # cutoff 1: "a b" goes to the long model (wrong); 3 and 4: "a b c" (and "a b c d") go to NB (wrong).
-    assert [row["objective"] for row in table] == [pytest.approx(v, abs=1e-5) for v in (5 / 6, 1.0, 5 / 6, 7 / 12)]
-    score, per_set = objective(best, sets)
+
+    def sets_of(copies: int):
+        def words(n, c, stem):
+            return " ".join(f"{stem}{i}c{c}" for i in range(n))
+        sim = [(words(n, c, "s"), label) for c in range(copies) for n, label in ((1, x), (2, x), (3, y))]
+        real = [(words(n, c, "r"), label) for c in range(copies) for n, label in ((4, y), (1, x))]
+        return {"simulated": (table_from_pairs([q for q, _ in sim], [c for _, c in sim]), 0.5),
+                "real-title": (table_from_pairs([q for q, _ in real], [c for _, c in real]), 0.5)}
+
+    few = sets_of(1)
+    best, table, decision = choose_hybrid(nb, {"xreg": long}, (1, 2, 3, 4), few, taxonomy, blends=(0.0,))
+    # NB alone: "a b c" and "a b c d" wrong; XReg alone: only those right. Then the cutoffs:
+    # cutoff 1: the 2-token queries go to the long model (wrong); 3 and 4: 3+-token ones to NB (wrong).
+    assert [row["objective"] for row in table] == [pytest.approx(v, abs=1e-5) for v in
+                                                   (0.5 * 2 / 3 + 0.5 * 0.5, 0.5 * 1 / 3 + 0.5 * 0.5,
+                                                    5 / 6, 1.0, 5 / 6, 7 / 12)]
+    assert not decision.decided and best.route_to == "nb" and decision.rows[decision.default]["name"] == "NB alone"
+    many = sets_of(10)
+    best, table, decision = choose_hybrid(nb, {"xreg": long}, (1, 2, 3, 4), many, taxonomy, blends=(0.0,))
+    assert decision.decided and (best.cutoff, best.long_backend, best.route_to) == (2, "xreg", "hybrid")
+    score, per_set = objective(best, many)
     assert score == pytest.approx(1.0) and per_set == {"simulated": 1.0, "real-title": 1.0}
 
 

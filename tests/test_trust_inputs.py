@@ -229,6 +229,7 @@ def test_the_search_never_uses_jax_even_where_it_is_installed():
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # 2 min 44 s alone (147,380 queries classified twice and searched): `pytest -m heavy`
 def test_queries_beyond_the_log_are_bounded_by_it(tmp_path):
     """`--queries 100000000` searches every query of the period once (147,380 in the demo's base
     period, 59,279 with results), in batches of bounded size, and says so."""

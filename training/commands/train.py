@@ -173,7 +173,9 @@ def run_train_nb(args: argparse.Namespace) -> int:
     record_confusable(args, model, dataset.taxonomy)
     model.metrics["test"] = evaluate_pr(model, dataset.test)
     save_bundle(model, args.out, dataset)
-    print(f"chose threshold {model.config['threshold']:g}, alpha {model.config['alpha']:g} "
+    print(model.metrics["tuning_decision"]["summary"])
+    verb = "chose" if model.metrics["tuning_decision"]["decided_by_validation"] else "kept the default"
+    print(f"{verb} threshold {model.config['threshold']:g}, alpha {model.config['alpha']:g} "
           f"(validation objective {model.metrics['validation_objective']:.4f})")
     print(describe_fit(model.calibration))
     print("validation " + json.dumps(model.metrics["validation"]))
