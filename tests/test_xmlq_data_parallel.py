@@ -76,6 +76,7 @@ def test_distributed_under_jax_needs_a_batch_that_splits_across_the_devices(tmp_
         "splits evenly across them")
 
 
+@pytest.mark.heavy  # 40 s: the command end to end; the two-device equality above runs by default
 def test_distributed_under_jax_trains_and_exports_from_the_command_line(tmp_path, data_dir) -> None:
     """439 training queries in batches of 64 over 2 devices: the last batch of 55 trains as 54."""
     from qcat.classifier import load_model
