@@ -58,7 +58,6 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-import scipy.sparse as sp
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -181,41 +180,33 @@ def query_sets(corpus, dataset, real_split: str = "test") -> dict:
 LENIENCY = None  # set in main(): the confusable map and departments (qcat.measure.leniency.Leniency) per set
 
 
-def label_space(table) -> np.ndarray:
-    """The truth's columns: every leaf of the taxonomy, then any other category ``table`` names, so
-    that an answer the set never has as its gold is still known (its department, its pairs)."""
-    taxonomy, _ = LENIENCY
-    leaves = list(taxonomy.leaves)
-    known = set(leaves)
-    return np.array(leaves + sorted(c for c in table.categories if c not in known), dtype=object)
+def labels_of(table) -> np.ndarray:
+    """The truth's columns: every leaf of the taxonomy, then the other categories ``table`` names
+    (:func:`qcat.training.selection.table_metrics.label_space`), so that an answer the set never has
+    as its gold is still known (its department, its pairs)."""
+    from qcat.training.selection.table_metrics import label_space
 
-
-def leniency_for(table):
-    """A :class:`~qcat.measure.leniency.Leniency` over :func:`label_space` of ``table``."""
-    from qcat.measure.leniency import Leniency
-
-    taxonomy, confusable = LENIENCY
-    return Leniency.build(label_space(table), taxonomy, confusable)
+    return label_space(LENIENCY[0], table.categories)
 
 
 def outcomes_of(matched, table) -> dict[str, np.ndarray]:
     """Per valid query: strict, lenient (where there is a map) and severe top-1 (0/1 each)."""
-    from qcat.measure.leniency import top1_outcomes
+    from qcat.measure.leniency import Leniency, top1_outcomes
 
-    outcome = top1_outcomes(matched, leniency_for(table))
+    taxonomy, confusable = LENIENCY
+    outcome = top1_outcomes(matched, Leniency.build(labels_of(table), taxonomy, confusable))
     return {name: outcome[name].astype(np.float64) for name in ("strict", "lenient", "severe")
             if outcome[name] is not None}
 
 
 def matched_on(model, table, predictions: Predictions | None = None):
-    """The top K against the truth over :func:`label_space` (PR@k does not depend on the columns;
+    """The top K against the truth over :func:`labels_of` (PR@k does not depend on the columns;
     lenient and severe need every answer's category known)."""
+    from qcat.training.selection.table_metrics import truth_over
+
     predictions = predictions or model.predict(list(table.queries), K)
-    labels = label_space(table)
-    position = {label: i for i, label in enumerate(labels)}
-    columns = np.array([position[c] for c in table.categories], dtype=np.int64)
-    truth = sp.csr_matrix((table.clicks, (table.pair_query, columns[table.pair_category])),
-                          shape=(len(table.queries), len(labels)))
+    labels = labels_of(table)
+    truth = truth_over(table, {label: i for i, label in enumerate(labels)})
     return match_to_truth(predictions.labels, predictions.scores, model.labels, labels, truth)
 
 
@@ -394,9 +385,8 @@ def main() -> None:
         raise SystemExit(f"the peers need {', '.join(missing)}: pip install -e \".[bench]\" (or --skip-peers)")
 
     from qcat.classifier import load_model
-    from qcat.training.data.corpus import Corpus
-
     from qcat.confusable import load_confusable
+    from qcat.training.data.corpus import Corpus
 
     global LENIENCY
     corpus = Corpus.open()

@@ -33,10 +33,10 @@ from qcat.measure.segments import DEFAULT_SHARES, LENGTH_BINS, SEGMENTS, segment
 from qcat.model import Model
 from qcat.progress import task
 from qcat.taxonomy import OTHER_LEAF, Taxonomy
-from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.corpus import Corpus, LogCorpus
 from qcat.training.data.dataset import Dataset, subset_queries
 from qcat.training.data.provenance import format_overlap, overlap, read_seen_fingerprints
+from qcat.training.selection.table_metrics import label_space, truth_over
 
 PREDICTION_K = 10
 
@@ -55,23 +55,8 @@ class EvaluationSet:
     source: dict
 
 
-def _columns(table: ClickTable, label_index: dict[str, int]) -> sp.csr_matrix:
-    columns = np.array([label_index[c] for c in table.categories], dtype=np.int64)
-    return sp.csr_matrix(
-        (table.clicks, (table.pair_query, columns[table.pair_category])),
-        shape=(len(table.queries), len(label_index)),
-    )
-
-
-def label_space(taxonomy: Taxonomy, dataset: Dataset) -> np.ndarray:
-    """The taxonomy's leaves, then any other category the click table uses."""
-    leaves = list(taxonomy.leaves)
-    extra = sorted(set(dataset.table.categories) - set(leaves))
-    return np.array(leaves + extra, dtype=object)
-
-
 def evaluation_set(dataset: Dataset, split: str, source: dict) -> EvaluationSet:
-    labels = label_space(dataset.taxonomy, dataset)
+    labels = label_space(dataset.taxonomy, dataset.table.categories)
     index = {label: i for i, label in enumerate(labels)}
     part = dataset.part(split)
     train = dataset.train
@@ -80,10 +65,10 @@ def evaluation_set(dataset: Dataset, split: str, source: dict) -> EvaluationSet:
     return EvaluationSet(
         queries=part.queries,
         label_ids=labels,
-        truth=_columns(part, index),
+        truth=truth_over(part, index),
         segment=segment_by_impressions(np.nan_to_num(part.query_impressions), DEFAULT_SHARES),
         length_bin=segment_by_length(part.query_tokens_count()),
-        train_label_counts=label_counts(_columns(train, index)),
+        train_label_counts=label_counts(truth_over(train, index)),
         n_train=len(train.queries),
         source=source | {"split": split, "queries": len(part.queries)},
     )
@@ -101,7 +86,7 @@ def fit_from_corpus(corpus: Corpus, period: str, dataset: Dataset, evaluation: E
     missing = sorted(set(complete_train.categories) - set(index))
     if missing:
         raise InputError(f"categories {missing[:3]} have clicks but are not in the label space")
-    complete = label_counts(_columns(complete_train, index))
+    complete = label_counts(truth_over(complete_train, index))
     # N is the observed training set's size, the N the fitted model is then applied with.
     return fit_propensity(evaluation.train_label_counts, complete, max(evaluation.n_train, 1))
 
@@ -136,7 +121,7 @@ def check_labels(model: Model, taxonomy: Taxonomy, directory: Path) -> None:
 def real_set_truth(corpus: Corpus, name: str, split: str, labels: np.ndarray, taxonomy: Taxonomy) -> tuple[np.ndarray, sp.csr_matrix]:
     """A real-text set's queries and truth over the evaluation's label space."""
     table = corpus.query_set(name, split, taxonomy)
-    return table.queries, _columns(table, {label: i for i, label in enumerate(labels)})
+    return table.queries, truth_over(table, {label: i for i, label in enumerate(labels)})
 
 
 def choose_query_sets(corpus: Corpus, split: str, requested: list[str] | None) -> tuple[list[str], list[str]]:

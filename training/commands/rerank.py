@@ -154,7 +154,7 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     from qcat.training.rerank.data import build_examples, label_prior, neighbour_index
     from qcat.training.rerank.trainer import BASE_PARAMS, crossfit, export_trees, no_leak_check, stack, train_booster
     from qcat.training.selection.calibrate import describe_fit, fit_calibration
-    from qcat.training.selection.decide import MARGIN_SE, decide, paired_difference
+    from qcat.training.selection.decide import MARGIN_SE, clears, decide, paired_difference
     from qcat.training.selection.table_metrics import evaluate_pr
 
     started = time.perf_counter()
@@ -200,15 +200,14 @@ def run_train_rerank(args: argparse.Namespace) -> int:
             print("  out of fold: " + ", ".join(f"{k} {v}" for k, v in row.items()), flush=True)
     default = default_setting(leaves_grid, rounds_grid)
     decision = decide(names, outcomes, set_weights, default)
-    for row, verdict in zip(table, decision.rows):
-        row |= {"difference": verdict["difference"], "paired_se": verdict["paired_se"], "wins": verdict["wins"]}
+    decision.annotate(table)
     print(decision.summary())
     leaves, rounds, oof_scores = oof_by[decision.chosen]
     value = table[decision.chosen]["objective"]
     gain, gain_se = paired_difference(outcomes[decision.chosen], {ex.name: h for ex, h in zip(examples, first_hits)},
                                       set_weights)
     versus_first = {"difference": round(gain, 5), "paired_se": round(gain_se, 5),
-                    "told_apart": bool(gain > MARGIN_SE * gain_se and gain > 0)}
+                    "told_apart": clears(gain, gain_se)}
     print(f"chose {leaves} leaves, {rounds} rounds: objective {value:.4f} out of fold (first stage {first_objective:.4f}, "
           f"{gain:+.4f} ± {gain_se:.4f} paired SE)")
     if not versus_first["told_apart"]:
@@ -231,7 +230,7 @@ def run_train_rerank(args: argparse.Namespace) -> int:
                         {CONFIG_KEY: first.config[CONFIG_KEY]} if CONFIG_KEY in getattr(first, "config", {}) else {}),
                     metrics={"selection": {"chosen": {"leaves": leaves, "rounds": rounds},
                                            "first_stage_objective": round(first_objective, 5),
-                                           "decision": decision.to_json() | {"summary": decision.summary()},
+                                           "decision": decision.to_json(),
                                            "versus_first_stage": versus_first, "table": table},
                              "feature_gain": gain})
     model.metrics["test"] = evaluate_pr(model, dataset.test)

@@ -275,7 +275,7 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     from qcat.confusable import CONFIG_KEY, load_confusable, recorded_map
     from qcat.hybrid import CUTOFFS
     from qcat.training.selection.calibrate import describe_fit
-    from qcat.training.selection.objective import BLENDS, lenient_objective, select_hybrid
+    from qcat.training.selection.objective import BLENDS, select_hybrid
     from qcat.training.selection.table_metrics import evaluate_pr
 
     candidates = {name: getattr(args, name) for name in ("xmlq", "xreg") if getattr(args, name) is not None}
@@ -307,12 +307,12 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     confusable = load_confusable(args.confusable, dataset.taxonomy) if args.confusable is not None else recorded_map(nb)
     if args.objective == "lenient" and confusable is None:
         raise InputError("--objective lenient needs a confusable map: give --confusable FILE (qcat data audit writes one)")
-    leniency_of = lenient_objective(dataset.taxonomy, confusable) if args.objective == "lenient" else None
-    if leniency_of is not None:
+    if args.objective == "lenient":
         print(f"choosing on lenient top-1 with {confusable.describe()}")
     hybrid = select_hybrid(nb, longs, sets, merged_taxonomy(nb, longs, candidates), cutoffs, blends,
                            config={"nb": str(args.nb)} | {n: str(p) for n, p in candidates.items()} | {"data": source},
-                           progress=print_selection_row(sets), only=args.long_backend, leniency_of=leniency_of)
+                           progress=print_selection_row(sets), only=args.long_backend,
+                           confusable=confusable if args.objective == "lenient" else None)
     if confusable is not None:  # --confusable, or the map the NB part was trained with
         hybrid.config[CONFIG_KEY] = confusable.to_config()
     hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)

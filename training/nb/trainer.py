@@ -139,8 +139,9 @@ def fit(dataset: Dataset, config: NBConfig = NBConfig(), progress=None,
     points, outcomes, grid = [], [], []
     with task("NB: the threshold x alpha grid", len(config.thresholds) * len(config.alphas)) as advance:
         for threshold in config.thresholds:
+            pruned = _prune(fc, threshold)
             for alpha in config.alphas:
-                hits = scorer.hits_at_1(_prune(fc, threshold), alpha)
+                hits = scorer.hits_at_1(pruned, alpha)
                 per_set = {name: float(values.mean()) if len(values) else 0.0 for name, values in hits.items()}
                 score = sum(per_set[name] * weight for name, (_, weight) in sets.items())
                 grid.append({"threshold": threshold, "alpha": alpha, "objective": round(score, 5)}
@@ -153,19 +154,17 @@ def fit(dataset: Dataset, config: NBConfig = NBConfig(), progress=None,
     default = points.index(config.default) if config.default in points else 0
     decision = decide([f"threshold {t:g}, alpha {a:g}" for t, a in points], outcomes,
                       {name: weight for name, (_, weight) in sets.items()}, default)
-    for row, verdict in zip(grid, decision.rows):
-        row |= {"difference": verdict["difference"], "paired_se": verdict["paired_se"], "wins": verdict["wins"]}
+    decision.annotate(grid)
     threshold, alpha = points[decision.chosen]
     best_score = grid[decision.chosen]["objective"]
-    pruned = _prune(fc, threshold)
-    best = build_model(fc, train, dataset, threshold, alpha, asdict(config), pruned=pruned)
+    best = build_model(fc, train, dataset, threshold, alpha, asdict(config))
     best.calibration = fit_calibration(best, sets)
     best.metrics.update({
         "validation": evaluate_pr(best, own_split(sets)),
         "validation_objective": round(best_score, 5),
         "objective_weights": {name: round(weight, 4) for name, (_, weight) in sets.items()},
         "tuning_grid": grid,
-        "tuning_decision": decision.to_json() | {"summary": decision.summary()},
+        "tuning_decision": decision.to_json(),
         "train_queries": int(len(train.queries)),
         "train_pairs": int(len(train)),
         "train_seconds": round(time.perf_counter() - started, 2),

@@ -42,6 +42,11 @@ def paired_difference(a: Outcomes, b: Outcomes, weights: dict[str, float]) -> tu
     return difference, float(np.sqrt(variance))
 
 
+def clears(difference: float, se: float, margin: float = MARGIN_SE) -> bool:
+    """Whether a paired difference is a gain validation can tell: above 0 and above ``margin`` SEs."""
+    return difference > 0 and difference > margin * se
+
+
 @dataclass(frozen=True)
 class Decision:
     """The outcome of comparing candidates with a default on validation."""
@@ -70,9 +75,16 @@ class Decision:
                 f"{best['difference']:+.4f} ± {best['paired_se']:.4f} (a change needs more than {self.margin:g} paired SE)")
 
     def to_json(self) -> dict:
+        """What a manifest records (with the summary line)."""
         return {"default": self.rows[self.default]["name"], "chosen": self.rows[self.chosen]["name"],
                 "decided_by_validation": self.decided, "margin_se": self.margin, "validation_queries": self.queries,
-                "candidates": self.rows}
+                "candidates": self.rows, "summary": self.summary()}
+
+    def annotate(self, table: list[dict]) -> None:
+        """Add each candidate's difference from the default, its paired SE and whether it wins to the
+        rows of a selection ``table`` (one row per candidate, in order)."""
+        for row, verdict in zip(table, self.rows):
+            row |= {"difference": verdict["difference"], "paired_se": verdict["paired_se"], "wins": verdict["wins"]}
 
 
 def decide(names: list[str], outcomes: list[Outcomes], weights: dict[str, float], default: int,
@@ -85,7 +97,7 @@ def decide(names: list[str], outcomes: list[Outcomes], weights: dict[str, float]
     for i, (name, outcome) in enumerate(zip(names, outcomes)):
         value = objective_of(outcome, weights)
         difference, se = (0.0, 0.0) if i == default else paired_difference(outcome, base, weights)
-        wins = i != default and difference > 0 and difference > margin * se
+        wins = i != default and clears(difference, se, margin)
         rows.append({"name": name, "objective": round(value, 5), "difference": round(difference, 5),
                      "paired_se": round(se, 5), "wins": bool(wins)})
         if wins and (best is None or value > rows[best]["objective"]):

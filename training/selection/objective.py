@@ -27,6 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from qcat.confusable import ConfusableMap
 from qcat.errors import InputError
 from qcat.hybrid import CUTOFFS, HybridModel
 from qcat.model import Model
@@ -117,20 +118,14 @@ class _Remembered:
         return self._answers[key]
 
 
-def outcomes(model: Model, sets: ValidationSets, leniency_of=None) -> Outcomes:
-    """Each validation query's PR@1 (strict), or with ``leniency_of`` (labels -> a
-    :class:`~qcat.measure.leniency.Leniency` with a map) its lenient top-1, per set: what paired
-    comparisons (:mod:`~qcat.training.selection.decide`) use."""
-    if leniency_of is None:
+def outcomes(model: Model, sets: ValidationSets, taxonomy: Taxonomy | None = None,
+             confusable: ConfusableMap | None = None) -> Outcomes:
+    """Each validation query's PR@1 (strict), or with a ``confusable`` map (and the ``taxonomy``
+    whose leaves it pairs) its lenient top-1, per set: what paired comparisons
+    (:mod:`~qcat.training.selection.decide`) use."""
+    if confusable is None:
         return {name: top1_hits(model, table) for name, (table, _) in sets.items()}
-    return {name: top1_lenient_hits(model, table, leniency_of) for name, (table, _) in sets.items()}
-
-
-def lenient_objective(taxonomy: Taxonomy, confusable):
-    """``leniency_of`` for :func:`outcomes`: lenient top-1 with ``confusable`` (a map) over ``taxonomy``."""
-    from qcat.measure.leniency import Leniency
-
-    return lambda labels: Leniency.build(labels, taxonomy, confusable)
+    return {name: top1_lenient_hits(model, table, taxonomy, confusable) for name, (table, _) in sets.items()}
 
 
 def weights_of(sets: ValidationSets) -> dict[str, float]:
@@ -155,15 +150,16 @@ def setting_name(row: dict) -> str:
 
 def choose_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], cutoffs: tuple[int, ...], sets: ValidationSets,
                   taxonomy: Taxonomy, blends: tuple[float, ...] = BLENDS, progress=None,
-                  only: str | None = None, leniency_of=None) -> tuple[HybridModel, list[dict], Decision]:
+                  only: str | None = None, confusable: ConfusableMap | None = None
+                  ) -> tuple[HybridModel, list[dict], Decision]:
     """The hybrid setting (long side, cutoff, blend) validation prefers, the table of every option
     tried, and the decision (:func:`~qcat.training.selection.decide.decide`).
 
     The default is the best single part (NB alone, or a long model alone: a hybrid that routes
     every query to it); a setting replaces it only when it wins by more than 2 paired standard
     errors. Given one setting only (every choice fixed by the caller), that setting is kept, and
-    the decision still says how it compares with the default. With ``leniency_of``
-    (:func:`lenient_objective`) the objective is lenient top-1 instead of PR@1."""
+    the decision still says how it compares with the default. With a ``confusable`` map the
+    objective is lenient top-1 instead of PR@1."""
     remembered = {id(model): _Remembered(model) for model in (nb, *long_models.values())}
     first_longs = next(iter(long_sides(long_models, only)))
     singles = [HybridModel(nb=nb, longs=first_longs[0], cutoff=CUTOFFS[0], taxonomy=taxonomy, config={}, metrics={},
@@ -175,22 +171,18 @@ def choose_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], cutoffs: t
     candidates, results, table = singles + settings, [], []
     for hybrid in candidates:
         result = outcomes(replace(hybrid, nb=remembered[id(nb)],
-                                  longs=tuple(remembered[id(long)] for long in hybrid.longs)), sets, leniency_of)
+                                  longs=tuple(remembered[id(long)] for long in hybrid.longs)), sets, taxonomy,
+                          confusable)
         results.append(result)
         row = _row(hybrid, result, sets)
         table.append(row)
         if progress:
             progress(row)
-    weights = weights_of(sets)
     default = max(range(len(singles)), key=lambda i: (table[i]["objective"], -i))  # ties: NB, the simplest
-    names = [setting_name(row) for row in table]
+    decision = decide([setting_name(row) for row in table], results, weights_of(sets), default)
     if len(settings) == 1:  # the caller fixed every choice: keep it, and say how it compares
-        decision = decide(names, results, weights, default)
         decision = replace(decision, chosen=len(singles), decided=True)
-    else:
-        decision = decide(names, results, weights, default)
-    for row, verdict in zip(table, decision.rows):
-        row |= {"difference": verdict["difference"], "paired_se": verdict["paired_se"], "wins": verdict["wins"]}
+    decision.annotate(table)
     return candidates[decision.chosen], table, decision
 
 
@@ -204,14 +196,14 @@ def calibrate_hybrid(hybrid: HybridModel, sets: ValidationSets) -> HybridModel:
 
 def select_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], sets: ValidationSets, taxonomy: Taxonomy,
                   cutoffs: tuple[int, ...], blends: tuple[float, ...] = BLENDS, config: dict | None = None,
-                  progress=None, only: str | None = None, leniency_of=None) -> HybridModel:
+                  progress=None, only: str | None = None, confusable: ConfusableMap | None = None) -> HybridModel:
     """Choose the hybrid on the objective, calibrate it, and record the choice in its metrics."""
     best, table, decision = choose_hybrid(nb, long_models, cutoffs, sets, taxonomy, blends, progress, only,
-                                          leniency_of)
+                                          confusable)
     hybrid = calibrate_hybrid(best, sets)
     chosen = {"long_backend": hybrid.long_backend, "long_shares": list(hybrid.long_shares), "cutoff": hybrid.cutoff,
               "blend": hybrid.blend, "route_to": hybrid.route_to}
     return replace(hybrid, config=config or {}, metrics={"selection": {
         "chosen": chosen, "objective_weights": {name: round(weight, 4) for name, (_, weight) in sets.items()},
-        "objective": "strict PR@1" if leniency_of is None else "lenient top-1",
-        "decision": decision.to_json() | {"summary": decision.summary()}, "table": table}})
+        "objective": "strict PR@1" if confusable is None else "lenient top-1",
+        "decision": decision.to_json(), "table": table}})
