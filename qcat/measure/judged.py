@@ -1,0 +1,123 @@
+"""Human-judged categories: a query classifier's top-k scored against people's grades (issue 39).
+
+A person grades each category proposed for a query: **3 exact**, **2 acceptable**, **1 related**,
+**0 wrong**. Several judges' grades of one category become one grade, :func:`judged_grade` (their
+mean rounded half up; an admin's settled grade replaces it). Per query, of the model's answers:
+
+- **acceptable**: its top-1 is graded 2 or more;
+- **exact**: its top-1 is graded 3;
+- **severe**: its top-1 is graded 0 and sits under another top-level node of the taxonomy than
+  every category graded 2 or more for the query (know-what-an-error-is's severe, with people's
+  acceptable categories as the truth);
+- **precision@k**: the share of its top k graded 2 or more (a category nobody graded counts as not
+  acceptable; fewer than k answers count the missing ones as not acceptable);
+- **judged**: its top-1 has a grade at all (a later model may answer a category nobody judged: it
+  counts as neither acceptable nor severe, and the share of such queries is reported).
+
+Each figure is a mean over queries with a percentile bootstrap interval (queries resampled with
+replacement, :func:`bootstrap_interval`); two models are compared per query on their top-1
+grades (wins, ties, losses) and by the paired difference of each figure, whose interval resamples
+the per-query differences. The judging report and ``qcat evaluate --gold`` both call
+:func:`query_outcomes` and :func:`figures`, so they give the same numbers for the same answers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from qcat.model import Model
+
+EXACT, ACCEPTABLE, RELATED, WRONG = 3, 2, 1, 0
+GRADE_NAMES = ("Wrong", "Related", "Acceptable", "Exact")
+FIGURES = ("acceptable", "exact", "severe", "precision", "judged")
+LEVEL = 0.95
+
+
+def judged_grade(grades: Sequence[int], settled: int | None = None) -> int:
+    """One grade from several judges': an admin's ``settled`` grade, else the mean rounded half up."""
+    if settled is not None:
+        return int(settled)
+    if not grades:
+        raise ValueError("a category needs at least one grade")
+    return int(math.floor(sum(grades) / len(grades) + 0.5))
+
+
+def top_k_categories(model: Model, queries: Sequence[str], k: int, batch: int = 4096) -> list[list[str]]:
+    """The model's top ``k`` category ids for each query, best first (fewer where it answers fewer).
+    The judging session and ``qcat evaluate --gold`` both take a model's answers from here."""
+    out: list[list[str]] = []
+    labels = model.labels
+    for start in range(0, len(queries), batch):
+        predictions = model.predict(list(queries[start:start + batch]), k)
+        out += [[labels[i] for i in row if i >= 0] for row in np.asarray(predictions.labels)]
+    return out
+
+
+def query_outcomes(answers: Sequence[Sequence[str]], graded: Sequence[Mapping[str, int]],
+                   top_level: Callable[[str], str | None], k: int) -> dict[str, np.ndarray]:
+    """Per query, from the model's ranked ``answers`` and the query's ``graded`` categories
+    (category -> grade): ``acceptable``, ``exact``, ``severe``, ``judged`` (0/1) and
+    ``precision`` (precision@``k``), and ``top1_grade`` (NaN: no answer, or not graded)."""
+    if len(answers) != len(graded):
+        raise ValueError(f"{len(answers)} answer lists for {len(graded)} graded queries")
+    n = len(answers)
+    out = {name: np.zeros(n) for name in FIGURES}
+    out["top1_grade"] = np.full(n, np.nan)
+    for i, (ranked, grades) in enumerate(zip(answers, graded)):
+        out["precision"][i] = sum(grades.get(c, WRONG) >= ACCEPTABLE for c in list(ranked)[:k]) / k
+        if not ranked or ranked[0] not in grades:
+            continue
+        top, grade = ranked[0], grades[ranked[0]]
+        out["judged"][i] = 1.0
+        out["top1_grade"][i] = grade
+        out["acceptable"][i] = grade >= ACCEPTABLE
+        out["exact"][i] = grade == EXACT
+        if grade == WRONG:
+            good_tops = {top_level(c) for c, g in grades.items() if g >= ACCEPTABLE}
+            out["severe"][i] = top_level(top) not in good_tops
+    return out
+
+
+def bootstrap_interval(values: np.ndarray, draws: int = 1000, seed: int = 0, level: float = LEVEL,
+                       chunk: int = 200) -> tuple[float, float]:
+    """The percentile bootstrap interval of the mean of ``values`` (NaN, NaN for no values or no draws)."""
+    values = np.asarray(values, dtype=np.float64)
+    n = len(values)
+    if n == 0 or draws <= 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = np.concatenate([values[rng.integers(0, n, size=(min(chunk, draws - start), n))].mean(axis=1)
+                            for start in range(0, draws, chunk)])
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def figures(outcomes: Mapping[str, np.ndarray], draws: int = 1000, seed: int = 0) -> dict[str, dict]:
+    """Each figure's mean over queries and its bootstrap interval: ``{figure: {value, low, high}}``,
+    and ``queries``."""
+    out: dict[str, dict] = {}
+    for name in FIGURES:
+        values = np.asarray(outcomes[name], dtype=np.float64)
+        low, high = bootstrap_interval(values, draws, seed)
+        out[name] = {"value": float(values.mean()) if len(values) else float("nan"), "low": low, "high": high}
+    out["queries"] = int(len(outcomes["acceptable"]))
+    return out
+
+
+def paired(baseline: Mapping[str, np.ndarray], target: Mapping[str, np.ndarray], draws: int = 1000,
+           seed: int = 0) -> dict:
+    """Two models on the same queries: ``win``/``tie``/``loss`` of the target by its top-1 grade
+    (an ungraded or missing top-1 ranks below grade 0; both missing is a tie), and each figure's
+    paired difference (target - baseline) with its bootstrap interval."""
+    b = np.nan_to_num(np.asarray(baseline["top1_grade"], dtype=np.float64), nan=-1.0)
+    t = np.nan_to_num(np.asarray(target["top1_grade"], dtype=np.float64), nan=-1.0)
+    out: dict = {"win": int((t > b).sum()), "tie": int((t == b).sum()), "loss": int((t < b).sum())}
+    for name in FIGURES:
+        diff = np.asarray(target[name], dtype=np.float64) - np.asarray(baseline[name], dtype=np.float64)
+        low, high = bootstrap_interval(diff, draws, seed)
+        out[name] = {"value": float(diff.mean()) if len(diff) else float("nan"), "low": low, "high": high}
+    return out
