@@ -230,10 +230,14 @@ def run_report(args: argparse.Namespace) -> int:
     from qcat.judging.store.connection import open_store
 
     store = open_store(args.url)
-    existing_session(store, args.session)  # before the heavy imports: errors come fast
+    kind = existing_session(store, args.session)  # before the heavy imports: errors come fast
     from qcat.evaluation.report_files import clean_json, write_report_files
+    from qcat.judging.reporting import categories
     from qcat.judging.reporting.report import build_report, draw_all, render_html, render_markdown
 
+    if kind == "categories":
+        build_report, draw_all = categories.build_category_report, categories.draw_all
+        render_markdown, render_html = categories.render_markdown, categories.render_html
     report = build_report(store, args.session, bootstrap=args.bootstrap, seed=args.seed, min_judges=args.min_judges)
     store.dispose()
     written = write_report_files(report, args.out, draw_all(report), render_markdown, render_html)
@@ -270,19 +274,27 @@ def run_export(args: argparse.Namespace) -> int:
     from qcat.judging.store.connection import open_store
     from qcat.output import atomic_file
 
-    if not (args.csv or args.qrels or args.golden):
-        raise InputError("say what to write: --csv FILE, --qrels FILE and/or --golden FILE")
+    if not (args.csv or args.qrels or args.golden or args.gold):
+        raise InputError("say what to write: --csv FILE, --qrels FILE, --golden FILE (a result session) and/or "
+                         "--gold FILE (a category session)")
     store = open_store(args.url)
     try:
         existing_session(store, args.session)
-        from qcat.judging.reporting.export import selected, write_csv, write_golden_csv, write_qrels
+        from qcat.judging.reporting.export import (
+            selected,
+            write_csv,
+            write_golden_csv,
+            write_graded_gold_file,
+            write_qrels,
+        )
 
         selection = selected(store, args.session, args.min_judges)
         if not selection.results.judgments:
             raise InputError(nothing_to_export(selection, args.session))
         written = []
         with ExitStack() as staged:
-            for path, writer in ((args.csv, write_csv), (args.qrels, write_qrels), (args.golden, write_golden_csv)):
+            for path, writer in ((args.csv, write_csv), (args.qrels, write_qrels), (args.golden, write_golden_csv),
+                                 (args.gold, write_graded_gold_file)):
                 if path is not None:
                     staging = staged.enter_context(atomic_file(path, flag=None))
                     written.append((path, writer(store, args.session, staging, args.min_judges)))
