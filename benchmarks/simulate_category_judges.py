@@ -1,22 +1,30 @@
 """Simulated judges for a category session of the demo corpus: SIMULATED grades, for demos and tests.
 
-Each simulated judge signs nothing in: it takes queries through the same claims as the app
-(:func:`qcat.judging.grading.assignment.next_query`) and submits grades through the same code
-(:func:`qcat.judging.grading.judgments.submit`), so claims, judges per query and the store behave
-as with people. What it grades is made up from the demo corpus's click log (every period), per
-query and category:
+Two steps, each a subcommand:
 
-- 3 exact: the query's most clicked category;
-- 2 acceptable: a category with at least 10% of the query's clicks, or one the corpus's confusable
-  map pairs with the most clicked one;
+- ``traffic``: a traffic file for ``qcat judge create-session --kind categories --traffic``: a
+  seeded sample of a real-text test set of the demo corpus (``real-title``: whole product titles of
+  listings held out of training; ``real-2tok``: their first two tokens), one query a line;
+- ``judge``: simulated judges grade every query of a category session. Each takes queries through
+  the same claims as the app (:func:`qcat.judging.grading.assignment.next_query`) and submits
+  through the same code (:func:`qcat.judging.grading.judgments.submit`), so claims, judges per
+  query and the store behave as with people.
+
+What a simulated judge grades is made up from the corpus, per query and category:
+
+- 3 exact: the category of the held-out listing the query was made from (real-text sets), else
+  the query's most clicked category in the click log (every period);
+- 2 acceptable: a category the corpus's confusable map pairs with an exact one, or with at least
+  10% of the query's clicks;
 - 1 related: a category under the same parent node as a category graded 2 or more;
-- 0 wrong: anything else (and every category of a query without clicks in the log).
+- 0 wrong: anything else (and every category of a query the corpus knows nothing of).
 
 Each judge then moves a grade one step up or down with probability ``--noise`` (seeded per judge),
 so the judges disagree now and then. The figures a report gives from these grades describe this
 made-up judging, not people: say "simulated" wherever they are shown.
 
-    python benchmarks/simulate_category_judges.py --url demo-judging.db --session "demo categories" --judges 3
+    python benchmarks/simulate_category_judges.py traffic --set real-title --queries 50 --out traffic.txt
+    python benchmarks/simulate_category_judges.py judge --url demo-judging.db --session "demo categories" --judges 3
 """
 
 from __future__ import annotations
@@ -30,25 +38,46 @@ import numpy as np
 from qcat.errors import InputError
 
 
+SETS = ("real-title", "real-2tok")
+
+
 def true_grades(corpus) -> tuple[dict[str, dict[str, int]], dict[str, str | None]]:
-    """Per query, its categories' click-derived grades (exact and acceptable only), and each
+    """Per query, its exact and acceptable categories as the corpus tells them, and each
     category's parent."""
     taxonomy = corpus.taxonomy()
-    table = corpus.ingest("all", min_clicks=1).table
-    clicks: dict[str, dict[str, float]] = defaultdict(dict)
-    for q, c, n in zip(table.pair_query, table.pair_category, table.clicks):
-        clicks[table.queries[q]][table.categories[c]] = float(n)
     confusable = corpus.confusable()
     out: dict[str, dict[str, int]] = {}
-    for query, by_category in clicks.items():
-        total = sum(by_category.values())
-        top = max(by_category, key=lambda c: (by_category[c], c))
-        grades = {c: 2 for c, n in by_category.items() if n >= 0.1 * total}
-        if confusable is not None:
-            grades.update({partner: 2 for partner in confusable.partners(top)})
-        grades[top] = 3
-        out[query] = grades
+
+    def grades_from(table) -> dict[str, dict[str, int]]:
+        clicks: dict[str, dict[str, float]] = defaultdict(dict)
+        for q, c, n in zip(table.pair_query, table.pair_category, table.clicks):
+            clicks[table.queries[q]][table.categories[c]] = clicks[table.queries[q]].get(table.categories[c], 0) + float(n)
+        graded = {}
+        for query, by_category in clicks.items():
+            total = sum(by_category.values())
+            top = max(by_category, key=lambda c: (by_category[c], c))
+            grades = {c: 2 for c, n in by_category.items() if n >= 0.1 * total}
+            if confusable is not None:
+                grades.update({partner: 2 for partner in confusable.partners(top)})
+            grades[top] = 3
+            graded[query] = grades
+        return graded
+
+    out.update(grades_from(corpus.ingest("all", min_clicks=1).table))
+    for name in SETS:  # a title's own listing says more than the log: it comes last, and wins
+        out.update(grades_from(corpus.query_set(name, "test", taxonomy)))
     return out, {c: taxonomy.parent(c) for c in taxonomy.ids}
+
+
+def write_traffic(name: str, n: int, path, seed: int = 0, corpus_dir=None) -> int:
+    """``n`` queries of the corpus's real-text test set ``name``, seeded, one a line."""
+    from qcat.training.data.corpus import Corpus
+
+    queries = sorted(set(Corpus.open(corpus_dir).query_set(name, "test").queries.tolist()))
+    chosen = np.random.default_rng(seed).choice(len(queries), size=min(n, len(queries)), replace=False)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.writelines(f"{queries[i]}\n" for i in sorted(chosen))
+    return len(chosen)
 
 
 def grade(category: str, truth: dict[str, int], parent: dict[str, str | None]) -> int:
@@ -94,15 +123,26 @@ def simulate(url: str, session_key: str, judges: int, noise: float, seed: int, c
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", required=True, help="the judging store (URL or SQLite file)")
-    parser.add_argument("--session", required=True, help="a category session of the demo corpus (id or name)")
-    parser.add_argument("--judges", type=int, default=3, help="simulated judges to add (default 3)")
-    parser.add_argument("--noise", type=float, default=0.15, help="chance a judge moves a grade by one (default 0.15)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--corpus", default=None, help="corpus directory (default: the demo corpus)")
+    steps = parser.add_subparsers(dest="step", required=True)
+    traffic = steps.add_parser("traffic", help="a traffic file sampled from a real-text test set of the corpus")
+    traffic.add_argument("--set", choices=SETS, default="real-title")
+    traffic.add_argument("--queries", type=int, default=50)
+    traffic.add_argument("--out", required=True, help="the traffic file to write (one query a line)")
+    judge = steps.add_parser("judge", help="simulated judges grade every query of a category session")
+    judge.add_argument("--url", required=True, help="the judging store (URL or SQLite file)")
+    judge.add_argument("--session", required=True, help="a category session of the demo corpus (id or name)")
+    judge.add_argument("--judges", type=int, default=3, help="simulated judges to add (default 3)")
+    judge.add_argument("--noise", type=float, default=0.15, help="chance a judge moves a grade by one (default 0.15)")
+    for step in (traffic, judge):
+        step.add_argument("--seed", type=int, default=0)
+        step.add_argument("--corpus", default=None, help="corpus directory (default: the demo corpus)")
     args = parser.parse_args(argv)
     try:
-        simulate(args.url, args.session, args.judges, args.noise, args.seed, args.corpus)
+        if args.step == "traffic":
+            n = write_traffic(args.set, args.queries, args.out, args.seed, args.corpus)
+            print(f"wrote {n:,} {args.set} test queries to {args.out}", file=sys.stderr)
+        else:
+            simulate(args.url, args.session, args.judges, args.noise, args.seed, args.corpus)
     except InputError as exc:
         print(f"simulate_category_judges: error: {exc}", file=sys.stderr)
         return 2

@@ -230,6 +230,17 @@ def test_the_report_equals_a_recount_from_the_database_and_the_export_is_graded_
             counted[(texts[query_id], category)].append(grade)
     assert {(q, c): g for q, grades in read.grades.items() for c, g in grades.items()} == {
         key: int(np.floor(np.mean(g) + 0.5)) for key, g in counted.items()}
+    # a graded gold file's queries can be gold questions of a category session (its column "category")
+    lines = gold.read_text().splitlines()
+    first = lines[4].split("\t")[0]
+    (tmp_path / "known.tsv").write_text("\n".join(lines[:4] + [line for line in lines[4:] if line.startswith(first + "\t")]))
+    added = qcat("judge", "add-gold", "--session", "shipped vs nb", "--file", tmp_path / "known.tsv", "--url", copy)
+    assert added.returncode == 0 and "1 gold question" in added.stderr, added.stderr
+    again = qcat("judge", "report", "shipped vs nb", "--url", copy, "--out", tmp_path / "report2", "--bootstrap", "10")
+    assert again.returncode == 0, again.stderr
+    gold_report = json.loads((tmp_path / "report2" / "report.json").read_text())
+    assert gold_report["coverage"]["complete"] == 5 and gold_report["gold"]["queries"] == 1
+    assert {g["judge"] for g in gold_report["gold"]["judges"]} == {"ann", "bob", "cy"}
     refused = qcat("judge", "export", "shipped vs nb", "--url", copy, "--golden", tmp_path / "golden.csv")
     assert refused.returncode == 2 and "grades categories, not listings" in refused.stderr
     assert not (tmp_path / "golden.csv").exists()

@@ -197,9 +197,11 @@ def run_sessions(args: argparse.Namespace) -> int:
         say(f"{display_url(resolve_url(args.url))} has no judging sessions yet: create one with "
             f"`qcat judge create-session`")
     for row in rows:
+        models = (f"categories of {row['baseline']}" + (f" and {row['target']}" if row['target'] else "")
+                  if row["kind"] == "categories" else f"baseline {row['baseline']}  target {row['target']}")
         print(f"{row['id']:>4}  {row['name']}  (judges see {row['display_name']!r}; {row['queries']:,} queries, "
               f"{row['complete']:,} with all "
-              f"{row['judges_per_query']} judges)  baseline {row['baseline']}  target {row['target']}")
+              f"{row['judges_per_query']} judges)  {models}")
     store.dispose()
     return 0
 

@@ -98,13 +98,19 @@ def read_traffic(path: Path, default_segment: str | None = None) -> list[tuple[s
     return [(query, float(count), segments.get(query, default_segment)) for query, count in impressions.items()]
 
 
-def _segments(traffic: list[tuple[str, float, str | None]]) -> np.ndarray:
-    """Segment index per query: the file's, else by impressions (head/torso/tail thirds of demand)."""
+def _segments(traffic: list[tuple[str, float, str | None]], path: Path) -> np.ndarray:
+    """Segment index per query: the file's, else by impressions (head/torso/tail shares of demand).
+    Impressions that are all the same cannot rank queries into segments: refused, saying what to give."""
     from qcat.measure.segments import segment_by_impressions
 
     if all(segment is not None for _, _, segment in traffic):
         return np.array([SEGMENTS.index(segment) for _, _, segment in traffic], dtype=np.int64)
-    return segment_by_impressions(np.array([count for _, count, _ in traffic], dtype=np.float64)).astype(np.int64)
+    counts = np.array([count for _, count, _ in traffic], dtype=np.float64)
+    if len(traffic) > 1 and np.all(counts == counts[0]):
+        raise InputError(f"--traffic {path}: every query has the same impressions ({counts[0]:g}), so head, torso and "
+                         "tail cannot come from them: repeat a query once per search (or give an impressions or "
+                         "segment column), or put every query in one segment with --default-segment")
+    return segment_by_impressions(counts).astype(np.int64)
 
 
 def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_K, n_queries: int | None = None,
@@ -138,7 +144,7 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
         rows = read_traffic(traffic, default_segment)
         texts = np.array([query for query, _, _ in rows], dtype=object)
         counts = np.array([count for _, count, _ in rows], dtype=np.float64)
-        segment = _segments(rows)
+        segment = _segments(rows, traffic)
         source = {"traffic": str(traffic), "traffic_queries": len(rows)}
     else:
         demand = log_demand(corpus, period)

@@ -2,7 +2,9 @@
 
 - :func:`add_gold` (``qcat judge add-gold``) reads a CSV or TSV file (by its suffix) with the
   columns ``query``, ``listing_id`` and ``grade`` (others are ignored, so the CSV of ``qcat judge
-  export --csv`` or ``--golden``, cut down to one trusted judge's rows, is a valid file), marks
+  export --csv`` or ``--golden``, cut down to one trusted judge's rows, is a valid file; for a
+  category session ``category`` may name the column, so a graded gold file of ``qcat judge export
+  --gold`` is one too), marks
   those queries of the session gold and stores their known grades. Every row is checked before
   anything is stored: the query must be in the session (its text as stored), the listing shown
   for it (in either group), the grade 0–3, a (query, listing) given twice must have the same
@@ -75,12 +77,16 @@ def read_gold_file(path: Path) -> list[GoldRow]:
     for number, text, why in decoded_lines(raw.removeprefix(b"\xef\xbb\xbf")):
         # One physical line at a time: a quote left open is an error at its line, never a field
         # that swallows the lines after it.
+        if header is None and text is not None and text.startswith("#"):
+            continue  # comment lines above the header (a graded gold file's)
         fields = None if text is None else split_line(text, delimiter)
         if fields is None:
             raise InputError(f"cannot read gold file {path} line {number}: "
                              f"{why or 'not well-formed (a quote not closed on its line, or a stray carriage return)'}")
         if header is None:
             header = [name.strip() for name in fields]
+            if "listing_id" not in header and "category" in header:  # a category session's graded gold file
+                header = ["listing_id" if name == "category" else name for name in header]
             missing = [c for c in COLUMNS if c not in header]
             if missing:
                 raise InputError(f"{path}: the header needs the columns {', '.join(COLUMNS)}; "

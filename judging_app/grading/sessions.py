@@ -370,6 +370,6 @@ def session_overview(store: Store) -> list[dict]:
                     .group_by(Assignment.query_id).having(func.count() >= record.judges_per_query).subquery()))
             out.append({"id": record.id, "name": record.name,
                         "display_name": judge_facing_name(record.id, record.display_name), "baseline": record.baseline_model,
-                        "target": record.target_model, "queries": n, "gold": gold, "complete": done,
+                        "target": record.target_model, "kind": record.kind, "queries": n, "gold": gold, "complete": done,
                         "judges_per_query": record.judges_per_query, "created": record.created_at})
         return out

@@ -20,7 +20,7 @@ from qcat.judging.grading.judges import reset_token, set_active
 from qcat.judging.grading.sessions import session_overview
 from qcat.judging.reporting import admin_figures as admin
 from qcat.judging.store.connection import error_detail
-from qcat.judging.store.models import GRADE_NAMES
+from qcat.judging.store.models import CATEGORY_GRADE_NAMES, GRADE_NAMES
 
 log = logging.getLogger("qcat.judging.pages.admin")
 
@@ -158,6 +158,8 @@ def disagreements_section(store) -> None:
     if not sessions:
         return
     session_id = st.session_state.get("admin_alpha_session") or sessions[0]["id"]
+    kind = next((s["kind"] for s in sessions if s["id"] == session_id), "results")
+    names = CATEGORY_GRADE_NAMES if kind == "categories" else GRADE_NAMES
     items = disagreements.queue(store, session_id)
     if not items:
         st.caption(f"No query of this session has judges {disagreements.SPREAD} or more grades apart on a listing "
@@ -178,7 +180,7 @@ def disagreements_section(store) -> None:
         st.markdown(f"**{_md(disputed.title) or '(no title)'}** · {_md(disputed.listing_id)} · judges {_md(grades)}")
         settled[disputed.listing_id] = st.radio(
             f"Settled grade of {disputed.listing_id}", options=[0, 1, 2, 3], index=None, horizontal=True,
-            format_func=lambda g: f"{g} {GRADE_NAMES[g]}", key=f"admin_settle_{chosen}_{disputed.listing_id}",
+            format_func=lambda g: f"{g} {names[g]}", key=f"admin_settle_{chosen}_{disputed.listing_id}",
             label_visibility="collapsed")
     note = st.text_input("Note (kept in the history)", key=f"admin_dispute_note_{chosen}")
     columns = st.columns(2)

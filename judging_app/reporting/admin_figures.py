@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from sqlalchemy import case, func, select
 
 from qcat.judging.grading.sessions import SEGMENTS, judge_facing_name
+from qcat.judging.reporting.categories import build_category_report
 from qcat.judging.reporting.report import build_report
 from qcat.judging.store.connection import Store
 from qcat.judging.store.models import Assignment, Judge, JudgingSession, SessionQuery, utcnow
@@ -93,4 +94,7 @@ def claims_in_flight(store: Store, now: datetime | None = None) -> list[dict]:
 
 def live_agreement(store: Store, session_id: int) -> list[dict]:
     """Krippendorff's alpha (ordinal) per segment over every judgment stored so far."""
-    return build_report(store, session_id, bootstrap=0, min_judges=1)["agreement"]
+    with store.sessions() as session:
+        kind = session.get(JudgingSession, session_id).kind
+    build = build_category_report if kind == "categories" else build_report
+    return build(store, session_id, bootstrap=0, min_judges=1)["agreement"]

@@ -110,6 +110,7 @@ def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, s
                      "partial": selection.left_out,
                      "unjudged": sum(1 for q in everything.queries if q.judges == 0),
                      "judgments": len(results.judgments), "judges": len({j.judge_id for j in results.judgments}),
+                     "judge_names": sorted({j.judge for j in results.judgments}),
                      "categories_graded": sum(len(g) for g in grades.values()),
                      "skips": sum(q.skipped for q in everything.queries),
                      "flagged_queries": sum(1 for q in everything.queries if q.flagged)},
@@ -141,11 +142,16 @@ def _number(value: float | None, digits: int = 3) -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
+def shown_segments(report: dict) -> list[dict]:
+    """The query sets with judged queries (a session of one segment shows no empty rows)."""
+    return [s for s in report["segments"] if s["queries"] or s["segment"] == ALL]
+
+
 def tables(report: dict) -> list[Table]:
     session, options = report["session"], report["options"]
     k = session["top_k"]
     rows = []
-    for segment in report["segments"]:
+    for segment in shown_segments(report):
         for system, cells in segment["models"].items():
             rows.append((segment["segment"], f"{system} ({session['models'][system]})", f"{segment['queries']:,}",
                          _figure(cells["acceptable"]), _figure(cells["exact"]), _figure(cells["severe"]),
@@ -169,7 +175,7 @@ def tables(report: dict) -> list[Table]:
             [(s["segment"], f"{s['paired']['win']:,}", f"{s['paired']['tie']:,}", f"{s['paired']['loss']:,}",
               _figure(s["paired"]["acceptable"], signed=True), _figure(s["paired"]["exact"], signed=True),
               _figure(s["paired"]["severe"], signed=True), _figure(s["paired"]["precision"], signed=True))
-             for s in report["segments"]],
+             for s in shown_segments(report)],
             note="win/tie/loss: queries where the target's top-1 category is graded higher / the same / lower (an "
                  "ungraded or missing top-1 below 0). δ = target − baseline.",
         ))
@@ -178,7 +184,8 @@ def tables(report: dict) -> list[Table]:
         ("QuerySet", "units (2+ judges)", "Krippendorff's α (ordinal)", f"units ({session['judges_per_query']} judges)",
          "Fleiss' κ", "pairwise agreement (%)"),
         [(a["segment"], f"{a['units']:,}", _number(a["krippendorff_alpha_ordinal"]), f"{a['fleiss_kappa_units']:,}",
-          _number(a["fleiss_kappa"]), percent(a["pairwise_agreement"])) for a in report["agreement"]],
+          _number(a["fleiss_kappa"]), percent(a["pairwise_agreement"])) for a in report["agreement"]
+         if a["segment"] in {s["segment"] for s in shown_segments(report)}],
         note="Fleiss' κ uses only the units graded by exactly the session's number of judges; α uses every unit "
              "with two or more grades. Both are undefined (–) when every grade is the same.",
     ))
@@ -215,7 +222,7 @@ def header_lines(report: dict) -> list[str]:
              + ", ".join(f"{s} {n:,}" for s, n in (settings.get("sampled") or {}).items()) + f"): {coverage['complete']:,} "
              f"judged by {report['options']['min_judges']} or more judges, {coverage['partial']:,} by fewer, "
              f"{coverage['unjudged']:,} by none; {coverage['judgments']:,} grades of {coverage['categories_graded']:,} "
-             f"categories by {coverage['judges']:,} judges."]
+             f"categories by {coverage['judges']:,} judges ({', '.join(coverage['judge_names'])})."]
     if not (report.get("gold") or {}).get("queries"):
         lines.append("No gold questions (`qcat judge add-gold` adds queries with known grades, to check each judge).")
     lines.append(f"Created {report['created']}.")
@@ -224,7 +231,7 @@ def header_lines(report: dict) -> list[str]:
 
 def figure_plot(report: dict) -> str:
     """Top-1 acceptable, exact and severe per model and query set, with their intervals."""
-    segments = report["segments"]
+    segments = shown_segments(report)
     systems = list(report["session"]["models"])
     figure, axes = plt.subplots(1, 3, figsize=(10, 3.2))
     x = np.arange(len(segments))
