@@ -16,8 +16,9 @@ def display_url(url: str) -> str:
     return parse_url(url).render_as_string(hide_password=True)
 
 
-def existing_session(store, key: str) -> None:
+def existing_session(store, key: str) -> str:
+    """The session's kind (results or categories); an error when there is no such session."""
     from qcat.judging.grading.sessions import find_session
 
     with store.sessions() as session:
-        find_session(session, key)
+        return find_session(session, key).kind

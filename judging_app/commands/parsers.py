@@ -40,7 +40,20 @@ def judge_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="qcat judge", description="Blind side-by-side judging of two classifiers (eBay §4.2.3).")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    create = actions.add_parser("create-session", help="sample head/torso/tail queries and store both result lists")
+    create = actions.add_parser("create-session", help="sample head/torso/tail queries and store both result lists "
+                                                       "(--kind categories: the models' top categories)")
+    create.add_argument("--kind", choices=("results", "categories"), default="results",
+                        help="results (default): judges grade two search result lists side by side; categories: judges "
+                             "grade the categories one or two classifiers propose for each query (--model)")
+    create.add_argument("--model", type=Path, action="append", default=None, metavar="MODEL",
+                        help="--kind categories: a model bundle whose top categories are judged; twice to compare two "
+                             "(the first is the baseline)")
+    create.add_argument("--traffic", type=Path, default=None, metavar="FILE",
+                        help="--kind categories: the queries to judge, a file of sampled traffic (a query per line, a "
+                             "repeated line one more impression; or CSV/TSV with a query column and impressions and/or "
+                             "segment); default: drawn from the corpus's click log by head/torso/tail impressions")
+    create.add_argument("--top-k", type=int_at_least(1, 5), default=3, metavar="K",
+                        help="--kind categories: each model's top K categories are judged (1-5, default 3)")
     create.add_argument("--baseline", type=Path, default=None, metavar="MODEL", help="baseline model bundle")
     create.add_argument("--target", type=Path, default=None, metavar="MODEL", help="target model bundle")
     create.add_argument("--results", type=Path, action="append", default=None, metavar="FILE",
@@ -54,7 +67,9 @@ def judge_parser() -> argparse.ArgumentParser:
                         help="with --results: what the cards show per listing_id (CSV, TSV or JSONL: title, category, "
                              "brand, price, image_url, link), for rows that do not carry it (TREC runs)")
     create.add_argument("--default-segment", choices=("head", "torso", "tail"), default=None,
-                        help="with --results: the segment of queries whose rows give neither segment nor impressions")
+                        help="with --results: the segment of queries whose rows give neither segment nor impressions; "
+                             "with --traffic: the segment of every query when the file names none (default: by "
+                             "impressions)")
     create.add_argument("--differing-only", type=int_at_least(1), default=None, metavar="N",
                         help="keep only queries whose top N listings differ between the systems; the others are "
                              "counted as ties in the report, without graders")
@@ -155,6 +170,9 @@ def judge_parser() -> argparse.ArgumentParser:
     export.add_argument("--csv", type=Path, default=None, help="every judgment, one row each")
     export.add_argument("--qrels", type=Path, default=None, help="TREC qrels: qid 0 docno grade (mean of the judges, rounded)")
     export.add_argument("--golden", type=Path, default=None, help="qcat golden CSV (for qcat golden evaluate --golden)")
+    export.add_argument("--gold", type=Path, default=None, metavar="FILE",
+                        help="a category session's judged categories as a graded gold file (for qcat evaluate --gold "
+                             "and qcat data audit --gold)")
     export.add_argument("--min-judges", type=int_at_least(1), default=None,
                         help="export queries graded by at least this many judges (default: all of the session's, "
                              "the queries the report counts; 1: every judgment)")

@@ -28,6 +28,13 @@ def run_create(args: argparse.Namespace) -> int:
         raise InputError(f"--queries must be at least {len(SEGMENTS)} (one per segment), got {args.queries}")
     if args.judges_per_query < 1:
         raise InputError(f"--judges-per-query must be at least 1, got {args.judges_per_query}")
+    if args.kind == "categories":
+        return create_categories(args)
+    for flag, used in (("--model", args.model is not None), ("--traffic", args.traffic is not None),
+                       ("--top-k", args.top_k != 3)):
+        if used:
+            raise InputError(f"{flag} applies to --kind categories only (a result session compares --baseline and "
+                             "--target, or --results files)")
     if args.results is not None and (args.baseline is not None or args.target is not None):
         raise InputError("give either --results files or --baseline and --target model bundles, not both")
     if args.results is None and (args.baseline is None or args.target is None):
@@ -68,6 +75,55 @@ def run_create(args: argparse.Namespace) -> int:
     store.dispose()
     say(f"session {session_id} {name!r} (judges see {judge_facing_name(session_id, args.display_name)!r}): "
         f"{len(built.queries):,} queries, baseline/target placed left/right at random" + _identical_note(built.stats))
+    print(session_id)
+    return 0
+
+
+def create_categories(args: argparse.Namespace) -> int:
+    """``create-session --kind categories``: one or two models' top categories for sampled queries."""
+    from qcat.bundle import read_manifest
+    from qcat.errors import InputError
+    from qcat.judging.grading.categories import build_category_queries
+    from qcat.judging.grading.sessions import check_session_name_free, default_name, judge_facing_name, store_session
+    from qcat.judging.store.connection import open_store
+
+    for flag, used in (("--baseline", args.baseline is not None), ("--target", args.target is not None),
+                       ("--results", args.results is not None), ("--topics", args.topics is not None),
+                       ("--listings", args.listings is not None), ("--differing-only", args.differing_only is not None),
+                       ("--mode", args.mode != "boost"), ("--boost-weight", args.boost_weight != 1.0),
+                       ("--categories", args.categories != 3)):
+        if used:
+            raise InputError(f"{flag} applies to result sessions; a category session names its models with --model "
+                             "(once or twice)")
+    if not args.model or len(args.model) > 2:
+        raise InputError("--kind categories judges one or two models: give --model MODEL once or twice "
+                         f"(got {len(args.model or [])})")
+    if len(args.model) == 2 and args.model[0].resolve() == args.model[1].resolve():
+        raise InputError(f"--model {args.model[0]} is given twice: compare two different models, or give one")
+    if args.traffic is not None and args.period != "base":
+        raise InputError("--period chooses the click log's queries, which --traffic replaces: leave it out")
+    if args.traffic is None and args.default_segment is not None:
+        raise InputError("--default-segment applies to --traffic files (and --results) only")
+    guidelines = read_guidelines(args.guidelines) if args.guidelines is not None else None
+    store = open_store(args.url)  # fail early when the database is not ready
+    for model in args.model:
+        read_manifest(model)  # a missing or tampered bundle fails before any work
+    baseline, target = str(args.model[0]), str(args.model[1]) if len(args.model) == 2 else ""
+    name = args.name if args.name is not None else (
+        default_name(baseline, target) if target else default_name(baseline, "categories"))
+    check_session_name_free(store, name, args.display_name)
+    built = build_category_queries(args.model, args.top_k, args.queries if args.traffic is not None else
+                                   (args.queries or 4500), args.corpus, args.period, args.seed, args.traffic,
+                                   args.default_segment, say)
+    if guidelines is not None:
+        built.stats["guidelines"] = guidelines
+    session_id = store_session(store, name, baseline, target, built.queries, judges_per_query=args.judges_per_query,
+                               seed=args.seed, corpus=built.stats.get("corpus", ""), settings=built.stats,
+                               display_name=args.display_name, kind="categories")
+    store.dispose()
+    say(f"session {session_id} {name!r} (judges see {judge_facing_name(session_id, args.display_name)!r}): "
+        f"{len(built.queries):,} queries, each with the union of {'both models' if target else 'the model'}' top "
+        f"{args.top_k} categories, in an order drawn per judge")
     print(session_id)
     return 0
 
@@ -174,10 +230,14 @@ def run_report(args: argparse.Namespace) -> int:
     from qcat.judging.store.connection import open_store
 
     store = open_store(args.url)
-    existing_session(store, args.session)  # before the heavy imports: errors come fast
+    kind = existing_session(store, args.session)  # before the heavy imports: errors come fast
     from qcat.evaluation.report_files import clean_json, write_report_files
+    from qcat.judging.reporting import categories
     from qcat.judging.reporting.report import build_report, draw_all, render_html, render_markdown
 
+    if kind == "categories":
+        build_report, draw_all = categories.build_category_report, categories.draw_all
+        render_markdown, render_html = categories.render_markdown, categories.render_html
     report = build_report(store, args.session, bootstrap=args.bootstrap, seed=args.seed, min_judges=args.min_judges)
     store.dispose()
     written = write_report_files(report, args.out, draw_all(report), render_markdown, render_html)
@@ -214,19 +274,27 @@ def run_export(args: argparse.Namespace) -> int:
     from qcat.judging.store.connection import open_store
     from qcat.output import atomic_file
 
-    if not (args.csv or args.qrels or args.golden):
-        raise InputError("say what to write: --csv FILE, --qrels FILE and/or --golden FILE")
+    if not (args.csv or args.qrels or args.golden or args.gold):
+        raise InputError("say what to write: --csv FILE, --qrels FILE, --golden FILE (a result session) and/or "
+                         "--gold FILE (a category session)")
     store = open_store(args.url)
     try:
         existing_session(store, args.session)
-        from qcat.judging.reporting.export import selected, write_csv, write_golden_csv, write_qrels
+        from qcat.judging.reporting.export import (
+            selected,
+            write_csv,
+            write_golden_csv,
+            write_graded_gold_file,
+            write_qrels,
+        )
 
         selection = selected(store, args.session, args.min_judges)
         if not selection.results.judgments:
             raise InputError(nothing_to_export(selection, args.session))
         written = []
         with ExitStack() as staged:
-            for path, writer in ((args.csv, write_csv), (args.qrels, write_qrels), (args.golden, write_golden_csv)):
+            for path, writer in ((args.csv, write_csv), (args.qrels, write_qrels), (args.golden, write_golden_csv),
+                                 (args.gold, write_graded_gold_file)):
                 if path is not None:
                     staging = staged.enter_context(atomic_file(path, flag=None))
                     written.append((path, writer(store, args.session, staging, args.min_judges)))

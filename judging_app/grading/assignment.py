@@ -45,6 +45,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+import numpy as np
 from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
@@ -116,6 +117,7 @@ class QueryScreen:
     text: str
     left: list[Shown]
     right: list[Shown]
+    kind: str = "results"  # categories: one group of categories, on the left
 
     def expected(self) -> set[tuple[str, str]]:
         """Every (listing, side) that gets a grade (a listing in both groups on both sides)."""
@@ -133,7 +135,20 @@ def _check_session(session, session_id: int) -> JudgingSession:
     return record
 
 
-def screen(session, query_id: int) -> QueryScreen:
+def shown_order(categories: Sequence, seed: int, query_id: int, judge_id: int | None) -> list:
+    """The categories of a query in the order one judge sees them: a permutation drawn from
+    (session seed, query, judge), the same each time that judge sees the query. Without a judge
+    (checking a submission) the stored order."""
+    if judge_id is None:
+        return list(categories)
+    order = np.random.default_rng([seed, query_id, judge_id]).permutation(len(categories))
+    return [categories[i] for i in order]
+
+
+def screen(session, query_id: int, judge_id: int | None = None) -> QueryScreen:
+    """What a judge sees of a query. A category session shows one group, on the left: the union of
+    the models' categories (a category in both lists once), in ``judge_id``'s own order
+    (:func:`shown_order`), numbered as shown."""
     query = session.get(SessionQuery, query_id)
     if query is None:
         raise InputError(f"query {query_id!r} does not exist")
@@ -142,8 +157,16 @@ def screen(session, query_id: int) -> QueryScreen:
         select(ResultList.side, ResultItem.listing_id, ResultItem.position, ResultItem.title, ResultItem.category,
                ResultItem.brand, ResultItem.price, ResultItem.image_url, ResultItem.link)
         .join(ResultItem, ResultItem.list_id == ResultList.id)
-        .where(ResultList.query_id == query_id).order_by(ResultList.side, ResultItem.position)).all()
-    for side, *shown in rows:
+        .where(ResultList.query_id == query_id).order_by(ResultList.system, ResultItem.position)).all()
+    record = session.get(JudgingSession, query.session_id)
+    if record.kind == "categories":
+        union: dict[str, tuple[str, str, str]] = {}  # each category once (rows: the baseline's list first)
+        for _, listing_id, _, title, category, *_ in rows:
+            union.setdefault(listing_id, (listing_id, title, category))
+        shown = shown_order(list(union.values()), record.seed, query.id, judge_id)
+        return QueryScreen(query.id, query.text, [Shown(c, i, title, category) for i, (c, title, category)
+                                                  in enumerate(shown, start=1)], [], "categories")
+    for side, *shown in sorted(rows, key=lambda row: (row[0], row[2])):
         groups[side].append(Shown(*shown))
     return QueryScreen(query.id, query.text, groups["left"], groups["right"])
 
@@ -240,7 +263,7 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
     def pick(session) -> QueryScreen | None:
         record, now = _ready(session, judge_id, session_id, claim_timeout)
         query_id = _pick(session, judge_id, record, now, showing, beyond)
-        return screen(session, query_id) if query_id is not None else None
+        return screen(session, query_id, judge_id) if query_id is not None else None
 
     return _claiming(store, pick)
 

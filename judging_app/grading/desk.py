@@ -28,6 +28,7 @@ from qcat.judging.grading import assignment, judgments
 from qcat.judging.grading.assignment import QueryScreen, Shown
 from qcat.judging.grading.imports import safe_url
 from qcat.judging.store.connection import Store, error_detail
+from qcat.judging.store.models import CATEGORY_GRADE_NAMES, GRADE_NAMES
 
 PREFETCH = 4  # queries held ready after the one on screen, at least: a margin for a busy server
 MAX_HOLD = 12  # queries a panel may hold at most, the one on screen included (it asks from the judge's pace)
@@ -71,7 +72,8 @@ def card(item: Shown) -> dict:
 def screen_data(screen: QueryScreen, grades: dict[tuple[str, str], int] | None = None) -> dict:
     """A query as the panel draws it: both groups, and the listings to grade in the order the keys
     go (Group A top to bottom, then Group B's listings not shown in Group A). A listing in both
-    groups is graded once, in Group A. Never which system is which."""
+    groups is graded once, in Group A. Never which system is which. A category session's query
+    is one group of categories (``kind``), graded with :data:`CATEGORY_GRADE_NAMES`."""
     shared = screen.shared()
     left_position = {item.listing_id: item.position for item in screen.left}
     groups = {"left": [], "right": []}
@@ -86,8 +88,9 @@ def screen_data(screen: QueryScreen, grades: dict[tuple[str, str], int] | None =
                 slots.append({"listing": item.listing_id, "side": side,
                               "grade": (grades or {}).get((item.listing_id, side))})
             groups[side].append(shown)
+    names = CATEGORY_GRADE_NAMES if screen.kind == "categories" else GRADE_NAMES
     return {"id": screen.query_id, "text": html.escape(screen.text), "left": groups["left"], "right": groups["right"],
-            "slots": slots}
+            "slots": slots, "kind": screen.kind, "grade_names": list(names)}
 
 
 @dataclass
@@ -227,7 +230,7 @@ class GradingDesk:
         if new:
             with self.store.sessions() as session:
                 for query_id in new:
-                    self.drawn[query_id] = screen_data(assignment.screen(session, query_id))
+                    self.drawn[query_id] = screen_data(assignment.screen(session, query_id, self.judge_id))
         for query_id in set(self.drawn) - set(ids):
             del self.drawn[query_id]
         return [{"id": query_id} if query_id in held else self.drawn[query_id] for query_id in ids]
@@ -235,7 +238,7 @@ class GradingDesk:
     def review(self, query_id: int) -> list[dict]:
         """A query this judge submitted, with their grades, to change."""
         with self.store.sessions() as session:
-            shown = assignment.screen(session, query_id)
+            shown = assignment.screen(session, query_id, self.judge_id)
         return [screen_data(shown, judgments.my_grades(self.store, self.judge_id, query_id))]
 
     def progress(self, max_age: float = PROGRESS_SECONDS) -> dict:

@@ -29,7 +29,7 @@ from sqlalchemy import func, insert, select
 from qcat.errors import InputError
 from qcat.judging.grading.judges import check_name
 from qcat.judging.store.connection import Store
-from qcat.judging.store.models import JudgingSession, ResultItem, ResultList, SessionQuery
+from qcat.judging.store.models import SESSION_KINDS, JudgingSession, ResultItem, ResultList, SessionQuery
 from qcat.progress import task
 
 SEGMENTS = ("head", "torso", "tail")
@@ -255,16 +255,21 @@ def _check_display_name_free(session, display_name: str) -> None:
 
 def store_session(store: Store, name: str, baseline_model: str, target_model: str, queries: list[QuerySpec],
                   judges_per_query: int = 3, seed: int = 0, corpus: str = "", settings: dict | None = None,
-                  display_name: str | None = None) -> int:
+                  display_name: str | None = None, kind: str = "results") -> int:
     """Write a session with its queries and both result lists per query; returns its id.
 
     The baseline's side is drawn per query from ``numpy.random.default_rng(seed)`` and stored.
-    ``display_name`` is what judges see (default "Session ID")."""
+    ``display_name`` is what judges see (default "Session ID"). ``kind="categories"``: the lists
+    are the models' top categories (:mod:`qcat.judging.grading.categories`); ``target_model`` ""
+    for a session of one model, which then has no target lists."""
     name = check_name(name, "session name")
     if display_name is not None:
         display_name = check_name(display_name, "session display name")
     if judges_per_query < 1:
         raise InputError(f"judges per query must be at least 1, got {judges_per_query}")
+    if kind not in SESSION_KINDS:
+        raise InputError(f"unknown session kind {kind!r}; expected one of {', '.join(SESSION_KINDS)}")
+    systems = ("baseline", "target") if target_model or kind == "results" else ("baseline",)
     if not queries:
         raise InputError("a judging session needs at least one query")
     texts = [q.text for q in queries]
@@ -285,7 +290,7 @@ def store_session(store: Store, name: str, baseline_model: str, target_model: st
             _check_display_name_free(session, display_name)
         record = JudgingSession(name=name, display_name=display_name, baseline_model=str(baseline_model), target_model=str(target_model),
                                 corpus=corpus, judges_per_query=judges_per_query, seed=seed,
-                                settings=json.dumps(settings or {}))
+                                settings=json.dumps(settings or {}), kind=kind)
         session.add(record)
         session.flush()
         session.execute(insert(SessionQuery), [
@@ -298,8 +303,9 @@ def store_session(store: Store, name: str, baseline_model: str, target_model: st
         for i, left in enumerate(baseline_left):
             list_rows.append({"query_id": query_ids[i], "system": "baseline", "model": str(baseline_model),
                               "side": "left" if left else "right"})
-            list_rows.append({"query_id": query_ids[i], "system": "target", "model": str(target_model),
-                              "side": "right" if left else "left"})
+            if "target" in systems:
+                list_rows.append({"query_id": query_ids[i], "system": "target", "model": str(target_model),
+                                  "side": "right" if left else "left"})
         session.execute(insert(ResultList), list_rows)
         list_ids = {(q, s): i for i, q, s in session.execute(
             select(ResultList.id, ResultList.query_id, ResultList.system)

@@ -80,6 +80,30 @@ is wrong, then Enter flags and skips it (Esc goes back). **R** sends again what 
 **?** opens this help and Esc closes it.
 """
 
+CATEGORY_GUIDELINE = """
+**Judge each category against the query**, as the shopper who typed it would: if the search sent
+them to this category, would they find what they want there? The categories are the proposals of
+one or more classifiers, in an order of your own; judge each on its own.
+
+| grade | meaning |
+|---|---|
+| **3 Exact** | the category where the product asked for is sold (the one a good shop would file it under) |
+| **2 Acceptable** | a category where the shopper would still find what they want (a sibling the shop also uses, a broader but fitting one) |
+| **1 Related** | a neighbouring category: accessories, parts or products that go with it, but not the thing asked for |
+| **0 Wrong** | a category unrelated to the query |
+
+Several categories may deserve 3 or 2: taxonomies overlap (iPhone cases are filed under both "Cell
+Phone Accessories > Cases" and "iPhone Accessories > Cases"). Unsure between two grades? Take the
+lower one. **Skip** a query you cannot judge (you do not understand it, it names no product);
+**flag** it with a note when something is wrong with it (offensive, not a product search).
+
+**Keyboard:** the first category without a grade has the focus (a blue frame). Press **0–3** to
+grade it: the focus moves on, and after the last one to **Submit grades**. **Enter** submits and
+shows the next query at once. **↑/↓** move, **←/→** change the grade in focus, **Backspace** takes
+back a grade. **S** skips the query; **F** puts you in the flag note (Enter there flags and skips,
+Esc goes back). **R** sends again what could not be saved. **?** opens this help and Esc closes it.
+"""
+
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
 
 
@@ -262,11 +286,12 @@ def session_about(store, session_id: int) -> dict:
                 record = find_session(session, session_id)
                 name = judge_facing_name(record.id, record.display_name)
                 guidelines = json.loads(record.settings or "{}").get("guidelines") or None
+                standard = CATEGORY_GUIDELINE if record.kind == "categories" else GUIDELINE
         except SQLAlchemyError as exc:  # asked again next time
             store_down(exc)
             return {"name": "", "has_guidelines": False, "guidelines_html": markdown_html(GUIDELINE)}
         cached[session_id] = {"name": name, "has_guidelines": bool(guidelines), "guidelines_html": markdown_html(
-            (guidelines + "\n\n---\n\n" if guidelines else "") + GUIDELINE)}
+            (guidelines + "\n\n---\n\n" if guidelines else "") + standard)}
     return cached[session_id]
 
 

@@ -322,18 +322,35 @@ if (!window.qcatPanelKeys) {  // one listener for the page's life; it acts on th
 }
 
 // ---- drawing
-function cardHtml(item) {
+function cardHtml(item, names) {
   const title = item.link ? `<a href="${item.link}" target="_blank" rel="noopener noreferrer" tabindex="-1">${item.title}</a>` : item.title;
   const picture = item.image ? `<img class="thumb" src="${item.image}" alt="" loading="lazy">` : '';
   const chips = item.slot === undefined ? `<p class="same">Same listing as Group A result ${item.same_as}: graded there, the grade counts for both groups.</p>`
-    : `<div class="grades" role="radiogroup" aria-label="Grade for result ${item.position}">${NAMES.map((name, g) =>
+    : `<div class="grades" role="radiogroup" aria-label="Grade for result ${item.position}">${names.map((name, g) =>
         `<button type="button" tabindex="-1" role="radio" class="chip" data-slot="${item.slot}" data-grade="${g}">${g} ${name}</button>`).join('')}</div>`;
   return `<div class="card"${item.slot === undefined ? '' : ` data-slot="${item.slot}"`}>${picture}<p><strong>${item.position}. ${title}</strong>`
     + (item.facts ? `<br>${item.facts}` : '') + `<br><span class="muted">${item.category} · ${item.listing}</span></p>${chips}</div>`;
 }
 
-function groupHtml(name, items) {
-  return `<section class="group"><h3>${name}</h3>${items.length ? items.map(cardHtml).join('') : '<p class="muted">This search returned nothing.</p>'}</section>`;
+// A category of a category session: its full path, the leaf in bold (the path is escaped by the server).
+function categoryHtml(item, names) {
+  const parts = item.title.split(' &gt; ');
+  const path = parts.slice(0, -1).map((p) => `${p} › `).join('') + `<strong>${parts[parts.length - 1]}</strong>`;
+  return `<div class="card category" data-slot="${item.slot}"><p>${item.position}. ${path}</p>`
+    + `<div class="grades" role="radiogroup" aria-label="Grade for category ${item.position}">${names.map((name, g) =>
+        `<button type="button" tabindex="-1" role="radio" class="chip" data-slot="${item.slot}" data-grade="${g}">${g} ${name}</button>`).join('')}</div></div>`;
+}
+
+function groupHtml(name, items, names) {
+  return `<section class="group"><h3>${name}</h3>${items.length ? items.map((item) => cardHtml(item, names)).join('') : '<p class="muted">This search returned nothing.</p>'}</section>`;
+}
+
+function groupsHtml(s) {
+  const names = s.grade_names || NAMES;
+  if (s.kind === 'categories') {
+    return `<div class="categories"><section class="group"><h3>Categories proposed for this query</h3>${s.left.map((item) => categoryHtml(item, names)).join('')}</section></div>`;
+  }
+  return `<div class="groups">${groupHtml('Group A', s.left, names)}${groupHtml('Group B', s.right, names)}</div>`;
 }
 
 function drawQuery() {
@@ -347,7 +364,7 @@ function drawQuery() {
     return;
   }
   body.innerHTML = `<h2 class="query">Query: ${s.text}</h2>` + (review ? '<p class="note-line">You submitted this query already: change any grade, then press Enter to save (Esc: back to grading). Every version is kept; the results use the latest.</p>' : '')
-    + `<div class="groups">${groupHtml('Group A', s.left)}${groupHtml('Group B', s.right)}</div>`;
+    + groupsHtml(s);
   $('.actions').hidden = false;
   $('.submit').textContent = review ? 'Save changes (Enter)' : 'Submit grades (Enter)';
   for (const node of $$('.grade-only')) node.hidden = review;

@@ -10,6 +10,8 @@ finished judgment.
 - TREC qrels: ``qid 0 docno grade`` per (query, listing), the grade being the mean of every
   judgment of that listing for that query (all judges, both sides where it was shown on both),
   rounded half up; ``qid`` is the query's id in the store;
+- :func:`write_graded_gold_file`: a category session's judged categories as a graded gold file for
+  ``qcat evaluate --gold`` (one row per query and category, the grade the category report uses);
 - :func:`golden_from_store`: a :class:`qcat.evaluation.golden.golden_set.GoldenSet`, one row per
   (query, listing, judge) (a judge who saw the listing on both sides gives the rounded mean of
   the two grades), relevant when Good or better, so ``qcat golden evaluate --golden URL
@@ -27,6 +29,7 @@ from qcat.errors import InputError
 from qcat.evaluation.golden.golden_set import GRADE_NAMES, RELEVANT_GRADE, GoldenSet, ImportReport, from_rows
 from qcat.judging.reporting.results import judged_by_enough, load_results
 from qcat.judging.store.connection import Store, open_store, shown
+from qcat.judging.store.models import CATEGORY_GRADE_NAMES
 
 CSV_COLUMNS = ("session", "query_id", "query", "segment", "judge", "side", "system", "position", "listing_id",
                "grade", "grade_name", "created_at", "updated_at")
@@ -51,16 +54,47 @@ def selected(store: Store, key: str | int, min_judges: int | None = None):
 
 
 def write_csv(store: Store, key: str | int, path: Path, min_judges: int | None = None) -> int:
+    """One row per judgment. A category session's rows name the category in ``listing_id``, the
+    systems that proposed it in ``system`` and its best rank in ``position``."""
     results = selected(store, key, min_judges).results
     query = {q.id: q for q in results.queries}
+    names = CATEGORY_GRADE_NAMES if results.kind == "categories" else GRADE_NAMES
     with _open(Path(path)) as handle:
         writer = csv.writer(handle)
         writer.writerow(CSV_COLUMNS)
         for j in results.judgments:
             writer.writerow([results.name, j.query_id, query[j.query_id].text, query[j.query_id].segment, j.judge,
-                             j.side, j.system, j.position, j.listing_id, j.grade, GRADE_NAMES[j.grade],
+                             j.side, j.system, j.position, j.listing_id, j.grade, names[j.grade],
                              j.created_at.isoformat(), j.updated_at.isoformat()])
     return len(results.judgments)
+
+
+def write_graded_gold_file(store: Store, key: str | int, path: Path, min_judges: int | None = None) -> int:
+    """A category session's judged categories as a graded gold file (:mod:`qcat.measure.graded_gold`):
+    one row per (query, category) with the grade the report uses, queries in session order (the
+    report's), for ``qcat evaluate --gold`` and ``qcat data audit --gold``."""
+    import json
+
+    from qcat.judging.reporting.categories import category_grades
+    from qcat.measure.graded_gold import write_graded_gold
+
+    results = selected(store, key, min_judges).results
+    if results.kind != "categories":
+        raise InputError(f"judging session {results.name!r} grades search results: --gold writes a category "
+                         "session's judgments (--golden writes a result session's for qcat golden)")
+    grades = category_grades(results)
+    given: dict[tuple[int, str], list[int]] = defaultdict(list)
+    for j in results.judgments:
+        given[(j.query_id, j.listing_id)].append(j.grade)
+    path_of = {item.listing_id: item.category for item in results.items}
+    rows = [(q.text, category, grade, q.segment, path_of.get(category, ""),
+             f"{sum(given[(q.id, category)]) / len(given[(q.id, category)]):.3f}" if given[(q.id, category)] else "",
+             len(given[(q.id, category)]))
+            for q in results.queries for category, grade in sorted(grades.get(q.id, {}).items())]
+    top_k = json.loads(results.settings or "{}").get("top_k", 3)
+    with _open(Path(path)) as handle:
+        return write_graded_gold(handle, rows, {"qcat graded gold": f"judging session {results.name}",
+                                                "session": results.id, "top_k": top_k})
 
 
 def qrels(store: Store, key: str | int, min_judges: int | None = None) -> list[tuple[int, str, int]]:
@@ -85,6 +119,9 @@ def write_qrels(store: Store, key: str | int, path: Path, min_judges: int | None
 def golden_rows(store: Store, key: str | int,
                 min_judges: int | None = None) -> tuple[list[tuple[str, str, int, int, str, bool]], str, int]:
     results = selected(store, key, min_judges).results
+    if results.kind == "categories":
+        raise InputError(f"judging session {results.name!r} grades categories, not listings: it is no golden data "
+                         "for qcat golden (export it with --gold for qcat evaluate --gold)")
     text = {q.id: q.text for q in results.queries}
     grades: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     for j in results.judgments:

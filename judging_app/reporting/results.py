@@ -53,6 +53,7 @@ class ItemRow:
     side: str  # left | right
     position: int
     listing_id: str
+    category: str = ""  # the listing's category path (a category session: the category's own path)
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,8 @@ class JudgmentRow:
     judge_id: int
     listing_id: str
     side: str
-    system: str
-    position: int
+    system: str  # a category session: the systems that proposed the category, "baseline+target" for both
+    position: int  # a category session: its best rank among the proposals
     grade: int
     created_at: datetime
     updated_at: datetime
@@ -82,6 +83,7 @@ class SessionResults:
     judgments: list[JudgmentRow]
     flag_notes: list[tuple[int, str, str]]  # (query id, judge, note)
     settled: dict = field(default_factory=dict)  # (query id, listing id) -> the grade an admin settled on
+    kind: str = "results"  # categories: items are the models' proposed categories (listing_id the category id)
 
 
 def load_results(store: Store, key: str | int) -> SessionResults:
@@ -107,21 +109,32 @@ def load_results(store: Store, key: str | int) -> SessionResults:
                                                                        ~SessionQuery.gold)
                                             .order_by(SessionQuery.position))]
         items = [ItemRow(*row) for row in session.execute(
-            select(ResultList.query_id, ResultList.system, ResultList.side, ResultItem.position, ResultItem.listing_id)
+            select(ResultList.query_id, ResultList.system, ResultList.side, ResultItem.position, ResultItem.listing_id,
+                   ResultItem.category)
             .join(ResultItem, ResultItem.list_id == ResultList.id)
             .join(SessionQuery, SessionQuery.id == ResultList.query_id)
             .where(SessionQuery.session_id == record.id, ~SessionQuery.gold)
             .order_by(ResultList.query_id, ResultList.system, ResultItem.position))]
-        judgments = [JudgmentRow(*row) for row in session.execute(
-            select(Judgment.query_id, Judge.name, Judge.id, Judgment.listing_id, Judgment.side, ResultList.system,
-                   ResultItem.position, Judgment.grade, Judgment.created_at, Judgment.updated_at)
-            .join(Judge, Judge.id == Judgment.judge_id)
-            .join(SessionQuery, SessionQuery.id == Judgment.query_id)
-            .join(Assignment, and_(Assignment.judge_id == Judgment.judge_id, Assignment.query_id == Judgment.query_id))
-            .join(ResultList, and_(ResultList.query_id == Judgment.query_id, ResultList.side == Judgment.side))
-            .join(ResultItem, and_(ResultItem.list_id == ResultList.id, ResultItem.listing_id == Judgment.listing_id))
-            .where(SessionQuery.session_id == record.id, ~SessionQuery.gold, Assignment.status == "done")
-            .order_by(Judgment.query_id, Judgment.side, ResultItem.position, Judge.name))]
+        finished = (select(Judgment.query_id, Judge.name, Judge.id, Judgment.listing_id, Judgment.side, Judgment.grade,
+                           Judgment.created_at, Judgment.updated_at)
+                    .join(Judge, Judge.id == Judgment.judge_id)
+                    .join(SessionQuery, SessionQuery.id == Judgment.query_id)
+                    .join(Assignment, and_(Assignment.judge_id == Judgment.judge_id,
+                                           Assignment.query_id == Judgment.query_id))
+                    .where(SessionQuery.session_id == record.id, ~SessionQuery.gold, Assignment.status == "done"))
+        if record.kind == "categories":
+            judgments = category_judgments(session.execute(finished.order_by(Judgment.query_id, Judgment.listing_id,
+                                                                              Judge.name)).all(), items)
+        else:
+            judgments = [JudgmentRow(query_id, judge, judge_id, listing, side, system, position, grade, created, updated)
+                         for query_id, judge, judge_id, listing, side, grade, created, updated, system, position
+                         in session.execute(
+                             finished.add_columns(ResultList.system, ResultItem.position)
+                             .join(ResultList, and_(ResultList.query_id == Judgment.query_id,
+                                                    ResultList.side == Judgment.side))
+                             .join(ResultItem, and_(ResultItem.list_id == ResultList.id,
+                                                    ResultItem.listing_id == Judgment.listing_id))
+                             .order_by(Judgment.query_id, Judgment.side, ResultItem.position, Judge.name))]
         settled = {}
         for query_id, listing_id, grade in session.execute(  # oldest first: the latest settlement wins
                 select(QueryReview.query_id, QueryReview.listing_id, QueryReview.grade)
@@ -130,7 +143,22 @@ def load_results(store: Store, key: str | int) -> SessionResults:
                 .order_by(QueryReview.id)):
             settled[(query_id, listing_id)] = grade
         return SessionResults(record.id, record.name, record.baseline_model, record.target_model,
-                              record.judges_per_query, record.settings, queries, items, judgments, notes, settled)
+                              record.judges_per_query, record.settings, queries, items, judgments, notes, settled,
+                              record.kind)
+
+
+def category_judgments(rows, items: list[ItemRow]) -> list[JudgmentRow]:
+    """A category session's judgments, each with the systems that proposed its category and its
+    best rank among them (the judge saw neither)."""
+    proposed: dict[tuple[int, str], list[ItemRow]] = {}
+    for item in items:
+        proposed.setdefault((item.query_id, item.listing_id), []).append(item)
+    out = []
+    for query_id, judge, judge_id, listing, side, grade, created, updated in rows:
+        by = proposed.get((query_id, listing), [])
+        out.append(JudgmentRow(query_id, judge, judge_id, listing, side, "+".join(sorted(i.system for i in by)),
+                               min((i.position for i in by), default=0), grade, created, updated))
+    return out
 
 
 def judges_needed(results: SessionResults, min_judges: int | None) -> int:

@@ -4,6 +4,9 @@
   hash is stored (:mod:`qcat.judging.store.tokens`), found by its public ``token_id`` part.
 - ``judging_sessions``: one blind side-by-side comparison of a baseline and a target model. Judges
   see only its ``display_name`` (or "Session ID" when it has none), never its name or models.
+  ``kind``: ``results`` (judges grade listings of two search result lists, side by side) or
+  ``categories`` (judges grade the categories one or two classifiers propose for a query, shown
+  as one list in an order drawn per judge: :mod:`qcat.judging.grading.categories`).
 - ``session_queries``: the session's queries, with their head/torso/tail segment, their order,
   which screen side the baseline is placed on (drawn per query with a seeded RNG) and how many
   judges currently hold or have finished them (``claims``, at most the session's
@@ -12,6 +15,8 @@
 - ``result_lists`` / ``result_items``: the two groups shown per query: which system, on which
   side, and the top listings with their positions (title, category, brand and price are copied
   in, so the app needs no catalog; brand and price are NULL when the catalog does not know them).
+  In a category session a list is one model's top-k categories (``listing_id`` the category id,
+  ``title`` and ``category`` its full path), and every judgment of it is stored on the left.
 - ``assignments``: a query given to a judge (open, done or skipped; flagged with a note), or
   ``released``: an open claim given up because the judge was idle longer than the claim timeout
   or by ``qcat judge release`` (it no longer counts in ``claims``; the judge may still submit).
@@ -61,6 +66,8 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 GRADE_NAMES = ("Off-topic", "Acceptable", "Good", "Excellent")
+CATEGORY_GRADE_NAMES = ("Wrong", "Related", "Acceptable", "Exact")  # qcat.measure.judged.GRADE_NAMES
+SESSION_KINDS = ("results", "categories")
 SIDES = ("left", "right")
 SYSTEMS = ("baseline", "target")
 ASSIGNMENT_STATES = ("open", "done", "skipped", "released")
@@ -132,6 +139,7 @@ class JudgingSession(Base):
     seed: Mapped[int] = mapped_column(Integer, default=0)
     settings: Mapped[str] = mapped_column(Text, default="{}")  # JSON: search config, requested sizes, timings
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    kind: Mapped[str] = mapped_column(String(16), default="results", server_default="results")  # see SESSION_KINDS
 
     __table_args__ = (CheckConstraint("judges_per_query >= 1", name="judges_per_query_positive"),)
 

@@ -1,0 +1,189 @@
+"""Category sessions (issue 39): judges grade the categories one or two classifiers propose for a
+query, so that a team learns how often the top category is acceptable to a person.
+
+A session stores, per query, each model's top-k categories as that model's result list
+(``result_items.listing_id`` the category id, ``title`` and ``category`` its full path;
+:func:`qcat.judging.grading.sessions.store_session` writes them). The judge sees one list, the
+*union* of the models' categories, in an order drawn for that judge and query
+(:func:`qcat.judging.grading.assignment.shown_order`), and never which model proposed which: the grade of a category proposed by
+both counts for both. Grades: 3 exact, 2 acceptable, 1 related, 0 wrong
+(:data:`qcat.judging.store.models.CATEGORY_GRADE_NAMES`).
+
+The queries come from a file of sampled traffic (:func:`read_traffic`: a query per line, a repeated
+line one more impression, or a table with a ``query`` column and ``impressions`` or ``segment``) or
+from a corpus's click log, a third each from head, torso and tail by impressions
+(:func:`build_category_queries`). Queries for which no model answers a category are passed over
+and counted.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+
+from qcat.errors import InputError
+from qcat.judging.grading.sessions import SEGMENTS, BuiltQueries, Listing, QuerySpec, split_evenly
+from qcat.progress import task
+
+DEFAULT_TOP_K = 3
+MAX_TOP_K = 5  # the panel shows at most 2 x 5 categories a query
+
+
+def read_traffic(path: Path, default_segment: str | None = None) -> list[tuple[str, float, str | None]]:
+    """``(query, impressions, segment or None)`` per distinct normalized query of a traffic file.
+
+    A ``.csv``/``.tsv`` file whose header has a ``query`` column may add ``impressions`` and/or
+    ``segment``; any other file is one query per line, each line one impression. Errors name the
+    file and line."""
+    from qcat.normalize import normalize
+    from qcat.paths import check_file
+
+    path = check_file(path, "--traffic")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"--traffic {path}: cannot read it as UTF-8 text ({exc.__class__.__name__})") from None
+    lines = text.splitlines()
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    header = next(csv.reader(lines[:1], delimiter=delimiter), []) if path.suffix.lower() in (".csv", ".tsv") else []
+    header = [name.strip().lower() for name in header]
+    impressions: Counter = Counter()
+    segments: dict[str, str] = {}
+    if header:
+        if "query" not in header:
+            raise InputError(f"--traffic {path}:1: the header has no 'query' column (columns: {', '.join(header)})")
+        column = {name: header.index(name) for name in ("query", "impressions", "segment") if name in header}
+        for number, cells in enumerate(csv.reader(lines[1:], delimiter=delimiter), start=2):
+            if not cells or not any(cell.strip() for cell in cells):
+                continue
+            where = f"--traffic {path}:{number}"
+            if len(cells) < len(header):
+                raise InputError(f"{where}: {len(cells)} columns, the header names {len(header)}")
+            query = normalize(cells[column["query"]])
+            if not query:
+                raise InputError(f"{where}: the query is empty once normalized ({cells[column['query']]!r})")
+            count = 1.0
+            if "impressions" in column:
+                try:
+                    count = float(cells[column["impressions"]])
+                except ValueError:
+                    count = float("nan")
+                if not np.isfinite(count) or count <= 0:
+                    raise InputError(f"{where}: impressions {cells[column['impressions']]!r} is not a positive number")
+            impressions[query] += count
+            if "segment" in column and cells[column["segment"]].strip():
+                segment = cells[column["segment"]].strip().lower()
+                if segment not in SEGMENTS:
+                    raise InputError(f"{where}: segment {segment!r} is not one of {', '.join(SEGMENTS)}")
+                if segments.setdefault(query, segment) != segment:
+                    raise InputError(f"{where}: query {query!r} is {segment} here and {segments[query]} above")
+    else:
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                query = normalize(line)
+                if not query:
+                    raise InputError(f"--traffic {path}:{number}: the query is empty once normalized ({line!r})")
+                impressions[query] += 1.0
+    if not impressions:
+        raise InputError(f"--traffic {path} holds no query")
+    if segments and len(segments) < len(impressions):
+        missing = next(q for q in impressions if q not in segments)
+        raise InputError(f"--traffic {path}: query {missing!r} has no segment while others have one: give every "
+                         "query a segment, or none (then segments come from impressions)")
+    return [(query, float(count), segments.get(query, default_segment)) for query, count in impressions.items()]
+
+
+def _segments(traffic: list[tuple[str, float, str | None]]) -> np.ndarray:
+    """Segment index per query: the file's, else by impressions (head/torso/tail thirds of demand)."""
+    from qcat.measure.segments import segment_by_impressions
+
+    if all(segment is not None for _, _, segment in traffic):
+        return np.array([SEGMENTS.index(segment) for _, _, segment in traffic], dtype=np.int64)
+    return segment_by_impressions(np.array([count for _, count, _ in traffic], dtype=np.float64)).astype(np.int64)
+
+
+def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_K, n_queries: int | None = None,
+                           corpus_dir: Path | None = None, period: str = "base", seed: int = 0,
+                           traffic: Path | None = None, default_segment: str | None = None,
+                           progress: Callable[[str], None] = lambda message: None) -> BuiltQueries:
+    """The session's queries (a third per segment when ``n_queries`` is given; every traffic query
+    otherwise) and each model's top ``top_k`` categories (:func:`qcat.measure.judged.top_k_categories`,
+    the answers ``qcat evaluate --gold`` takes too)."""
+    from qcat.classifier import load_model
+    from qcat.evaluation.evaluate import check_labels
+    from qcat.evaluation.golden.query_sets import log_demand
+    from qcat.measure.judged import top_k_categories
+    from qcat.measure.segments import segment_by_impressions
+    from qcat.training.data.corpus import Corpus
+
+    if not 1 <= top_k <= MAX_TOP_K:
+        raise InputError(f"--top-k must lie in 1..{MAX_TOP_K} (judges see at most {MAX_TOP_K} categories a model), "
+                         f"got {top_k}")
+    if not 1 <= len(model_dirs) <= 2:
+        raise InputError(f"a category session judges one or two models, got {len(model_dirs)} --model")
+    started = time.perf_counter()
+    corpus = Corpus.open(corpus_dir)
+    taxonomy = corpus.taxonomy()
+    models = []
+    for directory in model_dirs:
+        model = load_model(directory)
+        check_labels(model, taxonomy, Path(directory))
+        models.append(model)
+    if traffic is not None:
+        rows = read_traffic(traffic, default_segment)
+        texts = np.array([query for query, _, _ in rows], dtype=object)
+        counts = np.array([count for _, count, _ in rows], dtype=np.float64)
+        segment = _segments(rows)
+        source = {"traffic": str(traffic), "traffic_queries": len(rows)}
+    else:
+        demand = log_demand(corpus, period)
+        texts, counts = np.asarray(demand.queries, dtype=object), np.asarray(demand.impressions, dtype=np.float64)
+        segment = segment_by_impressions(counts).astype(np.int64)
+        source = {"corpus": str(corpus.directory), "period": period}
+    progress(f"{len(texts):,} queries to sample from ({time.perf_counter() - started:.1f} s)")
+    rng = np.random.default_rng(seed)
+    wanted = dict(zip(SEGMENTS, split_evenly(n_queries))) if n_queries is not None else {}
+    stats: dict = {"kind": "categories", "top_k": top_k, "models": [str(d) for d in model_dirs], **source,
+                   "requested": {}, "available": {}, "sampled": {}, "no_answer_skipped": {}}
+    queries: list[QuerySpec] = []
+    total = sum(wanted.values()) if wanted else len(texts)
+    with task("taking the models' top categories for the session's queries", total) as advance:
+        for s, name in enumerate(SEGMENTS):
+            members = np.nonzero(segment == s)[0]
+            members = members[rng.permutation(len(members))] if wanted else members
+            want = wanted.get(name, len(members))
+            stats["available"][name], stats["requested"][name] = int(len(members)), want
+            kept: list[QuerySpec] = []
+            skipped, start = 0, 0
+            while len(kept) < want and start < len(members):
+                chunk = members[start: start + max(64, 2 * (want - len(kept)))]
+                start += len(chunk)
+                chunk_texts = [str(q) for q in texts[chunk]]
+                answers = [top_k_categories(model, chunk_texts, top_k) for model in models]
+                for i, row in enumerate(chunk):
+                    if len(kept) == want:
+                        break
+                    lists = [[Listing(c, taxonomy.path_of(c), taxonomy.path_of(c)) for c in a[i]] for a in answers]
+                    if not any(lists):
+                        skipped += 1
+                        continue
+                    kept.append(QuerySpec(chunk_texts[i], name, lists[0], lists[1] if len(lists) > 1 else [],
+                                          float(counts[row])))
+                    advance()
+            if len(kept) < want and wanted:
+                progress(f"warning: the {name} segment has only {len(kept):,} queries the models answer, fewer than "
+                         f"the {want:,} asked for")
+            stats["sampled"][name], stats["no_answer_skipped"][name] = len(kept), skipped
+            queries += kept
+    if not queries:
+        raise InputError("no query left to judge: the models answer no category for any of the queries")
+    queries = [queries[i] for i in rng.permutation(len(queries))]
+    stats["seconds_building"] = round(time.perf_counter() - started, 2)
+    progress(f"{len(queries):,} queries ({', '.join(f'{k} {v:,}' for k, v in stats['sampled'].items())}) with "
+             f"{len(models)} model{'s' * (len(models) > 1)}' top {top_k} in {time.perf_counter() - started:.1f} s")
+    return BuiltQueries(queries, stats)

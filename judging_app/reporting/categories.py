@@ -1,0 +1,261 @@
+"""The report of a category session (issue 39): how often each model's top category is acceptable
+to people, exact, or badly wrong, per head/torso/tail segment, from the judges' grades.
+
+A query counts once all its judges are done (``--min-judges`` lowers that), as in the search
+report. Each category's grade is :func:`qcat.measure.judged.judged_grade` of its judges' grades
+(their mean rounded half up; an admin's settled grade instead). Per model, over its top-k as
+stored when the session was made: top-1 acceptable (grade ≥ 2), exact (3), severe (graded 0 and
+under another top-level node than every category graded ≥ 2), precision@k, each with a bootstrap
+interval (:func:`qcat.measure.judged.figures`); with two models, wins/ties/losses on the top-1
+grade and paired differences (:func:`qcat.measure.judged.paired`). Inter-rater agreement over units
+of one category of one query. ``qcat judge export --gold`` writes the same grades, so ``qcat
+evaluate --gold`` recomputes the same figures from a model.
+
+Gold questions count in none of that: a table of their own compares each judge with the known
+grades, as in the search report.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from datetime import datetime, timezone
+
+import numpy as np
+
+from qcat.errors import InputError
+from qcat.evaluation.html import html_document
+from qcat.evaluation.plots import figure_svg, plt
+from qcat.evaluation.report import Table, markdown_document, percent
+from qcat.judging.grading.gold import gold_summary
+from qcat.judging.grading.sessions import SEGMENTS
+from qcat.judging.grading.timing import timing_summary
+from qcat.judging.reporting.agreement import agreement
+from qcat.judging.reporting.results import SessionResults, judged_by_enough, load_results
+from qcat.judging.store.connection import Store
+from qcat.measure.judged import GRADE_NAMES, figures, judged_grade, paired, query_outcomes
+
+TITLE = "qcat category judging report"
+ALL = "all"
+PATH_SEPARATOR = " > "
+
+
+def top_level(path: str) -> str:
+    """The top-level node of a category, from its stored full path."""
+    return path.split(PATH_SEPARATOR, 1)[0]
+
+
+def category_grades(results: SessionResults) -> dict[int, dict[str, int]]:
+    """Per query, each judged category's grade (:func:`qcat.measure.judged.judged_grade`)."""
+    given: dict[tuple[int, str], list[int]] = defaultdict(list)
+    for j in results.judgments:
+        given[(j.query_id, j.listing_id)].append(j.grade)
+    out: dict[int, dict[str, int]] = defaultdict(dict)
+    for (query_id, category), grades in given.items():
+        out[query_id][category] = judged_grade(grades, results.settled.get((query_id, category)))
+    return out
+
+
+def systems_of(results: SessionResults) -> list[str]:
+    return ["baseline", "target"] if results.target_model else ["baseline"]
+
+
+def answers_of(results: SessionResults, system: str, query_ids: list[int]) -> list[list[str]]:
+    """Each query's categories as the model ranked them (its stored top-k)."""
+    ranked: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for item in results.items:
+        if item.system == system:
+            ranked[item.query_id].append((item.position, item.listing_id))
+    return [[c for _, c in sorted(ranked[q])] for q in query_ids]
+
+
+def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, seed: int = 0,
+                          min_judges: int | None = None) -> dict:
+    if bootstrap < 0:
+        raise InputError(f"bootstrap draws must be non-negative, got {bootstrap}")
+    everything = load_results(store, key)
+    if everything.kind != "categories":
+        raise InputError(f"judging session {everything.name!r} grades search results, not categories")
+    selection = judged_by_enough(everything, min_judges)
+    results = selection.results
+    settings = json.loads(results.settings or "{}")
+    k = int(settings.get("top_k", 3))
+    grades = category_grades(results)
+    paths = {item.listing_id: item.category for item in results.items}
+    systems = systems_of(results)
+    models = {"baseline": results.baseline_model, "target": results.target_model}
+    by_segment = []
+    for segment in (ALL, *SEGMENTS):
+        ids = [q.id for q in results.queries if segment in (ALL, q.segment)]
+        graded = [grades.get(q, {}) for q in ids]
+        outcomes = {s: query_outcomes(answers_of(results, s, ids), graded, lambda c: top_level(paths.get(c, "")), k)
+                    for s in systems}
+        row = {"segment": segment, "queries": len(ids),
+               "models": {s: figures(outcomes[s], bootstrap, seed) for s in systems}}
+        if len(systems) == 2:
+            row["paired"] = paired(outcomes["baseline"], outcomes["target"], bootstrap, seed)
+        by_segment.append(row)
+    units: dict[str, dict[tuple[int, str], list[int]]] = {s: defaultdict(list) for s in (ALL, *SEGMENTS)}
+    segment_of = {q.id: q.segment for q in results.queries}
+    for j in results.judgments:
+        for segment in (segment_of[j.query_id], ALL):
+            units[segment][(j.query_id, j.listing_id)].append(j.grade)
+    return {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "session": {"id": results.id, "name": results.name, "kind": "categories", "models": {s: models[s] for s in systems},
+                    "judges_per_query": results.judges_per_query, "top_k": k, "settings": settings},
+        "options": {"bootstrap": bootstrap, "seed": seed, "min_judges": selection.needed},
+        "coverage": {"queries": len(everything.queries), "complete": len(results.queries),
+                     "partial": selection.left_out,
+                     "unjudged": sum(1 for q in everything.queries if q.judges == 0),
+                     "judgments": len(results.judgments), "judges": len({j.judge_id for j in results.judgments}),
+                     "categories_graded": sum(len(g) for g in grades.values()),
+                     "skips": sum(q.skipped for q in everything.queries),
+                     "flagged_queries": sum(1 for q in everything.queries if q.flagged)},
+        "segments": by_segment,
+        "agreement": [{"segment": s, **agreement(list(units[s].values()), results.judges_per_query)}
+                      for s in (ALL, *SEGMENTS)],
+        "grade_counts": {GRADE_NAMES[g]: n for g, n in sorted(Counter(j.grade for j in results.judgments).items())},
+        "gold": gold_summary(store, results.id),
+        "timing": timing_summary(store, results.id),
+        "settled_categories": len(results.settled),
+        "flag_notes": [{"query_id": q, "judge": judge, "note": note} for q, judge, note in everything.flag_notes],
+        "per_query": [{"query_id": q.id, "query": q.text, "segment": q.segment, "judges": q.judges,
+                       "grades": {c: grades.get(q.id, {}).get(c) for c in sorted(grades.get(q.id, {}))},
+                       **{s: answers_of(results, s, [q.id])[0] for s in systems}} for q in results.queries],
+    }
+
+
+def _figure(cell: dict, scale: float = 100.0, signed: bool = False) -> str:
+    value, low, high = (cell.get(name) for name in ("value", "low", "high"))
+    if value is None or math.isnan(value):
+        return "–"
+    sign = "+" if signed else ""
+    if low is None or math.isnan(low):
+        return f"{scale * value:{sign}.1f}"
+    return f"{scale * value:{sign}.1f} [{scale * low:{sign}.1f}, {scale * high:{sign}.1f}]"
+
+
+def _number(value: float | None, digits: int = 3) -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def tables(report: dict) -> list[Table]:
+    session, options = report["session"], report["options"]
+    k = session["top_k"]
+    rows = []
+    for segment in report["segments"]:
+        for system, cells in segment["models"].items():
+            rows.append((segment["segment"], f"{system} ({session['models'][system]})", f"{segment['queries']:,}",
+                         _figure(cells["acceptable"]), _figure(cells["exact"]), _figure(cells["severe"]),
+                         _figure(cells["precision"]), _figure(cells["judged"])))
+    main = Table(
+        "Human-judged top-1 per model and query set (%, 95% bootstrap interval)",
+        ("QuerySet", "model", "queries", "top-1 acceptable", "top-1 exact", "severe", f"precision@{k}", "top-1 graded"),
+        rows,
+        note=(f"A query counts once {options['min_judges']} judges have graded its categories. A category's grade is "
+              "the judges' mean rounded half up (3 exact, 2 acceptable, 1 related, 0 wrong)"
+              + (f"; {report['settled_categories']:,} settled by an admin" if report.get("settled_categories") else "")
+              + ". Acceptable: top-1 graded 2 or more; exact: 3; severe: top-1 graded 0 and under another top-level "
+              f"category than every category graded 2 or more; precision@{k}: share of the model's top {k} graded 2 "
+              f"or more. Intervals: {options['bootstrap']:,} bootstrap draws over queries."),
+    )
+    out = [main]
+    if any("paired" in s for s in report["segments"]):
+        out.append(Table(
+            "Target vs baseline, per query (points, 95% paired bootstrap interval)",
+            ("QuerySet", "win", "tie", "loss", "δ acceptable", "δ exact", "δ severe", f"δ precision@{k}"),
+            [(s["segment"], f"{s['paired']['win']:,}", f"{s['paired']['tie']:,}", f"{s['paired']['loss']:,}",
+              _figure(s["paired"]["acceptable"], signed=True), _figure(s["paired"]["exact"], signed=True),
+              _figure(s["paired"]["severe"], signed=True), _figure(s["paired"]["precision"], signed=True))
+             for s in report["segments"]],
+            note="win/tie/loss: queries where the target's top-1 category is graded higher / the same / lower (an "
+                 "ungraded or missing top-1 below 0). δ = target − baseline.",
+        ))
+    out.append(Table(
+        "Inter-rater agreement (units: one category of one query)",
+        ("QuerySet", "units (2+ judges)", "Krippendorff's α (ordinal)", f"units ({session['judges_per_query']} judges)",
+         "Fleiss' κ", "pairwise agreement (%)"),
+        [(a["segment"], f"{a['units']:,}", _number(a["krippendorff_alpha_ordinal"]), f"{a['fleiss_kappa_units']:,}",
+          _number(a["fleiss_kappa"]), percent(a["pairwise_agreement"])) for a in report["agreement"]],
+        note="Fleiss' κ uses only the units graded by exactly the session's number of judges; α uses every unit "
+             "with two or more grades. Both are undefined (–) when every grade is the same.",
+    ))
+    gold = report.get("gold") or {"queries": 0, "judges": []}
+    if gold["queries"]:
+        out.append(Table(
+            "Agreement with gold questions",
+            ("judge", "gold queries judged", "gold categories graded", "exact agreement (%)", "mean absolute difference",
+             "within 1 grade (%)"),
+            [(g["judge"], f"{g['queries']:,}", f"{g['listings']:,}", percent(g["exact"]), _number(g["mean_abs_diff"], 2),
+              percent(g["within_one"])) for g in gold["judges"]],
+            note="Gold questions have known grades; they are left out of every other number of this report.",
+        ))
+    counts = report["grade_counts"]
+    out.append(Table("Grades given", ("grade", "judgments"), [(name, f"{counts.get(name, 0):,}") for name in GRADE_NAMES]
+                     + [("skips", f"{report['coverage']['skips']:,}"),
+                        ("flagged queries", f"{report['coverage']['flagged_queries']:,}")], detail=True))
+    if report["flag_notes"]:
+        out.append(Table("Flag notes", ("query id", "judge", "note"),
+                         [(str(n["query_id"]), n["judge"], n["note"]) for n in report["flag_notes"][:50]], detail=True))
+    return out
+
+
+def header_lines(report: dict) -> list[str]:
+    session, coverage = report["session"], report["coverage"]
+    settings = session["settings"]
+    models = ", ".join(f"{system} {model}" for system, model in session["models"].items())
+    source = (f"sampled traffic {settings['traffic']}" if settings.get("traffic") else
+              f"the {settings.get('period', 'base')} period of {settings.get('corpus', 'the corpus')}'s click log")
+    lines = [f"Session {session['id']} {session['name']!r}: categories of {models}; judges saw the union of the "
+             f"models' top {session['top_k']} for each query, in an order of their own, never which model proposed "
+             "which.",
+             f"{coverage['queries']:,} queries from {source} ("
+             + ", ".join(f"{s} {n:,}" for s, n in (settings.get("sampled") or {}).items()) + f"): {coverage['complete']:,} "
+             f"judged by {report['options']['min_judges']} or more judges, {coverage['partial']:,} by fewer, "
+             f"{coverage['unjudged']:,} by none; {coverage['judgments']:,} grades of {coverage['categories_graded']:,} "
+             f"categories by {coverage['judges']:,} judges."]
+    if not (report.get("gold") or {}).get("queries"):
+        lines.append("No gold questions (`qcat judge add-gold` adds queries with known grades, to check each judge).")
+    lines.append(f"Created {report['created']}.")
+    return lines
+
+
+def figure_plot(report: dict) -> str:
+    """Top-1 acceptable, exact and severe per model and query set, with their intervals."""
+    segments = report["segments"]
+    systems = list(report["session"]["models"])
+    figure, axes = plt.subplots(1, 3, figsize=(10, 3.2))
+    x = np.arange(len(segments))
+    width = 0.8 / len(systems)
+    for axis, name in zip(axes, ("acceptable", "exact", "severe")):
+        for i, system in enumerate(systems):
+            cells = [s["models"][system][name] for s in segments]
+            value = np.array([100 * _nan(c["value"]) for c in cells])
+            low = np.array([100 * _nan(c["low"]) for c in cells])
+            high = np.array([100 * _nan(c["high"]) for c in cells])
+            axis.bar(x + (i - (len(systems) - 1) / 2) * width, value, width, label=system,
+                     yerr=np.vstack([np.nan_to_num(value - low), np.nan_to_num(high - value)]), capsize=3)
+        axis.set_xticks(x, [s["segment"] for s in segments])
+        axis.set_title(f"top-1 {name} (%)", fontsize=10)
+        axis.grid(axis="y", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    return figure_svg(figure)
+
+
+def _nan(value) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def draw_all(report: dict) -> dict[str, tuple[str, str]]:
+    return {"Top-1 acceptable, exact and severe by query set, with 95% intervals": ("top1_by_segment.svg",
+                                                                                     figure_plot(report))}
+
+
+def render_markdown(report: dict, plot_files: dict[str, str]) -> str:
+    return markdown_document(TITLE, header_lines(report), tables(report), plot_files)
+
+
+def render_html(report: dict, plots: dict[str, tuple[str, str]]) -> str:
+    return html_document(TITLE, header_lines(report), tables(report), plots)
