@@ -5,33 +5,16 @@ wins/ties/losses and paired differences)."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 from judging_fixtures import qcat
 
-from qcat.judging.grading import assignment, judgments
-from qcat.judging.grading.judges import find_judge
-from qcat.judging.store.connection import open_store
-from tests.test_judging_categories import MODEL, NB, category_db, simulated_grade  # noqa: F401  (a fixture)
+from tests.test_judging_categories import MODEL, NB, category_db, graded_copy  # noqa: F401  (a fixture)
 
 
 @pytest.mark.slow
 def test_evaluate_gold_on_the_export_equals_the_session_report(category_db, tmp_path) -> None:  # noqa: F811
-    db, _ = category_db
-    copy = tmp_path / "graded.db"
-    shutil.copy(db, copy)
-    store = open_store(str(copy))
-    try:
-        with store.sessions() as session:
-            judges = {name: find_judge(session, name).id for name in ("ann", "bob", "cy")}
-        for name, judge_id in judges.items():
-            while (shown := assignment.next_query(store, judge_id, 1)) is not None:
-                judgments.submit(store, judge_id, shown.query_id,
-                                 {(i.listing_id, "left"): simulated_grade(shown.query_id, i.listing_id, name)
-                                  for i in shown.left}, resubmit=False)
-    finally:
-        store.dispose()
+    copy = graded_copy(category_db[0], tmp_path)
     result = qcat("judge", "report", "shipped vs nb", "--url", copy, "--out", tmp_path / "session")
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "session" / "report.json").read_text())
