@@ -45,6 +45,16 @@ def build_parser(command: str = "") -> argparse.ArgumentParser:
     parser.add_argument("--confusable", type=Path, default=None, metavar="FILE",
                         help="confusable leaves (two leaf ids a line, tab-separated: `qcat data audit` writes one) that "
                              "lenient top-1 credits; default: the map the bundle recorded, else the one the corpus ships")
+    judged = parser.add_argument_group("human-judged categories (docs: guide/evaluating.md#human-judged-categories)")
+    judged.add_argument("--gold", type=Path, default=None, metavar="FILE",
+                        help="a graded gold file (tab-separated query, category, grade 0-3[, segment]; `qcat judge "
+                             "export --gold` writes one): also score each model's top k on its queries against "
+                             "people's grades (judged exact and acceptable top-1, severe, precision@k, the share of "
+                             "top-1 answers nobody judged, with 95%% bootstrap intervals), printed and reported "
+                             "beside the click-based figures")
+    judged.add_argument("--gold-k", type=int_at_least(1, 100), default=None, metavar="K",
+                        help="how many answers per query to take and score for --gold's precision@k (default: the "
+                             "file's `# top_k` line, the k its judges saw, else 5)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"report directory (default: ./{DEFAULT_OUT})")
     parser.add_argument("--json", action="store_true", help="also print the report JSON on stdout")
     parser.add_argument("--threshold", type=float, default=0.5,
@@ -74,6 +84,13 @@ def main(command: str, argv: list[str]) -> int:
         raise InputError("--log and --taxonomy go together: a click log and the taxonomy its categories come from")
     if args.out.exists() and not args.out.is_dir():
         raise InputError(f"--out {args.out} is a file; give a directory for the report")
+    if args.gold_k is not None and args.gold is None:
+        raise InputError("--gold-k is the k of --gold FILE: give the graded gold file too")
+    gold = None
+    if args.gold is not None:
+        from qcat.measure.graded_gold import read_graded_gold
+
+        gold = read_graded_gold(args.gold, "--gold")  # a bad file fails before any model or data is read
     data = args.corpus
     if args.log is not None:
         from qcat.training.data.corpus import LogCorpus
@@ -100,7 +117,10 @@ def main(command: str, argv: list[str]) -> int:
         ScoringOptions(threshold=args.threshold, k=args.k), fit=args.fit_propensity, propensity=propensity,
         query_sets=args.query_sets,
         progress=lambda message: print(message, file=sys.stderr), confusable=args.confusable,
+        gold=gold, gold_k=args.gold_k,
     )
+    if gold is not None:
+        print_gold(report, sys.stderr if args.json else sys.stdout)  # stdout stays one JSON document with --json
     written = write_report(report, args.out)
     print(f"wrote {', '.join(str(p) for p in written)} ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
     if args.json:
@@ -116,3 +136,15 @@ def write_report(report: dict, out: Path) -> list[Path]:
     from qcat.evaluation.report_files import write_report_files
 
     return write_report_files(report, out, draw_all(report), render_markdown, render_html)
+
+
+def print_gold(report: dict, stream) -> None:
+    """One line per model of its human-judged figures on all the gold's queries, then one per
+    model after the first against the first."""
+    from qcat.evaluation.gold import gold_line, paired_line
+
+    models = report["models"]
+    for model in models:
+        print(gold_line(model["name"], model["gold"]["all"], report["gold"]), file=stream)
+    for model in models[1:]:
+        print(paired_line(model["name"], models[0]["name"], model["gold_paired"]["all"]), file=stream)

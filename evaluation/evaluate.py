@@ -23,10 +23,12 @@ from qcat.calibration import calibrated_sources
 from qcat.classifier import load_model
 from qcat.confusable import ConfusableMap, load_confusable, recorded_map
 from qcat.errors import InputError
+from qcat.evaluation.gold import compare_gold, describe, score_gold
 from qcat.evaluation.metrics import reliability
 from qcat.evaluation.propensity import PropensityModel, fit_propensity, label_counts
 from qcat.evaluation.report import SIMULATED
 from qcat.evaluation.scoring import ScoringOptions, pr_curve, score_model, summarize
+from qcat.measure.graded_gold import GradedGold
 from qcat.measure.leniency import Leniency
 from qcat.measure.predict import predict_matched
 from qcat.measure.segments import DEFAULT_SHARES, LENGTH_BINS, SEGMENTS, segment_by_impressions, segment_by_length
@@ -170,11 +172,15 @@ def confusable_for(model: Model, given: ConfusableMap | None, corpus) -> tuple[C
 def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir: "Path | Corpus | LogCorpus | None" = None,
              period: str = "base", split: str = "test", options: ScoringOptions = ScoringOptions(),
              fit: bool = False, propensity: PropensityModel | None = None, query_sets: list[str] | None = None,
-             progress: Callable[[str], None] = lambda message: None, confusable: Path | None = None) -> dict:
+             progress: Callable[[str], None] = lambda message: None, confusable: Path | None = None,
+             gold: GradedGold | None = None, gold_k: int | None = None) -> dict:
     """Score every model on the split's head/torso/tail and on the corpus's real-text query
     sets, and return the report as a JSON-ready dict. Beside the strict figures it reports
     lenient top-1 (with ``confusable``, a map file, or the map the bundle recorded or the corpus
-    ships) and the severe-error rate (:mod:`qcat.measure.leniency`)."""
+    ships) and the severe-error rate (:mod:`qcat.measure.leniency`). With ``gold`` (a graded gold,
+    :mod:`qcat.evaluation.gold`), each model's top ``gold_k`` (default: the file's) on its queries
+    is scored against people's grades too: the report's ``gold`` block and each model's ``gold``
+    (and, after the first, ``gold_paired``)."""
     if not model_dirs:
         raise InputError("give at least one --model")
     names = list(names or [])
@@ -191,6 +197,9 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
     dataset = with_other_leaves_of(corpus.dataset(period), loaded)
     given = None if confusable is None else load_confusable(confusable, dataset.taxonomy)
     evaluation = evaluation_set(dataset, split, corpus.source(period))
+    gold_block = None
+    if gold is not None:
+        gold, gold_block = describe(gold, dataset.taxonomy, gold_k)
     real = {name: real_set_truth(corpus, name, split, evaluation.label_ids, dataset.taxonomy)
             for name in chosen if name != SIMULATED}
     progress(f"{evaluation.source['queries']:,} {split} queries, {len(evaluation.label_ids):,} labels"
@@ -201,7 +210,7 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
         progress(f"fitted propensity A={propensity.a:.3f} B={propensity.b:.3f}")
     propensity = propensity or PropensityModel()
     inverse = propensity.inverse(evaluation.train_label_counts, max(evaluation.n_train, 1))
-    models = []
+    models, gold_base = [], None
     with task("scoring models", len(loaded)) as advance:
         for name, directory, model in zip(names, model_dirs, loaded):
             check_labels(model, dataset.taxonomy, Path(directory))
@@ -226,6 +235,13 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
                 progress(f"{name}: PR@1 {scores.segments['all']['PR@1']:.4f} (predicted in {entry['predict_seconds']:.1f} s; "
                          f"{format_overlap(entry['overlap']['all'])})")
                 progress(f"{name}: {leniency_line(scores.segments['all'])}")
+            if gold is not None:
+                judged = score_gold(model, gold, dataset.taxonomy, gold_block["k"])
+                entry["gold"] = judged["figures"]
+                if gold_base is None:
+                    gold_base = judged
+                else:
+                    entry["gold_paired"] = compare_gold(gold_base, judged, gold)
             entry["query_sets"] = {}
             for set_name, (queries, truth) in real.items():
                 matched = predict_matched(model, queries, evaluation.label_ids, truth, PREDICTION_K)
@@ -252,7 +268,7 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
         "propensity": {"A": propensity.a, "B": propensity.b, "fitted": propensity.fitted,
                        "N": evaluation.n_train},
         "models": models,
-    }
+    } | ({} if gold_block is None else {"gold": gold_block})
 
 
 def leniency_line(scores: dict) -> str:

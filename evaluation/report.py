@@ -140,6 +140,7 @@ def tables(report: dict) -> list[Table]:
                   "top-level category than every true one; severe, score ≥ 0.5: the same among the answers "
                   "scored at least 0.5."),
         ))
+    out += gold_tables(report)
     if len(models) > 1:
         base = models[0]
         rows = []
@@ -176,6 +177,69 @@ def tables(report: dict) -> list[Table]:
     return out
 
 
+GOLD_FIGURES = ("exact", "acceptable", "severe", "precision")
+
+
+def with_interval(figure: dict | None, sign: str = "") -> str:
+    """A share and its 95% bootstrap interval in percent, e.g. ``45.00 [30.00, 60.00]``."""
+    if figure is None or figure.get("value") is None or math.isnan(figure["value"]):
+        return "–"
+    if figure.get("low") is None or math.isnan(figure["low"]):
+        return f"{100 * figure['value']:{sign}.2f}"
+    return f"{100 * figure['value']:{sign}.2f} [{100 * figure['low']:{sign}.2f}, {100 * figure['high']:{sign}.2f}]"
+
+
+def gold_tables(report: dict) -> list[Table]:
+    """``qcat evaluate --gold``: each model's human-judged figures per segment and, with several
+    models, each against the first (:mod:`qcat.evaluation.gold`)."""
+    block = report.get("gold")
+    if not block:
+        return []
+    models, k = report["models"], block["k"]
+    name = block["source"].replace("\\", "/").rsplit("/", 1)[-1]
+    segments = list(models[0]["gold"])
+    rows = []
+    for segment in segments:
+        for i, m in enumerate(models):
+            figures = m["gold"][segment]
+            judged = figures["judged"]
+            missing = None if judged["value"] is None else {
+                "value": 1 - judged["value"], "low": None if judged["low"] is None else 1 - judged["high"],
+                "high": None if judged["high"] is None else 1 - judged["low"]}
+            rows.append((f"{segment} ({figures['queries']:,})" if i == 0 else "", m["name"])
+                        + tuple(with_interval(figures[f]) for f in GOLD_FIGURES) + (with_interval(missing),))
+    out = [Table(
+        f"Human-judged categories ({name})",
+        ("segment (queries)", "model", "strict: exact", "lenient: acceptable", "severe", f"P@{k}", "top-1 unjudged"),
+        rows,
+        note=(f"Each model's top {k} on the graded gold's queries, against people's grades (3 exact, 2 acceptable, "
+              "1 related, 0 wrong), in % with 95% bootstrap intervals (queries resampled, "
+              f"{block['draws']:,} draws, seed {block['seed']}). strict: the top-1 is graded exact; lenient: graded "
+              "acceptable or exact; severe: graded wrong and under another top-level category than every "
+              f"acceptable one; P@{k}: the share of the top {k} graded acceptable or exact (an answer nobody graded "
+              "counts as not acceptable); top-1 unjudged: the share of queries whose top-1 nobody graded (neither "
+              "credited nor severe)."),
+    )]
+    if len(models) > 1:
+        base = models[0]
+        rows = []
+        for m in models[1:]:
+            for i, segment in enumerate(segments):
+                paired = m["gold_paired"][segment]
+                rows.append((f"{m['name']} − {base['name']}" if i == 0 else "", segment,
+                             f"{paired['win']} / {paired['tie']} / {paired['loss']}")
+                            + tuple(with_interval(paired[f], "+") for f in GOLD_FIGURES))
+        out.append(Table(
+            f"Human-judged categories ({name}): differences against {base['name']}",
+            ("models", "segment", "top-1 wins / ties / losses", "δ strict", "δ lenient", "δ severe", f"δ P@{k}"),
+            rows,
+            note=("wins / ties / losses: queries where the model's top-1 has a higher, equal or lower grade than the "
+                  "first model's (an ungraded top-1 ranks below wrong); δ: paired differences in percentage points "
+                  "with 95% bootstrap intervals of the per-query differences."),
+        ))
+    return out
+
+
 def header_lines(report: dict) -> list[str]:
     source = report["source"]
     p = report["propensity"]
@@ -199,8 +263,19 @@ def header_lines(report: dict) -> list[str]:
             f"{m['name']}: " + (f"{m['confusable']['source']} ({m['confusable']['pairs']:,} pairs, sha256 "
                                 f"{m['confusable']['sha256'][:12]}, {m['confusable']['origin']})"
                                 if m.get("confusable") else "none") for m in report["models"]) + ".",
+    ] + ([gold_header(report["gold"])] if report.get("gold") else []) + [
         f"Created {report['created']}.",
     ]
+
+
+def gold_header(block: dict) -> str:
+    """The report's line on the graded gold of ``--gold``."""
+    session = f", judging session {block['session']}" if block.get("session") else ""
+    segments = ", ".join(f"{name} {n:,}" for name, n in block["segments"].items())
+    segments = f" ({segments})" if segments else ""
+    return (f"Human-judged categories: {block['source']} ({block['queries']:,} queries{segments}, "
+            f"{block['graded']:,} graded categories, sha256 {block['sha256'][:12]}{session}); each model's top "
+            f"{block['k']} ({block['k_from']}).")
 
 
 def markdown_text(text: str) -> str:

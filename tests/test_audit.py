@@ -78,3 +78,54 @@ def test_the_audit_refuses_to_overwrite_an_earlier_one(tmp_path) -> None:
     result = qcat("data", "audit", "--out", out)
     assert result.returncode == 2
     assert "holds an earlier audit (confusable.tsv); give --force" in result.stderr.decode()
+
+
+def test_gold_agreement_hand_computed() -> None:
+    """The map pairs (A, B) and (C, D). q1: A exact, B acceptable: a disagreement the map explains;
+    q2: A exact, C and E acceptable, F wrong: two, neither explained; q3: no exact category, B, C and D
+    acceptable: three pairs among them, (C, D) explained; q4: C exact, D related: the map's pair
+    rejected; q5: A acceptable (the reference), B wrong: rejected; q6: only related and wrong: nothing."""
+    from qcat.training.audit.gold_check import gold_agreement, references
+
+    gold = {"q1": {"A": 3, "B": 2}, "q2": {"A": 3, "C": 2, "E": 2, "F": 0}, "q3": {"B": 2, "C": 2, "D": 2},
+            "q4": {"C": 3, "D": 1}, "q5": {"A": 2, "B": 0}, "q6": {"A": 1, "B": 0}}
+    assert references(gold["q2"]) == {"A"} and references(gold["q3"]) == {"B", "C", "D"}
+    found = gold_agreement([("A", "B"), ("D", "C")], gold)
+    assert (found["disagreements"], found["disagreement_queries"], found["distinct_disagreements"]) == (6, 3, 6)
+    assert (found["explained"], found["explained_distinct"]) == (2, 2)
+    assert found["explained_share"] == pytest.approx(2 / 6)
+    assert (found["rejected"], found["rejected_queries"], found["rejected_pairs"]) == (2, 2, 2)
+    assert found["map_pairs"] == 2 and found["map_pairs_graded"] == 2
+    assert found["examples"]["explained"] == [["q1", "A", "B"], ["q3", "C", "D"]]
+    assert found["examples"]["rejected"] == [["q4", "C", "D"], ["q5", "A", "B"]]
+    assert gold_agreement([], {"q": {"A": 1}})["explained_share"] is None
+
+
+@pytest.mark.slow
+def test_the_audit_checks_its_map_against_a_graded_gold(tmp_path) -> None:
+    """The planted pair (L4, L9) is the map; the gold accepts it once, rejects it twice and has two
+    acceptable disagreements the map does not pair (one on a query without an exact category)."""
+    log, taxonomy = generated_log(tmp_path, planted=True)
+    gold = tmp_path / "gold.tsv"
+    gold.write_text("# session: s1\nquery\tcategory\tgrade\tsegment\n"
+                    "l4w0\tL4\t3\thead\nl4w0\tL9\t2\thead\n"  # explained
+                    "l0w1\tL0\t3\t\nl0w1\tL1\t2\t\nl0w1\tL2\t0\t\n"  # not explained
+                    "l4w2\tL4\t3\t\nl4w2\tL9\t0\t\n"  # rejected
+                    "l2w3\tL2\t2\t\nl2w3\tL3\t2\t\n"  # no exact category: not explained
+                    "l9w4\tL9\t3\t\nl9w4\tL4\t1\t\n"  # rejected
+                    "l5w5\tL5\t1\t\n")  # nothing acceptable
+    out = tmp_path / "audit"
+    result = qcat("data", "audit", "--log", log, "--taxonomy", taxonomy, "--min-clicks", "1", "--out", out,
+                  "--gold", gold)
+    assert result.returncode == 0, result.stderr.decode()
+    assert ("(6 queries): 3 human-acceptable disagreements (exact vs acceptable) on 3 queries; the map explains 1 "
+            "(33.3%); 2 times on 2 queries people rejected a map pair (1 of its 1 pairs)") in result.stdout.decode()
+    found = json.loads((out / "report.json").read_text())["gold"]
+    assert (found["disagreements"], found["explained"], found["rejected"]) == (3, 1, 2)
+    assert found["examples"]["not_explained"] == [["l0w1", "L0", "L1"], ["l2w3", "L2", "L3"]]
+    assert "## Against people's grades" in (out / "report.md").read_text()
+    gold.write_text(gold.read_text().replace("L5\t1", "L55\t1"))
+    result = qcat("data", "audit", "--log", log, "--taxonomy", taxonomy, "--min-clicks", "1", "--out", out,
+                  "--force", "--gold", gold)
+    assert result.returncode == 2 and "gold.tsv:14: query 'l5w5': category 'L55' is not in the data's taxonomy" \
+        in result.stderr.decode()

@@ -182,8 +182,8 @@ def recount(db: Path, k: int) -> dict:
     return out
 
 
-def test_the_report_equals_a_recount_from_the_database_and_the_export_is_graded_gold(category_db, tmp_path):
-    db, _ = category_db
+def graded_copy(db: Path, tmp_path: Path) -> Path:
+    """A copy of the session's store with every query graded by ann, bob and cy (:func:`simulated_grade`)."""
     copy = tmp_path / "graded.db"
     shutil.copy(db, copy)
     store = open_store(str(copy))
@@ -197,6 +197,12 @@ def test_the_report_equals_a_recount_from_the_database_and_the_export_is_graded_
                                   for i in shown.left}, resubmit=False)
     finally:
         store.dispose()
+    return copy
+
+
+def test_the_report_equals_a_recount_from_the_database_and_the_export_is_graded_gold(category_db, tmp_path):
+    db, _ = category_db
+    copy = graded_copy(db, tmp_path)
     out = tmp_path / "report"
     result = qcat("judge", "report", "shipped vs nb", "--url", copy, "--out", out, "--bootstrap", "200")
     assert result.returncode == 0, result.stderr

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from qcat.errors import InputError
+from qcat.errors import InputError, shown
 from qcat.measure.judged import GRADE_NAMES
 from qcat.paths import check_file
 from qcat.taxonomy import Taxonomy
@@ -43,6 +43,8 @@ class GradedGold:
     source: str = ""
     sha256: str = ""
     meta: dict[str, str] = field(default_factory=dict)
+    lines: dict[tuple[str, str], int] = field(default_factory=dict)  # (query, category as written) -> line
+    flag: str = "--gold"  # the flag that named the file, for errors
 
     def top_k(self, default: int = 5) -> int:
         """The k the judges saw per model (``# top_k: K``), else ``default``."""
@@ -60,23 +62,31 @@ class GradedGold:
         graded = sum(len(g) for g in self.grades.values())
         return f"{self.source} ({len(self):,} queries, {graded:,} graded categories, sha256 {self.sha256[:12]})"
 
-    def check_against(self, taxonomy: Taxonomy) -> "GradedGold":
+    def where(self, query: str, category: str) -> str:
+        """``FLAG FILE:LINE`` of a (query, category) row (without the line for a gold not read from a file)."""
+        line = self.lines.get((query, category))
+        return f"{self.flag} {self.source}" + ("" if line is None else f":{line}")
+
+    def check_against(self, taxonomy: Taxonomy, which: str = "the taxonomy") -> "GradedGold":
         """The gold with every category as a taxonomy node id; an :class:`InputError` naming the
-        first category the taxonomy lacks."""
+        file, line and category of the first one the taxonomy (called ``which`` in the error) lacks."""
         resolved: dict[str, dict[str, int]] = {}
+        lines: dict[tuple[str, str], int] = {}
         for query, grades in self.grades.items():
             out: dict[str, int] = {}
             for category, grade in grades.items():
                 node = category if category in taxonomy else taxonomy.resolve(category)
                 if node is None:
-                    raise InputError(f"{self.source}: query {query!r}: category {category!r} is not in the taxonomy "
-                                     "(give a node id or its full path)")
+                    raise InputError(f"{self.where(query, category)}: query {shown(query)}: category "
+                                     f"{shown(category)} is not in {which} (give a node id or its full path)")
                 if node in out and out[node] != grade:
-                    raise InputError(f"{self.source}: query {query!r}: category {node!r} is graded twice "
-                                     f"({out[node]} and {grade})")
+                    raise InputError(f"{self.where(query, category)}: query {shown(query)}: category {shown(node)} is "
+                                     f"graded twice ({out[node]} and {grade})")
                 out[node] = grade
+                if (query, category) in self.lines:
+                    lines.setdefault((query, node), self.lines[(query, category)])
             resolved[query] = out
-        return GradedGold(resolved, self.segments, self.source, self.sha256, self.meta)
+        return GradedGold(resolved, self.segments, self.source, self.sha256, self.meta, lines, self.flag)
 
 
 def read_graded_gold(path: str | Path, flag: str = "--gold") -> GradedGold:
@@ -88,17 +98,17 @@ def read_graded_gold(path: str | Path, flag: str = "--gold") -> GradedGold:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{flag} {path}: cannot read it as UTF-8 text ({exc.__class__.__name__})") from None
     meta: dict[str, str] = {}
-    lines = []
+    rows = []
     for number, line in enumerate(text.splitlines(), start=1):
         if line.startswith("#"):
             key, colon, value = line[1:].partition(":")
-            if colon and not lines and key.strip().isidentifier():
+            if colon and not rows and key.strip().isidentifier():
                 meta.setdefault(key.strip(), value.strip())
         elif line.strip():
-            lines.append((number, line))
-    if not lines:
+            rows.append((number, line))
+    if not rows:
         raise InputError(f"{flag} {path}: no header and no rows (want the columns {', '.join(REQUIRED)})")
-    header_line, header = lines[0][0], next(csv.reader([lines[0][1]], delimiter="\t"))
+    header_line, header = rows[0][0], next(csv.reader([rows[0][1]], delimiter="\t"))
     header = [name.strip() for name in header]
     missing = [name for name in REQUIRED if name not in header]
     if missing:
@@ -107,7 +117,8 @@ def read_graded_gold(path: str | Path, flag: str = "--gold") -> GradedGold:
     column = {name: header.index(name) for name in (*REQUIRED, "segment") if name in header}
     grades: dict[str, dict[str, int]] = {}
     segments: dict[str, str] = {}
-    for number, line in lines[1:]:
+    lines: dict[tuple[str, str], int] = {}
+    for number, line in rows[1:]:
         cells = next(csv.reader([line], delimiter="\t"))
         where = f"{flag} {path}:{number}"
         if len(cells) < len(header):
@@ -116,22 +127,23 @@ def read_graded_gold(path: str | Path, flag: str = "--gold") -> GradedGold:
         if not query or not category:
             raise InputError(f"{where}: an empty {'query' if not query else 'category'}")
         if grade not in ("0", "1", "2", "3"):
-            raise InputError(f"{where}: grade {grade!r} is not one of 0-3 "
+            raise InputError(f"{where}: grade {shown(grade)} is not one of 0-3 "
                              f"({', '.join(f'{g} {n}' for g, n in enumerate(GRADE_NAMES))})")
         per_query = grades.setdefault(query, {})
         if category in per_query:
-            raise InputError(f"{where}: query {query!r} grades category {category!r} a second time")
+            raise InputError(f"{where}: query {shown(query)} grades category {shown(category)} a second time")
         per_query[category] = int(grade)
+        lines[(query, category)] = number
         if "segment" in column:
             segment = cells[column["segment"]].strip()
             if segment and segment not in SEGMENTS:
-                raise InputError(f"{where}: segment {segment!r} is not one of {', '.join(SEGMENTS)} (or empty)")
+                raise InputError(f"{where}: segment {shown(segment)} is not one of {', '.join(SEGMENTS)} (or empty)")
             if segment and segments.setdefault(query, segment) != segment:
-                raise InputError(f"{where}: query {query!r} is in segment {segment!r} here and "
-                                 f"{segments[query]!r} on an earlier line")
+                raise InputError(f"{where}: query {shown(query)} is in segment {shown(segment)} here and "
+                                 f"{shown(segments[query])} on an earlier line")
     if not grades:
         raise InputError(f"{flag} {path}: a header and no rows: nothing to score against")
-    return GradedGold(grades, segments, str(path), hashlib.sha256(data).hexdigest(), meta)
+    return GradedGold(grades, segments, str(path), hashlib.sha256(data).hexdigest(), meta, lines, flag)
 
 
 def write_graded_gold(handle, rows: Iterable[tuple], meta: dict[str, object] | None = None) -> int:

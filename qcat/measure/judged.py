@@ -15,10 +15,13 @@ mean rounded half up; an admin's settled grade replaces it). Per query, of the m
   counts as neither acceptable nor severe, and the share of such queries is reported).
 
 Each figure is a mean over queries with a percentile bootstrap interval (queries resampled with
-replacement, :func:`bootstrap_interval`); two models are compared per query on their top-1
-grades (wins, ties, losses) and by the paired difference of each figure, whose interval resamples
-the per-query differences. The judging report and ``qcat evaluate --gold`` both call
-:func:`query_outcomes` and :func:`figures`, so they give the same numbers for the same answers.
+replacement, :func:`bootstrap_interval`, which depends on the per-query values and not on their
+order, so a file and a store that list the queries differently give the same interval); two
+models are compared per query on their top-1 grades (wins, ties, losses) and by the paired
+difference of each figure, whose interval resamples the per-query differences. The judging
+report and ``qcat evaluate --gold`` both call :func:`query_outcomes` and :func:`figures` (per
+segment: :func:`segment_figures` and :func:`segment_paired`, with :func:`top_level_of` the
+taxonomy's departments), so they give the same numbers for the same answers.
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from qcat.model import Model
+from qcat.taxonomy import Taxonomy
 
 EXACT, ACCEPTABLE, RELATED, WRONG = 3, 2, 1, 0
 GRADE_NAMES = ("Wrong", "Related", "Acceptable", "Exact")
 FIGURES = ("acceptable", "exact", "severe", "precision", "judged")
 LEVEL = 0.95
+ALL = "all"  # the segment of every query
 
 
 def judged_grade(grades: Sequence[int], settled: int | None = None) -> int:
@@ -54,6 +59,15 @@ def top_k_categories(model: Model, queries: Sequence[str], k: int, batch: int = 
         predictions = model.predict(list(queries[start:start + batch]), k)
         out += [[labels[i] for i in row if i >= 0] for row in np.asarray(predictions.labels)]
     return out
+
+
+def top_level_of(taxonomy: Taxonomy) -> Callable[[str], str | None]:
+    """The ``top_level`` of :func:`query_outcomes` over ``taxonomy``: a category's top-level node
+    (the first element of its path; None for an id the taxonomy lacks)."""
+    def top_level(category: str) -> str | None:
+        return taxonomy.paths[taxonomy.index(category)][0] if category in taxonomy else None
+
+    return top_level
 
 
 def query_outcomes(answers: Sequence[Sequence[str]], graded: Sequence[Mapping[str, int]],
@@ -84,7 +98,7 @@ def query_outcomes(answers: Sequence[Sequence[str]], graded: Sequence[Mapping[st
 def bootstrap_interval(values: np.ndarray, draws: int = 1000, seed: int = 0, level: float = LEVEL,
                        chunk: int = 200) -> tuple[float, float]:
     """The percentile bootstrap interval of the mean of ``values`` (NaN, NaN for no values or no draws)."""
-    values = np.asarray(values, dtype=np.float64)
+    values = np.sort(np.asarray(values, dtype=np.float64))  # the interval does not depend on the queries' order
     n = len(values)
     if n == 0 or draws <= 0:
         return float("nan"), float("nan")
@@ -121,3 +135,30 @@ def paired(baseline: Mapping[str, np.ndarray], target: Mapping[str, np.ndarray],
         low, high = bootstrap_interval(diff, draws, seed)
         out[name] = {"value": float(diff.mean()) if len(diff) else float("nan"), "low": low, "high": high}
     return out
+
+
+def subset(outcomes: Mapping[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
+    """The per-query ``outcomes`` of the queries where ``mask`` is true."""
+    return {name: np.asarray(values)[mask] for name, values in outcomes.items()}
+
+
+def segment_masks(segments: Sequence[str | None]) -> dict[str, np.ndarray]:
+    """``all`` and each segment that some query is in (head, torso, tail first, in that order; a
+    query without one is only in ``all``): which queries it holds."""
+    labels = np.array([segment or "" for segment in segments], dtype=object)
+    named = [s for s in ("head", "torso", "tail") if (labels == s).any()]
+    named += sorted(set(labels) - set(named) - {""})
+    return {ALL: np.ones(len(labels), dtype=bool)} | {s: labels == s for s in named}
+
+
+def segment_figures(outcomes: Mapping[str, np.ndarray], segments: Sequence[str | None], draws: int = 1000,
+                    seed: int = 0) -> dict[str, dict]:
+    """:func:`figures` for all queries and per segment (``segments``: each query's, or None)."""
+    return {name: figures(subset(outcomes, mask), draws, seed) for name, mask in segment_masks(segments).items()}
+
+
+def segment_paired(baseline: Mapping[str, np.ndarray], target: Mapping[str, np.ndarray],
+                   segments: Sequence[str | None], draws: int = 1000, seed: int = 0) -> dict[str, dict]:
+    """:func:`paired` for all queries and per segment."""
+    return {name: paired(subset(baseline, mask), subset(target, mask), draws, seed)
+            for name, mask in segment_masks(segments).items()}

@@ -13,8 +13,8 @@ TSV_COLUMNS = (HEADER, "leaf_b", "path_a", "path_b", "confusions", "lift", "conf
 SHOWN = 40  # pairs the Markdown report lists
 
 
-def to_json(audit: Audit, source: dict) -> dict:
-    return {
+def to_json(audit: Audit, source: dict, gold: dict | None = None) -> dict:
+    return ({} if gold is None else {"gold": gold}) | {
         "data": source,
         "settings": vars(audit.settings),
         "training_queries": audit.queries,
@@ -39,7 +39,30 @@ def tsv_text(audit: Audit, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown(audit: Audit, source: dict, command: str) -> str:
+def gold_section(gold: dict) -> list[str]:
+    """``--gold FILE``: the map against people's grades (:mod:`qcat.training.audit.gold_check`)."""
+    share = "–" if gold["explained_share"] is None else f"{gold['explained_share']:.1%}"
+
+    def listed(kind: str) -> list[str]:
+        return [f"  - {cell(query)}: {cell(a)} and {cell(b)}" for query, a, b in gold["examples"][kind]] or ["  - none"]
+
+    return [
+        f"## Against people's grades ({cell(gold['source'])})", "",
+        f"- {gold['queries']:,} graded queries (sha256 {gold['sha256'][:12]}); {gold['map_pairs_graded']:,} of the "
+        f"map's {gold['map_pairs']:,} pairs have both leaves graded for some query.",
+        f"- Human-acceptable disagreements (a category graded exact and another graded acceptable; on a query "
+        f"with no exact category, two acceptable ones): {gold['disagreements']:,} on "
+        f"{gold['disagreement_queries']:,} queries ({gold['distinct_disagreements']:,} distinct leaf pairs). "
+        f"The map pairs {gold['explained']:,} of them ({share}; {gold['explained_distinct']:,} distinct pairs).",
+        f"- Rejected: {gold['rejected']:,} times, on {gold['rejected_queries']:,} queries, one leaf of a map pair is "
+        f"the query's exact category (else its acceptable one) and the other is graded wrong or related "
+        f"({gold['rejected_pairs']:,} distinct map pairs).",
+        "- Explained, e.g.:", *listed("explained"),
+        "- Not explained (pairs the map might add), e.g.:", *listed("not_explained"),
+        "- Rejected (pairs the map might drop), e.g.:", *listed("rejected"), ""]
+
+
+def markdown(audit: Audit, source: dict, command: str, gold: dict | None = None) -> str:
     s = audit.settings
     rows = ["| # | leaf A | leaf B | confusions (A→B / B→A) | lift | rate | shared texts (split) | share of errors | "
             "in map | examples |", "|---:|---|---|---:|---:|---:|---:|---:|---|---|"]
@@ -72,6 +95,7 @@ def markdown(audit: Audit, source: dict, command: str) -> str:
         "leaf has at least 20% of the clicks.", "",
         f"## Leaves with more than {s.max_partners} confusable partners (findings, not credited)", "",
         *hubs, "",
+        *([] if gold is None else gold_section(gold)),
         f"`{FILE_NAME}` holds the map: edit it as your team agrees or not, then "
         f"`qcat evaluate --confusable {FILE_NAME}` reports lenient top-1 with it.", ""])
 
@@ -80,11 +104,13 @@ def cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def write_audit(audit: Audit, out: Path, source: dict, command: str) -> list[Path]:
-    """Write the three files into ``out`` (a directory, created); returns their paths."""
+def write_audit(audit: Audit, out: Path, source: dict, command: str, gold: dict | None = None) -> list[Path]:
+    """Write the three files into ``out`` (a directory, created); returns their paths. ``gold``: the
+    map against a graded gold (``--gold``), a section of both reports."""
     out.mkdir(parents=True, exist_ok=True)
-    files = {FILE_NAME: tsv_text(audit, command), "report.json": json.dumps(to_json(audit, source), indent=2) + "\n",
-             "report.md": markdown(audit, source, command)}
+    files = {FILE_NAME: tsv_text(audit, command),
+             "report.json": json.dumps(to_json(audit, source, gold), indent=2) + "\n",
+             "report.md": markdown(audit, source, command, gold)}
     for name, text in files.items():
         (out / name).write_text(text, encoding="utf-8")
     return [out / name for name in files]

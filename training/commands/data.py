@@ -75,6 +75,11 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
                        help="a leaf with more confusable partners is reported as a finding and none of its pairs "
                             "enter the map (default 4)")
     found.add_argument("--force", action="store_true", help="replace the files of an earlier audit in --out")
+    audit.add_argument("--gold", type=Path, default=None, metavar="FILE",
+                       help="a graded gold file (query, category, grade 0-3; `qcat judge export --gold` writes one): "
+                            "also count the acceptable answers people gave besides the exact one that the map's pairs "
+                            "explain, and the map's pairs people rejected (report.md, report.json; "
+                            "docs: guide/confusable.md#checking-the-map-against-peoples-grades)")
     audit.set_defaults(run=run_audit)
 
     demo = sub.add_parser("build-demo", help="rebuild the demo corpus and the bundled demo model from a catalog")
@@ -171,13 +176,26 @@ def run_audit(args: argparse.Namespace) -> int:
     if (args.out / FILE_NAME).exists() and not args.force:
         raise InputError(f"--out {args.out} holds an earlier audit ({FILE_NAME}); give --force to replace it, or "
                          f"another --out")
+    gold = None
+    if args.gold is not None:
+        from qcat.measure.graded_gold import read_graded_gold
+
+        gold = read_graded_gold(args.gold, "--gold")  # a bad file fails before the audit runs
     data = data_from_args(args)
     dataset, source, _ = load_dataset(args, data)  # the validation and real-text sets are never read here
+    if gold is not None:
+        gold = gold.check_against(dataset.taxonomy, "the data's taxonomy")
     settings = AuditSettings(folds=args.folds, min_confusions=args.min_confusions, min_lift=args.min_lift,
                              min_rate=args.min_rate, min_shared=args.min_shared, max_partners=args.max_partners)
     found = audit(dataset, settings)
     command = "qcat " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    written = write_audit(found, args.out, source, command)
+    agreement = None
+    if gold is not None:
+        from qcat.training.audit.gold_check import gold_agreement
+
+        agreement = {"source": gold.source, "sha256": gold.sha256} | gold_agreement(
+            [(p["leaf_a"], p["leaf_b"]) for p in found.confusable], gold.grades)
+    written = write_audit(found, args.out, source, command, agreement)
     print(f"training split: {found.queries:,} queries; the fast model missed {found.held_out_errors:,} of "
           f"{found.held_out_queries:,} held out ({found.held_out_errors / max(found.held_out_queries, 1):.1%})")
     print(f"{len(found.confusable)} confusable pairs explain {found.explained_share():.1%} of those errors; "
@@ -185,6 +203,10 @@ def run_audit(args: argparse.Namespace) -> int:
     for pair in found.confusable[:10]:
         print(f"  {pair['confusions']:>4} confusions, {pair['shared_texts']:>4} shared texts: {pair['path_a']}  <->  "
               f"{pair['path_b']}")
+    if agreement is not None:
+        from qcat.training.audit.gold_check import agreement_line
+
+        print(agreement_line(agreement, str(gold.source)))
     print(f"wrote {', '.join(map(str, written))} ({time.perf_counter() - started:.1f} s)")
     return 0
 
