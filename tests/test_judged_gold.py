@@ -31,16 +31,18 @@ LEAF = {TAXONOMY.path_of(i).split(" > ")[-1]: i for i in TAXONOMY.leaves}
 def test_outcomes_per_query_hand_computed() -> None:
     """Five queries, k = 2: 0 exact top-1; 1 acceptable top-1 and an ungraded second answer; 2 a
     wrong top-1 in Toys while only Food is acceptable (severe); 3 a wrong top-1 in Food beside an
-    acceptable Food leaf (not severe); 4 a top-1 nobody graded."""
+    acceptable Food leaf (not severe); 4 a top-1 nobody graded; 5 a wrong top-1 where nothing is
+    acceptable (no department to miss: not severe)."""
     juice, cheese, cars, models = (LEAF[n] for n in ("Juice", "Cheese", "Cars", "Models"))
-    answers = [[juice, cheese], [cheese, cars], [cars, juice], [cheese, juice], [models]]
-    graded = [{juice: 3, cheese: 1}, {cheese: 2}, {cars: 0, juice: 3}, {cheese: 0, juice: 2}, {juice: 3}]
+    answers = [[juice, cheese], [cheese, cars], [cars, juice], [cheese, juice], [models], [cars, juice]]
+    graded = [{juice: 3, cheese: 1}, {cheese: 2}, {cars: 0, juice: 3}, {cheese: 0, juice: 2}, {juice: 3},
+              {cars: 0, juice: 1}]
     out = query_outcomes(answers, graded, top_level_of(TAXONOMY), 2)
-    assert out["exact"].tolist() == [1, 0, 0, 0, 0]
-    assert out["acceptable"].tolist() == [1, 1, 0, 0, 0]
-    assert out["severe"].tolist() == [0, 0, 1, 0, 0]
-    assert out["precision"].tolist() == [0.5, 0.5, 0.5, 0.5, 0.0]  # query 4: one answer, ungraded
-    assert out["judged"].tolist() == [1, 1, 1, 1, 0]
+    assert out["exact"].tolist() == [1, 0, 0, 0, 0, 0]
+    assert out["acceptable"].tolist() == [1, 1, 0, 0, 0, 0]
+    assert out["severe"].tolist() == [0, 0, 1, 0, 0, 0]
+    assert out["precision"].tolist() == [0.5, 0.5, 0.5, 0.5, 0.0, 0.0]  # query 4: one answer, ungraded
+    assert out["judged"].tolist() == [1, 1, 1, 1, 0, 1]
     assert out["top1_grade"][:4].tolist() == [3, 2, 0, 0] and np.isnan(out["top1_grade"][4])
     assert top_level_of(TAXONOMY)("nope") is None
 
@@ -153,7 +155,7 @@ def recount(path, answers_of: dict, taxonomy, k: int, only: str | None = None) -
         out["acceptable"].append(float(grade is not None and grade >= 2))
         out["judged"].append(float(grade is not None))
         good = {top_of(c) for c, g in graded.items() if g >= 2}
-        out["severe"].append(float(grade == 0 and top_of(top) not in good))
+        out["severe"].append(float(grade == 0 and bool(good) and top_of(top) not in good))
         out["precision"].append(sum(graded.get(c, 0) >= 2 for c in ranked[:k]) / k)
     return out
 

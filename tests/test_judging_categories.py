@@ -175,7 +175,7 @@ def recount(db: Path, k: int) -> dict:
             acceptable.append(top >= 2)
             exact.append(top == 3)
             good = {paths[c].split(" > ")[0] for (q, c), g in graded.items() if q == query_id and g >= 2}
-            severe.append(top == 0 and paths[ranked[0]].split(" > ")[0] not in good)
+            severe.append(top == 0 and bool(good) and paths[ranked[0]].split(" > ")[0] not in good)
             precision.append(sum(graded.get((query_id, c), 0) >= 2 for c in ranked[:k]) / k)
         out[system] = {name: float(np.mean(v)) for name, v in (("acceptable", acceptable), ("exact", exact),
                                                                ("severe", severe), ("precision", precision))}

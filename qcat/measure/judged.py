@@ -8,7 +8,9 @@ mean rounded half up; an admin's settled grade replaces it). Per query, of the m
 - **exact**: its top-1 is graded 3;
 - **severe**: its top-1 is graded 0 and sits under another top-level node of the taxonomy than
   every category graded 2 or more for the query (know-what-an-error-is's severe, with people's
-  acceptable categories as the truth);
+  acceptable categories as the truth). A query for which nobody graded any category 2 or more is
+  not severe: with no acceptable category known there is no department to miss (as a query
+  without a true category is left out of click-based severe); it is still not acceptable;
 - **precision@k**: the share of its top k graded 2 or more (a category nobody graded counts as not
   acceptable; fewer than k answers count the missing ones as not acceptable);
 - **judged**: its top-1 has a grade at all (a later model may answer a category nobody judged: it
@@ -91,7 +93,7 @@ def query_outcomes(answers: Sequence[Sequence[str]], graded: Sequence[Mapping[st
         out["exact"][i] = grade == EXACT
         if grade == WRONG:
             good_tops = {top_level(c) for c, g in grades.items() if g >= ACCEPTABLE}
-            out["severe"][i] = top_level(top) not in good_tops
+            out["severe"][i] = bool(good_tops) and top_level(top) not in good_tops
     return out
 
 
