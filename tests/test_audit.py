@@ -119,10 +119,11 @@ def test_the_audit_checks_its_map_against_a_graded_gold(tmp_path) -> None:
                   "--gold", gold)
     assert result.returncode == 0, result.stderr.decode()
     assert ("(6 queries): 3 human-acceptable disagreements (exact vs acceptable) on 3 queries; the map explains 1 "
-            "(33.3%); 2 times on 2 queries people rejected a map pair (1 of its 1 pairs)") in result.stdout.decode()
+            "(33.3%); people rejected 1 of its 1 pairs (2 times on 2 queries)") in result.stdout.decode()
     found = json.loads((out / "report.json").read_text())["gold"]
     assert (found["disagreements"], found["explained"], found["rejected"]) == (3, 1, 2)
-    assert found["examples"]["not_explained"] == [["l0w1", "L0", "L1"], ["l2w3", "L2", "L3"]]
+    assert found["examples"]["not_explained"] == [["l0w1", "Home > Leaf 0", "Home > Leaf 1"],
+                                                  ["l2w3", "Home > Leaf 2", "Home > Leaf 3"]]  # leaves by path
     assert "## Against people's grades" in (out / "report.md").read_text()
     gold.write_text(gold.read_text().replace("L5\t1", "L55\t1"))
     result = qcat("data", "audit", "--log", log, "--taxonomy", taxonomy, "--min-clicks", "1", "--out", out,

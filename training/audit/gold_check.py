@@ -18,7 +18,7 @@ no reference and counts for neither.
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from qcat.measure.judged import ACCEPTABLE, EXACT, RELATED
 
@@ -30,14 +30,15 @@ def references(grades: Mapping[str, int]) -> set[str]:
 
 
 def gold_agreement(pairs: Iterable[tuple[str, str]], gold: Mapping[str, Mapping[str, int]],
-                   examples: int = 5) -> dict:
+                   examples: int = 5, name: Callable[[str], str] = str) -> dict:
     """Count the map's ``pairs`` against ``gold`` ({query: {category: grade}}; see the module
     docstring): the human-acceptable disagreements (``disagreements``, on ``disagreement_queries``
     queries, ``distinct_disagreements`` leaf pairs), how many the map explains (``explained``,
     ``explained_share``, ``explained_distinct``), the map's pairs rejected (``rejected`` on
     ``rejected_queries`` queries, ``rejected_pairs`` distinct map pairs) and, of the map's pairs,
     how many both categories of which are graded for some query (``map_pairs_graded``); with up to
-    ``examples`` (query, category, category) of each kind."""
+    ``examples`` (query, category, category) of each kind, each category as ``name`` gives it (its
+    path, from the command)."""
     in_map = {frozenset(p) for p in pairs if p[0] != p[1]}
     found: list[tuple[str, frozenset]] = []
     rejected: list[tuple[str, frozenset]] = []
@@ -57,7 +58,7 @@ def gold_agreement(pairs: Iterable[tuple[str, str]], gold: Mapping[str, Mapping[
     missed = [(q, p) for q, p in found if p not in in_map]
 
     def shown(items: list[tuple[str, frozenset]]) -> list[list[str]]:
-        return [[query, *sorted(p)] for query, p in items[:examples]]
+        return [[query, *(name(c) for c in sorted(p))] for query, p in items[:examples]]
 
     return {
         "queries": len(gold), "map_pairs": len(in_map), "map_pairs_graded": len(graded_pairs),
@@ -76,5 +77,10 @@ def agreement_line(found: dict, source: str) -> str:
     share = "–" if found["explained_share"] is None else f"{found['explained_share']:.1%}"
     return (f"against {source} ({found['queries']:,} queries): {found['disagreements']:,} human-acceptable "
             f"disagreements (exact vs acceptable) on {found['disagreement_queries']:,} queries; the map explains "
-            f"{found['explained']:,} ({share}); {found['rejected']:,} times on {found['rejected_queries']:,} queries "
-            f"people rejected a map pair ({found['rejected_pairs']:,} of its {found['map_pairs']:,} pairs)")
+            f"{found['explained']:,} ({share}); people rejected {found['rejected_pairs']:,} of its "
+            f"{found['map_pairs']:,} pairs ({plural(found['rejected'], 'time')} on "
+            f"{plural(found['rejected_queries'], 'query', 'queries')})")
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else (words or word + 's')}"

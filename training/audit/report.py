@@ -7,6 +7,7 @@ from pathlib import Path
 
 from qcat.confusable import FILE_NAME, HEADER
 from qcat.training.audit.confusable_pairs import Audit
+from qcat.training.audit.gold_check import plural
 
 TSV_COLUMNS = (HEADER, "leaf_b", "path_a", "path_b", "confusions", "lift", "confusion_rate", "shared_texts",
                "split_texts", "share_of_errors")
@@ -54,9 +55,9 @@ def gold_section(gold: dict) -> list[str]:
         f"with no exact category, two acceptable ones): {gold['disagreements']:,} on "
         f"{gold['disagreement_queries']:,} queries ({gold['distinct_disagreements']:,} distinct leaf pairs). "
         f"The map pairs {gold['explained']:,} of them ({share}; {gold['explained_distinct']:,} distinct pairs).",
-        f"- Rejected: {gold['rejected']:,} times, on {gold['rejected_queries']:,} queries, one leaf of a map pair is "
-        f"the query's exact category (else its acceptable one) and the other is graded wrong or related "
-        f"({gold['rejected_pairs']:,} distinct map pairs).",
+        f"- Rejected: {plural(gold['rejected'], 'time')}, on {plural(gold['rejected_queries'], 'query', 'queries')}, "
+        f"one leaf of a map pair is the query's exact category (else its acceptable one) and the other is graded "
+        f"wrong or related ({plural(gold['rejected_pairs'], 'distinct map pair')}).",
         "- Explained, e.g.:", *listed("explained"),
         "- Not explained (pairs the map might add), e.g.:", *listed("not_explained"),
         "- Rejected (pairs the map might drop), e.g.:", *listed("rejected"), ""]

@@ -194,7 +194,7 @@ def run_audit(args: argparse.Namespace) -> int:
         from qcat.training.audit.gold_check import gold_agreement
 
         agreement = {"source": gold.source, "sha256": gold.sha256} | gold_agreement(
-            [(p["leaf_a"], p["leaf_b"]) for p in found.confusable], gold.grades)
+            [(p["leaf_a"], p["leaf_b"]) for p in found.confusable], gold.grades, name=dataset.taxonomy.path_of)
     written = write_audit(found, args.out, source, command, agreement)
     print(f"training split: {found.queries:,} queries; the fast model missed {found.held_out_errors:,} of "
           f"{found.held_out_queries:,} held out ({found.held_out_errors / max(found.held_out_queries, 1):.1%})")
