@@ -316,3 +316,66 @@ def test_three_judges_grade_a_category_session_in_chromium_blind(category_db, tm
     for system, figures in recount(db, 3).items():
         for name, value in figures.items():
             assert overall["models"][system][name]["value"] == pytest.approx(value), (system, name)
+
+
+# ---- the app under AppTest: the guidelines, the panel's data and the admin page of a category session
+
+CATEGORY_QUERIES = [("lego star wars", "head", ["c1", "c2"], ["c2", "c3"]),
+                    ("paprika", "tail", ["c4"], ["c5", "c4"])]
+
+
+@pytest.fixture
+def category_app(tmp_path, monkeypatch, fresh_sign_in_limits):
+    from qcat.judging.grading.judges import add_admin, add_judge
+    from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
+    from qcat.judging.store.migrate import upgrade
+
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    upgrade(url)
+    store = open_store(url)
+
+    def listed(ids: list[str]) -> list[Listing]:
+        return [Listing(c, f"Toys > Leaf {c}", f"Toys > Leaf {c}") for c in ids]
+
+    session_id = store_session(store, "secret-model-a vs secret-model-b", "models/secret-model-a", "models/secret-model-b",
+                               [QuerySpec(text, segment, listed(a), listed(b)) for text, segment, a, b in CATEGORY_QUERIES],
+                               kind="categories", settings={"kind": "categories", "top_k": 2})
+    tokens = {name: add_judge(store, name)[1] for name in ("ann", "bob")}
+    tokens["boss"] = add_admin(store, "boss")[1]
+    monkeypatch.setenv("QCAT_DB_URL", url)
+    monkeypatch.setenv("QCAT_JUDGE_SESSION", str(session_id))
+    yield store, tokens
+    store.dispose()
+
+
+def app_signed_in(token: str):
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "judging_app" / "pages" / "app.py"), default_timeout=30).run()
+    at.text_input(key="token").input(token)
+    next(b for b in at.button if b.label == "Sign in").click()
+    return at.run()
+
+
+@pytest.mark.slow
+def test_the_app_sends_one_group_of_categories_with_their_own_grades_and_guidelines(category_app):
+    from judging_fixtures import panel_data, panel_send
+
+    store, tokens = category_app
+    for name, grade in (("ann", 0), ("bob", 3)):  # 3 grades apart on every category: disputed
+        at = app_signed_in(tokens[name])
+        data = panel_data(at)
+        shown = data["queue"][0]
+        assert shown["kind"] == "categories" and shown["right"] == []
+        assert shown["grade_names"] == ["Wrong", "Related", "Acceptable", "Exact"]
+        assert "Judge each category against the query" in data["guidelines_html"]
+        assert "secret-model" not in json.dumps(data)
+        for _ in CATEGORY_QUERIES:
+            query = panel_data(at)["queue"][0]
+            action = {"id": f"{name}-{query['id']}", "kind": "submit", "query": query["id"], "text": query["text"],
+                      "grades": [[slot["listing"], slot["side"], grade] for slot in query["slots"]]}
+            at = panel_send(at, action)
+    at = app_signed_in(tokens["boss"])
+    assert not at.exception
+    assert any(r.key and r.key.startswith("admin_settle_") and "3 Exact" in r.options
+               for r in at.radio), [r.key for r in at.radio]
