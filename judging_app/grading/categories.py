@@ -182,8 +182,9 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
                                           float(counts[row])))
                     advance()
             if len(kept) < want and wanted:
-                progress(f"warning: the {name} segment has only {len(kept):,} queries the models answer, fewer than "
-                         f"the {want:,} asked for")
+                progress(f"warning: the {name} segment has {len(members):,} queries"
+                         + (f", {skipped:,} of them without any category from the models" if skipped else "")
+                         + f": {len(kept):,} taken, fewer than the {want:,} asked for")
             stats["sampled"][name], stats["no_answer_skipped"][name] = len(kept), skipped
             queries += kept
     if not queries:

@@ -61,13 +61,13 @@ def systems_of(results: SessionResults) -> list[str]:
     return ["baseline", "target"] if results.target_model else ["baseline"]
 
 
-def answers_of(results: SessionResults, system: str, query_ids: list[int]) -> list[list[str]]:
-    """Each query's categories as the model ranked them (its stored top-k)."""
-    ranked: dict[int, list[tuple[int, str]]] = defaultdict(list)
+def ranked_answers(results: SessionResults) -> dict[str, dict[int, list[str]]]:
+    """Per system, each query's categories as the model ranked them (its stored top-k)."""
+    ranked: dict[str, dict[int, list[tuple[int, str]]]] = defaultdict(lambda: defaultdict(list))
     for item in results.items:
-        if item.system == system:
-            ranked[item.query_id].append((item.position, item.listing_id))
-    return [[c for _, c in sorted(ranked[q])] for q in query_ids]
+        ranked[item.system][item.query_id].append((item.position, item.listing_id))
+    return {system: {q: [c for _, c in sorted(items)] for q, items in by_query.items()}
+            for system, by_query in ranked.items()}
 
 
 def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, seed: int = 0,
@@ -85,12 +85,13 @@ def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, s
     paths = {item.listing_id: item.category for item in results.items}
     systems = systems_of(results)
     models = {"baseline": results.baseline_model, "target": results.target_model}
+    answers = ranked_answers(results)
     by_segment = []
     for segment in (ALL, *SEGMENTS):
         ids = [q.id for q in results.queries if segment in (ALL, q.segment)]
         graded = [grades.get(q, {}) for q in ids]
-        outcomes = {s: query_outcomes(answers_of(results, s, ids), graded, lambda c: top_level(paths.get(c, "")), k)
-                    for s in systems}
+        outcomes = {s: query_outcomes([answers.get(s, {}).get(q, []) for q in ids], graded,
+                                      lambda c: top_level(paths.get(c, "")), k) for s in systems}
         row = {"segment": segment, "queries": len(ids),
                "models": {s: figures(outcomes[s], bootstrap, seed) for s in systems}}
         if len(systems) == 2:
@@ -124,7 +125,7 @@ def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, s
         "flag_notes": [{"query_id": q, "judge": judge, "note": note} for q, judge, note in everything.flag_notes],
         "per_query": [{"query_id": q.id, "query": q.text, "segment": q.segment, "judges": q.judges,
                        "grades": {c: grades.get(q.id, {}).get(c) for c in sorted(grades.get(q.id, {}))},
-                       **{s: answers_of(results, s, [q.id])[0] for s in systems}} for q in results.queries],
+                       **{s: answers.get(s, {}).get(q.id, []) for s in systems}} for q in results.queries],
     }
 
 
