@@ -128,6 +128,12 @@ def test_wrong_flags_for_a_category_session_are_refused(category_db, tmp_path):
     assert result.returncode == 2 and "--top-k applies to --kind categories only" in result.stderr
 
 
+def test_the_shipped_guidelines_are_printed_to_start_a_teams_own_from():
+    result = qcat("judge", "guidelines", "--kind", "categories")
+    assert result.returncode == 0 and "| **3 Exact** |" in result.stdout and "| **0 Wrong** |" in result.stdout
+    assert "Excellent" in qcat("judge", "guidelines").stdout  # a result session's
+
+
 def test_a_plain_traffic_file_counts_repeated_lines_as_impressions(tmp_path):
     from qcat.judging.grading.categories import read_traffic
 

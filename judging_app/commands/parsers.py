@@ -74,7 +74,8 @@ def judge_parser() -> argparse.ArgumentParser:
                         help="keep only queries whose top N listings differ between the systems; the others are "
                              "counted as ties in the report, without graders")
     create.add_argument("--guidelines", type=Path, default=None, metavar="FILE.md",
-                        help="Markdown guidelines shown to each judge on first sign-in, and one click away after")
+                        help="Markdown guidelines shown to each judge on first sign-in, and one click away after, "
+                             "above qcat's own for the session's kind (`qcat judge guidelines --kind KIND` prints them)")
     create.add_argument("--queries", type=int_at_least(1), default=None,
                         help="queries, one third per segment (default 4500; with --results: every query)")
     create.add_argument("--name", default=None, help="session name (default: 'BASELINE vs TARGET, time')")
@@ -90,6 +91,11 @@ def judge_parser() -> argparse.ArgumentParser:
     create.add_argument("--categories", type=int_at_least(1), default=3, help="categories a filtered search keeps (default 3)")
     create.add_argument("--seed", type=int_at_least(0), default=0, help="seeds the query sample and the left/right placement")
     _url(create)
+
+    guidelines = actions.add_parser("guidelines", help="print the guidelines qcat shows judges (Markdown), to start a "
+                                                       "team's own --guidelines FILE from")
+    guidelines.add_argument("--kind", choices=("results", "categories"), default="results",
+                            help="the session kind whose guidelines to print (default results)")
 
     add = actions.add_parser("add-judge", help="add a judge and print their sign-in token (shown only once)")
     add.add_argument("name", metavar="NAME")

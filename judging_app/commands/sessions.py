@@ -187,6 +187,13 @@ def create_from_results(args: argparse.Namespace, store, guidelines: str | None)
     return 0
 
 
+def run_guidelines(args: argparse.Namespace) -> int:
+    from qcat.judging.pages import standard_guidelines
+
+    print(standard_guidelines(args.kind), end="")
+    return 0
+
+
 def run_sessions(args: argparse.Namespace) -> int:
     from qcat.judging.grading.sessions import session_overview
     from qcat.judging.store.connection import open_store

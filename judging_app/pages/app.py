@@ -41,6 +41,7 @@ from qcat.judging.grading.timing import IDLE_CAP_SECONDS
 from qcat.judging.grading.windows import WINDOWS
 from qcat.judging.pages.admin import admin_page
 from qcat.judging.pages.page_scripts import set_sign_in_cookie
+from qcat.judging.pages import standard_guidelines
 from qcat.judging.pages.panel import TEST_DELAY_ENV, grading_panel, markdown_html, sent_outbox
 from qcat.judging.store import sign_ins
 from qcat.judging.store.connection import URL_ENV, error_detail, open_store, resolve_url
@@ -55,54 +56,7 @@ JUDGMENTS_REFRESH_SECONDS = 15
 log = logging.getLogger("qcat.judging.pages.app")
 _told_store_down: list[bool] = []  # this page run has shown STORE_DOWN (the script runs afresh each time)
 
-GUIDELINE = """
-**Judge each listing against the query**, as a shopper who typed it would. Each group is one
-search engine's top results; judge every listing on its own. A listing that appears in both
-groups is graded once, in Group A: its grade counts for both groups.
 
-| grade | meaning |
-|---|---|
-| **3 Excellent** | exactly what the query asks for (right product, brand, model, size…) |
-| **2 Good** | the right kind of product, but not exactly the one asked for (other model, size, colour) |
-| **1 Acceptable** | related: an accessory, a part or a close substitute a shopper might still want |
-| **0 Off-topic** | unrelated to the query |
-
-Unsure between two grades? Take the lower one. **Skip** a query you cannot judge (you will not
-see it again); **flag** it with a note when something is wrong with it (offensive, not a product
-search, unintelligible).
-
-**Keyboard:** the first listing without a grade has the focus (a blue frame). Press **0–3** to
-grade it: the focus moves on to the next listing, and after the last one to **Submit grades**.
-**Enter** submits and shows the next query at once; keys typed after Enter grade the next query.
-**↑/↓** (or Tab / Shift+Tab) move from listing to listing, **←/→** change the grade in focus,
-**Backspace** takes back a grade. **S** skips the query; **F** puts you in the flag note: write what
-is wrong, then Enter flags and skips it (Esc goes back). **R** sends again what could not be saved.
-**?** opens this help and Esc closes it.
-"""
-
-CATEGORY_GUIDELINE = """
-**Judge each category against the query**, as the shopper who typed it would: if the search sent
-them to this category, would they find what they want there? The categories are the proposals of
-one or more classifiers, in an order of your own; judge each on its own.
-
-| grade | meaning |
-|---|---|
-| **3 Exact** | the category where the product asked for is sold (the one a good shop would file it under) |
-| **2 Acceptable** | a category where the shopper would still find what they want (a sibling the shop also uses, a broader but fitting one) |
-| **1 Related** | a neighbouring category: accessories, parts or products that go with it, but not the thing asked for |
-| **0 Wrong** | a category unrelated to the query |
-
-Several categories may deserve 3 or 2: taxonomies overlap (iPhone cases are filed under both "Cell
-Phone Accessories > Cases" and "iPhone Accessories > Cases"). Unsure between two grades? Take the
-lower one. **Skip** a query you cannot judge (you do not understand it, it names no product);
-**flag** it with a note when something is wrong with it (offensive, not a product search).
-
-**Keyboard:** the first category without a grade has the focus (a blue frame). Press **0–3** to
-grade it: the focus moves on, and after the last one to **Submit grades**. **Enter** submits and
-shows the next query at once. **↑/↓** move, **←/→** change the grade in focus, **Backspace** takes
-back a grade. **S** skips the query; **F** puts you in the flag note (Enter there flags and skips,
-Esc goes back). **R** sends again what could not be saved. **?** opens this help and Esc closes it.
-"""
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
 
@@ -286,10 +240,10 @@ def session_about(store, session_id: int) -> dict:
                 record = find_session(session, session_id)
                 name = judge_facing_name(record.id, record.display_name)
                 guidelines = json.loads(record.settings or "{}").get("guidelines") or None
-                standard = CATEGORY_GUIDELINE if record.kind == "categories" else GUIDELINE
+                standard = standard_guidelines(record.kind)
         except SQLAlchemyError as exc:  # asked again next time
             store_down(exc)
-            return {"name": "", "has_guidelines": False, "guidelines_html": markdown_html(GUIDELINE)}
+            return {"name": "", "has_guidelines": False, "guidelines_html": markdown_html(standard_guidelines("results"))}
         cached[session_id] = {"name": name, "has_guidelines": bool(guidelines), "guidelines_html": markdown_html(
             (guidelines + "\n\n---\n\n" if guidelines else "") + standard)}
     return cached[session_id]
