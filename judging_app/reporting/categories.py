@@ -27,11 +27,12 @@ import numpy as np
 from qcat.errors import InputError
 from qcat.evaluation.html import html_document
 from qcat.evaluation.plots import figure_svg, plt
-from qcat.evaluation.report import Table, markdown_document, percent
+from qcat.evaluation.report import Table, markdown_document
 from qcat.judging.grading.gold import gold_summary
 from qcat.judging.grading.sessions import SEGMENTS
 from qcat.judging.grading.timing import timing_summary
 from qcat.judging.reporting.agreement import agreement
+from qcat.judging.reporting.report import agreement_table, gold_table, timing_table
 from qcat.judging.reporting.results import SessionResults, judged_by_enough, load_results
 from qcat.judging.store.connection import Store
 from qcat.measure.judged import GRADE_NAMES, figures, judged_grade, paired, query_outcomes
@@ -139,10 +140,6 @@ def _figure(cell: dict, scale: float = 100.0, signed: bool = False) -> str:
     return f"{scale * value:{sign}.1f} [{scale * low:{sign}.1f}, {scale * high:{sign}.1f}]"
 
 
-def _number(value: float | None, digits: int = 3) -> str:
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
-
-
 def shown_segments(report: dict) -> list[dict]:
     """The query sets with judged queries (a session of one segment shows no empty rows)."""
     return [s for s in report["segments"] if s["queries"] or s["segment"] == ALL]
@@ -180,26 +177,13 @@ def tables(report: dict) -> list[Table]:
             note="win/tie/loss: queries where the target's top-1 category is graded higher / the same / lower (an "
                  "ungraded or missing top-1 below 0). δ = target − baseline.",
         ))
-    out.append(Table(
-        "Inter-rater agreement (units: one category of one query)",
-        ("QuerySet", "units (2+ judges)", "Krippendorff's α (ordinal)", f"units ({session['judges_per_query']} judges)",
-         "Fleiss' κ", "pairwise agreement (%)"),
-        [(a["segment"], f"{a['units']:,}", _number(a["krippendorff_alpha_ordinal"]), f"{a['fleiss_kappa_units']:,}",
-          _number(a["fleiss_kappa"]), percent(a["pairwise_agreement"])) for a in report["agreement"]
-         if a["segment"] in {s["segment"] for s in shown_segments(report)}],
-        note="Fleiss' κ uses only the units graded by exactly the session's number of judges; α uses every unit "
-             "with two or more grades. Both are undefined (–) when every grade is the same.",
-    ))
+    shown = {s["segment"] for s in shown_segments(report)}
+    out.append(agreement_table([a for a in report["agreement"] if a["segment"] in shown], session["judges_per_query"],
+                               "one category of one query"))
     gold = report.get("gold") or {"queries": 0, "judges": []}
     if gold["queries"]:
-        out.append(Table(
-            "Agreement with gold questions",
-            ("judge", "gold queries judged", "gold categories graded", "exact agreement (%)", "mean absolute difference",
-             "within 1 grade (%)"),
-            [(g["judge"], f"{g['queries']:,}", f"{g['listings']:,}", percent(g["exact"]), _number(g["mean_abs_diff"], 2),
-              percent(g["within_one"])) for g in gold["judges"]],
-            note="Gold questions have known grades; they are left out of every other number of this report.",
-        ))
+        out.append(gold_table(gold, "categories"))
+    out.append(timing_table(report.get("timing")))
     counts = report["grade_counts"]
     out.append(Table("Grades given", ("grade", "judgments"), [(name, f"{counts.get(name, 0):,}") for name in GRADE_NAMES]
                      + [("skips", f"{report['coverage']['skips']:,}"),

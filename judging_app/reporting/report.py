@@ -198,27 +198,9 @@ def tables(report: dict) -> list[Table]:
               + (f" {report['settled_listings']:,} listing grades settled by an admin (disagreement queue) replace "
                  "the judges' mean." if report.get('settled_listings') else "")),
     )
-    agreement_table = Table(
-        "Inter-rater agreement (units: one listing on one side of one query; a listing in both groups is one unit)",
-        ("QuerySet", "units (2+ judges)", "Krippendorff's α (ordinal)", f"units ({report['session']['judges_per_query']} judges)",
-         "Fleiss' κ", "pairwise agreement (%)"),
-        [(a["segment"], f"{a['units']:,}", _number(a["krippendorff_alpha_ordinal"]), f"{a['fleiss_kappa_units']:,}",
-          _number(a["fleiss_kappa"]), percent(a["pairwise_agreement"])) for a in report["agreement"]],
-        note="Fleiss' κ uses only the units graded by exactly the session's number of judges; α uses every unit "
-             "with two or more grades. Both are undefined (–) when every grade is the same.",
-    )
+    agreement = agreement_table(report["agreement"], report["session"]["judges_per_query"],
+                                "one listing on one side of one query; a listing in both groups is one unit")
     gold = report.get("gold") or {"queries": 0, "judges": []}
-    gold_table = Table(
-        "Agreement with gold questions",
-        ("judge", "gold queries judged", "gold listings graded", "exact agreement (%)", "mean absolute difference",
-         "within 1 grade (%)"),
-        [(g["judge"], f"{g['queries']:,}", f"{g['listings']:,}", percent(g["exact"]), _number(g["mean_abs_diff"], 2),
-          percent(g["within_one"])) for g in gold["judges"]],
-        note=f"{gold['queries']:,} gold question{'s' * (gold['queries'] != 1)}: queries with known grades, given to every judge among the others "
-             "and left out of every other number of this report. Each judge's grades of their listings against the "
-             "known ones (a listing in both groups counts once), lowest exact agreement first: a judge far below the "
-             "others may be grading carelessly.",
-    )
     checks = report["checks"]
     check_rows = [("mean grade, left group", _number(checks["mean_grade_by_screen_side"]["left"], 3)),
                   ("mean grade, right group", _number(checks["mean_grade_by_screen_side"]["right"], 3)),
@@ -231,8 +213,43 @@ def tables(report: dict) -> list[Table]:
                               "left/right difference would suggest a position bias.", detail=True)
     notes = Table("Flag notes", ("query id", "judge", "note"),
                   [(str(n["query_id"]), n["judge"], n["note"]) for n in checks["flag_notes"][:50]], detail=True)
-    timing = report.get("timing") or {"judges": [], "segments": []}
-    timing_table = Table(
+    return ([table5, agreement] + ([gold_table(gold, "listings")] if gold["queries"] else [])
+            + [timing_table(report.get("timing")), checks_table] + ([notes] if checks["flag_notes"] else []))
+
+
+def agreement_table(rows: list[dict], judges_per_query: int, unit: str) -> Table:
+    """Inter-rater agreement per query set (a session report's ``agreement`` rows); ``unit`` says
+    what one graded unit is."""
+    return Table(
+        f"Inter-rater agreement (units: {unit})",
+        ("QuerySet", "units (2+ judges)", "Krippendorff's α (ordinal)", f"units ({judges_per_query} judges)",
+         "Fleiss' κ", "pairwise agreement (%)"),
+        [(a["segment"], f"{a['units']:,}", _number(a["krippendorff_alpha_ordinal"]), f"{a['fleiss_kappa_units']:,}",
+          _number(a["fleiss_kappa"]), percent(a["pairwise_agreement"])) for a in rows],
+        note="Fleiss' κ uses only the units graded by exactly the session's number of judges; α uses every unit "
+             "with two or more grades. Both are undefined (–) when every grade is the same.",
+    )
+
+
+def gold_table(gold: dict, things: str) -> Table:
+    """Each judge against the gold questions' known grades (``things``: listings or categories)."""
+    return Table(
+        "Agreement with gold questions",
+        ("judge", "gold queries judged", f"gold {things} graded", "exact agreement (%)", "mean absolute difference",
+         "within 1 grade (%)"),
+        [(g["judge"], f"{g['queries']:,}", f"{g['listings']:,}", percent(g["exact"]), _number(g["mean_abs_diff"], 2),
+          percent(g["within_one"])) for g in gold["judges"]],
+        note=f"{gold['queries']:,} gold question{'s' * (gold['queries'] != 1)}: queries with known grades, given to every judge among the others "
+             f"and left out of every other number of this report. Each judge's grades of their {things} against the "
+             "known ones (a listing in both groups counts once), lowest exact agreement first: a judge far below the "
+             "others may be grading carelessly.",
+    )
+
+
+def timing_table(timing: dict | None) -> Table:
+    """Seconds per query per judge and per segment, as the grading panel measured them."""
+    timing = timing or {"judges": [], "segments": []}
+    return Table(
         "Seconds per query (active time the grading panel measured)",
         ("judge", "queries timed", "median seconds per query", "much faster than the others",
          "gold exact agreement (%)"),
@@ -244,8 +261,6 @@ def tables(report: dict) -> list[Table]:
              f"regular queries). {TIMING_RULE} A judge is flagged when their median is below {FAST_SHARE:.0%} of the median of the "
              "other judges' medians: read it beside their gold agreement before trusting or dropping their grades.",
     )
-    return ([table5, agreement_table] + ([gold_table] if gold["queries"] else []) + [timing_table, checks_table]
-            + ([notes] if checks["flag_notes"] else []))
 
 
 def judged_by(report: dict) -> str:
