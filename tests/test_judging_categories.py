@@ -385,3 +385,30 @@ def test_the_app_sends_one_group_of_categories_with_their_own_grades_and_guideli
     assert not at.exception
     assert any(r.key and r.key.startswith("admin_settle_") and "3 Exact" in r.options
                for r in at.radio), [r.key for r in at.radio]
+
+
+def test_a_settled_category_grade_replaces_the_judges_mean_in_the_report_and_the_export(category_db, tmp_path):
+    from qcat.judging.grading import disagreements
+    from qcat.judging.reporting.categories import build_category_report
+    from qcat.measure.graded_gold import read_graded_gold
+
+    copy = graded_copy(category_db[0], tmp_path)
+    top = proposals(copy)["baseline"][1][0]  # the baseline's top category of query 1
+    store = open_store(str(copy))
+    try:
+        before = build_category_report(store, 1, bootstrap=0)
+        for grade in (0, 3):  # settled wrong, then exact: the latest settlement counts
+            disagreements.settle(store, None, 1, {top: grade}, "checked against the catalog", 1)
+            report = build_category_report(store, 1, bootstrap=0)
+            query = next(q for q in report["per_query"] if q["query_id"] == 1)
+            assert query["grades"][top] == grade and report["settled_categories"] == 1
+    finally:
+        store.dispose()
+    overall = next(s for s in report["segments"] if s["segment"] == "all")["models"]["baseline"]
+    first = next(q for q in before["per_query"] if q["query_id"] == 1)["grades"][top]
+    was = next(s for s in before["segments"] if s["segment"] == "all")["models"]["baseline"]["exact"]["value"]
+    assert overall["exact"]["value"] == pytest.approx(was + (first != 3) / 6)
+    assert qcat("judge", "export", "1", "--url", copy, "--gold", tmp_path / "g.tsv").returncode == 0
+    with sqlite3.connect(copy) as con:
+        text = con.execute("select text from session_queries where id = 1").fetchone()[0]
+    assert read_graded_gold(tmp_path / "g.tsv").grades[text][top] == 3
