@@ -51,7 +51,8 @@ def judge_parser() -> argparse.ArgumentParser:
     create.add_argument("--traffic", type=Path, default=None, metavar="FILE",
                         help="--kind categories: the queries to judge, a file of sampled traffic (a query per line, a "
                              "repeated line one more impression; or CSV/TSV with a query column and impressions and/or "
-                             "segment); default: drawn from the corpus's click log by head/torso/tail impressions")
+                             "segment; no corpus needed: the categories are the first model's taxonomy's); default: "
+                             "drawn from the corpus's click log by head/torso/tail impressions")
     create.add_argument("--top-k", type=int_at_least(1, 5), default=3, metavar="K",
                         help="--kind categories: each model's top K categories are judged (1-5, default 3)")
     create.add_argument("--baseline", type=Path, default=None, metavar="MODEL", help="baseline model bundle")

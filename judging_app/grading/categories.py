@@ -133,13 +133,12 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
     if not 1 <= len(model_dirs) <= 2:
         raise InputError(f"a category session judges one or two models, got {len(model_dirs)} --model")
     started = time.perf_counter()
-    corpus = Corpus.open(corpus_dir)
-    taxonomy = corpus.taxonomy()
-    models = []
-    for directory in model_dirs:
-        model = load_model(directory)
+    models = [load_model(directory) for directory in model_dirs]
+    # A traffic file needs no corpus: the first model's taxonomy names the categories.
+    corpus = Corpus.open(corpus_dir) if traffic is None or corpus_dir is not None else None
+    taxonomy = corpus.taxonomy() if corpus is not None else models[0].taxonomy
+    for directory, model in zip(model_dirs, models):
         check_labels(model, taxonomy, Path(directory))
-        models.append(model)
     if traffic is not None:
         rows = read_traffic(traffic, default_segment)
         texts = np.array([query for query, _, _ in rows], dtype=object)
