@@ -134,6 +134,18 @@ def test_the_shipped_guidelines_are_printed_to_start_a_teams_own_from():
     assert "Excellent" in qcat("judge", "guidelines").stdout  # a result session's
 
 
+def test_a_downgrade_below_0008_is_refused_while_a_category_session_exists(category_db, tmp_path):
+    copy = tmp_path / "down.db"
+    shutil.copy(category_db[0], copy)
+    result = qcat("db", "downgrade", "--url", copy)
+    assert result.returncode == 2 and "1 category session(s) in the store would read as result sessions" in result.stderr
+    assert qcat("db", "current", "--url", copy).stdout.strip() == "0008"
+    with sqlite3.connect(copy) as con:
+        con.execute("delete from judging_sessions where kind = 'categories'")
+    assert qcat("db", "downgrade", "--url", copy).returncode == 0
+    assert qcat("db", "current", "--url", copy).stdout.strip() == "0007"
+
+
 def test_a_plain_traffic_file_counts_repeated_lines_as_impressions(tmp_path):
     from qcat.judging.grading.categories import read_traffic
 

@@ -32,6 +32,8 @@ def downgrade() -> None:
     """Downgrade schema."""
     count = op.get_bind().execute(sa.text("select count(*) from judging_sessions where kind = 'categories'")).scalar()
     if count:
-        raise CommandError(f"{count} category session(s) in the store: export and delete them before downgrading "
-                           "below revision 0008")
+        raise CommandError(f"{count} category session(s) in the store would read as result sessions below revision "
+                           "0008: nothing was changed; export them (qcat judge export --gold), back the store up (qcat "
+                           "judge backup), delete them (delete from judging_sessions where kind = 'categories'), then "
+                           "downgrade")
     op.drop_column('judging_sessions', 'kind')  # SQLite >= 3.35 drops a column in place
