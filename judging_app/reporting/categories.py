@@ -29,16 +29,22 @@ from qcat.evaluation.html import html_document
 from qcat.evaluation.plots import figure_svg, plt
 from qcat.evaluation.report import Table, markdown_document
 from qcat.judging.grading.gold import gold_summary
-from qcat.judging.grading.sessions import SEGMENTS
 from qcat.judging.grading.timing import timing_summary
 from qcat.judging.reporting.agreement import agreement
 from qcat.judging.reporting.report import agreement_table, gold_table, timing_table
 from qcat.judging.reporting.results import SessionResults, judged_by_enough, load_results
 from qcat.judging.store.connection import Store
-from qcat.measure.judged import GRADE_NAMES, figures, judged_grade, paired, query_outcomes
+from qcat.measure.judged import (
+    ALL,
+    GRADE_NAMES,
+    judged_grade,
+    query_outcomes,
+    segment_figures,
+    segment_masks,
+    segment_paired,
+)
 
 TITLE = "qcat category judging report"
-ALL = "all"
 PATH_SEPARATOR = " > "
 
 
@@ -87,18 +93,17 @@ def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, s
     systems = systems_of(results)
     models = {"baseline": results.baseline_model, "target": results.target_model}
     answers = ranked_answers(results)
-    by_segment = []
-    for segment in (ALL, *SEGMENTS):
-        ids = [q.id for q in results.queries if segment in (ALL, q.segment)]
-        graded = [grades.get(q, {}) for q in ids]
-        outcomes = {s: query_outcomes([answers.get(s, {}).get(q, []) for q in ids], graded,
-                                      lambda c: top_level(paths.get(c, "")), k) for s in systems}
-        row = {"segment": segment, "queries": len(ids),
-               "models": {s: figures(outcomes[s], bootstrap, seed) for s in systems}}
-        if len(systems) == 2:
-            row["paired"] = paired(outcomes["baseline"], outcomes["target"], bootstrap, seed)
-        by_segment.append(row)
-    units: dict[str, dict[tuple[int, str], list[int]]] = {s: defaultdict(list) for s in (ALL, *SEGMENTS)}
+    ids = [q.id for q in results.queries]
+    segments = [q.segment for q in results.queries]
+    outcomes = {s: query_outcomes([answers.get(s, {}).get(q, []) for q in ids], [grades.get(q, {}) for q in ids],
+                                  lambda c: top_level(paths.get(c, "")), k) for s in systems}
+    per_model = {s: segment_figures(outcomes[s], segments, bootstrap, seed) for s in systems}
+    pairs = (segment_paired(outcomes["baseline"], outcomes["target"], segments, bootstrap, seed)
+             if len(systems) == 2 else {})
+    masks = segment_masks(segments)  # all, then each segment some query is in
+    by_segment = [{"segment": name, "queries": int(mask.sum()), "models": {s: per_model[s][name] for s in systems},
+                   **({"paired": pairs[name]} if pairs else {})} for name, mask in masks.items()]
+    units: dict[str, dict[tuple[int, str], list[int]]] = {name: defaultdict(list) for name in masks}
     segment_of = {q.id: q.segment for q in results.queries}
     for j in results.judgments:
         for segment in (segment_of[j.query_id], ALL):
@@ -117,8 +122,8 @@ def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, s
                      "skips": sum(q.skipped for q in everything.queries),
                      "flagged_queries": sum(1 for q in everything.queries if q.flagged)},
         "segments": by_segment,
-        "agreement": [{"segment": s, **agreement(list(units[s].values()), results.judges_per_query)}
-                      for s in (ALL, *SEGMENTS)],
+        "agreement": [{"segment": name, **agreement(list(units[name].values()), results.judges_per_query)}
+                      for name in masks],
         "grade_counts": {GRADE_NAMES[g]: n for g, n in sorted(Counter(j.grade for j in results.judgments).items())},
         "gold": gold_summary(store, results.id),
         "timing": timing_summary(store, results.id),
@@ -140,16 +145,11 @@ def _figure(cell: dict, scale: float = 100.0, signed: bool = False) -> str:
     return f"{scale * value:{sign}.1f} [{scale * low:{sign}.1f}, {scale * high:{sign}.1f}]"
 
 
-def shown_segments(report: dict) -> list[dict]:
-    """The query sets with judged queries (a session of one segment shows no empty rows)."""
-    return [s for s in report["segments"] if s["queries"] or s["segment"] == ALL]
-
-
 def tables(report: dict) -> list[Table]:
     session, options = report["session"], report["options"]
     k = session["top_k"]
     rows = []
-    for segment in shown_segments(report):
+    for segment in report["segments"]:
         for system, cells in segment["models"].items():
             rows.append((segment["segment"], f"{system} ({session['models'][system]})", f"{segment['queries']:,}",
                          _figure(cells["acceptable"]), _figure(cells["exact"]), _figure(cells["severe"]),
@@ -173,13 +173,11 @@ def tables(report: dict) -> list[Table]:
             [(s["segment"], f"{s['paired']['win']:,}", f"{s['paired']['tie']:,}", f"{s['paired']['loss']:,}",
               _figure(s["paired"]["acceptable"], signed=True), _figure(s["paired"]["exact"], signed=True),
               _figure(s["paired"]["severe"], signed=True), _figure(s["paired"]["precision"], signed=True))
-             for s in shown_segments(report)],
+             for s in report["segments"]],
             note="win/tie/loss: queries where the target's top-1 category is graded higher / the same / lower (an "
                  "ungraded or missing top-1 below 0). δ = target − baseline.",
         ))
-    shown = {s["segment"] for s in shown_segments(report)}
-    out.append(agreement_table([a for a in report["agreement"] if a["segment"] in shown], session["judges_per_query"],
-                               "one category of one query"))
+    out.append(agreement_table(report["agreement"], session["judges_per_query"], "one category of one query"))
     gold = report.get("gold") or {"queries": 0, "judges": []}
     if gold["queries"]:
         out.append(gold_table(gold, "categories"))
@@ -216,7 +214,7 @@ def header_lines(report: dict) -> list[str]:
 
 def figure_plot(report: dict) -> str:
     """Top-1 acceptable, exact and severe per model and query set, with their intervals."""
-    segments = shown_segments(report)
+    segments = report["segments"]
     systems = list(report["session"]["models"])
     figure, axes = plt.subplots(1, 3, figsize=(10, 3.2))
     x = np.arange(len(segments))
