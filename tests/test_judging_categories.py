@@ -146,6 +146,30 @@ def test_a_downgrade_below_0008_is_refused_while_a_category_session_exists(categ
     assert qcat("db", "current", "--url", copy).stdout.strip() == "0007"
 
 
+@pytest.mark.slow
+def test_a_session_drawn_from_a_users_own_click_log(tmp_path):
+    """--log/--taxonomy: a third each of head, torso and tail of the log's queries by impressions,
+    with a model trained on that log (its own taxonomy, no corpus)."""
+    from tests.test_decide import small_log
+
+    log, taxonomy = small_log(tmp_path)
+    trained = qcat("train", "nb", "--log", log, "--taxonomy", taxonomy, "--min-clicks", "1", "--out", tmp_path / "nb")
+    assert trained.returncode == 0, trained.stderr
+    db = tmp_path / "own.db"
+    assert qcat("db", "upgrade", "--url", db).returncode == 0
+    result = qcat("judge", "create-session", "--kind", "categories", "--model", tmp_path / "nb", "--log", log,
+                  "--taxonomy", taxonomy, "--queries", "9", "--top-k", "2", "--url", db)
+    assert result.returncode == 0, result.stderr
+    with sqlite3.connect(db) as con:
+        segments = [row[0] for row in con.execute("select segment from session_queries")]
+        settings = json.loads(con.execute("select settings from judging_sessions").fetchone()[0])
+    assert sorted(segments) == ["head"] * 3 + ["tail"] * 3 + ["torso"] * 3
+    assert settings["log"] == str(log) and settings["top_k"] == 2
+    refused = qcat("judge", "create-session", "--kind", "categories", "--model", tmp_path / "nb", "--log", log,
+                   "--url", db)
+    assert refused.returncode == 2 and "--log and --taxonomy go together" in refused.stderr
+
+
 def test_a_plain_traffic_file_counts_repeated_lines_as_impressions(tmp_path):
     from qcat.judging.grading.categories import read_traffic
 

@@ -53,6 +53,10 @@ def judge_parser() -> argparse.ArgumentParser:
                              "repeated line one more impression; or CSV/TSV with a query column and impressions and/or "
                              "segment; no corpus needed: the categories are the first model's taxonomy's); default: "
                              "drawn from the corpus's click log by head/torso/tail impressions")
+    create.add_argument("--log", type=Path, default=None, metavar="FILE",
+                        help="--kind categories: draw the queries from this click log (CSV, TSV, JSONL, Parquet; "
+                             "with --taxonomy) by head/torso/tail impressions instead of the corpus's")
+    create.add_argument("--taxonomy", type=Path, default=None, metavar="FILE", help="the taxonomy of --log")
     create.add_argument("--top-k", type=int_at_least(1, 5), default=3, metavar="K",
                         help="--kind categories: each model's top K categories are judged (1-5, default 3)")
     create.add_argument("--baseline", type=Path, default=None, metavar="MODEL", help="baseline model bundle")

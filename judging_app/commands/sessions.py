@@ -31,7 +31,8 @@ def run_create(args: argparse.Namespace) -> int:
     if args.kind == "categories":
         return create_categories(args)
     for flag, used in (("--model", args.model is not None), ("--traffic", args.traffic is not None),
-                       ("--top-k", args.top_k != 3)):
+                       ("--top-k", args.top_k != 3), ("--log", args.log is not None),
+                       ("--taxonomy", args.taxonomy is not None)):
         if used:
             raise InputError(f"{flag} applies to --kind categories only (a result session compares --baseline and "
                              "--target, or --results files)")
@@ -104,6 +105,17 @@ def create_categories(args: argparse.Namespace) -> int:
         raise InputError("--period chooses the click log's queries, which --traffic replaces: leave it out")
     if args.traffic is None and args.default_segment is not None:
         raise InputError("--default-segment applies to --traffic files (and --results) only")
+    if (args.log is None) != (args.taxonomy is None):
+        raise InputError("--log and --taxonomy go together: the click log to draw the queries from, and its taxonomy")
+    if args.log is not None and (args.traffic is not None or args.corpus is not None or args.period != "base"):
+        raise InputError("--log draws the queries from your click log (the whole of it): leave out "
+                         + ("--traffic" if args.traffic is not None else "--corpus" if args.corpus is not None
+                            else "--period"))
+    source = args.corpus
+    if args.log is not None:
+        from qcat.training.data.corpus import LogCorpus
+
+        source = LogCorpus(args.log, args.taxonomy, min_clicks=1)
     guidelines = read_guidelines(args.guidelines) if args.guidelines is not None else None
     store = open_store(args.url)  # fail early when the database is not ready
     for model in args.model:
@@ -113,7 +125,7 @@ def create_categories(args: argparse.Namespace) -> int:
         default_name(baseline, target) if target else default_name(baseline, "categories"))
     check_session_name_free(store, name, args.display_name)
     built = build_category_queries(args.model, args.top_k, args.queries if args.traffic is not None else
-                                   (args.queries or 4500), args.corpus, args.period, args.seed, args.traffic,
+                                   (args.queries or 4500), source, args.period, args.seed, args.traffic,
                                    args.default_segment, say)
     if guidelines is not None:
         built.stats["guidelines"] = guidelines

@@ -114,18 +114,20 @@ def _segments(traffic: list[tuple[str, float, str | None]], path: Path) -> np.nd
 
 
 def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_K, n_queries: int | None = None,
-                           corpus_dir: Path | None = None, period: str = "base", seed: int = 0,
+                           corpus_dir=None, period: str = "base", seed: int = 0,
                            traffic: Path | None = None, default_segment: str | None = None,
                            progress: Callable[[str], None] = lambda message: None) -> BuiltQueries:
     """The session's queries (a third per segment when ``n_queries`` is given; every traffic query
     otherwise) and each model's top ``top_k`` categories (:func:`qcat.measure.judged.top_k_categories`,
-    the answers ``qcat evaluate --gold`` takes too)."""
+    the answers ``qcat evaluate --gold`` takes too). ``corpus_dir``: a corpus directory (None: the
+    demo corpus) or an opened corpus, such as a user's click log
+    (:class:`qcat.training.data.corpus.LogCorpus`), whose log the queries are drawn from."""
     from qcat.classifier import load_model
     from qcat.evaluation.evaluate import check_labels
     from qcat.evaluation.golden.query_sets import log_demand
     from qcat.measure.judged import top_k_categories
     from qcat.measure.segments import segment_by_impressions
-    from qcat.training.data.corpus import Corpus
+    from qcat.training.data.corpus import Corpus, LogCorpus
 
     if not 1 <= top_k <= MAX_TOP_K:
         raise InputError(f"--top-k must lie in 1..{MAX_TOP_K} (judges see at most {MAX_TOP_K} categories a model), "
@@ -135,7 +137,8 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
     started = time.perf_counter()
     models = [load_model(directory) for directory in model_dirs]
     # A traffic file needs no corpus: the first model's taxonomy names the categories.
-    corpus = Corpus.open(corpus_dir) if traffic is None or corpus_dir is not None else None
+    corpus = (corpus_dir if isinstance(corpus_dir, LogCorpus) else Corpus.open(corpus_dir)
+              if traffic is None or corpus_dir is not None else None)
     taxonomy = corpus.taxonomy() if corpus is not None else models[0].taxonomy
     for directory, model in zip(model_dirs, models):
         check_labels(model, taxonomy, Path(directory))
@@ -149,7 +152,8 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
         demand = log_demand(corpus, period)
         texts, counts = np.asarray(demand.queries, dtype=object), np.asarray(demand.impressions, dtype=np.float64)
         segment = segment_by_impressions(counts).astype(np.int64)
-        source = {"corpus": str(corpus.directory), "period": period}
+        source = ({"log": str(corpus.log), "taxonomy_file": str(corpus.taxonomy_path)} if isinstance(corpus, LogCorpus)
+                  else {"corpus": str(corpus.directory), "period": period})
     progress(f"{len(texts):,} queries to sample from ({time.perf_counter() - started:.1f} s)")
     rng = np.random.default_rng(seed)
     wanted = dict(zip(SEGMENTS, split_evenly(n_queries))) if n_queries is not None else {}

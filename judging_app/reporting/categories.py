@@ -197,6 +197,7 @@ def header_lines(report: dict) -> list[str]:
     settings = session["settings"]
     models = ", ".join(f"{system} {model}" for system, model in session["models"].items())
     source = (f"sampled traffic {settings['traffic']}" if settings.get("traffic") else
+              f"the click log {settings['log']}" if settings.get("log") else
               f"the {settings.get('period', 'base')} period of {settings.get('corpus', 'the corpus')}'s click log")
     lines = [f"Session {session['id']} {session['name']!r}: categories of {models}; judges saw the union of the "
              f"models' top {session['top_k']} for each query, in an order of their own, never which model proposed "
