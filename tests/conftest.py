@@ -1,3 +1,5 @@
+import fcntl
+import shutil
 from pathlib import Path
 
 import pytest
@@ -36,12 +38,79 @@ def bestbuy_model_dir(tmp_path_factory, bestbuy_taxonomy):
     return directory
 
 
+@pytest.fixture(scope="session")
+def built_once(tmp_path_factory, worker_id):
+    """``built_once(name, build)``: the directory ``build(directory)`` filled, built by the first
+    pytest-xdist worker to ask for it and read by the others (a file lock makes them wait), so
+    that modules on different workers share one costly run (a trained network, a job's output).
+    Readers must not change it: copy what a test changes."""
+    root = tmp_path_factory.getbasetemp()
+    root = root if worker_id == "master" else root.parent  # the workers' common folder
+
+    def get(name: str, build) -> Path:
+        directory = root / f"built-once-{name}"
+        with open(root / f"built-once-{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not (directory / ".built").exists():
+                shutil.rmtree(directory, ignore_errors=True)  # a build that failed: try again
+                directory.mkdir()
+                build(directory)
+                (directory / ".built").touch()
+        return directory
+
+    return get
+
+
+TESTS = Path(__file__).parent
+XMLQ_CLI_FLAGS = ("--log", DATA / "bestbuy_clicks_sample.csv", "--taxonomy", DATA / "bestbuy_categories_2016.json.gz",
+                  "--min-clicks", "1", "--batch-size", "32", "--min-token-count", "1")
+
+
+@pytest.fixture(scope="session")
+def xmlq_cli_run(built_once) -> Path:
+    """``qcat train xmlq --epochs 1`` on the Best Buy sample (XMLQ_CLI_FLAGS), once a session: its
+    bundle ``xmlq/``, checkpoint ``xmlq.checkpoints/`` and output (``stdout.txt``); copy it to
+    change it (tests/test_xmlq_quantize.py, tests/test_xmlq_backends.py)."""
+    from test_cli import qcat
+
+    def build(directory: Path) -> None:
+        result = qcat("train", "xmlq", *XMLQ_CLI_FLAGS, "--epochs", "1", "--out", directory / "xmlq")
+        assert result.returncode == 0, result.stderr[-3000:]
+        (directory / "stdout.txt").write_text(result.stdout)
+
+    return built_once("xmlq-cli", build)
+
+
+@pytest.fixture(scope="session")
+def jax_run(built_once) -> Path:
+    """tests/xmlq_backend_job.py's output under JAX on two simulated CPU devices, once a session
+    (tests/test_xmlq_backends.py and, in its ``data-parallel/``, tests/test_xmlq_data_parallel.py)."""
+    import os
+    import subprocess
+    import sys
+
+    def build(out: Path) -> None:
+        path = os.pathsep.join(p for p in (str(TESTS.parent), os.environ.get("PYTHONPATH", "")) if p)
+        # The job trains the same network 6 times: JAX's compilation cache (min time 0) compiles it once.
+        env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": path, "TF_CPP_MIN_LOG_LEVEL": "3",
+               "JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": "", "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+               "JAX_COMPILATION_CACHE_DIR": str(out / "jax-cache"), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+               "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+        result = subprocess.run([sys.executable, str(TESTS / "xmlq_backend_job.py"), str(out)], cwd=TESTS.parent,
+                                env=env, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-4000:]
+
+    return built_once("xmlq-jax", build)
+
+
 # The costliest modules first (their order from `python -m pytest -n 2 --durations=0`, summed
 # per module): pytest-xdist hands each worker whole modules (--dist loadscope, pyproject.toml)
 # in collection order, so starting with the long ones keeps a worker from finishing alone.
+# test_xmlq_data_parallel.py is left to the end: it reads the JAX job test_xmlq_backends.py starts
+# (``jax_run``), and would only wait for it.
 COSTLIEST_FIRST = (
-    "test_xmlq_backends.py", "test_xmlq_without_tensorflow.py", "test_evaluate.py", "test_xmlq_data_parallel.py",
-    "test_xmlq.py", "test_xmlq_quantize.py", "test_ingest_engines.py", "test_judging_app.py",
+    "test_xmlq.py", "test_xmlq_backends.py", "test_xmlq_without_tensorflow.py", "test_evaluate.py",
+    "test_xmlq_quantize.py", "test_ingest_engines.py", "test_judging_app.py",
     "test_judging_own_engine.py", "test_judging_defects.py",
     "test_judging_e2e.py", "test_judging_typeahead.py", "test_judging_screen.py", "test_trust_inputs.py", "test_demo_corpus.py", "test_judging_gold.py", "test_own_data.py", "test_catalog.py",
     "test_serve_soak.py", "test_packaging.py", "test_judging_cli.py", "test_golden.py", "test_provenance.py",

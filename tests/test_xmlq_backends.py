@@ -5,7 +5,8 @@ model's scores, a JAX checkpoint resumed and exported under this process's backe
 backend line and --resume.
 
 A Keras backend is fixed when Keras is first imported, so the JAX runs happen in a
-subprocess (tests/xmlq_backend_job.py) with ``KERAS_BACKEND=jax``."""
+subprocess (tests/xmlq_backend_job.py) with ``KERAS_BACKEND=jax``, once a session (the
+``jax_run`` fixture, tests/conftest.py: tests/test_xmlq_data_parallel.py reads it too)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ import importlib.util
 import json
 import os
 import shutil
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -30,28 +29,8 @@ from qcat.training.xmlq.train import XMLQConfig  # noqa: E402
 
 pytestmark = pytest.mark.slow  # its fixtures train models or build wheels: over 3 s a test (the fast loop leaves them out)
 
-TESTS = Path(__file__).parent
-ROOT = TESTS.parent
 needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                reason="jax is not installed (pip install 'jax[cpu]'): the JAX backend is not tested")
-
-
-def backend_job(backend: str, out: Path) -> subprocess.CompletedProcess:
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    # The job trains the same network 5 times: JAX's compilation cache (min time 0) compiles it once.
-    env = {**os.environ, "KERAS_BACKEND": backend, "PYTHONPATH": path, "TF_CPP_MIN_LOG_LEVEL": "3",
-           "JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": "", "JAX_COMPILATION_CACHE_DIR": str(out / "jax-cache"),
-           "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
-    return subprocess.run([sys.executable, str(TESTS / "xmlq_backend_job.py"), str(out)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
-
-
-@pytest.fixture(scope="module")
-def jax_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("xmlq-jax")
-    result = backend_job("jax", out)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return out
 
 
 def _arrays(path: Path) -> list[np.ndarray]:
@@ -241,19 +220,20 @@ def test_the_best_checkpoint_holds_the_network_weights_only(tiny_tf, tmp_path) -
         np.testing.assert_array_equal(a, b)
 
 
-def test_cli_prints_the_backend_and_resumes(tmp_path, data_dir) -> None:
-    flags = ["train", "xmlq", "--log", data_dir / "bestbuy_clicks_sample.csv", "--taxonomy",
-             data_dir / "bestbuy_categories_2016.json.gz", "--min-clicks", "1", "--batch-size", "64",
-             "--out", tmp_path / "xmlq"]
+def test_cli_prints_the_backend_and_resumes(tmp_path, xmlq_cli_run) -> None:
+    """The first run is the session's ``qcat train xmlq --epochs 1`` (tests/conftest.py), its
+    checkpoint copied here without its bundle, as if it had been stopped before writing it."""
+    from conftest import XMLQ_CLI_FLAGS
+
+    flags = ["train", "xmlq", *XMLQ_CLI_FLAGS, "--out", tmp_path / "xmlq"]
     missing = qcat(*flags, "--resume")
     assert missing.returncode == 2 and "no checkpoint directory" in missing.stderr
-    first = qcat(*flags, "--epochs", "1", "--preset", "small")
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert f"training on keras {keras.__version__}, {keras.backend.backend()}" in first.stdout
-    assert sorted(p.name for p in (tmp_path / "xmlq.checkpoints").iterdir()) == [
+    first = (xmlq_cli_run / "stdout.txt").read_text()
+    assert f"training on keras {keras.__version__}, {keras.backend.backend()}" in first
+    assert sorted(p.name for p in (xmlq_cli_run / "xmlq.checkpoints").iterdir()) == [
         "best.weights.h5", "last.npz", "state.json"]
-    shutil.rmtree(tmp_path / "xmlq")  # as if that run had been stopped before writing its bundle
-    resumed = qcat(*flags, "--epochs", "2", "--preset", "small", "--resume")
+    shutil.copytree(xmlq_cli_run / "xmlq.checkpoints", tmp_path / "xmlq.checkpoints")
+    resumed = qcat(*flags, "--epochs", "2", "--resume")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resumed from" in resumed.stdout and "after epoch 1" in resumed.stdout
     epochs = [line.split(":")[0] for line in resumed.stdout.splitlines() if line.startswith("epoch ")]

@@ -9,7 +9,8 @@ validation scores equal. The two differ only in how the batch's sums are split
 root of its second moment, which carries a near-zero gradient's rounding into the weight.
 
 A backend and the device count are fixed when JAX starts, so the runs happen in a subprocess
-(tests/xmlq_data_parallel_job.py)."""
+(tests/xmlq_data_parallel_job.py, called by tests/xmlq_backend_job.py after its own runs: its
+first run is the one-device run)."""
 
 from __future__ import annotations
 
@@ -36,14 +37,10 @@ TWO_DEVICES = {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEV
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("xmlq-data-parallel")
-    path = os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH", "")) if p)
-    result = subprocess.run([sys.executable, str(TESTS / "xmlq_data_parallel_job.py"), str(out)], cwd=ROOT,
-                            env={**os.environ, **TWO_DEVICES, "PYTHONPATH": path}, capture_output=True, text=True,
-                            timeout=600)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return out
+def runs(jax_run) -> Path:
+    """The two-device runs of tests/xmlq_backend_job.py (session fixture ``jax_run``, tests/conftest.py:
+    the job that tests/test_xmlq_backends.py reads, run once under these TWO_DEVICES settings)."""
+    return jax_run / "data-parallel"
 
 
 def test_two_devices_hold_the_replicated_variables(runs) -> None:

@@ -12,6 +12,7 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from conftest import XMLQ_CLI_FLAGS  # noqa: E402
 from test_cli import qcat  # noqa: E402
 
 from qcat.training.xmlq.quantize import agreement, quantize, top1, top1_agreement  # noqa: E402
@@ -59,18 +60,17 @@ def test_int8_scales_each_embedding_row_on_its_own() -> None:
     assert len(int8) < 0.4 * len(network) and len(quantize(network, "fp16")) < 0.6 * len(network)
 
 
-TRAIN = ["train", "xmlq", "--epochs", "1", "--batch-size", "32", "--min-token-count", "1"]
+TRAIN = ["train", "xmlq", "--epochs", "1", *XMLQ_CLI_FLAGS[6:]]  # --batch-size 32 --min-token-count 1
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory, data_dir):
-    """A float XML-Q bundle trained for one epoch on the Best Buy click sample, its checkpoint beside it."""
+def trained(tmp_path_factory, xmlq_cli_run):
+    """A float XML-Q bundle trained for one epoch on the Best Buy click sample, its checkpoint beside it
+    (``qcat train xmlq`` with TRAIN's settings, run once a session: tests/conftest.py)."""
     root = tmp_path_factory.mktemp("quantize")
-    data = ["--log", data_dir / "bestbuy_clicks_sample.csv", "--taxonomy", data_dir / "bestbuy_categories_2016.json.gz",
-            "--min-clicks", "1"]
-    result = qcat(*TRAIN, *data, "--out", root / "xmlq")
-    assert result.returncode == 0, result.stderr
-    return root, [str(a) for a in data]
+    for name in ("xmlq", "xmlq.checkpoints"):
+        shutil.copytree(xmlq_cli_run / name, root / name)
+    return root, [str(a) for a in XMLQ_CLI_FLAGS[:6]]
 
 
 @pytest.mark.slow

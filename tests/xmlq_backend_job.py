@@ -8,7 +8,9 @@ writes to OUT_DIR: ``backend.txt``; ``run1.npz`` and ``run2.npz`` (the weights o
 seeded 2-epoch runs); ``uninterrupted/`` (run 1's checkpoint) and ``resumed/`` (1 epoch,
 then resumed to 2) with ``histories.json``; ``snm/`` (the checkpoint of 1 SNM epoch);
 ``bundle/`` (run 1 exported to ONNX) with ``tokens.npy`` and ``probabilities.npy`` (this
-backend's scores of those tokens)."""
+backend's scores of those tokens). Under JAX with several devices (``XLA_FLAGS=
+--xla_force_host_platform_device_count=2``) also ``data-parallel/``: run 1 trained again with
+Keras' DataParallel over them (tests/xmlq_data_parallel_job.py, tests/test_xmlq_data_parallel.py)."""
 
 from __future__ import annotations
 
@@ -64,6 +66,10 @@ def main(out: Path) -> None:
     np.save(out / "tokens.npy", tokens)
     np.save(out / "probabilities.npy", first.predict(tokens, batch_size=4096, verbose=0))
     bundle_model(first, prepared.vocabulary, prepared.labels, dataset.taxonomy, {}, {}).save(out / "bundle")
+    if keras.backend.backend() == "jax" and len(keras.distribution.list_devices()) > 1:
+        from xmlq_data_parallel_job import data_parallel_run
+
+        data_parallel_run(out / "data-parallel", prepared, config, first, summary)
 
 
 if __name__ == "__main__":

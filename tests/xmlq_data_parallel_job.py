@@ -24,14 +24,21 @@ from qcat.training.xmlq.train import XMLQConfig, train
 
 
 def main(out: Path) -> None:
-    assert keras.backend.backend() == "jax", keras.backend.backend()
-    quiet = {"log": lambda message: None, "verbose": 0}
     config = XMLQConfig(epochs=2, batch_size=32, min_token_count=1)
     _, prepared = tiny_prepared(config)  # whole batches of 32: both runs see the same batches
-    one, one_summary = train(prepared, config, **quiet)
+    one, one_summary = train(prepared, config, log=lambda message: None, verbose=0)
+    data_parallel_run(out, prepared, config, one, one_summary)
+
+
+def data_parallel_run(out: Path, prepared, config: XMLQConfig, one, one_summary: dict) -> None:
+    """Trains as ``one`` was trained (one device) with DataParallel over every device, and writes
+    both (tests/xmlq_backend_job.py calls it with its first run)."""
+    assert keras.backend.backend() == "jax", keras.backend.backend()
+    quiet = {"log": lambda message: None, "verbose": 0}
     distribution = data_parallel(config.batch_size)
     parallel, parallel_summary = train(prepared, config, strategy=distribution, **quiet)
     mesh = parallel.weights[0].value.sharding.mesh
+    out.mkdir(parents=True, exist_ok=True)
     (out / "devices.json").write_text(json.dumps({
         "devices": [str(d) for d in keras.distribution.list_devices()], "mesh": dict(mesh.shape),
         "described": describe_data_parallel(distribution),
