@@ -223,13 +223,17 @@ def test_a_missing_model_fails_before_the_corpus_is_read(tmp_path):
     assert "model directory" in one_line_error(result) and b"queries" not in result.stderr
 
 
-@pytest.mark.slow
 def test_a_duplicate_session_name_fails_before_the_search(tmp_path):
+    from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
+    from qcat.judging.store.connection import open_store
+
     url = f"sqlite:///{tmp_path / 'store.db'}"
     assert qcat("db", "upgrade", "--url", url).returncode == 0
+    store = open_store(url)  # the session "s" exists (stored directly: the search it would run is not the point)
+    store_session(store, "s", str(DEMO / "nb"), str(DEMO), [QuerySpec("lego", "head", [Listing("1")], [Listing("2")])])
+    store.dispose()
     args = ["judge", "create-session", "--url", url, "--baseline", DEMO / "nb", "--target", DEMO, "--queries", "3",
             "--name", "s"]
-    assert qcat(*args).returncode == 0
     line = one_line_error(qcat(*args))  # one line: nothing was searched or printed first
     assert "a judging session named 's' already exists" in line
 
