@@ -18,7 +18,6 @@ and counted.
 
 from __future__ import annotations
 
-import csv
 import time
 from collections import Counter
 from pathlib import Path
@@ -26,7 +25,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from qcat.errors import InputError
+from qcat.errors import InputError, shown
 from qcat.judging.grading.sessions import SEGMENTS, BuiltQueries, Listing, QuerySpec, split_evenly
 from qcat.progress import task
 
@@ -38,62 +37,62 @@ def read_traffic(path: Path, default_segment: str | None = None) -> list[tuple[s
     """``(query, impressions, segment or None)`` per distinct normalized query of a traffic file.
 
     A ``.csv``/``.tsv`` file whose header has a ``query`` column may add ``impressions`` and/or
-    ``segment``; any other file is one query per line, each line one impression. Errors name the
-    file and line."""
+    ``segment``; any other file is one query per line, each line one impression. Read one physical
+    line at a time (:mod:`qcat.lines`); errors name the file and line."""
+    from qcat.lines import decoded_lines, query_too_long, split_line
     from qcat.normalize import normalize
     from qcat.paths import check_file
 
     path = check_file(path, "--traffic")
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"--traffic {path}: cannot read it as UTF-8 text ({exc.__class__.__name__})") from None
-    lines = text.splitlines()
-    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
-    header = next(csv.reader(lines[:1], delimiter=delimiter), []) if path.suffix.lower() in (".csv", ".tsv") else []
-    header = [name.strip().lower() for name in header]
+        raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
+    except OSError as exc:
+        raise InputError(f"--traffic {path}: cannot read it ({exc.__class__.__name__})") from None
+    delimiter = {".csv": ",", ".tsv": "\t"}.get(path.suffix.lower())  # None: a query per line
+    column = {"query": 0}
+    header: list[str] | None = None if delimiter else []
     impressions: Counter = Counter()
     segments: dict[str, str] = {}
-    if header:
-        if "query" not in header:
-            raise InputError(f"--traffic {path}:1: the header has no 'query' column (columns: {', '.join(header)})")
-        column = {name: header.index(name) for name in ("query", "impressions", "segment") if name in header}
-        for number, cells in enumerate(csv.reader(lines[1:], delimiter=delimiter), start=2):
-            if not cells or not any(cell.strip() for cell in cells):
-                continue
-            where = f"--traffic {path}:{number}"
-            if len(cells) < len(header):
-                raise InputError(f"{where}: {len(cells)} columns, the header names {len(header)}")
-            query = normalize(cells[column["query"]])
-            if not query:
-                raise InputError(f"{where}: the query is empty once normalized ({cells[column['query']]!r})")
-            count = 1.0
-            if "impressions" in column:
-                try:
-                    count = float(cells[column["impressions"]])
-                except ValueError:
-                    count = float("nan")
-                if not np.isfinite(count) or count <= 0:
-                    raise InputError(f"{where}: impressions {cells[column['impressions']]!r} is not a positive number")
-            impressions[query] += count
-            if "segment" in column and cells[column["segment"]].strip():
-                segment = cells[column["segment"]].strip().lower()
-                if segment not in SEGMENTS:
-                    raise InputError(f"{where}: segment {segment!r} is not one of {', '.join(SEGMENTS)}")
-                if segments.setdefault(query, segment) != segment:
-                    raise InputError(f"{where}: query {query!r} is {segment} here and {segments[query]} above")
-    else:
-        for number, line in enumerate(lines, start=1):
-            if line.strip():
-                query = normalize(line)
-                if not query:
-                    raise InputError(f"--traffic {path}:{number}: the query is empty once normalized ({line!r})")
-                impressions[query] += 1.0
+    for number, line, why in decoded_lines(raw):
+        where = f"--traffic {path}:{number}"
+        cells = None if line is None else split_line(line, delimiter) if delimiter else [line]
+        if cells is None:
+            raise InputError(f"{where}: {why or 'not well-formed (a quote not closed on its line)'}")
+        if not any(cell.strip() for cell in cells):
+            continue
+        if header is None:
+            header = [name.strip().lower() for name in cells]
+            if "query" not in header:
+                raise InputError(f"{where}: the header has no 'query' column (columns: {shown(', '.join(header))})")
+            column = {name: header.index(name) for name in ("query", "impressions", "segment") if name in header}
+            continue
+        if len(cells) < len(header):
+            raise InputError(f"{where}: {len(cells)} columns, the header names {len(header)}")
+        text = cells[column["query"]]
+        query = normalize(text)
+        problem = "empty once normalized" if not query else query_too_long(query)
+        if problem:
+            raise InputError(f"{where}: the query {shown(text)} is {problem}")
+        count = 1.0
+        if "impressions" in column:
+            try:
+                count = float(cells[column["impressions"]])
+            except ValueError:
+                count = float("nan")
+            if not np.isfinite(count) or count <= 0:
+                raise InputError(f"{where}: impressions {shown(cells[column['impressions']])} is not a positive number")
+        impressions[query] += count
+        if "segment" in column and cells[column["segment"]].strip():
+            segment = cells[column["segment"]].strip().lower()
+            if segment not in SEGMENTS:
+                raise InputError(f"{where}: segment {shown(segment)} is not one of {', '.join(SEGMENTS)}")
+            if segments.setdefault(query, segment) != segment:
+                raise InputError(f"{where}: query {shown(query)} is {segment} here and {segments[query]} above")
     if not impressions:
         raise InputError(f"--traffic {path} holds no query")
     if segments and len(segments) < len(impressions):
         missing = next(q for q in impressions if q not in segments)
-        raise InputError(f"--traffic {path}: query {missing!r} has no segment while others have one: give every "
+        raise InputError(f"--traffic {path}: query {shown(missing)} has no segment while others have one: give every "
                          "query a segment, or none (then segments come from impressions)")
     return [(query, float(count), segments.get(query, default_segment)) for query, count in impressions.items()]
 

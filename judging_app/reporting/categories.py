@@ -53,11 +53,19 @@ def top_level(path: str) -> str:
     return path.split(PATH_SEPARATOR, 1)[0]
 
 
-def category_grades(results: SessionResults) -> dict[int, dict[str, int]]:
-    """Per query, each judged category's grade (:func:`qcat.measure.judged.judged_grade`)."""
+def given_grades(results: SessionResults) -> dict[tuple[int, str], list[int]]:
+    """Every judge's grade of each (query, category), in the store's order."""
     given: dict[tuple[int, str], list[int]] = defaultdict(list)
     for j in results.judgments:
         given[(j.query_id, j.listing_id)].append(j.grade)
+    return given
+
+
+def category_grades(results: SessionResults, given: dict[tuple[int, str], list[int]] | None = None,
+                    ) -> dict[int, dict[str, int]]:
+    """Per query, each judged category's grade (:func:`qcat.measure.judged.judged_grade` of the
+    :func:`given_grades`, passed in when the caller has them already)."""
+    given = given_grades(results) if given is None else given
     out: dict[int, dict[str, int]] = defaultdict(dict)
     for (query_id, category), grades in given.items():
         out[query_id][category] = judged_grade(grades, results.settled.get((query_id, category)))
@@ -88,7 +96,8 @@ def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, s
     results = selection.results
     settings = json.loads(results.settings or "{}")
     k = int(settings.get("top_k", 3))
-    grades = category_grades(results)
+    given = given_grades(results)
+    grades = category_grades(results, given)
     paths = {item.listing_id: item.category for item in results.items}
     systems = systems_of(results)
     models = {"baseline": results.baseline_model, "target": results.target_model}
@@ -103,11 +112,8 @@ def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, s
     masks = segment_masks(segments)  # all, then each segment some query is in
     by_segment = [{"segment": name, "queries": int(mask.sum()), "models": {s: per_model[s][name] for s in systems},
                    **({"paired": pairs[name]} if pairs else {})} for name, mask in masks.items()]
-    units: dict[str, dict[tuple[int, str], list[int]]] = {name: defaultdict(list) for name in masks}
     segment_of = {q.id: q.segment for q in results.queries}
-    for j in results.judgments:
-        for segment in (segment_of[j.query_id], ALL):
-            units[segment][(j.query_id, j.listing_id)].append(j.grade)
+    units = {name: [g for (q, _), g in given.items() if name in (ALL, segment_of[q])] for name in masks}
     return {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "session": {"id": results.id, "name": results.name, "kind": "categories", "models": {s: models[s] for s in systems},
@@ -122,7 +128,7 @@ def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, s
                      "skips": sum(q.skipped for q in everything.queries),
                      "flagged_queries": sum(1 for q in everything.queries if q.flagged)},
         "segments": by_segment,
-        "agreement": [{"segment": name, **agreement(list(units[name].values()), results.judges_per_query)}
+        "agreement": [{"segment": name, **agreement(units[name], results.judges_per_query)}
                       for name in masks],
         "grade_counts": {GRADE_NAMES[g]: n for g, n in sorted(Counter(j.grade for j in results.judgments).items())},
         "gold": gold_summary(store, results.id),

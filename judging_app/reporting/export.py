@@ -21,7 +21,6 @@ finished judgment.
 from __future__ import annotations
 
 import csv
-import math
 from collections import defaultdict
 from pathlib import Path
 
@@ -30,13 +29,10 @@ from qcat.evaluation.golden.golden_set import GRADE_NAMES, RELEVANT_GRADE, Golde
 from qcat.judging.reporting.results import judged_by_enough, load_results
 from qcat.judging.store.connection import Store, open_store, shown
 from qcat.judging.store.models import CATEGORY_GRADE_NAMES
+from qcat.measure.judged import judged_grade
 
 CSV_COLUMNS = ("session", "query_id", "query", "segment", "judge", "side", "system", "position", "listing_id",
                "grade", "grade_name", "created_at", "updated_at")
-
-
-def round_half_up(value: float) -> int:
-    return int(math.floor(value + 0.5))
 
 
 def _open(path: Path):
@@ -75,17 +71,15 @@ def write_graded_gold_file(store: Store, key: str | int, path: Path, min_judges:
     report's), for ``qcat evaluate --gold`` and ``qcat data audit --gold``."""
     import json
 
-    from qcat.judging.reporting.categories import category_grades
+    from qcat.judging.reporting.categories import category_grades, given_grades
     from qcat.measure.graded_gold import write_graded_gold
 
     results = selected(store, key, min_judges).results
     if results.kind != "categories":
         raise InputError(f"judging session {results.name!r} grades search results: --gold writes a category "
                          "session's judgments (--golden writes a result session's for qcat golden)")
-    grades = category_grades(results)
-    given: dict[tuple[int, str], list[int]] = defaultdict(list)
-    for j in results.judgments:
-        given[(j.query_id, j.listing_id)].append(j.grade)
+    given = given_grades(results)
+    grades = category_grades(results, given)
     path_of = {item.listing_id: item.category for item in results.items}
     rows = [(q.text, category, grade, q.segment, path_of.get(category, ""),
              f"{sum(given[(q.id, category)]) / len(given[(q.id, category)]):.3f}" if given[(q.id, category)] else "",
@@ -102,7 +96,7 @@ def qrels(store: Store, key: str | int, min_judges: int | None = None) -> list[t
     grades: dict[tuple[int, str], list[int]] = defaultdict(list)
     for j in results.judgments:
         grades[(j.query_id, j.listing_id)].append(j.grade)
-    return [(query_id, listing, round_half_up(sum(g) / len(g))) for (query_id, listing), g in sorted(grades.items())]
+    return [(query_id, listing, judged_grade(g)) for (query_id, listing), g in sorted(grades.items())]
 
 
 def write_qrels(store: Store, key: str | int, path: Path, min_judges: int | None = None) -> int:
@@ -128,7 +122,7 @@ def golden_rows(store: Store, key: str | int,
         grades[(text[j.query_id], j.listing_id, j.judge)].append(j.grade)
     rows = []
     for (query, listing, judge), g in sorted(grades.items()):
-        grade = round_half_up(sum(g) / len(g))
+        grade = judged_grade(g)
         rows.append((query, listing, int(grade >= RELEVANT_GRADE), grade, judge, False))
     return rows, results.name, len(results.judgments)
 

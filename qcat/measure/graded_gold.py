@@ -26,6 +26,7 @@ from typing import Iterable
 
 from qcat.errors import InputError, shown
 from qcat.measure.judged import GRADE_NAMES
+from qcat.lines import decoded_lines, split_line
 from qcat.paths import check_file
 from qcat.taxonomy import Taxonomy
 
@@ -94,22 +95,24 @@ def read_graded_gold(path: str | Path, flag: str = "--gold") -> GradedGold:
     path = check_file(path, flag)
     try:
         data = path.read_bytes()
-        text = data.decode("utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{flag} {path}: cannot read it as UTF-8 text ({exc.__class__.__name__})") from None
+    except OSError as exc:
+        raise InputError(f"{flag} {path}: cannot read it ({exc.__class__.__name__})") from None
     meta: dict[str, str] = {}
-    rows = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.startswith("#"):
+    rows = []  # (line number, its cells)
+    for number, line, why in decoded_lines(data.removeprefix(b"\xef\xbb\xbf")):
+        if line is not None and line.startswith("#"):
             key, colon, value = line[1:].partition(":")
             if colon and not rows and key.strip().isidentifier():
                 meta.setdefault(key.strip(), value.strip())
-        elif line.strip():
-            rows.append((number, line))
+            continue
+        cells = None if line is None else split_line(line, "\t")
+        if cells is None:
+            raise InputError(f"{flag} {path}:{number}: {why or 'not well-formed (a quote not closed on its line)'}")
+        if line.strip():
+            rows.append((number, cells))
     if not rows:
         raise InputError(f"{flag} {path}: no header and no rows (want the columns {', '.join(REQUIRED)})")
-    header_line, header = rows[0][0], next(csv.reader([rows[0][1]], delimiter="\t"))
-    header = [name.strip() for name in header]
+    header_line, header = rows[0][0], [name.strip() for name in rows[0][1]]
     missing = [name for name in REQUIRED if name not in header]
     if missing:
         raise InputError(f"{flag} {path}:{header_line}: the header lacks {', '.join(missing)} "
@@ -118,8 +121,7 @@ def read_graded_gold(path: str | Path, flag: str = "--gold") -> GradedGold:
     grades: dict[str, dict[str, int]] = {}
     segments: dict[str, str] = {}
     lines: dict[tuple[str, str], int] = {}
-    for number, line in rows[1:]:
-        cells = next(csv.reader([line], delimiter="\t"))
+    for number, cells in rows[1:]:
         where = f"{flag} {path}:{number}"
         if len(cells) < len(header):
             raise InputError(f"{where}: {len(cells)} columns, the header names {len(header)}")
