@@ -315,7 +315,7 @@ def test_defect_12_no_deprecated_components_api_and_a_tested_streamlit_range():
 
 @pytest.mark.slow
 def test_defect_10_a_session_that_names_its_judges_is_theirs_alone(app_store, monkeypatch, tmp_path):
-    from qcat.judging.grading.members import change_members
+    from qcat.judging.grading.sessions import change_members
 
     queries = [QuerySpec(f"query {i}", "head", [Listing(f"a{i}", "A")], [Listing(f"b{i}", "B")]) for i in range(2)]
     private = store_session(app_store, "private", "A", "B", queries, display_name="Private round")

@@ -67,7 +67,7 @@ def run_deactivate(args: argparse.Namespace) -> int:
 
 
 def run_members(args: argparse.Namespace) -> int:
-    from qcat.judging.grading.members import change_members
+    from qcat.judging.grading.sessions import change_members
     from qcat.judging.store.connection import open_store
 
     store = open_store(args.url)

@@ -45,18 +45,16 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-import numpy as np
 from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from qcat.errors import InputError
+from qcat.judging.grading.screens import QueryScreen, screen
 from qcat.judging.store.connection import Store
 from qcat.judging.store.models import (
     Assignment,
     Judge,
     JudgingSession,
-    ResultItem,
-    ResultList,
     SessionJudge,
     SessionQuery,
     utcnow,
@@ -74,7 +72,7 @@ NOT_A_MEMBER = "you are not a judge of this session: ask its organizer to add yo
 
 def may_judge(session, judge_id: int, session_id: int) -> bool:
     """Whether the judge may judge the session: it names no judge (open to all), or names this one
-    (``session_judges``, :mod:`qcat.judging.grading.members`)."""
+    (``session_judges``, :func:`qcat.judging.grading.sessions.change_members`)."""
     named = session.scalar(select(exists().where(SessionJudge.session_id == session_id)))
     return not named or session.scalar(select(exists().where(SessionJudge.session_id == session_id,
                                                              SessionJudge.judge_id == judge_id)))
@@ -95,80 +93,11 @@ class AlreadyFinished(InputError):
         super().__init__(f"query {query_id!r} was already {done} by this judge: nothing was changed")
 
 
-@dataclass(frozen=True)
-class Shown:
-    """One listing as the judge sees it."""
-
-    listing_id: str
-    position: int
-    title: str
-    category: str
-    brand: str | None = None
-    price: float | None = None
-    image_url: str | None = None
-    link: str | None = None
-
-
-@dataclass(frozen=True)
-class QueryScreen:
-    """What a judge sees for one query: the left and right groups, never which system is which."""
-
-    query_id: int
-    text: str
-    left: list[Shown]
-    right: list[Shown]
-    kind: str = "results"  # categories: one group of categories, on the left
-
-    def expected(self) -> set[tuple[str, str]]:
-        """Every (listing, side) that gets a grade (a listing in both groups on both sides)."""
-        return {(item.listing_id, side) for side, group in (("left", self.left), ("right", self.right)) for item in group}
-
-    def shared(self) -> set[str]:
-        """The listings shown in both groups: the judge grades each once, for both sides."""
-        return {item.listing_id for item in self.left} & {item.listing_id for item in self.right}
-
-
 def _check_session(session, session_id: int) -> JudgingSession:
     record = session.get(JudgingSession, session_id)
     if record is None:
         raise InputError(f"judging session {session_id!r} does not exist")
     return record
-
-
-def shown_order(categories: Sequence, seed: int, query_id: int, judge_id: int | None) -> list:
-    """The categories of a query in the order one judge sees them: a permutation drawn from
-    (session seed, query, judge), the same each time that judge sees the query. Without a judge
-    (checking a submission) the stored order."""
-    if judge_id is None:
-        return list(categories)
-    order = np.random.default_rng([seed, query_id, judge_id]).permutation(len(categories))
-    return [categories[i] for i in order]
-
-
-def screen(session, query_id: int, judge_id: int | None = None) -> QueryScreen:
-    """What a judge sees of a query. A category session shows one group, on the left: the union of
-    the models' categories (a category in both lists once), in ``judge_id``'s own order
-    (:func:`shown_order`), numbered as shown."""
-    query = session.get(SessionQuery, query_id)
-    if query is None:
-        raise InputError(f"query {query_id!r} does not exist")
-    groups: dict[str, list[Shown]] = {"left": [], "right": []}
-    rows = session.execute(
-        select(ResultList.side, ResultItem.listing_id, ResultItem.position, ResultItem.title, ResultItem.category,
-               ResultItem.brand, ResultItem.price, ResultItem.image_url, ResultItem.link)
-        .join(ResultItem, ResultItem.list_id == ResultList.id)
-        .where(ResultList.query_id == query_id).order_by(ResultList.system, ResultItem.position)).all()
-    record = session.get(JudgingSession, query.session_id)
-    if record.kind == "categories":
-        union: dict[str, tuple[str, str, str]] = {}  # each category once (rows: the baseline's list first)
-        for _, listing_id, _, title, category, *_ in rows:
-            union.setdefault(listing_id, (listing_id, title, category))
-        shown = shown_order(list(union.values()), record.seed, query.id, judge_id)
-        return QueryScreen(query.id, query.text, [Shown(c, i, title, category) for i, (c, title, category)
-                                                  in enumerate(shown, start=1)], [], "categories")
-    for side, *shown in sorted(rows, key=lambda row: (row[0], row[2])):
-        groups[side].append(Shown(*shown))
-    return QueryScreen(query.id, query.text, groups["left"], groups["right"])
 
 
 def open_assignment(session, judge_id: int, session_id: int, beyond: Collection[int] = ()) -> Assignment | None:

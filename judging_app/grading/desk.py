@@ -24,9 +24,9 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from qcat.errors import InputError
-from qcat.judging.grading import assignment, judgments
-from qcat.judging.grading.assignment import QueryScreen, Shown
+from qcat.judging.grading import assignment, judgments, screens
 from qcat.judging.grading.imports import safe_url
+from qcat.judging.grading.screens import QueryScreen, Shown
 from qcat.judging.store.connection import Store, error_detail
 from qcat.judging.store.models import CATEGORY_GRADE_NAMES, GRADE_NAMES
 
@@ -230,7 +230,7 @@ class GradingDesk:
         if new:
             with self.store.sessions() as session:
                 for query_id in new:
-                    self.drawn[query_id] = screen_data(assignment.screen(session, query_id, self.judge_id))
+                    self.drawn[query_id] = screen_data(screens.screen(session, query_id, self.judge_id))
         for query_id in set(self.drawn) - set(ids):
             del self.drawn[query_id]
         return [{"id": query_id} if query_id in held else self.drawn[query_id] for query_id in ids]
@@ -238,7 +238,7 @@ class GradingDesk:
     def review(self, query_id: int) -> list[dict]:
         """A query this judge submitted, with their grades, to change."""
         with self.store.sessions() as session:
-            shown = assignment.screen(session, query_id, self.judge_id)
+            shown = screens.screen(session, query_id, self.judge_id)
         return [screen_data(shown, judgments.my_grades(self.store, self.judge_id, query_id))]
 
     def progress(self, max_age: float = PROGRESS_SECONDS) -> dict:

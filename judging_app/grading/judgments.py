@@ -29,7 +29,8 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from qcat.errors import InputError
-from qcat.judging.grading.assignment import AlreadyFinished, _assignment, check_note, screen
+from qcat.judging.grading.assignment import AlreadyFinished, _assignment, check_note
+from qcat.judging.grading.screens import screen
 from qcat.judging.store.connection import Store
 from qcat.judging.store.models import (
     GRADE_NAMES,

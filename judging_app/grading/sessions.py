@@ -7,7 +7,10 @@ baseline classifier and with the target classifier, placed left/right at random.
   inventory");
 - :func:`store_session` writes a session and its result lists in one transaction (tests use it
   directly with hand-made lists). Judges get queries in the stored order, which
-  :func:`build_queries` shuffles (seeded) so that segments are interleaved.
+  :func:`build_queries` shuffles (seeded) so that segments are interleaved;
+- :func:`change_members` names a session's judges (``qcat judge members``): then only they see it
+  and get its queries (:func:`qcat.judging.grading.assignment.may_judge`); a session naming none
+  is open to every active judge.
 
 Queries for which neither system returns a listing have nothing to judge: they are passed
 over (and counted) and the next sampled query of the segment takes their place.
@@ -24,12 +27,20 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from sqlalchemy import func, insert, select
+from sqlalchemy import delete, exists, func, insert, select
 
 from qcat.errors import InputError
-from qcat.judging.grading.judges import check_name
+from qcat.judging.grading.judges import check_name, find_judge
 from qcat.judging.store.connection import Store
-from qcat.judging.store.models import SESSION_KINDS, JudgingSession, ResultItem, ResultList, SessionQuery
+from qcat.judging.store.models import (
+    SESSION_KINDS,
+    Judge,
+    JudgingSession,
+    ResultItem,
+    ResultList,
+    SessionJudge,
+    SessionQuery,
+)
 from qcat.progress import task
 
 SEGMENTS = ("head", "torso", "tail")
@@ -331,6 +342,25 @@ def find_session(session, key: str | int) -> JudgingSession:
     if record is None:
         raise InputError(f"judging session {text!r} does not exist (`qcat judge sessions` lists them)")
     return record
+
+
+def change_members(store: Store, key: str | int, add: list[str] = (), remove: list[str] = ()) -> tuple[str, list[str]]:
+    """Add and remove judges (by name) of a session; returns its name and its judges afterwards."""
+    with store.transaction() as session:
+        record = find_session(session, key)
+        for name in add:
+            judge = find_judge(session, name)
+            if not session.scalar(select(exists().where(SessionJudge.session_id == record.id,
+                                                        SessionJudge.judge_id == judge.id))):
+                session.add(SessionJudge(session_id=record.id, judge_id=judge.id))
+        for name in remove:
+            judge = find_judge(session, name)
+            session.execute(delete(SessionJudge).where(SessionJudge.session_id == record.id,
+                                                       SessionJudge.judge_id == judge.id))
+        session.flush()
+        names = list(session.scalars(select(Judge.name).join(SessionJudge, SessionJudge.judge_id == Judge.id)
+                                     .where(SessionJudge.session_id == record.id).order_by(Judge.name)))
+        return record.name, names
 
 
 def find_query(session, key: str | int, session_id: int | None = None) -> SessionQuery:

@@ -39,9 +39,9 @@ from qcat.judging.grading.judges import EMPTY_TOKEN, authenticate_any
 from qcat.judging.grading.sessions import find_session, judge_facing_name, session_overview
 from qcat.judging.grading.timing import IDLE_CAP_SECONDS
 from qcat.judging.grading.windows import WINDOWS
+from qcat.judging.pages import standard_guidelines
 from qcat.judging.pages.admin import admin_page
 from qcat.judging.pages.page_scripts import set_sign_in_cookie
-from qcat.judging.pages import standard_guidelines
 from qcat.judging.pages.panel import TEST_DELAY_ENV, grading_panel, markdown_html, sent_outbox
 from qcat.judging.store import sign_ins
 from qcat.judging.store.connection import URL_ENV, error_detail, open_store, resolve_url
