@@ -11,9 +11,9 @@ exact top-1 (grade 3), **lenient** the judged acceptable one (grade 2 or 3).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
+from qcat.evaluation.report import with_interval
 from qcat.measure.graded_gold import GradedGold
 from qcat.measure.judged import query_outcomes, segment_figures, segment_paired, top_k_categories, top_level_of
 from qcat.model import Model
@@ -68,13 +68,9 @@ def unjudged(judged: dict) -> dict:
     return {"value": 1 - judged["value"], "low": 1 - judged["high"], "high": 1 - judged["low"]}
 
 
-def interval(figure: dict, digits: int = 4) -> str:
-    """``0.4500 [0.3000, 0.6000]``."""
-    if figure["value"] is None or math.isnan(figure["value"]):
-        return "–"
-    bounds = "" if figure["low"] is None or math.isnan(figure["low"]) else \
-        f" [{figure['low']:.{digits}f}, {figure['high']:.{digits}f}]"
-    return f"{figure['value']:.{digits}f}{bounds}"
+def interval(figure: dict, sign: str = "") -> str:
+    """A figure as a fraction with its interval, ``0.4500 [0.3000, 0.6000]`` (``sign="+"`` for a difference)."""
+    return with_interval(figure, sign, scale=1.0, digits=4)
 
 
 def gold_line(name: str, figures: dict, block: dict) -> str:
@@ -88,12 +84,6 @@ def gold_line(name: str, figures: dict, block: dict) -> str:
 def paired_line(name: str, base: str, paired: dict) -> str:
     """One model against the first on all the gold's queries, in one line."""
     return (f"{name} vs {base}: human-judged top-1 wins {paired['win']}, ties {paired['tie']}, losses "
-            f"{paired['loss']}; δ strict {signed_interval(paired['exact'])}, δ lenient "
-            f"{signed_interval(paired['acceptable'])}, δ severe {signed_interval(paired['severe'])}, δ precision "
-            f"{signed_interval(paired['precision'])}")
-
-
-def signed_interval(figure: dict) -> str:
-    if figure["value"] is None or math.isnan(figure["value"]):
-        return "–"
-    return f"{figure['value']:+.4f} [{figure['low']:+.4f}, {figure['high']:+.4f}]"
+            f"{paired['loss']}; δ strict {interval(paired['exact'], '+')}, δ lenient "
+            f"{interval(paired['acceptable'], '+')}, δ severe {interval(paired['severe'], '+')}, δ precision "
+            f"{interval(paired['precision'], '+')}")

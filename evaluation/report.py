@@ -180,13 +180,15 @@ def tables(report: dict) -> list[Table]:
 GOLD_FIGURES = ("exact", "acceptable", "severe", "precision")
 
 
-def with_interval(figure: dict | None, sign: str = "") -> str:
-    """A share and its 95% bootstrap interval in percent, e.g. ``45.00 [30.00, 60.00]``."""
+def with_interval(figure: dict | None, sign: str = "", scale: float = 100.0, digits: int = 2) -> str:
+    """A figure (``{value, low, high}``) and its 95% interval, times ``scale`` (percent by
+    default), e.g. ``45.00 [30.00, 60.00]``; ``sign="+"`` for a difference; "–" when undefined."""
     if figure is None or figure.get("value") is None or math.isnan(figure["value"]):
         return "–"
+    form = f"{sign}.{digits}f"
     if figure.get("low") is None or math.isnan(figure["low"]):
-        return f"{100 * figure['value']:{sign}.2f}"
-    return f"{100 * figure['value']:{sign}.2f} [{100 * figure['low']:{sign}.2f}, {100 * figure['high']:{sign}.2f}]"
+        return f"{scale * figure['value']:{form}}"
+    return f"{scale * figure['value']:{form}} [{scale * figure['low']:{form}}, {scale * figure['high']:{form}}]"
 
 
 def gold_tables(report: dict) -> list[Table]:

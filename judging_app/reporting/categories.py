@@ -18,7 +18,6 @@ grades, as in the search report.
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter, defaultdict
 from datetime import datetime, timezone
 
@@ -27,7 +26,7 @@ import numpy as np
 from qcat.errors import InputError
 from qcat.evaluation.html import html_document
 from qcat.evaluation.plots import figure_svg, plt
-from qcat.evaluation.report import Table, markdown_document
+from qcat.evaluation.report import Table, markdown_document, with_interval
 from qcat.judging.grading.gold import gold_summary
 from qcat.judging.grading.timing import timing_summary
 from qcat.judging.reporting.agreement import agreement
@@ -141,16 +140,6 @@ def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, s
     }
 
 
-def _figure(cell: dict, scale: float = 100.0, signed: bool = False) -> str:
-    value, low, high = (cell.get(name) for name in ("value", "low", "high"))
-    if value is None or math.isnan(value):
-        return "–"
-    sign = "+" if signed else ""
-    if low is None or math.isnan(low):
-        return f"{scale * value:{sign}.1f}"
-    return f"{scale * value:{sign}.1f} [{scale * low:{sign}.1f}, {scale * high:{sign}.1f}]"
-
-
 def tables(report: dict) -> list[Table]:
     session, options = report["session"], report["options"]
     k = session["top_k"]
@@ -158,8 +147,8 @@ def tables(report: dict) -> list[Table]:
     for segment in report["segments"]:
         for system, cells in segment["models"].items():
             rows.append((segment["segment"], f"{system} ({session['models'][system]})", f"{segment['queries']:,}",
-                         _figure(cells["acceptable"]), _figure(cells["exact"]), _figure(cells["severe"]),
-                         _figure(cells["precision"]), _figure(cells["judged"])))
+                         *(with_interval(cells[name], digits=1)
+                           for name in ("acceptable", "exact", "severe", "precision", "judged"))))
     main = Table(
         "Human-judged top-1 per model and query set (%, 95% bootstrap interval)",
         ("QuerySet", "model", "queries", "top-1 acceptable", "top-1 exact", "severe", f"precision@{k}", "top-1 graded"),
@@ -177,8 +166,8 @@ def tables(report: dict) -> list[Table]:
             "Target vs baseline, per query (points, 95% paired bootstrap interval)",
             ("QuerySet", "win", "tie", "loss", "δ acceptable", "δ exact", "δ severe", f"δ precision@{k}"),
             [(s["segment"], f"{s['paired']['win']:,}", f"{s['paired']['tie']:,}", f"{s['paired']['loss']:,}",
-              _figure(s["paired"]["acceptable"], signed=True), _figure(s["paired"]["exact"], signed=True),
-              _figure(s["paired"]["severe"], signed=True), _figure(s["paired"]["precision"], signed=True))
+              *(with_interval(s["paired"][name], "+", digits=1)
+                for name in ("acceptable", "exact", "severe", "precision")))
              for s in report["segments"]],
             note="win/tie/loss: queries where the target's top-1 category is graded higher / the same / lower (an "
                  "ungraded or missing top-1 below 0). δ = target − baseline.",
