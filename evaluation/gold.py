@@ -16,6 +16,7 @@ from pathlib import Path
 from qcat.evaluation.report import with_interval
 from qcat.measure.graded_gold import GradedGold
 from qcat.measure.judged import query_outcomes, segment_figures, segment_paired, top_k_categories, top_level_of
+from qcat.measure.segments import SEGMENTS
 from qcat.model import Model
 from qcat.taxonomy import Taxonomy
 
@@ -42,7 +43,7 @@ def describe(gold: GradedGold, taxonomy: Taxonomy, given_k: int | None) -> tuple
         "source": gold.source, "sha256": gold.sha256, "queries": len(gold),
         "graded": sum(len(g) for g in gold.grades.values()), "k": k, "k_from": origin,
         "session": gold.meta.get("session"), "draws": DRAWS, "seed": SEED,
-        "segments": {name: sum(s == name for s in segments) for name in ("head", "torso", "tail")
+        "segments": {name: sum(s == name for s in segments) for name in SEGMENTS
                      if name in segments},
     }
 

@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import Iterable
 
 from qcat.errors import InputError, shown
-from qcat.measure.judged import GRADE_NAMES
 from qcat.lines import decoded_lines, split_line
+from qcat.measure.judged import GRADE_NAMES
+from qcat.measure.segments import SEGMENTS
 from qcat.paths import check_file
 from qcat.taxonomy import Taxonomy
 
 REQUIRED = ("query", "category", "grade")
 WRITTEN = ("query", "category", "grade", "segment", "category_path", "mean_grade", "judges")
-SEGMENTS = ("head", "torso", "tail")
 
 
 @dataclass(frozen=True)

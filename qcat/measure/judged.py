@@ -33,6 +33,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from qcat.measure.segments import SEGMENTS
 from qcat.model import Model
 from qcat.taxonomy import Taxonomy
 
@@ -148,7 +149,7 @@ def segment_masks(segments: Sequence[str | None]) -> dict[str, np.ndarray]:
     """``all`` and each segment that some query is in (head, torso, tail first, in that order; a
     query without one is only in ``all``): which queries it holds."""
     labels = np.array([segment or "" for segment in segments], dtype=object)
-    named = [s for s in ("head", "torso", "tail") if (labels == s).any()]
+    named = [s for s in SEGMENTS if (labels == s).any()]
     named += sorted(set(labels) - set(named) - {""})
     return {ALL: np.ones(len(labels), dtype=bool)} | {s: labels == s for s in named}
 
