@@ -12,12 +12,25 @@ many queries as they get through in two round trips.
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import threading
 import time
 from pathlib import Path
 
 import pytest
-from judging_fixtures import CHROMIUM, SETTLED, launch_chromium, panel_shown, running_judging_app, signed_in_panel
+from judging_fixtures import (
+    CHROMIUM,
+    SETTLED,
+    free_port,
+    launch_chromium,
+    panel_shown,
+    running_judging_app,
+    signed_in_panel,
+    start_judging_app,
+    stop_judging_app,
+)
 from sqlalchemy import select
 
 from qcat.judging.grading import assignment
@@ -153,3 +166,81 @@ def test_issue_41_a_fast_judge_on_a_slow_server_never_waits_for_a_query(tmp_path
     # targets are the bench's: benchmarks/bench_judging.py).
     assert len(waits) == 24 and max(waits[1 + PREFETCH:]) < 900, (waits, held)
     assert 1 + PREFETCH < max(held) <= MAX_HOLD and 1 + PREFETCH < asked <= MAX_HOLD, (held, asked)
+
+
+def _server_pid(wrapper_pid: int) -> int:
+    """The Streamlit server that ``qcat judge app`` (``wrapper_pid``) started: its one child."""
+    children = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    if int(handle.read().rsplit(")", 1)[1].split()[1]) == wrapper_pid:
+                        children.append(int(entry))
+            except OSError:
+                continue
+    assert len(children) == 1, children
+    return children[0]
+
+
+# Every message line the panel shows, as it shows it (a newer message replaces the last on screen).
+RECORD_MESSAGES = """() => { window.qcatSaid = [];
+  const box = window.qcatPanel.root.querySelector('.messages');
+  new MutationObserver(() => { if (box.textContent) window.qcatSaid.push(box.textContent); })
+    .observe(box, {childList: true, subtree: true, characterData: true}); }"""
+
+
+def test_issue_46_a_late_answer_built_on_an_older_holding_list_never_takes_the_query_on_screen(tmp_path):
+    """Issue 46, item 1: the panel's first message (want 12, holding 5) is answered at once; the
+    second, sent with the first Enter (want 5, holding 11), is answered 2.5 s late, when the judge,
+    typing blind, is on the 10th query or so. The answer, built on that older holding list, took
+    the query on screen away ("… in another window …", its grades forgotten, the keys typed after
+    it one slot off). Every typed group must be stored once, in order, and nothing said of another
+    window."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: install the 'chromium' system package (.ci/run does)")
+    db = tmp_path / "stalled.db"
+    url = f"sqlite:///{db}"
+    token = eight_slot_session(url, 48)[0]
+    groups = typed_groups()[0] + typed_groups()[1][:4]  # 18 groups of 8 grades, all different
+    port = free_port()
+    wrapper = start_judging_app(db, port, tmp_path / "app.log")
+    server = _server_pid(wrapper.pid)
+    resume = None
+    try:
+        with playwright.sync_playwright() as p:
+            browser = launch_chromium(p)
+            try:
+                page = signed_in_panel(browser, f"http://127.0.0.1:{port}", token)[1]
+                assert len(panel_shown(page)["slots"]) == SLOTS
+                page.evaluate(RECORD_MESSAGES)
+                for g, group in enumerate(groups):
+                    for key in group:
+                        page.keyboard.press(str(key))
+                        time.sleep(0.03)
+                    if g == 0:  # the first answer (to the message the first keys sent) is in: a fast one
+                        page.wait_for_function("() => window.qcatPanel.trips.length >= 1"
+                                               " && window.qcatPanel.order.length > 5", timeout=20_000)
+                    page.keyboard.press("Enter")
+                    if g == 0:  # the answer to the message of this Enter comes 2.5 s late
+                        os.kill(server, signal.SIGSTOP)
+                        resume = threading.Timer(2.5, os.kill, (server, signal.SIGCONT))
+                        resume.start()
+                    time.sleep(0.03)
+                resume.join()
+                page.wait_for_function("() => window.qcatPanel.waiting.length === 0 && window.qcatPanel.current",
+                                       timeout=60_000)
+                page.wait_for_function(SETTLED, timeout=60_000)
+                said = page.evaluate("() => window.qcatSaid")
+                asked = page.evaluate("() => window.qcatPanel.asked")
+            finally:
+                browser.close()
+    finally:
+        if resume is not None:
+            resume.join()
+        os.kill(server, signal.SIGCONT)
+        stop_judging_app(wrapper)
+    stored = stored_in_order(url, "judge0")
+    lost = [g for g, group in enumerate(groups) if group not in stored]
+    assert (lost, [line for line in said if "another window" in line]) == ([], []), (said, asked)
+    assert stored == groups  # each group once, as typed, in order
