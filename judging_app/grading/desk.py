@@ -217,15 +217,18 @@ class GradingDesk:
 
     def queue(self, holding: object = (), want: object = None, elsewhere: Collection[int] = ()) -> list[dict]:
         """The query to show and the ones held ready after it (claimed for this judge), :meth:`hold`
-        of them. A query the panel holds already (``holding``) is sent as its id alone: the panel
+        of them, or as many as the panel holds (``holding``) if that is more: an answer never drops a
+        held query that is still the judge's to fit a smaller ``want``. A query the panel holds already (``holding``) is sent as its id alone: the panel
         has the rest. ``elsewhere``: queries the judge's other windows hold (:mod:`.windows`), never
         given to this one."""
-        count = self.hold(want)
         skip = self.finished | set(elsewhere)
         held = [q for q in holding if isinstance(q, int) and not isinstance(q, bool) and q not in skip
-                ] if isinstance(holding, list) else []
+                ][:MAX_HOLD] if isinstance(holding, list) else []
+        # Never fewer than the panel holds: by the time this answer lands the judge may be on any of
+        # them (a fast judge wants fewer after a quick first answer, and this one may come late).
+        count = max(self.hold(want), len(held))
         ids = assignment.next_queries(self.store, self.judge_id, self.session_id, count,
-                                      self.claim_timeout, holding=held[:count], passed_over=skip)
+                                      self.claim_timeout, holding=held, passed_over=skip)
         new = [query_id for query_id in ids if query_id not in self.drawn]
         if new:
             with self.store.sessions() as session:

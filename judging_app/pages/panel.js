@@ -27,6 +27,7 @@ const P = window.qcatPanel = window.qcatPanel || {
   paces: [],            // ms between the judge's last actions (their pace), the latest last
   trips: [],            // ms from a message to the server's answer to it, the latest last
   sentTimes: new Map(), // message number -> when it was sent (until its answer comes)
+  sentOnScreen: new Map(), // message number -> the query on screen when it was sent (the last answered one kept)
   counter: 0, epoch: null, messages: [],
 };
 
@@ -104,6 +105,7 @@ function send() {
   P.sentAt = performance.now();
   P.sends = (P.sends || 0) + 1;  // makes every message new, so that a resend reaches the server too
   P.sentTimes.set(P.sends, P.sentAt);
+  P.sentOnScreen.set(P.sends, P.order[0]);
   P.asked = holdWanted();
   // P.order: the query on screen first, then those held ready (a finished one leaves it at once)
   P.setState('outbox', {actions: P.outbox.slice(), send: P.sends, holding: P.order.slice(), want: P.asked});
@@ -509,7 +511,16 @@ function receive(data, redraw) {
   const ids = queue.map((s) => s.id);
   const listed = new Set((data.queue || []).map((s) => s.id));
   P.finishedHere = new Set([...P.finishedHere].filter((id) => listed.has(id) || P.outbox.some((a) => a.query === id)));
-  const shown = P.current;
+  // The answer was built on the holding list of the message it answers (data.heard), with the query
+  // on screen then first. If the judge has moved on since, the query on screen now was only held
+  // ahead in that list: its absence says nothing (the server passes over a query held ahead whose
+  // claim others took; an older server trimmed the list to the number wanted). It stays, and the
+  // next message, with it first, settles it; only an answer to a message sent while it was on
+  // screen takes it away (graded or skipped in another window, or taken by another judge).
+  const shown = P.current, basis = Number.isInteger(data.heard) ? P.sentOnScreen.get(data.heard) : undefined;
+  if (Number.isInteger(data.heard)) for (const n of [...P.sentOnScreen.keys()]) if (n < data.heard) P.sentOnScreen.delete(n);
+  const stale = shown && !ids.includes(shown.id) && !fresh && basis !== undefined && basis !== shown.id;
+  if (stale) ids.unshift(shown.id);
   if (shown && !ids.includes(shown.id) && !data.store_down) {
     say(`“${shown.plain}” was already graded or skipped in another window, or taken by another judge after a long pause: nothing was changed. Here is your next query.`, 'warn');
     forget(shown.id);
@@ -525,7 +536,7 @@ function receive(data, redraw) {
   drawMessages();
   drawConnection();
   if (P.failed.length && !data.store_down && performance.now() - (P.retriedAt || 0) > RESEND_MS) retry();  // the store is back
-  else if (P.sendPending && !P.sentTimes.size) send();  // what waited for this answer
+  else if ((P.sendPending || stale) && !P.sentTimes.size) send();  // what waited for this answer; a kept query settled
   else refill(data);
 }
 
