@@ -4,7 +4,7 @@ Chromium are in test_judging_typeahead.py and test_judging_screen.py."""
 from __future__ import annotations
 
 import pytest
-from judging_fixtures import toy_queries
+from judging_fixtures import qcat, toy_queries
 from sqlalchemy import select
 
 from qcat.judging.grading import assignment
@@ -51,3 +51,23 @@ def test_item_1_an_answer_keeps_every_query_the_panel_holds_whatever_it_wants(st
     assignment.release(store, query_id=held[5])
     GradingDesk(store, bob.id, session_id).queue([], MAX_HOLD)
     assert held[5] not in [shown["id"] for shown in desk.queue(held[1:], 1 + PREFETCH)]
+
+
+def test_item_2_3_one_file_for_two_outputs_of_an_export_is_refused_writing_nothing(tmp_path):
+    """``--gold F --csv F`` wrote one over the other and reported both written."""
+    db = tmp_path / "export.db"
+    assert qcat("db", "upgrade", "--url", db).returncode == 0
+    target = tmp_path / "out.tsv"
+    for flags in (["--gold", target, "--csv", target],
+                  ["--csv", target, "--qrels", tmp_path / "." / "out.tsv"]):
+        result = qcat("judge", "export", "any session", "--url", db, *flags)
+        assert result.returncode == 2, result.stderr
+        line = result.stderr.strip()
+        assert line.startswith("qcat: error: ") and "\n" not in line and "Traceback" not in line
+        assert "name one file" in line and flags[0] in line and flags[2] in line and "nothing written" in line, line
+        assert not target.exists()
+    target.write_text("kept\n")
+    (tmp_path / "link.tsv").symlink_to(target)
+    result = qcat("judge", "export", "any session", "--url", db, "--gold", target, "--qrels", tmp_path / "link.tsv")
+    assert result.returncode == 2 and "--qrels and --gold name one file" in result.stderr, result.stderr
+    assert target.read_text() == "kept\n"

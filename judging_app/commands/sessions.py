@@ -298,6 +298,8 @@ def run_export(args: argparse.Namespace) -> int:
     if not (args.csv or args.qrels or args.golden or args.gold):
         raise InputError("say what to write: --csv FILE, --qrels FILE, --golden FILE (a result session) and/or "
                          "--gold FILE (a category session)")
+    check_distinct_outputs((("--csv", args.csv), ("--qrels", args.qrels), ("--golden", args.golden),
+                            ("--gold", args.gold)))
     store = open_store(args.url)
     try:
         existing_session(store, args.session)
@@ -327,6 +329,30 @@ def run_export(args: argparse.Namespace) -> int:
         f"{selection.left_out:,} queries graded by fewer left out" +
         (" (--min-judges 1 exports every judgment)" if selection.left_out else ""))
     return 0
+
+
+def check_distinct_outputs(outputs) -> None:
+    """Refuse, before anything is written, two outputs given one file (the second would replace
+    the first, both reported written): the same path, spelt alike or not (a link, ``./``)."""
+    import os
+
+    from qcat.errors import InputError, shown
+
+    seen: dict[str, tuple[str, Path]] = {}
+    for flag, path in outputs:
+        if path is None:
+            continue
+        try:  # an existing file by its inode (a hard link too), else by its resolved path
+            status = os.stat(path)
+            key = f"{status.st_dev}:{status.st_ino}"
+        except OSError:
+            key = os.path.realpath(os.path.abspath(path))
+        if key in seen:
+            other, first = seen[key]
+            same = shown(str(path)) if str(path) == str(first) else f"{shown(str(first))} and {shown(str(path))}"
+            raise InputError(f"{other} and {flag} name one file, {same}: give each output a file of its own "
+                             "(nothing written)")
+        seen[key] = (flag, path)
 
 
 def nothing_to_export(selection, session: str) -> str:
