@@ -186,9 +186,14 @@ def with_interval(figure: dict | None, sign: str = "", scale: float = 100.0, dig
     if figure is None or figure.get("value") is None or math.isnan(figure["value"]):
         return "–"
     form = f"{sign}.{digits}f"
+
+    def number(value: float) -> str:  # what rounds to zero is written 0 (+0.0 with a sign), never -0.0
+        text = f"{scale * value:{form}}"
+        return f"{0.0:{form}}" if float(text) == 0 else text
+
     if figure.get("low") is None or math.isnan(figure["low"]):
-        return f"{scale * figure['value']:{form}}"
-    return f"{scale * figure['value']:{form}} [{scale * figure['low']:{form}}, {scale * figure['high']:{form}}]"
+        return number(figure["value"])
+    return f"{number(figure['value'])} [{number(figure['low'])}, {number(figure['high'])}]"
 
 
 def gold_tables(report: dict) -> list[Table]:

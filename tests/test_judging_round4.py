@@ -71,3 +71,97 @@ def test_item_2_3_one_file_for_two_outputs_of_an_export_is_refused_writing_nothi
     result = qcat("judge", "export", "any session", "--url", db, "--gold", target, "--qrels", tmp_path / "link.tsv")
     assert result.returncode == 2 and "--qrels and --gold name one file" in result.stderr, result.stderr
     assert target.read_text() == "kept\n"
+
+
+# ---- a category session of two models (and one of one), graded by two judges who disagree
+SHIPPED, NB = "models/shipped", "models/nb"
+PATHS = {"c1": "Toys > Trains", "c2": "Toys > Track", "c3": "Food > Rice", "c4": "Food > Dal"}
+
+
+def category_session(store, models=(SHIPPED, NB), name="cats") -> int:
+    """Four queries; each model proposes three categories (the second another order and one other)."""
+    from qcat.judging.grading.sessions import SEGMENTS, Listing, QuerySpec
+
+    def listed(ids):
+        return [Listing(c, PATHS[c], PATHS[c]) for c in ids]
+
+    queries = [QuerySpec(f"query {i}", SEGMENTS[i % 3], listed(["c1", "c2", "c3"]),
+                         listed(["c2", "c1", "c4"]) if len(models) == 2 else []) for i in range(4)]
+    return store_session(store, name, models[0], models[1] if len(models) == 2 else "", queries, judges_per_query=2,
+                         settings={"top_k": 3, "sampled": {"head": 2, "torso": 1, "tail": 1}}, kind="categories")
+
+
+def judge_everything(store, session_id: int, grades: dict[str, int]) -> None:
+    from qcat.judging.grading import judgments
+
+    for name, grade in grades.items():
+        judge = add_judge(store, name)[0]
+        while (screen := assignment.next_query(store, judge.id, session_id)) is not None:
+            judgments.submit(store, judge.id, screen.query_id, {key: grade for key in screen.expected()})
+
+
+def test_item_2_9_and_2_10_the_category_report_and_export_name_models_by_path(store, tmp_path):
+    """Report and export called the two --models "baseline" and "target" (words the command line
+    never uses), and report.md showed "`qcat judge add-gold`" with its backticks."""
+    import csv
+
+    from qcat.judging.reporting.categories import build_category_report, render_markdown
+    from qcat.judging.reporting.export import write_csv
+
+    session_id = category_session(store)
+    judge_everything(store, session_id, {"ann": 3, "bob": 1})
+    report = build_category_report(store, session_id, bootstrap=50)
+    markdown = render_markdown(report, {})
+    assert "baseline" not in markdown.lower() and "target" not in markdown.lower(), markdown
+    assert "`" not in markdown
+    assert f"categories of {SHIPPED} and {NB}" in markdown
+    assert f"| all | {SHIPPED} | 4 |" in markdown.replace("\\_", "_")
+    assert f"{NB} vs {SHIPPED}, per query" in markdown and f"δ = {NB} − {SHIPPED}" in markdown
+    write_csv(store, session_id, tmp_path / "judgments.csv")
+    with open(tmp_path / "judgments.csv", encoding="utf-8") as handle:
+        systems = {row["listing_id"]: row["system"] for row in csv.DictReader(handle)}
+    assert systems == {"c1": f"{SHIPPED} + {NB}", "c2": f"{SHIPPED} + {NB}", "c3": SHIPPED, "c4": NB}
+
+
+def test_item_2_10_no_negative_zero_in_a_figure():
+    """"δ precision@3 -0.0": a difference a hair below zero was written with its sign."""
+    from qcat.evaluation.gold import interval
+    from qcat.evaluation.report import with_interval
+
+    tiny = {"value": -1e-17, "low": -0.0004, "high": 0.0867}
+    assert with_interval(tiny, "+", digits=1) == "+0.0 [+0.0, +8.7]"
+    assert with_interval({"value": -1e-17, "low": None, "high": None}, digits=1) == "0.0"
+    assert interval({"value": -1e-17, "low": -0.00001, "high": 0.1}, "+") == "+0.0000 [+0.0000, +0.1000]"
+    assert with_interval({"value": -0.02, "low": -0.05, "high": 0.0}, "+", digits=1) == "-2.0 [-5.0, +0.0]"
+
+
+def test_item_2_4_a_one_model_category_session_reads_as_one(store):
+    from qcat.judging.reporting.categories import build_category_report, render_markdown
+
+    session_id = category_session(store, models=(SHIPPED,), name="one")
+    judge_everything(store, session_id, {"ann": 2, "bob": 2})
+    markdown = render_markdown(build_category_report(store, session_id, bootstrap=20), {})
+    assert "model' " not in markdown and "models'" not in markdown
+    assert f"categories of {SHIPPED}; judges saw the model's top 3 for each query" in markdown.replace("\\_", "_")
+
+
+def test_item_2_4_add_gold_on_a_category_session_speaks_of_categories_and_their_grades(store, tmp_path):
+    from qcat.errors import InputError
+    from qcat.judging.grading.gold import add_gold
+
+    session_id = category_session(store)
+    cases = [("query 0\tc9\t3\n", "category 'c9' is not shown for query 'query 0' (among the categories proposed for "
+                                  "it)"),
+             ("query 0\tc1\t7\n", "grade '7' is not a grade: 0 (Wrong) to 3 (Exact)"),
+             ("query 0\tc1\t3\n", "needs a grade for every category shown for it; 3 missing: 'c2', 'c3', 'c4'")]
+    for row, message in cases:
+        path = tmp_path / "gold.tsv"
+        path.write_text("query\tcategory\tgrade\n" + row, encoding="utf-8")
+        with pytest.raises(InputError) as error:
+            add_gold(store, session_id, path)
+        text = str(error.value)
+        assert message in text, text
+        assert "listing" not in text and "group" not in text and "Off-topic" not in text, text
+    (tmp_path / "bad.tsv").write_text("query\tgrade\n", encoding="utf-8")
+    with pytest.raises(InputError, match="needs the columns query, category, grade; category missing"):
+        add_gold(store, session_id, tmp_path / "bad.tsv")

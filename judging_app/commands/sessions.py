@@ -121,8 +121,7 @@ def create_categories(args: argparse.Namespace) -> int:
     for model in args.model:
         read_manifest(model)  # a missing or tampered bundle fails before any work
     baseline, target = str(args.model[0]), str(args.model[1]) if len(args.model) == 2 else ""
-    name = args.name if args.name is not None else (
-        default_name(baseline, target) if target else default_name(baseline, "categories"))
+    name = args.name if args.name is not None else default_name(baseline, target)
     check_session_name_free(store, name, args.display_name)
     built = build_category_queries(args.model, args.top_k, args.queries if args.traffic is not None else
                                    (args.queries or 4500), source, args.period, args.seed, args.traffic,
@@ -134,8 +133,9 @@ def create_categories(args: argparse.Namespace) -> int:
                                display_name=args.display_name, kind="categories")
     store.dispose()
     say(f"session {session_id} {name!r} (judges see {judge_facing_name(session_id, args.display_name)!r}): "
-        f"{len(built.queries):,} queries, each with the union of {'both models' if target else 'the model'}' top "
-        f"{args.top_k} categories, in an order drawn per judge")
+        f"{len(built.queries):,} queries, each with " + (f"the union of both models' top {args.top_k} categories"
+                                                         if target else f"the model's top {args.top_k} categories")
+        + ", in an order drawn per judge")
     print(session_id)
     return 0
 

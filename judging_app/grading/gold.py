@@ -27,7 +27,8 @@ from pathlib import Path
 
 from sqlalchemy import delete, exists, func, insert, select, update
 
-from qcat.errors import InputError, shown
+from qcat.errors import InputError
+from qcat.errors import shown as shown_text  # 'shown' names the listings shown below
 from qcat.judging.grading.sessions import find_session
 from qcat.judging.store.connection import Store
 from qcat.judging.store.models import (
@@ -63,9 +64,22 @@ class Added:
     gold_queries: int  # gold queries of the session now
 
 
-def read_gold_file(path: Path) -> list[GoldRow]:
-    """The rows of a gold file: CSV, or TSV when its name ends in ``.tsv`` (or ``.tab``)."""
+def words(kind: str) -> dict[str, str]:
+    """How the messages of :func:`read_gold_file` and :func:`check_rows` name what is graded: a
+    category session's categories and its grades, or a result session's listings."""
+    if kind == "categories":
+        return {"item": "category", "items": "categories", "column": "category",
+                "where": "among the categories proposed for it", "scale": "0 (Wrong) to 3 (Exact)"}
+    return {"item": "listing", "items": "listings", "column": "listing_id", "where": "in either group",
+            "scale": "0 (Off-topic) to 3 (Excellent)"}
+
+
+def read_gold_file(path: Path, kind: str = "results") -> list[GoldRow]:
+    """The rows of a gold file: CSV, or TSV when its name ends in ``.tsv`` (or ``.tab``). ``kind``:
+    the session's, for the words of the errors."""
     path = Path(path)
+    said = words(kind)
+    columns = ", ".join(said["column"] if c == "listing_id" else c for c in COLUMNS)
     delimiter = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
     try:
         raw = path.read_bytes()
@@ -89,8 +103,10 @@ def read_gold_file(path: Path) -> list[GoldRow]:
                 header = ["listing_id" if name == "category" else name for name in header]
             missing = [c for c in COLUMNS if c not in header]
             if missing:
-                raise InputError(f"{path}: the header needs the columns {', '.join(COLUMNS)}; "
-                                 f"{', '.join(missing)} missing (found: {shown(', '.join(header)) if header else 'nothing'})")
+                missing = [said["column"] if c == "listing_id" else c for c in missing]
+                raise InputError(f"{path}: the header needs the columns {columns}; "
+                                 f"{', '.join(missing)} missing "
+                                 f"(found: {shown_text(', '.join(header)) if header else 'nothing'})")
             continue
         record = dict(zip(header, fields))
         values = {c: (record.get(c) or "").strip() for c in COLUMNS}
@@ -98,46 +114,51 @@ def read_gold_file(path: Path) -> list[GoldRow]:
             continue  # a blank line
         rows.append(GoldRow(number, values["query"], values["listing_id"], values["grade"]))
     if header is None:
-        raise InputError(f"{path}: the file is empty; the header needs the columns {', '.join(COLUMNS)}")
+        raise InputError(f"{path}: the file is empty; the header needs the columns {columns}")
     if not rows:
-        raise InputError(f"{path} holds no gold grade: one row per query and listing (columns {', '.join(COLUMNS)})")
+        raise InputError(f"{path} holds no gold grade: one row per query and {said['item']} (columns {columns})")
     return rows
 
 
-def check_rows(path: Path, rows: list[GoldRow], shown: dict[str, set[str]]) -> dict[str, dict[str, int]]:
+def check_rows(path: Path, rows: list[GoldRow], shown: dict[str, set[str]],
+               kind: str = "results") -> dict[str, dict[str, int]]:
     """Known grades per query text and listing, checked against ``shown`` (the listings of each
-    query of the session, both groups)."""
+    query of the session, both groups; a category session's categories)."""
+    said = words(kind)
     grades: dict[str, dict[str, int]] = defaultdict(dict)
     first_line: dict[tuple[str, str], int] = {}
     for row in rows:
         where = f"{path}, line {row.line}"
         if row.query not in shown:
-            raise InputError(f"{where}: query {row.query!r} is not in the session (give its text as stored, as "
-                             "`qcat judge export --csv` writes it)")
+            raise InputError(f"{where}: query {shown_text(row.query)} is not in the session (give its text as stored, "
+                             "as qcat judge export --csv writes it)")
         if row.listing_id not in shown[row.query]:
-            raise InputError(f"{where}: listing {row.listing_id!r} is not shown for query {row.query!r} "
-                             "(in either group)")
+            raise InputError(f"{where}: {said['item']} {shown_text(row.listing_id)} is not shown for query "
+                             f"{shown_text(row.query)} ({said['where']})")
         if row.grade not in GRADES:
-            raise InputError(f"{where}: grade {row.grade!r} is not a grade: 0 (Off-topic) to 3 (Excellent)")
+            raise InputError(f"{where}: grade {shown_text(row.grade)} is not a grade: {said['scale']}")
         grade, key = int(row.grade), (row.query, row.listing_id)
         known = grades[row.query].get(row.listing_id)
         if known is not None and known != grade:
-            raise InputError(f"{where}: listing {row.listing_id!r} of query {row.query!r} is graded {grade} here "
+            raise InputError(f"{where}: {said['item']} {shown_text(row.listing_id)} of query {shown_text(row.query)} "
+                             f"is graded {grade} here "
                              f"and {known} on line {first_line[key]}")
         grades[row.query][row.listing_id] = grade
         first_line.setdefault(key, row.line)
     for query, known in grades.items():
         missing = sorted(shown[query] - set(known))
         if missing:
-            raise InputError(f"{path}: gold query {query!r} needs a grade for every listing shown for it; "
-                             f"{len(missing)} missing: {', '.join(map(repr, missing))}")
+            raise InputError(f"{path}: gold query {shown_text(query)} needs a grade for every {said['item']} shown "
+                             f"for it; {len(missing)} missing: {', '.join(map(shown_text, missing))}")
     return grades
 
 
 def add_gold(store: Store, key: str | int, path: Path) -> Added:
     """Mark the queries of the gold file as gold questions of the session and store their known
     grades (replacing the ones stored before for those queries), in one transaction."""
-    rows = read_gold_file(path)
+    with store.sessions() as session:
+        kind = find_session(session, key).kind
+    rows = read_gold_file(path, kind)
     with store.transaction() as session:
         record: JudgingSession = find_session(session, key)
         queries = dict(session.execute(select(SessionQuery.text, SessionQuery.id)
@@ -149,7 +170,7 @@ def add_gold(store: Store, key: str | int, path: Path) -> Added:
                 select(ResultList.query_id, ResultItem.listing_id).join(ResultItem, ResultItem.list_id == ResultList.id)
                 .where(ResultList.query_id.in_([queries[t] for t in wanted]))).all():
             shown[texts[query_id]].add(listing)
-        grades = check_rows(Path(path), rows, shown)
+        grades = check_rows(Path(path), rows, shown, record.kind)
         ids = [queries[text] for text in grades]
         session.execute(delete(GoldGrade).where(GoldGrade.query_id.in_(ids)))
         session.execute(insert(GoldGrade), [{"query_id": queries[text], "listing_id": listing, "grade": grade}

@@ -237,8 +237,11 @@ def judge_facing_name(session_id: int, display_name: str | None) -> str:
     return display_name or f"Session {session_id}"
 
 
-def default_name(baseline: str, target: str) -> str:
+def default_name(baseline: str, target: str | None) -> str:
+    """"BASELINE vs TARGET, time"; one model (a category session of one): "categories of MODEL, time"."""
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    if not target:
+        return f"categories of {Path(baseline).name}, {stamp}"
     return f"{Path(baseline).name} vs {Path(target).name}, {stamp}"
 
 

@@ -160,17 +160,19 @@ def disagreements_section(store) -> None:
     session_id = st.session_state.get("admin_alpha_session") or sessions[0]["id"]
     kind = next((s["kind"] for s in sessions if s["id"] == session_id), "results")
     names = CATEGORY_GRADE_NAMES if kind == "categories" else GRADE_NAMES
+    item_word = "category" if kind == "categories" else "listing"  # what a category session's judges grade
     items = disagreements.queue(store, session_id)
     if not items:
-        st.caption(f"No query of this session has judges {disagreements.SPREAD} or more grades apart on a listing "
-                   "(or every such listing is settled).")
+        st.caption(f"No query of this session has judges {disagreements.SPREAD} or more grades apart on a {item_word} "
+                   f"(or every such {item_word} is settled).")
         return
-    st.caption(f"Queries where judges differ by {disagreements.SPREAD} or more grades on a listing, largest first. "
+    st.caption(f"Queries where judges differ by {disagreements.SPREAD} or more grades on a {item_word}, largest first. "
                "Send one back for another judgment, or settle it: your grade replaces the judges' mean in the "
                "report. Both are kept in the history.")
     by_id = {item.query_id: item for item in items}
     st.dataframe([{"query": item.text, "segment": item.segment, "judges": item.judges,
-                   "disputed listings": len(item.listings), "largest spread": max(d.spread for d in item.listings),
+                   f"disputed {'categories' if kind == 'categories' else 'listings'}": len(item.listings),
+                   "largest spread": max(d.spread for d in item.listings),
                    "sent back": item.sent_back} for item in items], hide_index=True, width="stretch")
     chosen = st.selectbox("Disputed query", list(by_id), format_func=lambda i: by_id[i].text, key="admin_dispute")
     item = by_id[chosen]
@@ -187,10 +189,10 @@ def disagreements_section(store) -> None:
     if columns[0].button("Settle with these grades", type="primary", key="admin_settle"):
         given = {listing: grade for listing, grade in settled.items() if grade is not None}
         if not given:
-            st.warning("Choose a grade for at least one disputed listing, then press Settle again.")
+            st.warning(f"Choose a grade for at least one disputed {item_word}, then press Settle again.")
         else:
             disagreements.settle(store, st.session_state.get("admin_id"), chosen, given, note, session_id)
-            done(f"Settled “{item.text}”: {len(given)} listing grade(s) set; the report uses them.")
+            done(f"Settled “{item.text}”: {len(given)} {item_word} grade(s) set; the report uses them.")
     if columns[1].button("Send back for another judgment", key="admin_send_back"):
         disagreements.send_back(store, st.session_state.get("admin_id"), chosen, note, session_id)
         done(f"Sent “{item.text}” back: one more judge will grade it.")

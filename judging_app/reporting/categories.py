@@ -146,7 +146,7 @@ def tables(report: dict) -> list[Table]:
     rows = []
     for segment in report["segments"]:
         for system, cells in segment["models"].items():
-            rows.append((segment["segment"], f"{system} ({session['models'][system]})", f"{segment['queries']:,}",
+            rows.append((segment["segment"], session["models"][system], f"{segment['queries']:,}",
                          *(with_interval(cells[name], digits=1)
                            for name in ("acceptable", "exact", "severe", "precision", "judged"))))
     main = Table(
@@ -162,15 +162,16 @@ def tables(report: dict) -> list[Table]:
     )
     out = [main]
     if any("paired" in s for s in report["segments"]):
+        first, second = session["models"]["baseline"], session["models"]["target"]  # as --model gave them
         out.append(Table(
-            "Target vs baseline, per query (points, 95% paired bootstrap interval)",
+            f"{second} vs {first}, per query (points, 95% paired bootstrap interval)",
             ("QuerySet", "win", "tie", "loss", "δ acceptable", "δ exact", "δ severe", f"δ precision@{k}"),
             [(s["segment"], f"{s['paired']['win']:,}", f"{s['paired']['tie']:,}", f"{s['paired']['loss']:,}",
               *(with_interval(s["paired"][name], "+", digits=1)
                 for name in ("acceptable", "exact", "severe", "precision")))
              for s in report["segments"]],
-            note="win/tie/loss: queries where the target's top-1 category is graded higher / the same / lower (an "
-                 "ungraded or missing top-1 below 0). δ = target − baseline.",
+            note=f"win/tie/loss: queries where {second}'s top-1 category is graded higher / the same / lower than "
+                 f"{first}'s (an ungraded or missing top-1 below 0). δ = {second} − {first}.",
         ))
     out.append(agreement_table(report["agreement"], session["judges_per_query"], "one category of one query"))
     gold = report.get("gold") or {"queries": 0, "judges": []}
@@ -190,20 +191,22 @@ def tables(report: dict) -> list[Table]:
 def header_lines(report: dict) -> list[str]:
     session, coverage = report["session"], report["coverage"]
     settings = session["settings"]
-    models = ", ".join(f"{system} {model}" for system, model in session["models"].items())
+    names = list(session["models"].values())  # each model by its path, as --model gave it
+    models = " and ".join(names)
+    shown = (f"the union of both models' top {session['top_k']} for each query, in an order of their own, never "
+             "which model proposed which" if len(names) == 2 else
+             f"the model's top {session['top_k']} for each query, in an order of their own")
     source = (f"sampled traffic {settings['traffic']}" if settings.get("traffic") else
               f"the click log {settings['log']}" if settings.get("log") else
               f"the {settings.get('period', 'base')} period of {settings.get('corpus', 'the corpus')}'s click log")
-    lines = [f"Session {session['id']} {session['name']!r}: categories of {models}; judges saw the union of the "
-             f"models' top {session['top_k']} for each query, in an order of their own, never which model proposed "
-             "which.",
+    lines = [f"Session {session['id']} {session['name']!r}: categories of {models}; judges saw {shown}.",
              f"{coverage['queries']:,} queries from {source} ("
              + ", ".join(f"{s} {n:,}" for s, n in (settings.get("sampled") or {}).items()) + f"): {coverage['complete']:,} "
              f"judged by {report['options']['min_judges']} or more judges, {coverage['partial']:,} by fewer, "
              f"{coverage['unjudged']:,} by none; {coverage['judgments']:,} grades of {coverage['categories_graded']:,} "
              f"categories by {coverage['judges']:,} judges ({', '.join(coverage['judge_names'])})."]
     if not (report.get("gold") or {}).get("queries"):
-        lines.append("No gold questions (`qcat judge add-gold` adds queries with known grades, to check each judge).")
+        lines.append("No gold questions (qcat judge add-gold adds queries with known grades, to check each judge).")
     lines.append(f"Created {report['created']}.")
     return lines
 
@@ -221,7 +224,7 @@ def figure_plot(report: dict) -> str:
             value = np.array([100 * _nan(c["value"]) for c in cells])
             low = np.array([100 * _nan(c["low"]) for c in cells])
             high = np.array([100 * _nan(c["high"]) for c in cells])
-            axis.bar(x + (i - (len(systems) - 1) / 2) * width, value, width, label=system,
+            axis.bar(x + (i - (len(systems) - 1) / 2) * width, value, width, label=report["session"]["models"][system],
                      yerr=np.vstack([np.nan_to_num(value - low), np.nan_to_num(high - value)]), capsize=3)
         axis.set_xticks(x, [s["segment"] for s in segments])
         axis.set_title(f"top-1 {name} (%)", fontsize=10)

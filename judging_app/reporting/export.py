@@ -51,16 +51,22 @@ def selected(store: Store, key: str | int, min_judges: int | None = None):
 
 def write_csv(store: Store, key: str | int, path: Path, min_judges: int | None = None) -> int:
     """One row per judgment. A category session's rows name the category in ``listing_id``, the
-    systems that proposed it in ``system`` and its best rank in ``position``."""
+    models that proposed it in ``system`` (their paths, " + " between two) and its best rank in
+    ``position``."""
     results = selected(store, key, min_judges).results
     query = {q.id: q for q in results.queries}
     names = CATEGORY_GRADE_NAMES if results.kind == "categories" else GRADE_NAMES
+    models = {"baseline": results.baseline_model, "target": results.target_model}
+
+    def system(j) -> str:  # a category session's models by their paths (--model), never baseline/target
+        return " + ".join(models[s] for s in j.system.split("+")) if results.kind == "categories" else j.system
+
     with _open(Path(path)) as handle:
         writer = csv.writer(handle)
         writer.writerow(CSV_COLUMNS)
         for j in results.judgments:
             writer.writerow([results.name, j.query_id, query[j.query_id].text, query[j.query_id].segment, j.judge,
-                             j.side, j.system, j.position, j.listing_id, j.grade, names[j.grade],
+                             j.side, system(j), j.position, j.listing_id, j.grade, names[j.grade],
                              j.created_at.isoformat(), j.updated_at.isoformat()])
     return len(results.judgments)
 

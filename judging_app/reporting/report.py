@@ -290,7 +290,7 @@ def header_lines(report: dict) -> list[str]:
                      f"of the queries above and of every metric; {len(gold['judges']):,} judges have graded at least "
                      "one: see \"Agreement with gold questions\".")
     else:
-        lines.append("No gold questions (`qcat judge add-gold` adds queries with known grades, to check each judge).")
+        lines.append("No gold questions (qcat judge add-gold adds queries with known grades, to check each judge).")
     if settings.get("differing_top") is not None:
         skipped = sum((settings.get("identical_skipped") or {}).values())
         lines.append(f"{skipped:,} quer{'y' if skipped == 1 else 'ies'} showed the same top {settings['differing_top']} "
