@@ -4,7 +4,7 @@ Chromium are in test_judging_typeahead.py and test_judging_screen.py."""
 from __future__ import annotations
 
 import pytest
-from judging_fixtures import qcat, toy_queries
+from judging_fixtures import ROOT, qcat, toy_queries
 from sqlalchemy import select
 
 from qcat.judging.grading import assignment
@@ -165,3 +165,48 @@ def test_item_2_4_add_gold_on_a_category_session_speaks_of_categories_and_their_
     (tmp_path / "bad.tsv").write_text("query\tgrade\n", encoding="utf-8")
     with pytest.raises(InputError, match="needs the columns query, category, grade; category missing"):
         add_gold(store, session_id, tmp_path / "bad.tsv")
+
+
+@pytest.mark.slow
+def test_item_2_4_the_admin_page_speaks_of_categories_in_a_category_session(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from qcat.judging.grading.judges import add_admin
+
+    url = f"sqlite:///{tmp_path / 'admin.db'}"
+    upgrade(url)
+    store = open_store(url)
+    try:
+        session_id = category_session(store)
+        judge_everything(store, session_id, {"ann": 3, "bob": 1})  # 2 grades apart on every category
+        token = add_admin(store, "lead")[1]
+    finally:
+        store.dispose()
+    monkeypatch.setenv("QCAT_DB_URL", url)
+    monkeypatch.setenv("QCAT_JUDGE_SESSION", str(session_id))
+    at = AppTest.from_file(str(ROOT / "judging_app" / "pages" / "app.py"), default_timeout=30).run()
+    at.text_input(key="token").input(token)
+    next(b for b in at.button if b.label == "Sign in").click()
+    at.run()
+    captions = [c.value for c in at.caption]
+    assert any("or more grades on a category, largest first" in c for c in captions), captions
+    next(b for b in at.button if b.label == "Settle with these grades").click()
+    at.run()
+    assert [w.value for w in at.warning] == ["Choose a grade for at least one disputed category, then press Settle "
+                                             "again."]
+    assert not [c for c in captions if "listing" in c]
+
+
+@pytest.mark.slow
+def test_item_2_4_create_session_of_one_model_says_the_models_top_k_and_names_it_so(tmp_path):
+    db = tmp_path / "one.db"
+    assert qcat("db", "upgrade", "--url", db).returncode == 0
+    (tmp_path / "traffic.txt").write_text("lego star wars\norange juice\nlego star wars\n", encoding="utf-8")
+    model = ROOT / "demo" / "qcat_demo" / "model"
+    result = qcat("judge", "create-session", "--kind", "categories", "--model", model, "--traffic",
+                  tmp_path / "traffic.txt", "--default-segment", "tail", "--url", db)
+    assert result.returncode == 0, result.stderr
+    assert "each with the model's top 3 categories, in an order drawn per judge" in result.stderr, result.stderr
+    assert "model' " not in result.stderr and "models'" not in result.stderr
+    listed = qcat("judge", "sessions", "--url", db)
+    assert "  categories of model, 20" in listed.stdout and " vs categories" not in listed.stdout, listed.stdout

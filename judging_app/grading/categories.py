@@ -160,7 +160,8 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
                    "requested": {}, "available": {}, "sampled": {}, "no_answer_skipped": {}}
     queries: list[QuerySpec] = []
     total = sum(wanted.values()) if wanted else len(texts)
-    with task("taking the models' top categories for the session's queries", total) as advance:
+    whose = "both models'" if len(models) == 2 else "the model's"
+    with task(f"taking {whose} top categories for the session's queries", total) as advance:
         for s, name in enumerate(SEGMENTS):
             members = np.nonzero(segment == s)[0]
             members = members[rng.permutation(len(members))] if wanted else members
@@ -194,5 +195,5 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
     queries = [queries[i] for i in rng.permutation(len(queries))]
     stats["seconds_building"] = round(time.perf_counter() - started, 2)
     progress(f"{len(queries):,} queries ({', '.join(f'{k} {v:,}' for k, v in stats['sampled'].items())}) with "
-             f"{len(models)} model{'s' * (len(models) > 1)}' top {top_k} in {time.perf_counter() - started:.1f} s")
+             f"{whose} top {top_k} in {time.perf_counter() - started:.1f} s")
     return BuiltQueries(queries, stats)
