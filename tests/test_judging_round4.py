@@ -210,3 +210,52 @@ def test_item_2_4_create_session_of_one_model_says_the_models_top_k_and_names_it
     assert "model' " not in result.stderr and "models'" not in result.stderr
     listed = qcat("judge", "sessions", "--url", db)
     assert "  categories of model, 20" in listed.stdout and " vs categories" not in listed.stdout, listed.stdout
+
+
+@pytest.mark.slow
+def test_item_2_5_a_category_session_opens_qcats_category_guidelines_on_a_judges_first_visit(tmp_path, monkeypatch):
+    """Without --guidelines, judges never saw what Exact / Acceptable / Related / Wrong mean
+    unless they pressed ?."""
+    from judging_fixtures import panel_data
+    from streamlit.testing.v1 import AppTest
+
+    url = f"sqlite:///{tmp_path / 'guidelines.db'}"
+    upgrade(url)
+    store = open_store(url)
+    try:
+        cats = category_session(store)
+        results = store_session(store, "results", "A", "B", toy_queries(3))
+        token = add_judge(store, "ann")[1]
+    finally:
+        store.dispose()
+    monkeypatch.setenv("QCAT_DB_URL", url)
+    opened = {}
+    for session_id in (cats, results):
+        monkeypatch.setenv("QCAT_JUDGE_SESSION", str(session_id))
+        at = AppTest.from_file(str(ROOT / "judging_app" / "pages" / "app.py"), default_timeout=30).run()
+        at.text_input(key="token").input(token)
+        next(b for b in at.button if b.label == "Sign in").click()
+        at.run()
+        data = panel_data(at)
+        opened[session_id] = data["open_guidelines"]
+        if session_id == cats:
+            assert "3 Exact" in data["guidelines_html"] and "0 Wrong" in data["guidelines_html"]
+            at.run()  # the same visit, a later run: not opened again
+            assert panel_data(at)["open_guidelines"] is False
+    assert opened == {cats: True, results: False}  # a result session without guidelines: as before
+
+
+def test_item_2_10_you_n_judged_counts_a_submit_at_once(store):
+    """"You: 0 judged" stayed 0 for the first submits: the counts were read again every 5 s."""
+    session_id = store_session(store, "counts", "A", "B", toy_queries(10), judges_per_query=1)
+    ann, _ = add_judge(store, "ann")
+    desk = GradingDesk(store, ann.id, session_id)
+    queue = desk.queue()
+    assert desk.progress()["judged"] == 0
+    for n, shown in enumerate(queue[:3], start=1):
+        action = {"id": f"a{n}", "kind": "submit", "query": shown["id"], "text": "q", "seconds": 1.0,
+                  "grades": [[slot["listing"], slot["side"], 2] for slot in shown["slots"]]}
+        assert desk.take([action])[action["id"]]["status"] == "saved"
+        assert desk.progress()["judged"] == n  # within the 5 s the session's counts are kept
+    desk.take([{"id": "s", "kind": "skip", "query": queue[3]["id"], "text": "q"}])
+    assert (desk.progress()["judged"], desk.progress()["skipped"]) == (3, 1)

@@ -106,6 +106,7 @@ class GradingDesk:
     finished: set[int] = field(default_factory=set)  # queries this page has acted on: never shown again by it
     drawn: dict[int, dict] = field(default_factory=dict)  # query id -> screen_data (a query's lists never change)
     counted: tuple[float, dict] | None = None  # (when, progress)
+    acted: bool = False  # an action of the judge was stored since the counts were read
     log: Any = None
 
     def take(self, outbox: object) -> dict[str, dict]:
@@ -122,6 +123,8 @@ class GradingDesk:
                 self.new_answers.append(answer)
                 if answer["status"] in ("saved", "skipped", "finished", "not_needed", "refused"):
                     self.finished.add(answer["query_id"])
+                if answer["status"] in ("saved", "skipped"):
+                    self.acted = True
                 if answer["status"] == "refused" and action.get("kind") in ("submit", "skip", "flag"):
                     self.let_go(answer["query_id"])
             answers[key] = self.answered[key]
@@ -246,11 +249,16 @@ class GradingDesk:
 
     def progress(self, max_age: float = PROGRESS_SECONDS) -> dict:
         """The judge's and the session's counts, read again at most every ``max_age`` seconds
-        (counting a large session's judgments on every message would cost more than the rest)."""
+        (counting a large session's judgments on every message would cost more than the rest); the
+        judge's own counts also as soon as one of their actions was stored."""
         now = time.monotonic()
         if self.counted is None or now - self.counted[0] >= max_age:
             p = assignment.progress(self.store, self.judge_id, self.session_id)
             self.counted = (now, {"judged": p["judged"], "skipped": p["skipped"], "done": p["judgments_done"],
                                   "needed": p["judgments_needed"], "complete": p["complete_queries"],
                                   "queries": p["queries"]})
+        elif self.acted:  # "You: N judged" counts a submit at once; the session's counts wait their turn
+            self.counted = (self.counted[0], {**self.counted[1], **assignment.judge_progress(
+                self.store, self.judge_id, self.session_id)})
+        self.acted = False
         return self.counted[1]

@@ -243,9 +243,12 @@ def session_about(store, session_id: int) -> dict:
                 standard = standard_guidelines(record.kind)
         except SQLAlchemyError as exc:  # asked again next time
             store_down(exc)
-            return {"name": "", "has_guidelines": False, "guidelines_html": markdown_html(standard_guidelines("results"))}
-        cached[session_id] = {"name": name, "has_guidelines": bool(guidelines), "guidelines_html": markdown_html(
-            (guidelines + "\n\n---\n\n" if guidelines else "") + standard)}
+            return {"name": "", "open_first": False, "guidelines_html": markdown_html(standard_guidelines("results"))}
+        # A category session's judges need qcat's own guidelines (what Exact, Acceptable, Related and
+        # Wrong mean) as much as a session's own: both open on a judge's first visit.
+        cached[session_id] = {"name": name, "open_first": bool(guidelines) or record.kind == "categories",
+                              "guidelines_html": markdown_html((guidelines + "\n\n---\n\n" if guidelines else "")
+                                                               + standard)}
     return cached[session_id]
 
 
@@ -312,7 +315,7 @@ def grading(store, judge_id: int, session_id: int) -> None:
         "answers": answers, "heard": outbox["send"], "hold": desk.hold(outbox["want"]),
         "hold_range": desk.hold_range(), "progress": progress, "store_down": down, "idle_cap": IDLE_CAP_SECONDS,
         "guidelines_html": about["guidelines_html"],
-        "open_guidelines": about["has_guidelines"] and first_time and progress is not None and progress["judged"] == 0
+        "open_guidelines": about["open_first"] and first_time and progress is not None and progress["judged"] == 0
                            and progress["skipped"] == 0,
     })
 
