@@ -204,13 +204,15 @@ def test_after_the_app_restarts_the_keys_still_grade_without_a_click(demo_db, tm
                 context, page = signed_in_panel(browser, f"http://127.0.0.1:{port}", demo_db[1][1])
                 shown = panel_shown(page)
                 stop_judging_app(process)
-                page.get_by_text("Connection error").wait_for(timeout=20_000)
-                notice = page.locator(".qcat-panel .actions .offline")  # issue 41 item 6: said in the panel
+                page.locator('[data-testid="stConnectionStatus"]').wait_for(state="attached", timeout=20_000)
+                # issue 41 item 6, issue 46 item 2.2: said in the panel's message line (Streamlit's box hidden)
+                notice = page.locator(".qcat-panel .messages .msg.warn")
                 notice.wait_for(timeout=10_000)
                 assert "your grades are kept in this window" in notice.inner_text()
                 process = start_judging_app(db, port, log)
-                page.get_by_text("Connection error").wait_for(state="detached", timeout=40_000)
-                notice.wait_for(state="hidden", timeout=10_000)
+                page.locator('[data-testid="stConnectionStatus"]').wait_for(state="detached", timeout=40_000)
+                page.wait_for_function("() => !window.qcatPanel.root.innerText.includes('The app is restarting')",
+                                       timeout=10_000)
                 assert panel_shown(page)["id"] == shown["id"]
                 page.evaluate("() => document.activeElement && document.activeElement.blur()")
                 digits = digits_for(1, len(shown["slots"]))

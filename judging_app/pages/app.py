@@ -269,12 +269,16 @@ def window_open(window: str) -> bool:
 
 
 def window_queue(desk: GradingDesk, outbox: dict) -> list[dict]:
-    """The desk's queue for this window, never a query another open window of the judge holds."""
+    """The desk's queue for this window, never a query another open window of the judge holds. What
+    the window holds is recorded only from a message of its panel: a run before any (a page load,
+    the reconnect after an app restart) knows nothing of what an open panel holds, and the panel,
+    told so by ``heard`` being None, says what it holds at once."""
     window = this_window()
     with WINDOWS.picking(desk.judge_id, desk.session_id):
         elsewhere = WINDOWS.held_elsewhere(desk.judge_id, desk.session_id, window, window_open)
         queue = desk.queue(outbox["holding"], outbox["want"], elsewhere)
-        WINDOWS.hold(desk.judge_id, desk.session_id, window, [shown["id"] for shown in queue])
+        if outbox["send"] is not None:
+            WINDOWS.hold(desk.judge_id, desk.session_id, window, [shown["id"] for shown in queue])
     return queue
 
 

@@ -251,7 +251,7 @@ function onKey(event) {
     else if (key === 'Escape') { event.preventDefault(); target.blur(); }
     return;
   }
-  if (typing(event) || document.querySelector('[role="dialog"]')) return;  // the sidebar's fields keep their keys
+  if (typing(event) || dialogOpen()) return;  // the sidebar's fields keep their keys
   const help = $('.help');
   if (help && !help.hidden) {
     if (key === '?' || key === 'Escape') { event.preventDefault(); help.hidden = true; }
@@ -268,6 +268,11 @@ function onKey(event) {
     return;
   }
   handle(key, event.shiftKey);
+}
+
+function dialogOpen() {  // a dialog the judge sees (Streamlit's connection error is hidden: the panel says it)
+  const dialog = document.querySelector('[role="dialog"]');
+  return !!dialog && (!dialog.checkVisibility || dialog.checkVisibility());
 }
 
 function drain() {
@@ -402,7 +407,13 @@ function drawMessages() {
   // One line, in a place of its own that never moves the listings: the store's trouble if any, else
   // the latest message (the full text on hover, should a narrow window cut it).
   const box = $('.messages'), m = P.messages[P.messages.length - 1];
-  if (P.failed.length) {
+  if (P.offline) {
+    const kept = P.outbox.length + P.failed.length;
+    const text = 'The app is restarting or the connection dropped: your grades are kept in this window'
+      + (kept ? ` (${kept} quer${kept === 1 ? 'y' : 'ies'} waiting to be sent)` : '') + ' and go to the server when it is back. Go on grading.';
+    box.innerHTML = `<p class="msg warn" role="status"><span class="text">${text}</span></p>`;
+    box.title = text;
+  } else if (P.failed.length) {
     const n = P.failed.length;
     const text = `Not saved yet: the store cannot be reached. ${n} quer${n === 1 ? 'y is' : 'ies are'} kept here with `
       + `${n === 1 ? 'its' : 'their'} grades, sent again when it is back.`;
@@ -421,16 +432,13 @@ function drawMessages() {
 }
 
 function drawConnection() {
-  // While the app restarts (or the connection drops), Streamlit says "Connection error" over the page;
-  // the panel says, at the bottom, that nothing typed is lost.
-  const line = $('.offline');
-  if (!line) return;
+  // While the app restarts (or the connection drops), the panel says in its message line, in place of
+  // Streamlit's "Connection error" box (hidden by panel.py's page style), that nothing typed is lost.
   const lost = !!document.querySelector('[data-testid="stConnectionStatus"]');
-  const kept = P.outbox.length + P.failed.length;
-  line.hidden = !lost;
-  if (lost) {
-    line.textContent = 'The app is restarting or the connection dropped: your grades are kept in this window'
-      + (kept ? ` (${kept} quer${kept === 1 ? 'y' : 'ies'} waiting to be sent)` : '') + ' and go to the server when it is back. Go on grading.';
+  if (lost !== !!P.offline || (lost && P.offlineKept !== P.outbox.length + P.failed.length)) {
+    P.offline = lost;
+    P.offlineKept = P.outbox.length + P.failed.length;
+    drawMessages();
   }
 }
 
@@ -501,16 +509,22 @@ function receive(data, redraw) {
     keepOutbox();
   }
   if (!P.failed.length && !data.store_down && answered.length === 0 && fresh) P.messages = data.notice ? [{text: data.notice, tone: 'ok'}] : [];
+  // An answer to no message of this panel (the first run of a Streamlit session: a page load, or the
+  // reconnect after an app restart) was picked knowing nothing of what the panel holds: after a restart
+  // it could give this window the queries another window of the judge shows. A panel that holds
+  // queries keeps them and tells the server at once (the server records what a window holds only from
+  // its messages); a new one takes the queue and says so at once too.
+  const unasked = !Number.isInteger(data.heard), keepHeld = unasked && !fresh && P.order.length > 0;
   // A query the panel holds already comes as its id alone.
-  const queue = (data.queue || []).filter((s) => !P.finishedHere.has(s.id) && (s.slots || P.screens.has(s.id)));
+  const queue = keepHeld ? [] : (data.queue || []).filter((s) => !P.finishedHere.has(s.id) && (s.slots || P.screens.has(s.id)));
   for (const s of queue) {
     if (!s.slots) continue;
     s.plain = new DOMParser().parseFromString(s.text, 'text/html').documentElement.textContent;
     P.screens.set(s.id, s);
   }
-  const ids = queue.map((s) => s.id);
+  const ids = keepHeld ? P.order.filter((id) => !P.finishedHere.has(id)) : queue.map((s) => s.id);
   const listed = new Set((data.queue || []).map((s) => s.id));
-  P.finishedHere = new Set([...P.finishedHere].filter((id) => listed.has(id) || P.outbox.some((a) => a.query === id)));
+  if (!keepHeld) P.finishedHere = new Set([...P.finishedHere].filter((id) => listed.has(id) || P.outbox.some((a) => a.query === id)));
   // The answer was built on the holding list of the message it answers (data.heard), with the query
   // on screen then first. If the judge has moved on since, the query on screen now was only held
   // ahead in that list: its absence says nothing (the server passes over a query held ahead whose
@@ -536,7 +550,7 @@ function receive(data, redraw) {
   drawMessages();
   drawConnection();
   if (P.failed.length && !data.store_down && performance.now() - (P.retriedAt || 0) > RESEND_MS) retry();  // the store is back
-  else if ((P.sendPending || stale) && !P.sentTimes.size) send();  // what waited for this answer; a kept query settled
+  else if ((P.sendPending || stale || (unasked && P.data.mode === 'grade')) && !P.sentTimes.size) send();  // what waited; a kept query settled; what is held, told
   else refill(data);
 }
 

@@ -31,7 +31,6 @@ HTML = """<div class="qcat-panel">
     <input class="note grade-only" type="text" maxlength="2000" placeholder="Flag note (F): what is wrong with the query?">
     <button type="button" class="flag grade-only" tabindex="-1">Flag &amp; skip</button>
     <span class="count"></span>
-    <p class="offline msg warn" role="status" hidden></p>
   </div>
   <div class="help" role="document" hidden>
     <button type="button" class="close-help" tabindex="-1" style="float: right">Close (Esc)</button>
@@ -51,8 +50,10 @@ def markdown_html(text: str) -> str:
     return _markdown.render(text)
 
 
-# The page around the panel: less empty space above it, so that 5 + 5 listings fit at 1280x800.
-PAGE_STYLE = "<style>[data-testid='stMainBlockContainer'] { padding-top: 2.5rem; padding-bottom: 0; }</style>"
+# The page around the panel: less empty space above it, so that 5 + 5 listings fit at 1280x800; and
+# no "Connection error" box over the panel while the app restarts: the panel's message line says it.
+PAGE_STYLE = ("<style>[data-testid='stMainBlockContainer'] { padding-top: 2.5rem; padding-bottom: 0; }\n"
+              "body:has([data-testid='stConnectionStatus']) [data-testid='stDialog'] { display: none; }</style>")
 
 
 def grading_panel(data: dict) -> None:
