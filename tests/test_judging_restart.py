@@ -4,7 +4,7 @@ says so in its one message line, with no "Connection error" box over it and noth
 keys still grade; a category session's cards are as wide as the actions under them.
 
 ``QCAT_UPDATE_SCREENSHOT=1`` also writes docs/judging_restart_<size>.png and
-docs/judging_categories_<size>.png (1280x800 and 1920x1080).
+docs/judging_category_cards_<size>.png (1280x800 and 1920x1080).
 """
 
 from __future__ import annotations
@@ -233,8 +233,8 @@ def test_item_2_10_category_cards_are_as_wide_as_the_actions_under_them(tmp_path
                     for card_left, _, card_width in layout["cards"]:
                         assert abs(card_left - left) <= 2 and abs(card_width - bar) <= 2, layout
                     assert bottom <= height, layout  # every category and the actions in the window
-                    shots[f"categories_{width}x{height}"] = tmp_path / f"categories_{width}x{height}.png"
-                    page.screenshot(path=str(shots[f"categories_{width}x{height}"]))
+                    shots[f"category_cards_{width}x{height}"] = tmp_path / f"category_cards_{width}x{height}.png"
+                    page.screenshot(path=str(shots[f"category_cards_{width}x{height}"]))
             finally:
                 browser.close()
     finally:

@@ -95,7 +95,7 @@ function holdWanted() {
   return Math.max(least, Math.min(most, Math.ceil(2 * trip / Math.max(pace, 1)) + MARGIN));
 }
 
-function send() {
+function send(hello) {
   keepOutbox();
   // One message at a time: Streamlit drops the answer of a run that a newer message of the panel
   // overtook, so a judge typing faster than the server answers heard nothing back until they paused.
@@ -106,6 +106,7 @@ function send() {
   P.sends = (P.sends || 0) + 1;  // makes every message new, so that a resend reaches the server too
   P.sentTimes.set(P.sends, P.sentAt);
   P.sentOnScreen.set(P.sends, P.order[0]);
+  if (hello) (P.hellos = P.hellos || new Set()).add(P.sends);  // its round trip is not timed (below)
   P.asked = holdWanted();
   // P.order: the query on screen first, then those held ready (a finished one leaves it at once)
   P.setState('outbox', {actions: P.outbox.slice(), send: P.sends, holding: P.order.slice(), want: P.asked});
@@ -124,13 +125,15 @@ function firstKeys(at) {
   if (P.keyTimes.length !== 3) return;
   const perKey = (P.keyTimes[2] - P.keyTimes[0]) / 2;
   recent(P.paces, perKey * (P.current.slots.length + 1), 8);
-  if (!P.sentTimes.size && P.order.length < holdWanted() - 1) send();
+  if (P.order.length < holdWanted() - 1) send();  // after the message on its way, if one is (send waits)
 }
 
 function heard(data) {
   // The server's answer to message data.heard (and to those before it): the round trip, measured.
+  // A hello (what a new or reconnected panel holds, sent on its first answer) is answered by an idle
+  // page's quick run: it says little of the round trips of the judge's actions, so it is not counted.
   const sent = P.sentTimes.get(data.heard);
-  if (sent !== undefined) recent(P.trips, performance.now() - sent, 8);
+  if (sent !== undefined && !(P.hellos && P.hellos.has(data.heard))) recent(P.trips, performance.now() - sent, 8);
   for (const n of [...P.sentTimes.keys()]) if (n <= data.heard) P.sentTimes.delete(n);
 }
 
@@ -550,7 +553,8 @@ function receive(data, redraw) {
   drawMessages();
   drawConnection();
   if (P.failed.length && !data.store_down && performance.now() - (P.retriedAt || 0) > RESEND_MS) retry();  // the store is back
-  else if ((P.sendPending || stale || (unasked && P.data.mode === 'grade')) && !P.sentTimes.size) send();  // what waited; a kept query settled; what is held, told
+  else if (unasked && P.data.mode === 'grade' && !P.sentTimes.size) send(true);  // what is held, told
+  else if ((P.sendPending || stale) && !P.sentTimes.size) send();  // what waited for this answer; a kept query settled
   else refill(data);
 }
 
