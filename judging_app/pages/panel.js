@@ -8,6 +8,10 @@
 // screen when it was typed; keys typed while no query is on screen (the panel ran out of queries
 // held ready) wait, in order, for the next one, and keep waiting through any number of such spells
 // (a waiting Enter that submits the last query held leaves the keys after it waiting again).
+// An answer is built on the holding list of the message it answers: it never takes away the query on
+// screen unless that query was on screen when the message was sent (see receive), and an answer to no
+// message at all (a page load, the reconnect after an app restart) is answered with a hello that says
+// what the panel holds.
 
 const P = window.qcatPanel = window.qcatPanel || {
   data: null, root: null, setState: null,
