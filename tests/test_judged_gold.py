@@ -75,11 +75,11 @@ def test_per_segment_figures_are_the_figures_of_each_segments_queries() -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("query\tcategory\tgrade\nbed\tc1\t3\nbed\tc2\t4\n", r"gold\.tsv:3: grade '4' is not one of 0-3"),
+    ("query\tcategory\tgrade\nbed\tc1\t3\nbed\tc2\t4\n", r"gold\.tsv:3: grade '4' is not a whole number in 0\.\.3 \(0 wrong"),
     ("# top_k: 3\nquery\tgrade\tsegment\nbed\t3\thead\n", r"gold\.tsv:2: the header lacks category"),
-    ("query\tcategory\tgrade\nbed\tc1\t3\nbed\tc1\t2\n", r"gold\.tsv:3: query 'bed' grades category 'c1' a second"),
+    ("query\tcategory\tgrade\nbed\tc1\t3\nbed\tc1\t2\n", r"gold\.tsv:3: query 'bed' grades category 'c1' 2 here and 3 on line 2"),
     ("query\tcategory\tgrade\tsegment\nbed\tc1\t3\tmiddle\n", r"gold\.tsv:2: segment 'middle' is not one of"),
-    ("query\tcategory\tgrade\nbed\tc1\n", r"gold\.tsv:2: 2 columns, the header names 3"),
+    ("query\tcategory\tgrade\nbed\tc1\n", r"gold\.tsv:2: 2 fields where the header names 3"),
 ])
 def test_bad_gold_lines_are_refused_naming_file_and_line(tmp_path, text, message) -> None:
     (tmp_path / "gold.tsv").write_text(text)
@@ -105,7 +105,7 @@ def test_categories_are_resolved_against_the_taxonomy_and_an_unknown_one_named_w
 def test_a_bad_gold_file_is_one_error_line_before_any_model_is_read(tmp_path) -> None:
     (tmp_path / "gold.tsv").write_text("query\tcategory\tgrade\nbed\tc1\tgood\n")
     line = one_line_error(qcat("evaluate", "--model", tmp_path / "none", "--gold", tmp_path / "gold.tsv"))
-    assert "gold.tsv:2: grade 'good' is not one of 0-3" in line
+    assert "gold.tsv:2: grade 'good' is not a whole number in 0..3" in line
     assert "--gold-k is the k of --gold" in one_line_error(qcat("evaluate", "--model", tmp_path, "--gold-k", "3"))
 
 
