@@ -259,10 +259,13 @@ class _Reader:
 
     def row(self, number: int, cells: list[str]) -> None:
         schema = self.schema
-        if self.schema.header == "none" or self.table.header_line is None:
-            if len(cells) < self.width:
-                return self.bad(number, f"{len(cells)} field{'s' * (len(cells) != 1)}, want at least {self.width} "
-                                        f"({', '.join(c.name for c in schema.columns)})")
+        if self.schema.header == "none" or self.table.header_line is None or schema.short_rows:
+            needed = self.width if not schema.short_rows else 1 + max(self.position.values())
+            if len(cells) < needed or (self.table.header_line is not None and len(cells) > self.width):
+                return self.bad(number, f"{len(cells)} field{'s' * (len(cells) != 1)}, want {needed}"
+                                        f"{'' if self.table.header_line is None else f' to {self.width}'} "
+                                        f"({', '.join(c.name for c in schema.columns)}"
+                                        f"{', ...' if self.width > len(schema.columns) else ''})")
         elif len(cells) != self.width:
             return self.bad(number, f"{len(cells)} fields where the header names {self.width}")
         values: dict[str, object] = {}
