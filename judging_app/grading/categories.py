@@ -26,6 +26,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from qcat.errors import InputError, shown
+from qcat.inputs import COMMENTS_NONE, Column, FileSchema
 from qcat.judging.grading.sessions import SEGMENTS, BuiltQueries, Listing, QuerySpec, split_evenly
 from qcat.progress import task
 
@@ -33,63 +34,47 @@ DEFAULT_TOP_K = 3
 MAX_TOP_K = 5  # the panel shows at most 2 x 5 categories a query
 
 
-def read_traffic(path: Path, default_segment: str | None = None) -> list[tuple[str, float, str | None]]:
+TRAFFIC_TABLE = FileSchema(
+    kind="traffic", flag="--traffic", delimiter=",", delimiters={".tsv": "\t"}, comments=COMMENTS_NONE,
+    columns=(Column("query", "query", True, "a query as searched"),
+             Column("impressions", "number", False, "its searches in the sample (over 0)", 0),
+             Column("segment", "choice", False, "head, torso or tail", choices=SEGMENTS)))
+TRAFFIC_LINES = FileSchema(kind="traffic", flag="--traffic", delimiter=None, header="none", comments=COMMENTS_NONE,
+                           columns=(Column("query", "query", True, "a query as searched; a repeated line is one "
+                                                                   "more impression"),))
+
+
+def read_traffic(path: Path, default_segment: str | None = None,
+                 note: Callable[[str], None] = lambda message: None) -> list[tuple[str, float, str | None]]:
     """``(query, impressions, segment or None)`` per distinct normalized query of a traffic file.
 
-    A ``.csv``/``.tsv`` file whose header has a ``query`` column may add ``impressions`` and/or
-    ``segment``; any other file is one query per line, each line one impression. Read one physical
-    line at a time (:mod:`qcat.lines`); errors name the file and line."""
-    from qcat.lines import decoded_lines, query_too_long, split_line
-    from qcat.normalize import normalize
-    from qcat.paths import check_file
+    A ``.csv``/``.tsv`` file is a table (:data:`TRAFFIC_TABLE`: a ``query`` column, optionally
+    ``impressions`` and ``segment``); any other file is one query per line, each line one impression
+    (:data:`TRAFFIC_LINES`; a line starting with ``#`` is a query). Read through the input layer
+    (:mod:`qcat.inputs`); errors name the file and line, and queries written several ways (``TV``,
+    `` tv``) are one query, the merge said through ``note``."""
+    from qcat.inputs import data_suffix, read_table
 
-    path = check_file(path, "--traffic")
-    try:
-        raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
-    except OSError as exc:
-        raise InputError(f"--traffic {path}: cannot read it ({exc.__class__.__name__})") from None
-    delimiter = {".csv": ",", ".tsv": "\t"}.get(path.suffix.lower())  # None: a query per line
-    column = {"query": 0}
-    header: list[str] | None = None if delimiter else []
+    schema = TRAFFIC_TABLE if data_suffix(Path(path)) in (".csv", ".tsv") else TRAFFIC_LINES
+    table = read_table(path, schema, "--traffic")
     impressions: Counter = Counter()
     segments: dict[str, str] = {}
-    for number, line, why in decoded_lines(raw):
-        where = f"--traffic {path}:{number}"
-        cells = None if line is None else split_line(line, delimiter) if delimiter else [line]
-        if cells is None:
-            raise InputError(f"{where}: {why or 'not well-formed (a quote not closed on its line)'}")
-        if not any(cell.strip() for cell in cells):
-            continue
-        if header is None:
-            header = [name.strip().lower() for name in cells]
-            if "query" not in header:
-                raise InputError(f"{where}: the header has no 'query' column (columns: {shown(', '.join(header))})")
-            column = {name: header.index(name) for name in ("query", "impressions", "segment") if name in header}
-            continue
-        if len(cells) < len(header):
-            raise InputError(f"{where}: {len(cells)} columns, the header names {len(header)}")
-        text = cells[column["query"]]
-        query = normalize(text)
-        problem = "empty once normalized" if not query else query_too_long(query)
-        if problem:
-            raise InputError(f"{where}: the query {shown(text)} is {problem}")
-        count = 1.0
-        if "impressions" in column:
-            try:
-                count = float(cells[column["impressions"]])
-            except ValueError:
-                count = float("nan")
-            if not np.isfinite(count) or count <= 0:
-                raise InputError(f"{where}: impressions {shown(cells[column['impressions']])} is not a positive number")
+    for row in table.rows:
+        query = row.query.normalized
+        count = 1.0 if row.values.get("impressions") is None else float(row["impressions"])
+        if count <= 0:
+            raise InputError(f"{table.where(row.line)}: impressions {count:g} is not a positive number")
         impressions[query] += count
-        if "segment" in column and cells[column["segment"]].strip():
-            segment = cells[column["segment"]].strip().lower()
-            if segment not in SEGMENTS:
-                raise InputError(f"{where}: segment {shown(segment)} is not one of {', '.join(SEGMENTS)}")
-            if segments.setdefault(query, segment) != segment:
-                raise InputError(f"{where}: query {shown(query)} is {segment} here and {segments[query]} above")
-    if not impressions:
-        raise InputError(f"--traffic {path} holds no query")
+        segment = row.values.get("segment")
+        if segment is not None and segments.setdefault(query, str(segment)) != segment:
+            raise InputError(f"{table.where(row.line)}: query {shown(row.query.text)} is {segment} here and "
+                             f"{segments[query]} above")
+    repeated = len(table.rows) - len(impressions)
+    if repeated:
+        merged = table.merged
+        note(f"--traffic {table.path}: {len(table.rows):,} rows, {len(impressions):,} distinct queries once normalized"
+             + (f" ({len(merged):,} written several ways, e.g. {' / '.join(map(shown, next(iter(merged.values()))[:3]))})"
+                if merged else ""))
     if segments and len(segments) < len(impressions):
         missing = next(q for q in impressions if q not in segments)
         raise InputError(f"--traffic {path}: query {shown(missing)} has no segment while others have one: give every "
@@ -142,7 +127,7 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
     for directory, model in zip(model_dirs, models):
         check_labels(model, taxonomy, Path(directory))
     if traffic is not None:
-        rows = read_traffic(traffic, default_segment)
+        rows = read_traffic(traffic, default_segment, progress)
         texts = np.array([query for query, _, _ in rows], dtype=object)
         counts = np.array([count for _, count, _ in rows], dtype=np.float64)
         segment = _segments(rows, traffic)
