@@ -165,7 +165,7 @@ def read_table(path: str | Path, schema: FileSchema, flag: str | None = None, on
     if not table.rows and not allow_empty:
         said = "" if not table.skipped else f"; {len(table.skipped):,} skipped, e.g. line {table.skipped[0][0]}: " \
                                             f"{table.skipped[0][1]}"
-        raise InputError(f"{table.where()}: no {schema.kind} row to use{said}")
+        raise InputError(f"{table.where()}: holds no row to use (a {schema.kind} file; want {_wanted(schema)}){said}")
     return table
 
 
