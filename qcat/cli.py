@@ -358,7 +358,7 @@ def read_query_file(path: Path) -> tuple[list[str], list[int]]:
     table = read_table(path, QUERY_FILE, on_bad=SKIP)
     skipped = table.blank_lines + len(table.skipped)
     if skipped:
-        examples = ", ".join(str(line) for line, _ in table.skipped[:5]) + (", ..." if len(table.skipped) > 5 else "")
+        examples = ", ".join(str(skipped.line) for skipped in table.skipped[:5]) + (", ..." if len(table.skipped) > 5 else "")
         print(f"qcat: skipped {skipped} line(s) of {path}: {table.blank_lines} blank, {len(table.skipped)} no query "
               f"(empty after normalization or too long{'; line ' + examples if examples else ''})", file=sys.stderr)
     return [row.query.text for row in table.rows], [row.line for row in table.rows]

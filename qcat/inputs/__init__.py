@@ -3,8 +3,8 @@
 
 from qcat.inputs.schema import (COMMENTS_ANYWHERE, COMMENTS_BEFORE_HEADER, COMMENTS_NONE, Column, Directive,
                                 FileSchema, parse_value)
-from qcat.inputs.table import REFUSE, SKIP, Query, Row, Table, data_suffix, read_bytes, read_table, text_lines
+from qcat.inputs.table import REFUSE, SKIP, Query, Row, Skipped, Table, data_suffix, read_bytes, read_table, text_lines
 
 __all__ = ["COMMENTS_ANYWHERE", "COMMENTS_BEFORE_HEADER", "COMMENTS_NONE", "Column", "Directive", "FileSchema",
-           "parse_value", "REFUSE", "SKIP", "Query", "Row", "Table", "data_suffix", "read_bytes", "read_table",
+           "parse_value", "REFUSE", "SKIP", "Query", "Row", "Skipped", "Table", "data_suffix", "read_bytes", "read_table",
            "text_lines"]

@@ -21,7 +21,7 @@ import hashlib
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from qcat.errors import InputError, shown
 from qcat.inputs.schema import COMMENTS_ANYWHERE, COMMENTS_BEFORE_HEADER, FileSchema, parse_value
@@ -41,6 +41,16 @@ class Query:
 
     text: str
     normalized: str
+
+
+class Skipped(NamedTuple):
+    """A row not used: its line, why (for people) and a reason key that groups alike rows:
+    ``bad_encoding``, ``too_long``, ``malformed_row``, ``wrong_fields``, ``empty_<column>``,
+    ``bad_<column>``, ``query_too_long`` or ``empty_query``."""
+
+    line: int
+    why: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -68,7 +78,7 @@ class Table:
     header_line: int | None = None
     directives: dict[str, object] = field(default_factory=dict)
     rows: list[Row] = field(default_factory=list)
-    skipped: list[tuple[int, str]] = field(default_factory=list)  # (line, why) of rows not used
+    skipped: list[Skipped] = field(default_factory=list)  # the rows not used, in file order
     lines: int = 0
     blank_lines: int = 0
     comment_lines: int = 0
@@ -76,7 +86,7 @@ class Table:
 
     def where(self, line: int | None = None) -> str:
         """``FLAG FILE:LINE``: where an error points."""
-        return f"{self.flag} {self.path}" + ("" if line is None else f":{line}")
+        return (f"{self.flag} " if self.flag else "") + f"{self.path}" + ("" if line is None else f":{line}")
 
     @property
     def merged(self) -> dict[str, list[str]]:
@@ -163,8 +173,8 @@ def read_table(path: str | Path, schema: FileSchema, flag: str | None = None, on
         raise InputError(f"{table.where()}: no header line (want {_wanted(schema)})")
     table.check_lines()
     if not table.rows and not allow_empty:
-        said = "" if not table.skipped else f"; {len(table.skipped):,} skipped, e.g. line {table.skipped[0][0]}: " \
-                                            f"{table.skipped[0][1]}"
+        said = "" if not table.skipped else f"; {len(table.skipped):,} skipped, e.g. line {table.skipped[0].line}: " \
+                                            f"{table.skipped[0].why}"
         raise InputError(f"{table.where()}: holds no row to use (a {schema.kind} file; want {_wanted(schema)}){said}")
     return table
 
@@ -190,7 +200,7 @@ class _Reader:
         if text is None:
             if self.position is None:
                 raise InputError(f"{table.where(number)}: {why}")
-            return self.bad(number, why or "cannot be read")
+            return self.bad(number, why or "cannot be read", "too_long" if "too long" in (why or "") else "bad_encoding")
         if not text.strip():
             table.blank_lines += 1
             return
@@ -202,7 +212,7 @@ class _Reader:
         if cells is None:
             if self.position is None:
                 raise InputError(f"{table.where(number)}: the header is {NOT_WELL_FORMED}")
-            return self.bad(number, NOT_WELL_FORMED)
+            return self.bad(number, NOT_WELL_FORMED, "malformed_row")
         if self.position is None:
             first = cells[0].strip().lower()
             if self.schema.header == "required" or first == self.schema.columns[0].name:
@@ -252,10 +262,10 @@ class _Reader:
         self.position = {c.name: names.index(c.name) for c in schema.columns if c.name in names}
         self.width = len(names)
 
-    def bad(self, number: int, why: str) -> None:
+    def bad(self, number: int, why: str, reason: str) -> None:
         if self.on_bad == REFUSE:
             raise InputError(f"{self.table.where(number)}: {why}")
-        self.table.skipped.append((number, why))
+        self.table.skipped.append(Skipped(number, why, reason))
 
     def row(self, number: int, cells: list[str]) -> None:
         schema = self.schema
@@ -265,20 +275,21 @@ class _Reader:
                 return self.bad(number, f"{len(cells)} field{'s' * (len(cells) != 1)}, want {needed}"
                                         f"{'' if self.table.header_line is None else f' to {self.width}'} "
                                         f"({', '.join(c.name for c in schema.columns)}"
-                                        f"{', ...' if self.width > len(schema.columns) else ''})")
+                                        f"{', ...' if self.width > len(schema.columns) else ''})", "wrong_fields")
         elif len(cells) != self.width:
-            return self.bad(number, f"{len(cells)} fields where the header names {self.width}")
+            return self.bad(number, f"{len(cells)} fields where the header names {self.width}", "wrong_fields")
         values: dict[str, object] = {}
         query = None
         for column in schema.columns:
             index = self.position.get(column.name)
             value, problem = (None, None) if index is None else parse_value(column, cells[index])
+            reason = f"bad_{column.name}"
             if problem is None and value is None and column.required:
-                problem = f"an empty {column.name}"
+                problem, reason = f"an empty {column.name}", f"empty_{column.name}"
             if problem is None and column.kind == "query" and value is not None:
-                query, problem = _query(str(value))
+                query, problem, reason = _query(str(value))
             if problem is not None:
-                return self.bad(number, problem)
+                return self.bad(number, problem, reason)
             values[column.name] = value
         if query is not None and schema.match_queries:
             forms = self.table.forms.setdefault(query.normalized, [])
@@ -287,11 +298,11 @@ class _Reader:
         self.table.rows.append(Row(number, values, query))
 
 
-def _query(text: str) -> tuple[Query | None, str | None]:
+def _query(text: str) -> tuple[Query | None, str | None, str]:
     too_long = query_too_long(text)
     if too_long:
-        return None, f"the query is {too_long}"
+        return None, f"the query is {too_long}", "query_too_long"
     normalized = normalize(text)
     if not normalized:
-        return None, f"the query {shown(text)} is empty once normalized (no letter or digit)"
-    return Query(text, normalized), None
+        return None, f"the query {shown(text)} is empty once normalized (no letter or digit)", "empty_query"
+    return Query(text, normalized), None, ""
