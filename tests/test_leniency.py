@@ -87,7 +87,7 @@ def test_map_file_reading(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("c9\n", r"map\.tsv:1: 1 field, want 2 \(leaf_a, leaf_b\)"),
+    ("c9\n", r"map\.tsv:1: 1 field, want 2 \(leaf_a, leaf_b, \.\.\.\)"),
     ("LEAF\tLEAF\n", "with itself"),
     ("nope\tLEAF\n", "'nope' is not a category"),
     ("TOP\tLEAF\n", "is not a leaf"),
@@ -161,7 +161,7 @@ def test_a_bad_map_fails_before_training(tmp_path) -> None:
     from tests.test_own_data import one_line_error, qcat
 
     (tmp_path / "bad.tsv").write_text("c1\n")
-    for path, message in ((tmp_path / "none.tsv", "no such file"), (tmp_path / "bad.tsv", "bad.tsv:1: 1 field, want 2 (leaf_a, leaf_b)")):
+    for path, message in ((tmp_path / "none.tsv", "no such file"), (tmp_path / "bad.tsv", "bad.tsv:1: 1 field, want 2 (leaf_a, leaf_b, ...)")):
         error = one_line_error(qcat("train", "nb", "--confusable", path, "--out", tmp_path / "m"))
         assert message in error and str(path) in error
         assert not (tmp_path / "m").exists()

@@ -98,6 +98,7 @@ class FileSchema:
     directives: tuple[Directive, ...] = ()
     literal_quotes: bool = False  # TSV: a field that is not a well-formed quoted field is read as written
     short_rows: bool = False  # a row may stop before the header's undeclared (people's) columns
+    quoting: bool = True  # False: quotes are text, a line is split on its delimiter as written
     # A row whose query normalizes like an earlier one's is one query (counted as a merge).
     match_queries: bool = True
 

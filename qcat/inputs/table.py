@@ -80,9 +80,13 @@ class Table:
     rows: list[Row] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)  # the rows not used, in file order
     lines: int = 0
-    blank_lines: int = 0
+    blank: list[int] = field(default_factory=list)  # the blank lines' numbers
     comment_lines: int = 0
     forms: dict[str, list[str]] = field(default_factory=dict)  # normalized query -> its forms, first first
+
+    @property
+    def blank_lines(self) -> int:
+        return len(self.blank)
 
     def where(self, line: int | None = None) -> str:
         """``FLAG FILE:LINE``: where an error points."""
@@ -145,11 +149,14 @@ def data_suffix(path: Path) -> str:
     return suffixes[-1] if suffixes else ""
 
 
-def split_cells(text: str, delimiter: str | None, literal_quotes: bool) -> list[str] | None:
+def split_cells(text: str, delimiter: str | None, literal_quotes: bool, quoting: bool = True) -> list[str] | None:
     """A line's cells (None: not well-formed). With ``literal_quotes``, a line whose quotes do not
-    form quoted fields is split as written (``"Sheriff" toy car`` is a query, not an open quote)."""
+    form quoted fields is split as written (``"Sheriff" toy car`` is a query, not an open quote);
+    without ``quoting``, every line is split as written."""
     if delimiter is None:
         return [text]
+    if not quoting:
+        return text.split(delimiter)
     cells = split_line(text, delimiter)
     if cells is None and literal_quotes:
         return text.split(delimiter)
@@ -202,13 +209,13 @@ class _Reader:
                 raise InputError(f"{table.where(number)}: {why}")
             return self.bad(number, why or "cannot be read", "too_long" if "too long" in (why or "") else "bad_encoding")
         if not text.strip():
-            table.blank_lines += 1
+            table.blank.append(number)
             return
         if text.startswith("#") and self.is_comment_place():
             table.comment_lines += 1
             self.directive(number, text)
             return
-        cells = split_cells(text, self.delimiter, self.schema.literal_quotes)
+        cells = split_cells(text, self.delimiter, self.schema.literal_quotes, self.schema.quoting)
         if cells is None:
             if self.position is None:
                 raise InputError(f"{table.where(number)}: the header is {NOT_WELL_FORMED}")
@@ -267,17 +274,24 @@ class _Reader:
             raise InputError(f"{self.table.where(number)}: {why}")
         self.table.skipped.append(Skipped(number, why, reason))
 
+    def fields_problem(self, count: int) -> str | None:
+        """Why a row of ``count`` cells does not fit: under a header, the header's count (a kind
+        with short rows may stop after its last declared column); without one, the columns in
+        order (a kind with short rows may add people's columns after them)."""
+        schema, width = self.schema, self.width
+        if self.table.header_line is not None:
+            needed = 1 + max(self.position.values()) if schema.short_rows else width
+            return None if needed <= count <= width else f"{count} fields where the header names {width}"
+        if count == width or (schema.short_rows and count > width):
+            return None
+        names = ", ".join(c.name for c in schema.columns) + (", ..." if schema.short_rows else "")
+        return f"{count} field{'s' * (count != 1)}, want {width} ({names})"
+
     def row(self, number: int, cells: list[str]) -> None:
         schema = self.schema
-        if self.schema.header == "none" or self.table.header_line is None or schema.short_rows:
-            needed = self.width if not schema.short_rows else 1 + max(self.position.values())
-            if len(cells) < needed or (self.table.header_line is not None and len(cells) > self.width):
-                return self.bad(number, f"{len(cells)} field{'s' * (len(cells) != 1)}, want {needed}"
-                                        f"{'' if self.table.header_line is None else f' to {self.width}'} "
-                                        f"({', '.join(c.name for c in schema.columns)}"
-                                        f"{', ...' if self.width > len(schema.columns) else ''})", "wrong_fields")
-        elif len(cells) != self.width:
-            return self.bad(number, f"{len(cells)} fields where the header names {self.width}", "wrong_fields")
+        problem = self.fields_problem(len(cells))
+        if problem is not None:
+            return self.bad(number, problem, "wrong_fields")
         values: dict[str, object] = {}
         query = None
         for column in schema.columns:
