@@ -90,9 +90,9 @@ def test_a_parent_cycle_is_refused_with_the_cycle_named(tmp_path, rows, cycle):
 def test_a_parent_that_contradicts_the_path_is_refused_with_the_row(tmp_path):
     """Before, Lego was filed under Shoes and Toys became a leaf."""
     error = ingest_error(tmp_path, "id\tpath\tparent\nS\tShoes\t\nT\tToys\t\nL\tToys > Lego\tS\n")
-    assert "taxonomy.tsv: line 4: node 'L' (Toys > Lego) names parent 'S' (Shoes), but its path says its parent is 'Toys'" in error
+    assert "taxonomy.tsv:4: node 'L' (Toys > Lego) names parent 'S' (Shoes), but its path says its parent is 'Toys'" in error
     error = ingest_error(tmp_path, "id,path,parent\nS,Shoes,\nL,Shoes > Lego,\n", "taxonomy.csv")
-    assert "line 3: node 'L' (Shoes > Lego) names no parent, but its path says its parent is 'Shoes'" in error
+    assert "taxonomy.csv:3: node 'L' (Shoes > Lego) names no parent, but its path says its parent is 'Shoes'" in error
 
 
 def bestbuy(records: list[dict]) -> str:

@@ -28,7 +28,6 @@ from typing import Iterable
 
 from qcat.errors import InputError, shown
 from qcat.inputs import COMMENTS_BEFORE_HEADER, Column, Directive, FileSchema, read_table
-from qcat.measure.judged import GRADE_NAMES
 from qcat.measure.segments import SEGMENTS
 from qcat.taxonomy import Taxonomy
 
