@@ -62,13 +62,18 @@ def test_per_segment_figures_are_the_figures_of_each_segments_queries() -> None:
     outcomes = {name: np.array(values, dtype=float) for name, values in {
         "acceptable": [1, 0, 1, 1], "exact": [1, 0, 0, 1], "severe": [0, 1, 0, 0], "precision": [1, 0, .5, .5],
         "judged": [1, 1, 1, 0], "top1_grade": [3, 0, 2, np.nan]}.items()}
+    outcomes |= {name + "_right": outcomes[name] for name in ("acceptable", "exact", "precision")}
+    outcomes |= {"severe_wrong": outcomes["severe"], "ungraded_top1": np.zeros(4), "ungraded_topk": np.zeros(4),
+                 "answered_topk": np.ones(4), "precision_cap": np.ones(4),
+                 "top1": np.array(["a", "b", "c", None], dtype=object)}  # query 3: no answer
     segments = ["tail", "head", None, "tail"]
     by_segment = segment_figures(outcomes, segments)
     assert list(by_segment) == ["all", "head", "tail"]  # no torso query; query 2 only in all
     assert by_segment["all"] == figures(outcomes)
     assert by_segment["tail"] == figures(subset(outcomes, np.array([True, False, False, True])))
     assert by_segment["tail"]["exact"]["value"] == 1.0 and by_segment["tail"]["queries"] == 2
-    better = dict(outcomes, top1_grade=np.array([3, 2, 1, 3.0]), exact=np.array([1, 0, 0, 1.0]))
+    better = dict(outcomes, top1_grade=np.array([3, 2, 1, 3.0]), exact=np.array([1, 0, 0, 1.0]),
+                  top1=np.array(["a", "x", "y", "z"], dtype=object))
     paired = segment_paired(outcomes, better, segments)
     assert (paired["all"]["win"], paired["all"]["tie"], paired["all"]["loss"]) == (2, 1, 1)
     assert (paired["head"]["win"], paired["tail"]["win"]) == (1, 1)
