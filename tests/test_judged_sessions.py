@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from judging_fixtures import qcat
 
+from tests.test_judging_categories import category_db  # noqa: F401  (a fixture)
+
 from qcat.judging.commands.parsers import judge_parser
 
 SEED_2_70 = str(2**70)
@@ -253,3 +255,31 @@ def test_evaluate_gold_prints_bounds_and_the_answers_nobody_graded(own_log) -> N
     assert f"(at most {cap:.4f}: {capped} of {n} queries have fewer than 3 categories graded acceptable)" in line
     markdown = (root / "planted" / "report.md").read_text()
     assert f"{ungraded_top1} of {n} / {ungraded_topk} of {answered}" in markdown
+
+
+# ---- item 3: the report without intervals, and a plot whose interval misses its mean
+
+def test_bootstrap_0_reports_figures_without_intervals_and_says_so(category_db, tmp_path) -> None:  # noqa: F811
+    from tests.test_judging_categories import graded_copy
+
+    copy = graded_copy(category_db[0], tmp_path)
+    result = qcat("judge", "report", "shipped vs nb", "--url", copy, "--out", tmp_path / "r", "--bootstrap", "0")
+    assert result.returncode == 0, result.stderr
+    markdown = (tmp_path / "r" / "report.md").read_text()
+    assert "### Human-judged top-1 per model and query set (%, no intervals: --bootstrap 0)" in markdown
+    assert "(points, no intervals: --bootstrap 0)" in markdown and "No intervals (--bootstrap 0)." in markdown
+    assert "95% bootstrap interval" not in markdown and "with 95% intervals" not in markdown
+    assert "![Top-1 acceptable, exact and severe by query set (no intervals: --bootstrap 0)]" in markdown
+    assert "| 0 of 6 / 0 of " in markdown  # no answer of the session's own models went ungraded
+
+
+def test_the_plot_never_draws_a_negative_error_bar() -> None:
+    """A percentile interval need not hold its mean (1 draw: low = high = one resample's mean, here
+    above the figure); the plot clips the bar at the figure instead of failing."""
+    from qcat.judging.reporting.categories import figure_plot
+
+    cell = {"value": 0.5, "low": 0.6, "high": 0.7}
+    report = {"segments": [{"segment": "all", "models": {"baseline": {"acceptable": cell, "exact": cell,
+                                                                      "severe": cell}}}],
+              "session": {"models": {"baseline": "m"}}, "options": {"bootstrap": 1000}}
+    assert figure_plot(report).lstrip().startswith("<")
