@@ -55,6 +55,15 @@ def test_an_all_digit_session_name_is_refused_saying_why(tmp_path) -> None:
     assert judge_parser().parse_args(["create-session", "--name", "run 1"]).name == "run 1"
 
 
+def test_include_training_queries_applies_to_sessions_drawn_from_a_log(tmp_path) -> None:
+    line = user_error(qcat("judge", "create-session", "--baseline", tmp_path / "a", "--target", tmp_path / "b",
+                           "--include-training-queries", "--url", tmp_path / "j.db"))
+    assert "--include-training-queries applies to --kind categories only" in line
+    line = user_error(qcat("judge", "create-session", "--kind", "categories", "--model", tmp_path / "a", "--traffic",
+                           tmp_path / "t.txt", "--include-training-queries", "--url", tmp_path / "j.db"))
+    assert "--include-training-queries applies to queries drawn from a click log" in line
+
+
 # ---- item 3: too few bootstrap draws
 
 def test_too_few_bootstrap_draws_are_refused_saying_how_many(tmp_path) -> None:

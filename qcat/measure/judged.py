@@ -16,6 +16,11 @@ mean rounded half up; an admin's settled grade replaces it). Per query, of the m
 - **judged**: its top-1 has a grade at all (a later model may answer a category nobody judged: it
   counts as neither acceptable nor severe, and the share of such queries is reported).
 
+Answers nobody graded are counted (top-1 and in the top k), and each figure carries its bounds with
+them counted wrong and counted right (issue 45); precision@k carries the cap the grades put on it
+(queries with fewer than k categories graded 2 or more). Wins, ties and losses leave out queries
+whose two top-1s differ and one was never graded: those are counted as ``ungraded``.
+
 Each figure is a mean over queries with a percentile bootstrap interval (queries resampled with
 replacement, :func:`bootstrap_interval`, which depends on the per-query values and not on their
 order, so a file and a store that list the queries differently give the same interval); two
