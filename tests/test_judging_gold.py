@@ -332,7 +332,7 @@ def test_qcat_judge_add_gold_from_an_exported_judges_grades_then_the_report_show
     for k, judge in enumerate((bob, cy)):
         judge_to_the_end(store, judge.id, 1, lambda shown, item, k=k: (item.position + k) % 4)
     store.dispose()
-    report = qcat("judge", "report", "demo", "--url", db, "--out", tmp_path / "report", "--bootstrap", 20, "--json")
+    report = qcat("judge", "report", "demo", "--url", db, "--out", tmp_path / "report", "--bootstrap", 40, "--json")
     assert report.returncode == 0, report.stderr
     data = json.loads(report.stdout)
     assert data["coverage"]["queries"] == 5 and data["coverage"]["complete"] == 5 and data["gold"]["queries"] == 1
