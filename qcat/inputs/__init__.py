@@ -2,9 +2,10 @@
 (:mod:`qcat.inputs.schema`) and :mod:`qcat.inputs.table` reads it by the same rules for every kind."""
 
 from qcat.inputs.schema import (COMMENTS_ANYWHERE, COMMENTS_BEFORE_HEADER, COMMENTS_NONE, Column, Directive,
-                                FileSchema, parse_value)
-from qcat.inputs.table import REFUSE, SKIP, Query, Row, Skipped, Table, data_suffix, read_bytes, read_table, text_lines
+                                FileSchema, header_problem, parse_value)
+from qcat.inputs.table import (REFUSE, SKIP, Query, Row, Skipped, Table, data_suffix, raw_lines, read_bytes, read_table,
+                               split_cells, text_lines)
 
 __all__ = ["COMMENTS_ANYWHERE", "COMMENTS_BEFORE_HEADER", "COMMENTS_NONE", "Column", "Directive", "FileSchema",
-           "parse_value", "REFUSE", "SKIP", "Query", "Row", "Skipped", "Table", "data_suffix", "read_bytes", "read_table",
-           "text_lines"]
+           "header_problem", "parse_value", "REFUSE", "SKIP", "Query", "Row", "Skipped", "Table", "data_suffix",
+           "raw_lines", "read_bytes", "read_table", "split_cells", "text_lines"]

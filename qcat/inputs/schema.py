@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from qcat.errors import shown
 
@@ -111,6 +112,22 @@ class FileSchema:
 
     def delimiter_for(self, suffix: str) -> str | None:
         return self.delimiters.get(suffix.lower(), self.delimiter)
+
+
+def header_problem(names: Sequence[str], required: Sequence[str | tuple[str, ...]]) -> str | None:
+    """Why a header (its names in lower case) cannot be read, or None: the one header rule of every
+    file kind. A name given twice is refused (which copy counts would be a guess; unnamed columns
+    from trailing delimiters may repeat), and every ``required`` name must be there (a tuple inside
+    ``required`` is met by any one of its names: a catalog's ``category`` or ``category_path``)."""
+    repeated = sorted({name for name in names if name and list(names).count(name) > 1})
+    if repeated:
+        return (f"the header names the column{'s' * (len(repeated) > 1)} {', '.join(shown(name) for name in repeated)} "
+                f"twice (found: {shown(', '.join(names))}): which one counts would be a guess; remove or rename the copy")
+    missing = [c if isinstance(c, str) else " or ".join(c) for c in required
+               if not (c in names if isinstance(c, str) else any(name in names for name in c))]
+    if missing:
+        return f"missing column(s) {', '.join(missing)} (found: {shown(', '.join(names)) if names else 'none'})"
+    return None
 
 
 def parse_value(column: Column, text: str) -> tuple[object, str | None]:

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Iterator, NamedTuple
 
 from qcat.errors import InputError, shown
-from qcat.inputs.schema import COMMENTS_ANYWHERE, COMMENTS_BEFORE_HEADER, FileSchema, parse_value
+from qcat.inputs.schema import COMMENTS_ANYWHERE, COMMENTS_BEFORE_HEADER, FileSchema, header_problem, parse_value
 from qcat.lines import decoded_lines, query_too_long, split_line
 from qcat.normalize import normalize
-from qcat.paths import check_file
+from qcat.paths import file_problem
 
 BOM = b"\xef\xbb\xbf"
 NOT_WELL_FORMED = ("not well-formed (a field opens a quote that does not close on its line; quote a field with its "
@@ -117,20 +117,25 @@ class Table:
         return text
 
 
-def read_bytes(path: str | Path, flag: str) -> tuple[Path, bytes, str]:
+def read_bytes(path: str | Path, flag: str | None) -> tuple[Path, bytes, str]:
     """The checked path, its bytes (gunzipped for a ``.gz`` name, byte order mark dropped) and the
-    sha256 of the file as stored."""
-    path = check_file(path, flag)
+    sha256 of the file as stored. Errors start ``FLAG FILE: ``; with ``flag`` None the caller names
+    the file itself."""
+    where = "" if flag is None else f"{flag} {path}: ".lstrip()
+    problem = file_problem(path)
+    if problem is not None:
+        raise InputError(f"{where}{problem}")
+    path = Path(path)
     try:
         stored = path.read_bytes()
     except OSError as exc:
-        raise InputError(f"{flag} {path}: cannot read it ({exc.strerror or exc.__class__.__name__})") from None
+        raise InputError(f"{where}cannot read it ({exc.strerror or exc.__class__.__name__})") from None
     raw = stored
     if path.suffix.lower() == ".gz":
         try:
             raw = gzip.decompress(stored)
         except (OSError, EOFError, zlib.error) as exc:
-            raise InputError(f"{flag} {path}: not valid gzip ({exc})") from None
+            raise InputError(f"{where}its name ends in .gz but it is not a valid gzip file ({exc})") from None
     return path, raw.removeprefix(BOM), hashlib.sha256(stored).hexdigest()
 
 
@@ -138,7 +143,14 @@ def text_lines(path: str | Path, flag: str) -> Iterator[tuple[int, str | None, s
     """``(line number, text or None, why not)`` per physical line of a file: the layer's line rules
     (:mod:`qcat.lines`) after its path, gzip and byte order mark rules."""
     _, raw, _ = read_bytes(path, flag)
-    yield from decoded_lines(raw)
+    for number, text, why, _ in decoded_lines(raw):
+        yield number, text, why
+
+
+def raw_lines(raw: bytes) -> Iterator[tuple[int, str | None, str | None, bytes]]:
+    """``(line number, text or None, why not, the line's bytes)`` per physical line of bytes already
+    read (a click log an engine read): the byte order mark dropped, then the layer's line rules."""
+    yield from decoded_lines(raw.removeprefix(BOM))
 
 
 def data_suffix(path: Path) -> str:
@@ -173,7 +185,7 @@ def read_table(path: str | Path, schema: FileSchema, flag: str | None = None, on
     path, raw, sha256 = read_bytes(path, flag)
     table = Table(schema, path, flag, sha256)
     reader = _Reader(table, schema.delimiter_for(data_suffix(path)), on_bad)
-    for number, text, why in decoded_lines(raw):
+    for number, text, why, _ in decoded_lines(raw):
         table.lines += 1
         reader.line(number, text, why)
     if schema.header == "required" and table.header_line is None:
@@ -254,17 +266,10 @@ class _Reader:
 
     def header(self, number: int, cells: list[str]) -> None:
         table, schema = self.table, self.schema
-        names = [cell.strip().lower().removeprefix("\ufeff") for cell in cells]
-        declared = {c.name for c in schema.columns}
-        repeated = sorted({n for n in names if n in declared and names.count(n) > 1})
-        if repeated:
-            raise InputError(f"{table.where(number)}: the header names the column{'s' * (len(repeated) > 1)} "
-                             f"{', '.join(map(shown, repeated))} twice: which one counts would be a guess; remove or "
-                             "rename the copy")
-        missing = [name for name in schema.required if name not in names]
-        if missing:
-            raise InputError(f"{table.where(number)}: the header lacks {', '.join(missing)} (found: "
-                             f"{shown(', '.join(names))}; want {_wanted(schema)})")
+        names = [cell.strip().lower() for cell in cells]
+        problem = header_problem(names, schema.required)
+        if problem is not None:
+            raise InputError(f"{table.where(number)}: {problem}; want {_wanted(schema)}")
         table.header, table.header_line = tuple(names), number
         self.position = {c.name: names.index(c.name) for c in schema.columns if c.name in names}
         self.width = len(names)
