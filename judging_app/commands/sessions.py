@@ -151,12 +151,12 @@ MAX_GUIDELINES = 100_000
 def read_guidelines(path: Path) -> str:
     """The session's Markdown guidelines, checked: a readable UTF-8 file, not empty, not huge."""
     from qcat.errors import InputError
+    from qcat.inputs import read_bytes
 
+    _, raw, _ = read_bytes(path, "--guidelines")  # the input layer's path and byte order mark rules
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"--guidelines {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise InputError(f"--guidelines {path}: cannot read it as UTF-8 text ({exc.__class__.__name__})") from None
     if not text.strip():
         raise InputError(f"--guidelines {path} is empty: write the guidelines judges should read")

@@ -75,7 +75,8 @@ class Directive:
     high: float | None = None
 
     def as_column(self) -> Column:
-        return Column(self.name, self.kind, True, self.meaning, self.low, self.high)
+        """The directive as a column named as written (``'# top_k:'``), so its errors read as the line does."""
+        return Column(f"'# {self.name}:'", self.kind, True, self.meaning, self.low, self.high)
 
 
 @dataclass(frozen=True)

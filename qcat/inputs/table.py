@@ -258,10 +258,9 @@ class _Reader:
         directive = declared[name]
         parsed, problem = parse_value(directive.as_column(), value)
         if problem is None and parsed is None:
-            problem = f"'# {name}:' has no value"
+            problem = f"'# {name}:' has no value ({directive.meaning})"
         if problem is not None:
-            raise InputError(f"{table.where(number)}: {problem.replace(name, '# ' + name + ':', 1)}"
-                             f"{' (' + directive.meaning + ')' if directive.meaning else ''}")
+            raise InputError(f"{table.where(number)}: {problem}")
         table.directives[name] = parsed
 
     def header(self, number: int, cells: list[str]) -> None:
