@@ -294,12 +294,12 @@ def detect_format(path: Path, head: str) -> str:
 
 
 TAXONOMY_TABLE = FileSchema(
-    kind="taxonomy", flag="--taxonomy", delimiter="\t", delimiters={".csv": ","}, comments=COMMENTS_NONE,
+    kind="taxonomy table", flag="--taxonomy", delimiter="\t", delimiters={".csv": ","}, comments=COMMENTS_NONE,
     match_queries=False,
     columns=(Column("id", "text", True, "the node's id"),
              Column("path", "text", True, "its full path, A > B > C"),
              Column("parent", "text", False, "its parent's id (empty: a root)")))
-GOOGLE_LINES = FileSchema(kind="taxonomy", flag="--taxonomy", delimiter=None, header="none",
+GOOGLE_LINES = FileSchema(kind="Google taxonomy", flag="--taxonomy", delimiter=None, header="none",
                           comments=COMMENTS_ANYWHERE, match_queries=False,
                           columns=(Column("line", "text", True, "ID - A > B > C"),))
 

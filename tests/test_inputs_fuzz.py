@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -220,3 +221,11 @@ def test_every_kind_with_a_header_refuses_a_declared_column_named_twice(tmp_path
     (tmp_path / f"f{suffix_of(schema)}").write_text((schema.delimiter or ",").join(names) + "\n")
     with pytest.raises(InputError, match=rf"f\.\w+:1: the header names the column '{column}' twice"):
         read_table(tmp_path / f"f{suffix_of(schema)}", schema)
+
+
+def test_checks_md_lists_every_file_kinds_rules_as_the_schema_declares_them() -> None:
+    from qcat.inputs.schema import describe_schema
+
+    page = (Path(__file__).resolve().parent.parent / "docs" / "guide" / "checks.md").read_text(encoding="utf-8")
+    missing = [name for name, schema in SCHEMAS if describe_schema(schema) not in page]
+    assert missing == [], "docs/guide/checks.md is out of step with these schemas: " + ", ".join(missing)

@@ -81,7 +81,7 @@ def test_per_segment_figures_are_the_figures_of_each_segments_queries() -> None:
 
 @pytest.mark.parametrize(("text", "message"), [
     ("query\tcategory\tgrade\nbed\tc1\t3\nbed\tc2\t4\n", r"gold\.tsv:3: grade '4' is not a whole number in 0\.\.3 \(0 wrong"),
-    ("# top_k: 3\nquery\tgrade\tsegment\nbed\t3\thead\n", r"gold\.tsv:2: the header lacks category"),
+    ("# top_k: 3\nquery\tgrade\tsegment\nbed\t3\thead\n", r"gold\.tsv:2: missing column\(s\) category in the header"),
     ("query\tcategory\tgrade\nbed\tc1\t3\nbed\tc1\t2\n", r"gold\.tsv:3: query 'bed' grades category 'c1' 2 here and 3 on line 2"),
     ("query\tcategory\tgrade\tsegment\nbed\tc1\t3\tmiddle\n", r"gold\.tsv:2: segment 'middle' is not one of"),
     ("query\tcategory\tgrade\nbed\tc1\n", r"gold\.tsv:2: 2 fields where the header names 3"),

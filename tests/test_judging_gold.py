@@ -60,7 +60,7 @@ def judge_to_the_end(store, judge_id: int, session_id: int, grade_of=lambda show
      ":9: listing 'L0-3' of query 'query 0' is graded 2 here and 1 on line 5"),
     (full_rows("query 0", 0)[:4] + full_rows("query 1", 1),
      "gold query 'query 0' needs a grade for every listing shown for it; 3 missing: 'L0-4', 'L0-5', 'L0-6'"),
-    ([], "holds no row to use (a gold file"),
+    ([], "holds no row to use (a gold questions file"),
 ])
 def test_add_gold_refuses_a_bad_file_naming_file_line_and_value_and_stores_nothing(store, tmp_path, rows, message):
     session_id = store_session(store, "s", "A", "B", toy_queries(4))

@@ -66,7 +66,7 @@ class Added:
 
 
 GOLD_FILE = FileSchema(
-    kind="gold", flag="--file", delimiter=",", delimiters={".tsv": "\t", ".tab": "\t"},
+    kind="gold questions", flag="--file", delimiter=",", delimiters={".tsv": "\t", ".tab": "\t"},
     comments=COMMENTS_BEFORE_HEADER, literal_quotes=False,
     columns=(Column("query", "query", True, "the query as the session stores it (matched once normalized)"),
              Column("listing_id", "text", False, "a listing shown for it (a category session: its category)"),

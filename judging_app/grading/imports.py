@@ -102,14 +102,20 @@ TOPICS = FileSchema(kind="topics", flag="--topics", delimiter="\t", header="none
                     quoting=False, match_queries=False,
                     columns=(Column("qid", "text", True, "the query's id in the run"),
                              Column("query", "query", True, "its text")))
+# What each column means; its values (a rank, a URL, a price) are checked by _row, a row at a time.
+MEANINGS = {"query": "the query searched", "system": "which search system (one file of two: may be left out)",
+            "rank": "its place, 1 = top", "listing_id": "the listing returned", "title": "shown on its card",
+            "category": "shown on its card", "brand": "shown on its card", "price": "a non-negative number",
+            "image_url": "http(s) or data:image/", "link": "http(s)", "segment": "head, torso or tail",
+            "impressions": "a non-negative number; queries split 30/30/40% of impressions"}
 RESULTS = FileSchema(kind="result list", flag="--results", delimiter=",", delimiters={".tsv": "\t"},
                      comments=COMMENTS_NONE, match_queries=False,
-                     columns=tuple(Column(name, "query" if name == "query" else "text", name in REQUIRED)
-                                   for name in FIELDS))
+                     columns=tuple(Column(name, "query" if name == "query" else "text", name in REQUIRED,
+                                          MEANINGS[name]) for name in FIELDS))
 LISTINGS = FileSchema(kind="listings", flag="--listings", delimiter=",", delimiters={".tsv": "\t"},
                       comments=COMMENTS_NONE, match_queries=False,
                       columns=(Column("listing_id", "text", True, "the listing's id"),
-                               *(Column(name) for name in LISTING_FIELDS)))
+                               *(Column(name, meaning=MEANINGS[name]) for name in LISTING_FIELDS)))
 
 
 def read_topics(path: Path) -> dict[str, str]:

@@ -49,13 +49,12 @@ class Column:
             object.__setattr__(self, "high", INT64_MAX if self.high is None else self.high)
 
     def describe(self) -> str:
-        """The column as checks.md lists it: name, type and range."""
+        """The column as checks.md lists it: name, type and range, and what it means."""
         kind = {"int": "whole number", "number": "number", "choice": "one of " + ", ".join(self.choices),
                 "query": "query", "text": "text"}[self.kind]
-        bounds = ""
-        if self.kind in ("int", "number") and (self.low not in (None, INT64_MIN) or self.high not in (None, INT64_MAX)):
-            bounds = f" in {_bound(self.low, '-inf')}..{_bound(self.high, 'inf')}"
-        return f"`{self.name}` ({'required' if self.required else 'optional'}; {kind}{bounds}): {self.meaning}"
+        bounds = _range(self) if self.kind in ("int", "number") else ""
+        return f"`{self.name}` ({'required' if self.required else 'optional'}; {kind}{bounds})" + \
+            (f": {self.meaning}" if self.meaning else "")
 
 
 def _bound(value: float | None, default: str) -> str:
@@ -115,6 +114,28 @@ class FileSchema:
         return self.delimiters.get(suffix.lower(), self.delimiter)
 
 
+def describe_schema(schema: FileSchema) -> str:
+    """A file kind's rules as one Markdown line of docs/guide/checks.md (tests/test_inputs.py keeps
+    the page and the schemas in step)."""
+    delimiters = {None: "a line is one value", "\t": "tab-separated", ",": "comma-separated"}
+    layout = delimiters[schema.delimiter] + "".join(f", {delimiters[d]} for `{suffix}`"
+                                                   for suffix, d in schema.delimiters.items() if d != schema.delimiter)
+    header = {"required": "a header", "optional": f"a header if its first name is `{schema.columns[0].name}`",
+              "none": "no header"}[schema.header]
+    comments = {COMMENTS_NONE: "no comments (a `#`-led line is data)",
+                COMMENTS_BEFORE_HEADER: "`#` lines above the header are comments",
+                COMMENTS_ANYWHERE: "`#` lines are comments anywhere"}[schema.comments]
+    extras = [f"directive `# {d.name}:` ({d.kind}{_range(d.as_column()) if d.kind != 'text' else ''}, once)"
+              for d in schema.directives]
+    if schema.literal_quotes or not schema.quoting:
+        extras.append("a quote that does not form a quoted field is text" if schema.quoting else "quotes are text")
+    if schema.short_rows:
+        extras.append("further columns are for people")
+    columns = "; ".join(c.describe() for c in schema.columns)
+    return f"- **{schema.kind}** (`{schema.flag}`): {layout}; {header}; {comments}" + \
+        "".join(f"; {e}" for e in extras) + f". Columns: {columns}."
+
+
 def header_problem(names: Sequence[str], required: Sequence[str | tuple[str, ...]]) -> str | None:
     """Why a header (its names in lower case) cannot be read, or None: the one header rule of every
     file kind. A name given twice is refused (which copy counts would be a guess; unnamed columns
@@ -127,7 +148,8 @@ def header_problem(names: Sequence[str], required: Sequence[str | tuple[str, ...
     missing = [c if isinstance(c, str) else " or ".join(c) for c in required
                if not (c in names if isinstance(c, str) else any(name in names for name in c))]
     if missing:
-        return f"missing column(s) {', '.join(missing)} (found: {shown(', '.join(names)) if names else 'none'})"
+        return (f"missing column(s) {', '.join(missing)} in the header "
+                f"(found: {shown(', '.join(names)) if names else 'none'})")
     return None
 
 

@@ -85,7 +85,8 @@ def title_set(catalog: Catalog, taxonomy: Taxonomy, split: np.ndarray, name: str
 
 
 REAL_QUERIES = FileSchema(
-    kind="real queries", flag="real queries", delimiter=",", comments=COMMENTS_NONE, match_queries=False,
+    kind="real queries", flag="the corpus's real_queries.csv", delimiter=",", comments=COMMENTS_NONE,
+    match_queries=False,
     columns=(Column("query", "query", True, "a real query"),
              Column("category_path", "text", True, "the category it was clicked in, A > B > C"),
              Column("clicks", "number", False, "its clicks (empty: 1)", 0)))
