@@ -130,3 +130,23 @@ def test_the_audit_checks_its_map_against_a_graded_gold(tmp_path) -> None:
                   "--force", "--gold", gold)
     assert result.returncode == 2 and "gold.tsv:14: query 'l5w5': category 'L55' is not in the data's taxonomy" \
         in result.stderr.decode()
+
+
+def tiny_taxonomy(directory: Path) -> Path:
+    (directory / "taxonomy.tsv").write_text("id\tpath\tparent\nD\tHome\t\nA\tHome > A\tD\nB\tHome > B\tD\n")
+    return directory / "taxonomy.tsv"
+
+
+@pytest.mark.parametrize("rows, queries", [("q0,A,2\nq0,B,2\n", 1),  # one training query: the folds' NB crashed
+                                           ("q0,A,2\nq1,B,2\n", 2),  # two: "missed 2 of 2"
+                                           ("q7,A,2\n", 0)])  # q7 hashes to the test split: an empty audit
+def test_the_audit_refuses_a_training_split_smaller_than_its_folds(tmp_path, rows, queries) -> None:
+    """Issue 45, item 1: fewer training queries than folds exits 2, saying so, and writes nothing."""
+    (tmp_path / "log.csv").write_text("query,category,clicks\n" + rows)
+    out = tmp_path / "audit"
+    result = qcat("data", "audit", "--log", tmp_path / "log.csv", "--taxonomy", tiny_taxonomy(tmp_path),
+                  "--min-clicks", "1", "--out", out)
+    assert result.returncode == 2, result.stderr.decode()
+    assert result.stderr.decode().strip().endswith(f"qcat: error: too few training queries ({queries}) for 5 folds: "
+                                                   f"the audit cross-fits over --folds 5; give a larger log")
+    assert not out.exists()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from qcat.errors import InputError
 from qcat.progress import task
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import Dataset, split_queries, subset_queries
@@ -86,6 +87,16 @@ def shared_texts(table: ClickTable) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     return sp.triu(both.T @ both, k=1).tocsr(), sp.triu(split.T @ split, k=1).tocsr()
 
 
+def folds_of(table: ClickTable, settings: AuditSettings) -> np.ndarray:
+    """Each training query's fold (a seeded hash); refuses a split too small to cross-fit: fewer
+    queries than folds, or every query in one fold (its model would train on nothing)."""
+    fold = split_queries(table.queries, settings.seed, (1.0 / settings.folds,) * settings.folds)
+    if len(table.queries) < settings.folds or len(np.unique(fold)) < 2:
+        raise InputError(f"too few training queries ({len(table.queries):,}) for {settings.folds} folds: the audit "
+                         f"cross-fits over --folds {settings.folds}; give a larger log")
+    return fold
+
+
 def cross_fitted_confusion(dataset: Dataset, table: ClickTable,
                            settings: AuditSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """``(categories, categories)`` counts of held-out queries whose most-clicked leaf is the row and
@@ -94,7 +105,7 @@ def cross_fitted_confusion(dataset: Dataset, table: ClickTable,
     from qcat.training.nb.trainer import build_model, count_features
 
     n = len(table.categories)
-    fold = split_queries(table.queries, settings.seed, (1.0 / settings.folds,) * settings.folds)
+    fold = folds_of(table, settings)
     clicks = click_matrix(table)
     top = np.asarray(clicks.argmax(axis=1)).ravel()
     confusion = np.zeros((n, n), dtype=np.int64)
@@ -121,8 +132,8 @@ def cross_fitted_confusion(dataset: Dataset, table: ClickTable,
 def audit(dataset: Dataset, settings: AuditSettings = AuditSettings()) -> Audit:
     """Audit ``dataset``'s training split (see the module docstring)."""
     table = dataset.train
+    confusion, per_leaf, answers, held_out = cross_fitted_confusion(dataset, table, settings)  # refuses too few
     both, split = shared_texts(table)
-    confusion, per_leaf, answers, held_out = cross_fitted_confusion(dataset, table, settings)
     errors = int(confusion.sum())
     # Chance: a missed query of leaf a lands on b as often as the model answers b at all (among the
     # answers other than a).
