@@ -118,7 +118,7 @@ def test_the_audit_checks_its_map_against_a_graded_gold(tmp_path) -> None:
     result = qcat("data", "audit", "--log", log, "--taxonomy", taxonomy, "--min-clicks", "1", "--out", out,
                   "--gold", gold)
     assert result.returncode == 0, result.stderr.decode()
-    assert ("(6 queries): 3 human-acceptable disagreements (exact vs acceptable) on 3 queries; the map explains 1 "
+    assert ("(6 queries): 3 human-acceptable disagreements (two exact, or exact vs acceptable) on 3 queries; the map explains 1 "
             "(33.3%); people rejected 1 of its 1 pairs (2 times on 2 queries)") in result.stdout.decode()
     found = json.loads((out / "report.json").read_text())["gold"]
     assert (found["disagreements"], found["explained"], found["rejected"]) == (3, 1, 2)
@@ -150,3 +150,20 @@ def test_the_audit_refuses_a_training_split_smaller_than_its_folds(tmp_path, row
     assert result.stderr.decode().strip().endswith(f"qcat: error: too few training queries ({queries}) for 5 folds: "
                                                    f"the audit cross-fits over --folds 5; give a larger log")
     assert not out.exists()
+
+
+def test_gold_agreement_counts_two_leaves_both_graded_exact() -> None:
+    """Issue 45, item 14: two leaves both graded exact for a query are an answer people accept that
+    differs from a reference; they were ignored. q1: A and B exact (the map pairs them), C acceptable:
+    (A, B), (A, C), (B, C), one explained; q2: C, D and E exact: three pairs, (C, D) explained."""
+    from qcat.training.audit.gold_check import agreement_line, gold_agreement
+
+    gold = {"q1": {"A": 3, "B": 3, "C": 2}, "q2": {"C": 3, "D": 3, "E": 3, "F": 0}}
+    found = gold_agreement([("A", "B"), ("C", "D")], gold)
+    assert (found["disagreements"], found["disagreement_queries"], found["distinct_disagreements"]) == (6, 2, 6)
+    assert (found["explained"], found["explained_distinct"]) == (2, 2)
+    assert found["explained_share"] == pytest.approx(2 / 6)
+    assert found["examples"]["explained"] == [["q1", "A", "B"], ["q2", "C", "D"]]
+    assert found["rejected"] == 0  # F, graded wrong, pairs with no map leaf
+    assert "6 human-acceptable disagreements (two exact, or exact vs acceptable) on 2 queries; the map explains 2 " \
+           "(33.3%)" in agreement_line(found, "gold.tsv")

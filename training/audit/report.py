@@ -51,8 +51,8 @@ def gold_section(gold: dict) -> list[str]:
         f"## Against people's grades ({cell(gold['source'])})", "",
         f"- {gold['queries']:,} graded queries (sha256 {gold['sha256'][:12]}); {gold['map_pairs_graded']:,} of the "
         f"map's {gold['map_pairs']:,} pairs have both leaves graded for some query.",
-        f"- Human-acceptable disagreements (a category graded exact and another graded acceptable; on a query "
-        f"with no exact category, two acceptable ones): {gold['disagreements']:,} on "
+        f"- Human-acceptable disagreements (two categories graded exact, or one graded exact and another graded "
+        f"acceptable; on a query with no exact category, two acceptable ones): {gold['disagreements']:,} on "
         f"{gold['disagreement_queries']:,} queries ({gold['distinct_disagreements']:,} distinct leaf pairs). "
         f"The map pairs {gold['explained']:,} of them ({share}; {gold['explained_distinct']:,} distinct pairs).",
         f"- Rejected: {plural(gold['rejected'], 'time')}, on {plural(gold['rejected_queries'], 'query', 'queries')}, "
