@@ -167,3 +167,25 @@ def test_gold_agreement_counts_two_leaves_both_graded_exact() -> None:
     assert found["rejected"] == 0  # F, graded wrong, pairs with no map leaf
     assert "6 human-acceptable disagreements (two exact, or exact vs acceptable) on 2 queries; the map explains 2 " \
            "(33.3%)" in agreement_line(found, "gold.tsv")
+
+
+def test_a_pair_whose_texts_split_their_clicks_reaches_the_map(tmp_path) -> None:
+    """Issue 45, item 13: 40 queries each clicked under both K002 and K003 (beside 20 leaves of 40
+    queries of their own words each) gave 0 pairs: the fast model's answer, either leaf, is a
+    clicked one, so no confusion is recorded. Their split texts now carry the pair to the map."""
+    leaves = [f"K{i:03d}" for i in range(1, 21)]
+    taxonomy = ["id\tpath\tparent", "D\tShop\t"] + [f"{leaf}\tShop > Leaf {leaf}\tD" for leaf in leaves]
+    pairs = [(i, j) for i in range(10) for j in range(i + 1, 10)][:40]
+    rows = [f"{leaf.lower()}w{i} {leaf.lower()}w{j},{leaf},2" for leaf in leaves for i, j in pairs]
+    rows += [f"both{i} shared,{leaf},2" for i in range(40) for leaf in ("K002", "K003")]
+    (tmp_path / "taxonomy.tsv").write_text("\n".join(taxonomy) + "\n")
+    (tmp_path / "log.csv").write_text("query,category,clicks\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "audit"
+    result = qcat("data", "audit", "--log", tmp_path / "log.csv", "--taxonomy", tmp_path / "taxonomy.tsv",
+                  "--min-clicks", "1", "--out", out)
+    assert result.returncode == 0, result.stderr.decode()
+    report = json.loads((out / "report.json").read_text())
+    pair = next(p for p in report["pairs"] if {p["leaf_a"], p["leaf_b"]} == {"K002", "K003"})
+    assert pair["confusions"] == 0 and 25 <= pair["split_texts"] == pair["shared_texts"] <= 40
+    assert pair["confusable"] and pair["evidence"] == "split texts" and pair["split_lift"] >= 5
+    assert load_confusable(out / "confusable.tsv", load_taxonomy(tmp_path / "taxonomy.tsv")).pairs == (("K002", "K003"),)
