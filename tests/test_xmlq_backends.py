@@ -241,7 +241,8 @@ def test_cli_prints_the_backend_and_resumes(tmp_path, xmlq_cli_run) -> None:
 
 
 @needs_jax
-@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None, reason="tensorflow is not installed: nothing to leave out")
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
+                    reason="tensorflow is not installed: nothing to leave out")
 def test_seeding_under_jax_never_imports_tensorflow(tmp_path) -> None:
     """Issue 45, item 22: with KERAS_BACKEND=jax, `qcat train xmlq` imported TensorFlow (where it is
     installed) through keras.utils.set_random_seed, only to seed it. In a JAX process: the trainer

@@ -77,8 +77,8 @@ def agreement_line(found: dict, source: str) -> str:
     """The summary line ``qcat data audit --gold`` prints."""
     share = "–" if found["explained_share"] is None else f"{found['explained_share']:.1%}"
     return (f"against {source} ({found['queries']:,} queries): {found['disagreements']:,} human-acceptable "
-            f"disagreements (two exact, or exact vs acceptable) on {found['disagreement_queries']:,} queries; the map explains "
-            f"{found['explained']:,} ({share}); people rejected {found['rejected_pairs']:,} of its "
+            f"disagreements (two exact, or exact vs acceptable) on {found['disagreement_queries']:,} queries; the map "
+            f"explains {found['explained']:,} ({share}); people rejected {found['rejected_pairs']:,} of its "
             f"{found['map_pairs']:,} pairs ({plural(found['rejected'], 'time')} on "
             f"{plural(found['rejected_queries'], 'query', 'queries')})")
 

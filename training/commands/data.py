@@ -66,7 +66,8 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     found.add_argument("--min-confusions", type=int_at_least(1), default=3,
                        help="cross-fitted confusions a pair needs, both ways together, or else split texts (default 3)")
     found.add_argument("--min-lift", type=float_at_least(0), default=5.0,
-                       help="how many times more often than chance the pair is confused, or its texts split (default 5)")
+                       help="how many times more often than chance the pair is confused, or its texts split "
+                            "(default 5)")
     found.add_argument("--min-rate", type=share(), default=0.01,
                        help="confusions (or split texts) over the two leaves' queries, in [0, 1] (default 0.01)")
     found.add_argument("--min-shared", type=int_at_least(0), default=2,

@@ -234,7 +234,8 @@ def print_selection_row(sets):
     print("long side   shares     cutoff  blend  objective  " + "  ".join(f"PR@1 {name}" for name in sets))
 
     def row_line(row: dict) -> None:
-        figures = f"{row['objective']:>9.4f}  " + "  ".join(f"{row[f'pr@1 {name}']:>{len(name) + 5}.4f}" for name in sets)
+        figures = f"{row['objective']:>9.4f}  " + "  ".join(
+            f"{row[f'pr@1 {name}']:>{len(name) + 5}.4f}" for name in sets)
         mark = "  (the default)" if row.get("default") else ""
         if row.get("route_to", "hybrid") != "hybrid":
             setting = f"{row['route_to'].upper() if row['route_to'] == 'nb' else row['route_to']} alone"
