@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from qcat.confusable import ConfusableMap, load_confusable, parse_confusable, recorded_map
+from qcat.confusable import ConfusableMap, load_confusable, recorded_map
 from qcat.errors import InputError
 from qcat.measure.leniency import Leniency, leniency_summary, top1_outcomes
 from qcat.measure.metrics import Matched
@@ -87,15 +87,16 @@ def test_map_file_reading(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("c9\n", "line 1: want two leaf ids"),
+    ("c9\n", r"map\.tsv:1: 1 field, want 2 \(leaf_a, leaf_b, \.\.\.\)"),
     ("LEAF\tLEAF\n", "with itself"),
     ("nope\tLEAF\n", "'nope' is not a category"),
     ("TOP\tLEAF\n", "is not a leaf"),
 ])
-def test_bad_map_lines_are_refused_naming_the_line(text, message) -> None:
+def test_bad_map_lines_are_refused_naming_the_line(tmp_path, text, message) -> None:
     top = next(i for i in TAXONOMY.ids if not TAXONOMY.is_leaf(i))
+    (tmp_path / "map.tsv").write_text(text.replace("TOP", top).replace("LEAF", LEAF["Juice"]))
     with pytest.raises(InputError, match=message):
-        parse_confusable(text.replace("TOP", top).replace("LEAF", LEAF["Juice"]), "map.tsv", TAXONOMY)
+        load_confusable(tmp_path / "map.tsv", TAXONOMY)
 
 
 def test_missing_map_file_is_one_line(tmp_path) -> None:
@@ -160,7 +161,7 @@ def test_a_bad_map_fails_before_training(tmp_path) -> None:
     from tests.test_own_data import one_line_error, qcat
 
     (tmp_path / "bad.tsv").write_text("c1\n")
-    for path, message in ((tmp_path / "none.tsv", "no such file"), (tmp_path / "bad.tsv", "line 1: want two leaf ids")):
+    for path, message in ((tmp_path / "none.tsv", "no such file"), (tmp_path / "bad.tsv", "bad.tsv:1: 1 field, want 2 (leaf_a, leaf_b, ...)")):
         error = one_line_error(qcat("train", "nb", "--confusable", path, "--out", tmp_path / "m"))
         assert message in error and str(path) in error
         assert not (tmp_path / "m").exists()
