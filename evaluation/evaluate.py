@@ -10,6 +10,7 @@ defaults or fitted to how often the click threshold hides a clicked category
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -280,11 +281,17 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
 def leniency_line(scores: dict) -> str:
     """Strict and lenient top-1 and the severe-error rates with their standard errors, in one line."""
     def figure(name: str) -> str:
-        value = scores.get(name)
-        return "– (no confusable map)" if value is None else f"{value:.4f} ± {scores[name + ' SE']:.4f}"
+        value, se = scores.get(name), scores.get(name + " SE")
+        if value is None:
+            return "– (no confusable map)"
+        if math.isnan(value):  # no query to average over (e.g. no answer scored >= 0.5): "–", as report.md
+            return "–"
+        return f"{value:.4f}" + ("" if se is None or math.isnan(se) else f" ± {se:.4f}")
 
+    share = scores["confident share"]
     return (f"top-1 strict {figure('top-1 strict')}, lenient {figure('top-1 lenient')}; severe {figure('severe')}, "
-            f"severe among answers scored >= 0.5 {figure('severe confident')} ({scores['confident share']:.1%} of queries)")
+            f"severe among answers scored >= 0.5 {figure('severe confident')} "
+            f"({'–' if math.isnan(share) else f'{share:.1%}'} of queries)")
 
 
 def training_overlap(seen, evaluation: EvaluationSet, real: dict, chosen: list[str]) -> dict:

@@ -137,8 +137,9 @@ def tables(report: dict) -> list[Table]:
             leniency_rows,
             note=("strict: the top category is a true one (PR@1, the headline). lenient: it is a true one or "
                   "confusable with one, per the map named above (– without a map). severe: it sits under another "
-                  "top-level category than every true one; severe, score ≥ 0.5: the same among the answers "
-                  "scored at least 0.5."),
+                  "top-level category than every true one and is not lenient (an answer the map credits is never "
+                  "also severe, even for a pair across departments); severe, score ≥ 0.5: the same among the "
+                  "answers scored at least 0.5."),
         ))
     out += gold_tables(report)
     if len(models) > 1:

@@ -165,3 +165,30 @@ def test_a_bad_map_fails_before_training(tmp_path) -> None:
         error = one_line_error(qcat("train", "nb", "--confusable", path, "--out", tmp_path / "m"))
         assert message in error and str(path) in error
         assert not (tmp_path / "m").exists()
+
+
+def test_no_confident_answer_prints_a_dash_not_nan(six_queries) -> None:
+    """Issue 45, item 15: with no answer scored at least the threshold, the line says "–" (as
+    report.md does), not "nan ± nan"; a figure of one query has no SE and prints without one."""
+    from qcat.evaluation.evaluate import leniency_line
+
+    line = leniency_line(leniency_summary(six_queries, Leniency.build(LABELS, TAXONOMY, MAP), confident=0.95))
+    assert "nan" not in line
+    assert line.endswith("; severe 0.3333 ± 0.2108, severe among answers scored >= 0.5 – (0.0% of queries)")
+    one = leniency_summary(six_queries, Leniency.build(LABELS, TAXONOMY, MAP), confident=0.85)  # query 0 alone
+    assert leniency_line(one).endswith("severe among answers scored >= 0.5 0.0000 (16.7% of queries)")
+
+
+def test_severe_excludes_an_answer_the_map_credits() -> None:
+    """Issue 45, item 9: a map pair across departments (Food > Juice with Toys > Cars) credits
+    "Cars" for a Juice query as lenient; it is then not severe too. Without the map it is severe."""
+    cross = ConfusableMap(((LEAF["Juice"], LEAF["Cars"]),), "hand", "0" * 64)
+    truth = sp.csr_matrix(([1, 1], ([0, 1], [0, 2])), shape=(2, 5))  # Juice; Cheese
+    matched = Matched.build(np.array([[3], [3]]), np.array([[0.9], [0.9]]), truth)  # both answered Cars
+    credited = top1_outcomes(matched, Leniency.build(LABELS, TAXONOMY, cross))
+    assert credited["lenient"].tolist() == [True, False]
+    assert credited["severe"].tolist() == [False, True]
+    assert not (credited["lenient"] & credited["severe"]).any()
+    assert top1_outcomes(matched, Leniency.build(LABELS, TAXONOMY))["severe"].tolist() == [True, True]
+    summary = leniency_summary(matched, Leniency.build(LABELS, TAXONOMY, cross))
+    assert (summary["top-1 strict"], summary["top-1 lenient"], summary["severe"]) == (0.0, 0.5, 0.5)
