@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qcat.evaluation.report import with_interval
+from qcat.evaluation.report import bounds, unjudged, with_interval
 from qcat.measure.graded_gold import GradedGold
 import numpy as np
 
@@ -87,14 +87,6 @@ def compare_gold(baseline: dict, target: dict, gold: GradedGold) -> dict:
                           DRAWS, SEED)
 
 
-def unjudged(judged: dict) -> dict:
-    """The share of queries whose top-1 nobody judged, from the ``judged`` figure (1 − it)."""
-    def minus(x):
-        return None if x is None else 1 - x
-
-    return {"value": minus(judged["value"]), "low": minus(judged["high"]), "high": minus(judged["low"])}
-
-
 def interval(figure: dict, sign: str = "") -> str:
     """A figure as a fraction with its interval, ``0.4500 [0.3000, 0.6000]`` (``sign="+"`` for a difference)."""
     return with_interval(figure, sign, scale=1.0, digits=4)
@@ -103,14 +95,6 @@ def interval(figure: dict, sign: str = "") -> str:
 def seen_text(entry: dict | None) -> str:
     """"N of M queries seen in training (x%)", or that the model records none."""
     return "seen in training unknown (not recorded)" if entry is None else format_overlap(entry)
-
-
-def bounds(figure: dict, digits: int = 4, scale: float = 1.0) -> str:
-    """`` (ungraded as wrong W, as right R)`` when answers nobody graded could move the figure."""
-    wrong, right = figure.get("as_wrong"), figure.get("as_right")
-    if wrong is None or right is None or wrong == right:
-        return ""
-    return f" (ungraded as wrong {scale * wrong:.{digits}f}, as right {scale * right:.{digits}f})"
 
 
 def cap_text(precision: dict, queries: int, k: int, digits: int = 4, scale: float = 1.0) -> str:
@@ -149,36 +133,3 @@ def paired_line(name: str, base: str, paired: dict) -> str:
             f"δ strict {interval(paired['exact'], '+')}, δ lenient "
             f"{interval(paired['acceptable'], '+')}, δ severe {interval(paired['severe'], '+')}, δ precision "
             f"{interval(paired['precision'], '+')}")
-
-
-# Table cells of the same (evaluate's report.md/html, the category session's report), in %.
-def figure_cell(figure: dict, sign: str = "", digits: int = 2) -> str:
-    """A figure in % with its interval and, where answers nobody graded could move it, its bounds."""
-    return with_interval(figure, sign, digits=digits) + ("" if sign else bounds(figure, digits, 100.0))
-
-
-def cap_cell(precision: dict, queries: int, digits: int = 2) -> str:
-    """The best P@k the graded categories allow, in %, and how many queries cap it."""
-    cap = precision.get("cap")
-    if cap is None or queries == 0:
-        return "–"
-    return f"{100 * cap:.{digits}f} ({precision['capped']:,} of {queries:,} capped)"
-
-
-def seen_cell(entry: dict | None) -> str:
-    """``9 of 10 (90.0%)``, or ``unknown`` when the model records no training queries."""
-    if entry is None or entry.get("seen") is None:
-        return "unknown"
-    return f"{entry['seen']:,} of {entry['queries']:,} ({100 * entry['share']:.1f}%)"
-
-
-def ungraded_cell(ungraded: dict) -> str:
-    """``2 of 50 / 9 of 150``: top-1 answers, then answers in the top k, nobody graded."""
-    return (f"{ungraded['top1']:,} of {ungraded['answers_top1']:,} / {ungraded['topk']:,} of "
-            f"{ungraded['answers_topk']:,}")
-
-
-def wins_cell(paired: dict) -> str:
-    """``wins / ties / losses / ungraded``."""
-    return f"{paired['win']} / {paired['tie']} / {paired['loss']} / {paired.get('ungraded', 0)}"
-

@@ -192,11 +192,57 @@ def with_interval(figure: dict | None, sign: str = "", scale: float = 100.0, dig
     return f"{scale * figure['value']:{form}} [{scale * figure['low']:{form}}, {scale * figure['high']:{form}}]"
 
 
+def unjudged(judged: dict) -> dict:
+    """The share of queries whose top-1 nobody judged, from the ``judged`` figure (1 − it)."""
+    def minus(x):
+        return None if x is None else 1 - x
+
+    return {"value": minus(judged["value"]), "low": minus(judged["high"]), "high": minus(judged["low"])}
+
+
+def bounds(figure: dict, digits: int = 4, scale: float = 1.0) -> str:
+    """`` (ungraded as wrong W, as right R)`` when answers nobody graded could move the figure."""
+    wrong, right = figure.get("as_wrong"), figure.get("as_right")
+    if wrong is None or right is None or wrong == right:
+        return ""
+    return f" (ungraded as wrong {scale * wrong:.{digits}f}, as right {scale * right:.{digits}f})"
+
+
+# Table cells of human-judged figures (evaluate's report.md/html, the category session's report), in %.
+def figure_cell(figure: dict, sign: str = "", digits: int = 2) -> str:
+    """A figure in % with its interval and, where answers nobody graded could move it, its bounds."""
+    return with_interval(figure, sign, digits=digits) + ("" if sign else bounds(figure, digits, 100.0))
+
+
+def cap_cell(precision: dict, queries: int, digits: int = 2) -> str:
+    """The best P@k the graded categories allow, in %, and how many queries cap it."""
+    cap = precision.get("cap")
+    if cap is None or queries == 0:
+        return "–"
+    return f"{100 * cap:.{digits}f} ({precision['capped']:,} of {queries:,} capped)"
+
+
+def seen_cell(entry: dict | None) -> str:
+    """``9 of 10 (90.0%)``, or ``unknown`` when the model records no training queries."""
+    if entry is None or entry.get("seen") is None:
+        return "unknown"
+    return f"{entry['seen']:,} of {entry['queries']:,} ({100 * entry['share']:.1f}%)"
+
+
+def ungraded_cell(ungraded: dict) -> str:
+    """``2 of 50 / 9 of 150``: top-1 answers, then answers in the top k, nobody graded."""
+    return (f"{ungraded['top1']:,} of {ungraded['answers_top1']:,} / {ungraded['topk']:,} of "
+            f"{ungraded['answers_topk']:,}")
+
+
+def wins_cell(paired: dict) -> str:
+    """``wins / ties / losses / ungraded``."""
+    return f"{paired['win']} / {paired['tie']} / {paired['loss']} / {paired.get('ungraded', 0)}"
+
+
 def gold_tables(report: dict) -> list[Table]:
     """``qcat evaluate --gold``: each model's human-judged figures per segment and, with several
     models, each against the first (:mod:`qcat.evaluation.gold`)."""
-    from qcat.evaluation.gold import cap_cell, figure_cell, seen_cell, ungraded_cell, unjudged, wins_cell
-
     block = report.get("gold")
     if not block:
         return []

@@ -24,10 +24,11 @@ from datetime import datetime, timezone
 import numpy as np
 
 from qcat.errors import InputError
-from qcat.evaluation.gold import cap_cell, figure_cell, seen_cell, segment_overlap, ungraded_cell, wins_cell
+from qcat.evaluation.gold import segment_overlap
 from qcat.evaluation.html import html_document
 from qcat.evaluation.plots import figure_svg, plt
-from qcat.evaluation.report import Table, markdown_document, with_interval
+from qcat.evaluation.report import (Table, cap_cell, figure_cell, markdown_document, seen_cell, ungraded_cell, wins_cell,
+                                    with_interval)
 from qcat.judging.grading.gold import gold_summary
 from qcat.judging.grading.timing import timing_summary
 from qcat.judging.reporting.agreement import agreement
