@@ -241,7 +241,7 @@ def header_lines(report: dict) -> list[str]:
 
 def training_line(report: dict) -> str:
     """Whether the session's queries could hold the models' training queries, and how many do."""
-    settings, session = report["session"]["settings"], report["session"]
+    settings = report["session"]["settings"]
     overall = next(s for s in report["segments"] if s["segment"] == ALL)["models"]
     seen = "; ".join(f"{system}: {seen_cell(cells.get('seen_in_training'))}" for system, cells in overall.items())
     if settings.get("training_queries") == "left out":
