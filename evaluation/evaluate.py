@@ -10,6 +10,7 @@ defaults or fitted to how often the click threshold hides a clicked category
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -94,10 +95,16 @@ def fit_from_corpus(corpus: Corpus, period: str, dataset: Dataset, evaluation: E
 
 
 def with_other_leaves_of(dataset: Dataset, models: list[Model]) -> Dataset:
-    """The dataset with the ``Other`` leaves the models answer (added under internal nodes by
-    the internal-node rule, :meth:`qcat.taxonomy.Taxonomy.with_other_leaves`) that this data
-    does not name itself."""
-    taxonomy, parents = dataset.taxonomy, set()
+    """The dataset with the ``Other`` leaves the models answer (:func:`taxonomy_with_other_leaves`)."""
+    taxonomy = taxonomy_with_other_leaves(dataset.taxonomy, models)
+    return dataset if taxonomy is dataset.taxonomy else replace(dataset, taxonomy=taxonomy)
+
+
+def taxonomy_with_other_leaves(taxonomy: Taxonomy, models: list[Model]) -> Taxonomy:
+    """``taxonomy`` with the ``Other`` leaves the models answer (added under internal nodes by the
+    internal-node rule, :meth:`qcat.taxonomy.Taxonomy.with_other_leaves`) that it does not name
+    itself. ``qcat evaluate`` and category sessions build their taxonomy with it."""
+    parents = set()
     for model in models:
         for label in model.labels:
             if label in taxonomy or label not in model.taxonomy:
@@ -106,17 +113,15 @@ def with_other_leaves_of(dataset: Dataset, models: list[Model]) -> Dataset:
             if parent in taxonomy and not taxonomy.is_leaf(parent) \
                     and model.taxonomy.paths[model.taxonomy.index(label)][-1] == OTHER_LEAF:
                 parents.add(parent)
-    if not parents:
-        return dataset
-    return replace(dataset, taxonomy=taxonomy.with_other_leaves(sorted(parents))[0])
+    return taxonomy.with_other_leaves(sorted(parents))[0] if parents else taxonomy
 
 
-def check_labels(model: Model, taxonomy: Taxonomy, directory: Path) -> None:
-    """Every model label must be a category of the corpus taxonomy with the same path."""
+def check_labels(model: Model, taxonomy: Taxonomy, directory: Path, which: str = "the corpus taxonomy") -> None:
+    """Every model label must be a category of ``taxonomy`` (``which`` names it) with the same path."""
     wrong = [label for label in model.labels
              if label not in taxonomy or model.taxonomy.path_of(label) != taxonomy.path_of(label)]
     if wrong:
-        raise InputError(f"model {directory} predicts categories that the corpus taxonomy lacks or names differently, "
+        raise InputError(f"model {directory} predicts categories that {which} lacks or names differently, "
                          f"e.g. {wrong[:3]}: was it trained on another taxonomy?")
 
 
@@ -216,7 +221,8 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
             check_labels(model, dataset.taxonomy, Path(directory))
             entry = {"name": name, "directory": str(directory), "backend": model.backend,
                      "calibrated": calibrated_sources(model)}
-            entry["overlap"] = training_overlap(read_seen_fingerprints(directory), evaluation, real, chosen)
+            seen = read_seen_fingerprints(directory)
+            entry["overlap"] = training_overlap(seen, evaluation, real, chosen)
             notes += overlap_notes(name, entry["overlap"])
             confusable_map, origin = confusable_for(model, given, corpus)
             entry["confusable"] = None if confusable_map is None else {
@@ -236,8 +242,9 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
                          f"{format_overlap(entry['overlap']['all'])})")
                 progress(f"{name}: {leniency_line(scores.segments['all'])}")
             if gold is not None:
-                judged = score_gold(model, gold, dataset.taxonomy, gold_block["k"])
+                judged = score_gold(model, gold, dataset.taxonomy, gold_block["k"], seen)
                 entry["gold"] = judged["figures"]
+                gold_block["seen_in_training"][name] = judged["figures"]["all"]["seen_in_training"]
                 if gold_base is None:
                     gold_base = judged
                 else:
@@ -274,11 +281,17 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
 def leniency_line(scores: dict) -> str:
     """Strict and lenient top-1 and the severe-error rates with their standard errors, in one line."""
     def figure(name: str) -> str:
-        value = scores.get(name)
-        return "– (no confusable map)" if value is None else f"{value:.4f} ± {scores[name + ' SE']:.4f}"
+        value, se = scores.get(name), scores.get(name + " SE")
+        if value is None:
+            return "– (no confusable map)"
+        if math.isnan(value):  # no query to average over (e.g. no answer scored >= 0.5): "–", as report.md
+            return "–"
+        return f"{value:.4f}" + ("" if se is None or math.isnan(se) else f" ± {se:.4f}")
 
+    share = scores["confident share"]
     return (f"top-1 strict {figure('top-1 strict')}, lenient {figure('top-1 lenient')}; severe {figure('severe')}, "
-            f"severe among answers scored >= 0.5 {figure('severe confident')} ({scores['confident share']:.1%} of queries)")
+            f"severe among answers scored >= 0.5 {figure('severe confident')} "
+            f"({'–' if math.isnan(share) else f'{share:.1%}'} of queries)")
 
 
 def training_overlap(seen, evaluation: EvaluationSet, real: dict, chosen: list[str]) -> dict:

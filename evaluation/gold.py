@@ -13,12 +13,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qcat.evaluation.report import with_interval
+from qcat.evaluation.report import bounds, unjudged, with_interval
 from qcat.measure.graded_gold import GradedGold
-from qcat.measure.judged import query_outcomes, segment_figures, segment_paired, top_k_categories, top_level_of
+import numpy as np
+
+from qcat.measure.judged import (
+    query_outcomes,
+    segment_figures,
+    segment_masks,
+    segment_paired,
+    top_k_categories,
+    top_level_of,
+)
 from qcat.measure.segments import SEGMENTS
 from qcat.model import Model
 from qcat.taxonomy import Taxonomy
+from qcat.training.data.provenance import format_overlap, overlap
 
 DRAWS, SEED = 1000, 0  # the judging report's bootstrap
 DEFAULT_K = 5
@@ -42,20 +52,33 @@ def describe(gold: GradedGold, taxonomy: Taxonomy, given_k: int | None) -> tuple
     return gold, {
         "source": gold.source, "sha256": gold.sha256, "queries": len(gold),
         "graded": sum(len(g) for g in gold.grades.values()), "k": k, "k_from": origin,
-        "session": gold.meta.get("session"), "draws": DRAWS, "seed": SEED,
+        "session": gold.meta.get("session"), "draws": DRAWS, "seed": SEED, "seen_in_training": {},
         "segments": {name: sum(s == name for s in segments) for name in SEGMENTS
                      if name in segments},
     }
 
 
-def score_gold(model: Model, gold: GradedGold, taxonomy: Taxonomy, k: int) -> dict:
+def score_gold(model: Model, gold: GradedGold, taxonomy: Taxonomy, k: int, seen: np.ndarray | None) -> dict:
     """One model on a checked gold: its answers and per-query outcomes (kept for the paired
-    comparison, not written to the report) and its figures per segment."""
+    comparison, not written to the report) and its figures per segment, each with how many of the
+    segment's queries the model saw in training (``seen``: its bundle's fingerprints, None when it
+    records none)."""
     queries = gold.queries
+    segments = [gold.segments.get(q) for q in queries]
     answers = top_k_categories(model, queries, k)
     outcomes = query_outcomes(answers, [gold.grades[q] for q in queries], top_level_of(taxonomy), k)
-    return {"outcomes": outcomes, "figures": segment_figures(outcomes, [gold.segments.get(q) for q in queries],
-                                                             DRAWS, SEED)}
+    per_segment = segment_figures(outcomes, segments, DRAWS, SEED)
+    for name, entry in segment_overlap(queries, segments, seen).items():
+        per_segment[name]["seen_in_training"] = entry
+    return {"outcomes": outcomes, "figures": per_segment}
+
+
+def segment_overlap(queries, segments, seen: np.ndarray | None) -> dict[str, dict]:
+    """:func:`qcat.training.data.provenance.overlap` of the queries of all and of each segment
+    (:func:`qcat.measure.judged.segment_masks`): how many a model saw in training. ``qcat evaluate
+    --gold`` and the category session's report both count with it."""
+    queries = np.asarray(list(queries), dtype=object)
+    return {name: overlap(queries[mask], seen) for name, mask in segment_masks(segments).items()}
 
 
 def compare_gold(baseline: dict, target: dict, gold: GradedGold) -> dict:
@@ -64,27 +87,49 @@ def compare_gold(baseline: dict, target: dict, gold: GradedGold) -> dict:
                           DRAWS, SEED)
 
 
-def unjudged(judged: dict) -> dict:
-    """The share of queries whose top-1 nobody judged, from the ``judged`` figure (1 − it)."""
-    return {"value": 1 - judged["value"], "low": 1 - judged["high"], "high": 1 - judged["low"]}
-
-
 def interval(figure: dict, sign: str = "") -> str:
     """A figure as a fraction with its interval, ``0.4500 [0.3000, 0.6000]`` (``sign="+"`` for a difference)."""
     return with_interval(figure, sign, scale=1.0, digits=4)
 
 
+def seen_text(entry: dict | None) -> str:
+    """"N of M queries seen in training (x%)", or that the model records none."""
+    return "seen in training unknown (not recorded)" if entry is None else format_overlap(entry)
+
+
+def cap_text(precision: dict, queries: int, k: int, digits: int = 4, scale: float = 1.0) -> str:
+    """`` (at most C: N of M queries have fewer than k acceptable categories)`` when P@k is capped."""
+    if not precision.get("capped"):
+        return ""
+    return (f" (at most {scale * precision['cap']:.{digits}f}: {precision['capped']:,} of {queries:,} queries have "
+            f"fewer than {k} categories graded acceptable)")
+
+
+def ungraded_text(ungraded: dict, k: int) -> str:
+    """How many top answers nobody graded: ``never graded: 2 of 50 top-1, 9 of 150 top-3 answers``."""
+    return (f"never graded: {ungraded['top1']:,} of {ungraded['answers_top1']:,} top-1, {ungraded['topk']:,} of "
+            f"{ungraded['answers_topk']:,} top-{k} answers")
+
+
 def gold_line(name: str, figures: dict, block: dict) -> str:
-    """One model's human-judged figures on all the gold's queries, in one line."""
-    return (f"{name}: human-judged ({Path(block['source']).name}, {figures['queries']:,} queries, top {block['k']}): "
-            f"top-1 strict {interval(figures['exact'])}, lenient {interval(figures['acceptable'])}; severe "
-            f"{interval(figures['severe'])}; P@{block['k']} {interval(figures['precision'])}; top-1 unjudged "
-            f"{interval(unjudged(figures['judged']))} (95% bootstrap intervals)")
+    """One model's human-judged figures on all the gold's queries, in one line: each with its
+    interval and, where answers nobody graded could move it, its bounds; how many of the queries the
+    model trained on, and how many of its answers nobody graded."""
+    k = block["k"]
+    return (f"{name}: human-judged ({Path(block['source']).name}, {figures['queries']:,} queries, top {k}; "
+            f"{seen_text(figures.get('seen_in_training'))}): "
+            f"top-1 strict {interval(figures['exact'])}{bounds(figures['exact'])}, lenient "
+            f"{interval(figures['acceptable'])}{bounds(figures['acceptable'])}; severe "
+            f"{interval(figures['severe'])}{bounds(figures['severe'])}; P@{k} {interval(figures['precision'])}"
+            f"{bounds(figures['precision'])}{cap_text(figures['precision'], figures['queries'], k)}; top-1 unjudged "
+            f"{interval(unjudged(figures['judged']))}; {ungraded_text(figures['ungraded'], k)} "
+            "(95% bootstrap intervals)")
 
 
 def paired_line(name: str, base: str, paired: dict) -> str:
     """One model against the first on all the gold's queries, in one line."""
     return (f"{name} vs {base}: human-judged top-1 wins {paired['win']}, ties {paired['tie']}, losses "
-            f"{paired['loss']}; δ strict {interval(paired['exact'], '+')}, δ lenient "
+            f"{paired['loss']}, {paired['ungraded']} with a different top-1 nobody graded (no evidence either way); "
+            f"δ strict {interval(paired['exact'], '+')}, δ lenient "
             f"{interval(paired['acceptable'], '+')}, δ severe {interval(paired['severe'], '+')}, δ precision "
             f"{interval(paired['precision'], '+')}")

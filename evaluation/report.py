@@ -137,8 +137,9 @@ def tables(report: dict) -> list[Table]:
             leniency_rows,
             note=("strict: the top category is a true one (PR@1, the headline). lenient: it is a true one or "
                   "confusable with one, per the map named above (– without a map). severe: it sits under another "
-                  "top-level category than every true one; severe, score ≥ 0.5: the same among the answers "
-                  "scored at least 0.5."),
+                  "top-level category than every true one and is not lenient (an answer the map credits is never "
+                  "also severe, even for a pair across departments); severe, score ≥ 0.5: the same among the "
+                  "answers scored at least 0.5."),
         ))
     out += gold_tables(report)
     if len(models) > 1:
@@ -196,6 +197,54 @@ def with_interval(figure: dict | None, sign: str = "", scale: float = 100.0, dig
     return f"{number(figure['value'])} [{number(figure['low'])}, {number(figure['high'])}]"
 
 
+def unjudged(judged: dict) -> dict:
+    """The share of queries whose top-1 nobody judged, from the ``judged`` figure (1 − it)."""
+    def minus(x):
+        return None if x is None else 1 - x
+
+    return {"value": minus(judged["value"]), "low": minus(judged["high"]), "high": minus(judged["low"])}
+
+
+def bounds(figure: dict, digits: int = 4, scale: float = 1.0) -> str:
+    """`` (ungraded as wrong W, as right R)`` when answers nobody graded could move the figure."""
+    wrong, right = figure.get("as_wrong"), figure.get("as_right")
+    if wrong is None or right is None or wrong == right:
+        return ""
+    return f" (ungraded as wrong {scale * wrong:.{digits}f}, as right {scale * right:.{digits}f})"
+
+
+# Table cells of human-judged figures (evaluate's report.md/html, the category session's report), in %.
+def figure_cell(figure: dict, sign: str = "", digits: int = 2) -> str:
+    """A figure in % with its interval and, where answers nobody graded could move it, its bounds."""
+    return with_interval(figure, sign, digits=digits) + ("" if sign else bounds(figure, digits, 100.0))
+
+
+def cap_cell(precision: dict, queries: int, digits: int = 2) -> str:
+    """The best P@k the graded categories allow, in %, and how many queries cap it."""
+    cap = precision.get("cap")
+    if cap is None or queries == 0:
+        return "–"
+    return f"{100 * cap:.{digits}f} ({precision['capped']:,} of {queries:,} capped)"
+
+
+def seen_cell(entry: dict | None) -> str:
+    """``9 of 10 (90.0%)``, or ``unknown`` when the model records no training queries."""
+    if entry is None or entry.get("seen") is None:
+        return "unknown"
+    return f"{entry['seen']:,} of {entry['queries']:,} ({100 * entry['share']:.1f}%)"
+
+
+def ungraded_cell(ungraded: dict) -> str:
+    """``2 of 50 / 9 of 150``: top-1 answers, then answers in the top k, nobody graded."""
+    return (f"{ungraded['top1']:,} of {ungraded['answers_top1']:,} / {ungraded['topk']:,} of "
+            f"{ungraded['answers_topk']:,}")
+
+
+def wins_cell(paired: dict) -> str:
+    """``wins / ties / losses / ungraded``."""
+    return f"{paired['win']} / {paired['tie']} / {paired['loss']} / {paired.get('ungraded', 0)}"
+
+
 def gold_tables(report: dict) -> list[Table]:
     """``qcat evaluate --gold``: each model's human-judged figures per segment and, with several
     models, each against the first (:mod:`qcat.evaluation.gold`)."""
@@ -209,23 +258,27 @@ def gold_tables(report: dict) -> list[Table]:
     for segment in segments:
         for i, m in enumerate(models):
             figures = m["gold"][segment]
-            judged = figures["judged"]
-            missing = None if judged["value"] is None else {
-                "value": 1 - judged["value"], "low": None if judged["low"] is None else 1 - judged["high"],
-                "high": None if judged["high"] is None else 1 - judged["low"]}
-            rows.append((f"{segment} ({figures['queries']:,})" if i == 0 else "", m["name"])
-                        + tuple(with_interval(figures[f]) for f in GOLD_FIGURES) + (with_interval(missing),))
+            rows.append((f"{segment} ({figures['queries']:,})" if i == 0 else "", m["name"],
+                         seen_cell(figures.get("seen_in_training")))
+                        + tuple(figure_cell(figures[f]) for f in GOLD_FIGURES)
+                        + (cap_cell(figures["precision"], figures["queries"]), with_interval(unjudged(figures["judged"])),
+                           ungraded_cell(figures["ungraded"])))
     out = [Table(
         f"Human-judged categories ({name})",
-        ("segment (queries)", "model", "strict: exact", "lenient: acceptable", "severe", f"P@{k}", "top-1 unjudged"),
+        ("segment (queries)", "model", SEEN_COLUMN, "strict: exact", "lenient: acceptable", "severe", f"P@{k}",
+         f"P@{k} at most", "top-1 unjudged", f"never graded (top-1 / top-{k} answers)"),
         rows,
         note=(f"Each model's top {k} on the graded gold's queries, against people's grades (3 exact, 2 acceptable, "
               "1 related, 0 wrong), in % with 95% bootstrap intervals (queries resampled, "
-              f"{block['draws']:,} draws, seed {block['seed']}). strict: the top-1 is graded exact; lenient: graded "
-              "acceptable or exact; severe: graded wrong and under another top-level category than every "
-              f"acceptable one; P@{k}: the share of the top {k} graded acceptable or exact (an answer nobody graded "
-              "counts as not acceptable); top-1 unjudged: the share of queries whose top-1 nobody graded (neither "
-              "credited nor severe)."),
+              f"{block['draws']:,} draws, seed {block['seed']}). seen in training: how many of the queries the "
+              "model saw while it was trained or tuned (from its bundle's fingerprints). strict: the top-1 is graded "
+              "exact; lenient: graded acceptable or exact; severe: graded wrong and under another top-level category "
+              f"than every acceptable one; P@{k}: the share of the top {k} graded acceptable or exact; an answer "
+              "nobody graded counts as neither acceptable nor severe, and where there are such answers each figure "
+              "gives its bounds with them counted wrong and counted right. "
+              f"P@{k} at most: the best P@{k} the graded categories allow (queries with fewer than {k} categories "
+              "graded acceptable are capped). top-1 unjudged: the share of queries whose top-1 nobody graded; "
+              "never graded: the answers nobody graded, top-1 and in the top k."),
     )]
     if len(models) > 1:
         base = models[0]
@@ -233,16 +286,17 @@ def gold_tables(report: dict) -> list[Table]:
         for m in models[1:]:
             for i, segment in enumerate(segments):
                 paired = m["gold_paired"][segment]
-                rows.append((f"{m['name']} − {base['name']}" if i == 0 else "", segment,
-                             f"{paired['win']} / {paired['tie']} / {paired['loss']}")
+                rows.append((f"{m['name']} − {base['name']}" if i == 0 else "", segment, wins_cell(paired))
                             + tuple(with_interval(paired[f], "+") for f in GOLD_FIGURES))
         out.append(Table(
             f"Human-judged categories ({name}): differences against {base['name']}",
-            ("models", "segment", "top-1 wins / ties / losses", "δ strict", "δ lenient", "δ severe", f"δ P@{k}"),
+            ("models", "segment", "top-1 wins / ties / losses / ungraded", "δ strict", "δ lenient", "δ severe",
+             f"δ P@{k}"),
             rows,
             note=("wins / ties / losses: queries where the model's top-1 has a higher, equal or lower grade than the "
-                  "first model's (an ungraded top-1 ranks below wrong); δ: paired differences in percentage points "
-                  "with 95% bootstrap intervals of the per-query differences."),
+                  "first model's (the same top-1 is a tie; no answer ranks below wrong); ungraded: queries whose two "
+                  "top-1s differ and one was never graded (no evidence either way, not counted as a tie); δ: paired "
+                  "differences in percentage points with 95% bootstrap intervals of the per-query differences."),
         ))
     return out
 

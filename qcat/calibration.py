@@ -167,8 +167,11 @@ def describe_verdict(source: str, verdict: dict) -> str:
     """Why one source's scores are calibrated or raw, from ``fitted_on["ece"]`` (qcat.training.selection.calibrate)."""
     if "why" in verdict:
         return f"{source} raw ({verdict['why']})"
-    change = f"held-out ECE {verdict['ece_raw']:.3f} raw -> {verdict['ece_calibrated_held_out']:.3f}"
-    return f"{source} {'calibrated' if verdict['kept'] else 'raw (calibrating made it worse)'}: {change}"
+    raw, crossed = f"{verdict['ece_raw']:.3f}", f"{verdict['ece_calibrated_held_out']:.3f}"
+    if verdict["kept"]:
+        return f"{source} calibrated: held-out ECE {raw} raw -> {crossed}"
+    worse = "worse" if crossed != raw else "no better"  # a rise below the printed digits is no better, not worse
+    return f"{source} raw (calibrating made it {worse}): held-out ECE {raw} raw -> {crossed}"
 
 
 def describe_scores(model) -> str:

@@ -19,6 +19,7 @@ from typing import Iterable, Iterator
 from qcat import __version__
 from qcat.errors import EmptyQueryError, InputError, QcatError, printable_message
 from qcat.extras import COMMAND_MODULES, EXTRA_INCLUDES, EXTRA_MODULES, first_missing
+from qcat.inputs.schema import COMMENTS_NONE, Column, FileSchema
 from qcat.lines import MAX_K as LIMIT_K
 from qcat.progress import QUIET_ENV
 
@@ -107,6 +108,9 @@ def share():
 
 # The most categories one query may ask for: -k of classify, as `qcat serve --max-k`'s default.
 MAX_K = 100
+# `qcat labelwise --queries FILE`: a query per line (a line starting with "#" is a query too).
+QUERY_FILE = FileSchema(kind="queries", flag="--queries", delimiter=None, header="none", comments=COMMENTS_NONE,
+                        match_queries=False, columns=(Column("query", "query", True, "a query"),))
 # The most a serving operator may allow with `qcat serve --max-k` (arrays are sized by k).
 SERVE_MAX_K = LIMIT_K
 # The most threads a training command starts.
@@ -346,30 +350,18 @@ def print_result(result, classifier, args: argparse.Namespace) -> None:
 
 
 def read_query_file(path: Path) -> tuple[list[str], list[int]]:
-    """Queries of a file, one per line, with their line numbers; lines empty after
-    normalization are skipped and reported on stderr."""
-    from qcat.errors import InputError
-    from qcat.normalize import tokenize
+    """Queries of a file, one per line, with their line numbers, read through the input layer
+    (:data:`QUERY_FILE`); blank lines and lines that are no query (empty after normalization, too
+    long) are skipped and reported on stderr."""
+    from qcat.inputs import SKIP, read_table
 
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise InputError(f"queries file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read queries file {path}: {exc}") from None
-    queries, numbers, empty = [], [], []
-    for number, line in enumerate(lines, start=1):
-        if tokenize(line):
-            queries.append(line)
-            numbers.append(number)
-        else:
-            empty.append(number)
-    if not queries:
-        raise InputError(f"queries file {path} holds no query (every line is empty after normalization)")
-    if empty:
-        print(f"qcat: skipped {len(empty)} line(s) of {path} empty after normalization "
-              f"(line {', '.join(map(str, empty[:5]))}{', ...' if len(empty) > 5 else ''})", file=sys.stderr)
-    return queries, numbers
+    table = read_table(path, QUERY_FILE, on_bad=SKIP)
+    skipped = table.blank_lines + len(table.skipped)
+    if skipped:
+        examples = ", ".join(str(skipped.line) for skipped in table.skipped[:5]) + (", ..." if len(table.skipped) > 5 else "")
+        print(f"qcat: skipped {skipped} line(s) of {path}: {table.blank_lines} blank, {len(table.skipped)} no query "
+              f"(empty after normalization or too long{'; line ' + examples if examples else ''})", file=sys.stderr)
+    return [row.query.text for row in table.rows], [row.line for row in table.rows]
 
 
 def run_labelwise(args: argparse.Namespace) -> int:

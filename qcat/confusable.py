@@ -1,8 +1,10 @@
 """Confusable leaves: pairs of categories the data cannot tell apart (DESIGN.md, "Taxonomies overlap").
 
-A map is a tab-separated file whose first two columns are two leaf ids, one pair a line; ``#``
-starts a comment line, the first other line is a header if it begins ``leaf_a``, and any further columns
-(paths, evidence) are for people and ignored here. ``qcat data audit`` writes one
+A map is a tab-separated file whose first two columns are two leaf ids, one pair a line, read
+through the input layer (:mod:`qcat.inputs`, :data:`SCHEMA`): a line starting with ``#`` is a
+comment anywhere (a team comments a pair out), the first other line is a header if it begins
+``leaf_a`` (then the columns are found by name), and any further columns (paths, evidence) are for
+people and ignored here. ``qcat data audit`` writes one
 (``confusable.tsv``); a team edits it by deleting or adding lines. Pairs are not transitive: a
 leaf is confusable with the leaves it is paired with, not with their partners.
 
@@ -12,17 +14,20 @@ file's sha256), so ``qcat evaluate`` can report lenient top-1 without being told
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from qcat.errors import InputError
-from qcat.paths import check_file
+from qcat.errors import InputError, shown
+from qcat.inputs import COMMENTS_ANYWHERE, Column, FileSchema, read_table
 from qcat.taxonomy import Taxonomy
 
 FILE_NAME = "confusable.tsv"
 CONFIG_KEY = "confusable"  # a bundle's config: {"pairs": [[a, b], ...], "sha256": ..., "source": ...}
 HEADER = "leaf_a"
+SCHEMA = FileSchema(
+    kind="confusable map", flag="--confusable", short_rows=True,
+    columns=(Column("leaf_a", "text", True, "a leaf id"), Column("leaf_b", "text", True, "another leaf id")),
+    delimiter="\t", header="optional", comments=COMMENTS_ANYWHERE, match_queries=False)
 
 
 @dataclass(frozen=True)
@@ -58,42 +63,24 @@ class ConfusableMap:
             raise InputError(f"{where}: its recorded confusable map is malformed (want pairs and sha256)") from None
 
 
-def parse_confusable(text: str, where: str, taxonomy: Taxonomy | None = None) -> ConfusableMap:
-    """The map in ``text`` (the contents of ``where``); with ``taxonomy``, every id must be a leaf of it."""
-    pairs, first = [], True
-    for row, line in enumerate(text.splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        if first and line.startswith(HEADER):  # the header: the first line that is not a comment
-            first = False
-            continue
-        first = False
-        cells = line.split("\t")
-        if len(cells) < 2 or not cells[0].strip() or not cells[1].strip():
-            raise InputError(f"{where}, line {row}: want two leaf ids separated by a tab, got {line[:80]!r}")
-        a, b = cells[0].strip(), cells[1].strip()
+def load_confusable(path: str | Path, taxonomy: Taxonomy | None = None, flag: str = "--confusable") -> ConfusableMap:
+    """A confusable map file read through the input layer (:data:`SCHEMA`), refusing a line it
+    cannot use; with ``taxonomy``, every id must be a leaf of it."""
+    table = read_table(path, SCHEMA, flag, allow_empty=True)
+    pairs = []
+    for row in table.rows:
+        where = table.where(row.line)
+        a, b = str(row["leaf_a"]), str(row["leaf_b"])
         if a == b:
-            raise InputError(f"{where}, line {row}: pairs {a!r} with itself; a pair needs two different leaves")
+            raise InputError(f"{where}: pairs {shown(a)} with itself; a pair needs two different leaves")
         if taxonomy is not None:
             for leaf in (a, b):
                 if leaf not in taxonomy:
-                    raise InputError(f"{where}, line {row}: {leaf!r} is not a category of the taxonomy")
+                    raise InputError(f"{where}: {shown(leaf)} is not a category of the taxonomy")
                 if not taxonomy.is_leaf(leaf):
-                    raise InputError(f"{where}, line {row}: {leaf!r} ({taxonomy.path_of(leaf)}) is not a leaf")
+                    raise InputError(f"{where}: {shown(leaf)} ({taxonomy.path_of(leaf)}) is not a leaf")
         pairs.append((a, b))
-    return ConfusableMap(tuple(pairs), where, hashlib.sha256(text.encode("utf-8")).hexdigest())
-
-
-def load_confusable(path: str | Path, taxonomy: Taxonomy | None = None) -> ConfusableMap:
-    """Read a confusable map file (see the module docstring), refusing a line it cannot use."""
-    path = check_file(path, "--confusable")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"--confusable {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise InputError(f"--confusable {path}: cannot read it ({exc.strerror})") from None
-    return parse_confusable(text, str(path), taxonomy)
+    return ConfusableMap(tuple(pairs), str(table.path), table.sha256)
 
 
 def recorded_map(model) -> ConfusableMap | None:

@@ -111,7 +111,14 @@ class HybridModel:
         raise QcatError(f"this hybrid has no part {name!r}; its parts are {', '.join(self.parts)}")
 
     def with_options(self, cutoff: int | None = None, route_to: str | None = None) -> "HybridModel":
-        return replace(self, cutoff=cutoff or self.cutoff, route_to=route_to or self.route_to)
+        """The hybrid answering as ``qcat classify --cutoff/--backend`` ask; the bundle's own routing
+        stays in ``config`` (:meth:`routed_by_flag` tells them apart)."""
+        config = self.config if "route_to" in self.config else self.config | {"route_to": self.route_to}
+        return replace(self, cutoff=cutoff or self.cutoff, route_to=route_to or self.route_to, config=config)
+
+    def routed_by_flag(self) -> bool:
+        """Whether this hybrid routes otherwise than its bundle does (``--backend`` was given)."""
+        return self.route_to != self.config.get("route_to", self.route_to)
 
     def uncalibrated(self) -> "HybridModel":
         """The same hybrid answering with its parts' raw scores."""
@@ -216,7 +223,9 @@ class HybridModel:
         tokens = tokenize(query)
         part = self.part_for(tokens)
         if self.route_to != "hybrid":
-            return [f"hybrid: --backend {self.route_to} sends every query to {part}"] + self.part(part).explain(query, k)
+            why = (f"--backend {self.route_to} sends every query to {part}" if self.routed_by_flag() else
+                   f"this bundle routes every query to {part} (training kept that part alone)")
+            return [f"hybrid: {why}"] + self.part(part).explain(query, k)
         if part != LONG_SIDE:
             relation = "<=" if part == "nb" else ">"
             return [f"hybrid: {len(tokens)} token(s) {relation} cutoff {self.cutoff}, so {part} answers"] \

@@ -1,8 +1,9 @@
 """Reading a user's text files one physical line at a time, and the limits on what a line and a
 query may hold (its length, how many categories it may ask for).
 
-Every reader of CSV, TSV and JSONL (click logs, catalogs, taxonomies, result and query files)
-splits on line feeds only, so that each physical line is accounted for (the header, a row used
+The input layer (:mod:`qcat.inputs`), through which every reader of a user's CSV, TSV and JSONL
+(click logs, catalogs, taxonomies, result, traffic, gold and query files) goes, splits on line
+feeds only, so that each physical line is accounted for (the header, a row used
 or skipped under a reason, or a blank line) and a quote left open cannot swallow the lines
 after it.
 """
@@ -49,13 +50,13 @@ def split_line(text: str, delimiter: str) -> list[str] | None:
 
 
 def decoded_lines(raw: bytes):
-    """``(line number, text or None, why)`` for each physical line of ``raw``: the text without
-    its carriage return, or None and why it cannot be read (not UTF-8, too long)."""
+    """``(line number, text or None, why, the line's bytes)`` for each physical line of ``raw``: the
+    text without its carriage return, or None and why it cannot be read (not UTF-8, too long)."""
     for number, line in enumerate(physical_lines(raw), start=1):
         if len(line) > MAX_LINE_BYTES:
-            yield number, None, f"line too long ({len(line):,} bytes, limit {MAX_LINE_BYTES:,})"
+            yield number, None, f"line too long ({len(line):,} bytes, limit {MAX_LINE_BYTES:,})", line
             continue
         try:
-            yield number, line.decode("utf-8").removesuffix("\r"), None
+            yield number, line.decode("utf-8").removesuffix("\r"), None, line
         except UnicodeDecodeError as exc:
-            yield number, None, f"not valid UTF-8 (byte {exc.start + 1} of the line, {line[exc.start:exc.start + 1]!r})"
+            yield number, None, f"not valid UTF-8 (byte {exc.start + 1} of the line, {line[exc.start:exc.start + 1]!r})", line

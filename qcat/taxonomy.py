@@ -21,16 +21,15 @@ so where they disagree with the paths, the paths win.
 from __future__ import annotations
 
 import csv
-import gzip
 import hashlib
 import io
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from qcat.errors import TaxonomyError, shown
-from qcat.lines import split_line
+from qcat.errors import InputError, TaxonomyError, shown
+from qcat.inputs import COMMENTS_ANYWHERE, COMMENTS_NONE, Column, FileSchema, read_bytes, read_table
 
 SEPARATOR = " > "
 FORMATS = ("tsv", "csv", "google", "bestbuy")
@@ -294,30 +293,45 @@ def detect_format(path: Path, head: str) -> str:
     return "tsv" if "\t" in first else "csv"
 
 
-def load_taxonomy(path: str | Path, fmt: str | None = None) -> Taxonomy:
-    """Load a taxonomy file; ``fmt`` is one of :data:`FORMATS` or None to detect it."""
-    path = Path(path)
+TAXONOMY_TABLE = FileSchema(
+    kind="taxonomy table", flag="--taxonomy", delimiter="\t", delimiters={".csv": ","}, comments=COMMENTS_NONE,
+    match_queries=False,
+    columns=(Column("id", "text", True, "the node's id"),
+             Column("path", "text", True, "its full path, A > B > C"),
+             Column("parent", "text", False, "its parent's id (empty: a root)")))
+GOOGLE_LINES = FileSchema(kind="Google taxonomy", flag="--taxonomy", delimiter=None, header="none",
+                          comments=COMMENTS_ANYWHERE, match_queries=False,
+                          columns=(Column("line", "text", True, "ID - A > B > C"),))
+
+
+def load_taxonomy(path: str | Path, fmt: str | None = None, flag: str = "--taxonomy") -> Taxonomy:
+    """Load a taxonomy file through the input layer; ``fmt`` is one of :data:`FORMATS` or None to
+    detect it. Errors name the file and line (or record)."""
     try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise TaxonomyError(f"cannot read taxonomy file {path}: {exc.strerror}") from None
-    if path.suffix == ".gz":
-        try:
-            raw = gzip.decompress(raw)
-        except OSError as exc:
-            raise TaxonomyError(f"taxonomy file {path} is not valid gzip: {exc}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise TaxonomyError(f"taxonomy file {path} line {line}: not valid UTF-8") from None
-    fmt = fmt or detect_format(path, text[:4096])
+        path, raw, _ = read_bytes(path, flag)
+    except InputError as exc:
+        raise TaxonomyError(str(exc)) from None
+    where = f"{flag} {path}"
+    if fmt is None:
+        head = raw[:4096].decode("utf-8", "replace")
+        fmt = detect_format(path, head)
     if fmt not in FORMATS:
         raise TaxonomyError(f"unknown taxonomy format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    loader = {"tsv": _parse_table, "csv": _parse_table, "google": _parse_google, "bestbuy": _parse_bestbuy}
-    ids, paths, parent_ids, places = loader[fmt](text, path, fmt)
+    try:
+        if fmt == "bestbuy":
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise TaxonomyError(f"{where}:{raw[: exc.start].count(chr(10).encode()) + 1}: not valid UTF-8") from None
+            ids, paths, parent_ids, places = _parse_bestbuy(text, where)
+        else:
+            ids, paths, parent_ids, places = (_parse_google if fmt == "google" else _parse_table)(path, fmt, flag)
+    except TaxonomyError:
+        raise
+    except InputError as exc:
+        raise TaxonomyError(str(exc)) from None
     if not ids:
-        raise TaxonomyError(f"taxonomy file {path} holds no categories")
+        raise TaxonomyError(f"{where}: holds no categories")
     try:
         if parent_ids is None:
             return Taxonomy.from_path_tuples(tuple(ids), tuple(paths))
@@ -334,71 +348,45 @@ def load_taxonomy(path: str | Path, fmt: str | None = None) -> Taxonomy:
         check_tree(ids, paths, parents, where=lambda i: f"{places[i]}: node {ids[i]!r}")
         return Taxonomy(tuple(ids), tuple(paths), tuple(parents))
     except TaxonomyError as exc:
-        raise TaxonomyError(f"taxonomy file {path}: {exc}") from None
+        message = str(exc)
+        raise TaxonomyError(message if message.startswith(where) else f"{where}: {message}") from None
 
 
 def _split_path(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(SEPARATOR.strip()))
 
 
-def _parse_table(text: str, path: Path, fmt: str):
-    """A TSV/CSV taxonomy read one physical line at a time (a quote left open on its line is an
-    error at that line, never a field that swallows the lines after it)."""
-    delimiter = "\t" if fmt == "tsv" else ","
-    ids, paths, parent_ids, places = [], [], [], []
-    header = None
-    for row_number, line in enumerate(text.split("\n"), start=1):
-        line = line.removesuffix("\r")
-        if not line.strip():
-            continue
-        row = split_line(line, delimiter)
-        if row is None:
-            raise TaxonomyError(f"taxonomy file {path} line {row_number}: not well-formed {fmt.upper()} (a quote not "
-                                f"closed on its line, or a stray carriage return): {shown(line)}")
-        if header is None:
-            header = [h.strip().lower() for h in row]
-            if "id" not in header or "path" not in header:
-                raise TaxonomyError(f"taxonomy file {path}: header must name 'id' and 'path' columns, "
-                                    f"got {shown(delimiter.join(header))}")
-            id_col, path_col = header.index("id"), header.index("path")
-            parent_col = header.index("parent") if "parent" in header else None
-            continue
-        if len(row) <= max(id_col, path_col):
-            raise TaxonomyError(f"taxonomy file {path} line {row_number}: expected {len(header)} columns, got {len(row)}")
-        node_id, node_path = row[id_col].strip(), row[path_col].strip()
-        if not node_id or not node_path:
-            raise TaxonomyError(f"taxonomy file {path} line {row_number}: empty id or path")
-        ids.append(node_id)
-        paths.append(_split_path(node_path))
-        places.append(f"line {row_number}")
-        if parent_col is not None:
-            parent_ids.append(row[parent_col].strip() if parent_col < len(row) else "")
-    if header is None:
-        return [], [], None, []
-    return ids, paths, (parent_ids if parent_col is not None else None), places
+def _parse_table(path: Path, fmt: str, flag: str):
+    """A TSV/CSV taxonomy (:data:`TAXONOMY_TABLE`, the delimiter by ``fmt``) through the input layer."""
+    schema = replace(TAXONOMY_TABLE, delimiter="\t" if fmt == "tsv" else ",", delimiters={})
+    table = read_table(path, schema, flag, allow_empty=True)
+    ids = [str(row["id"]) for row in table.rows]
+    paths = [_split_path(str(row["path"])) for row in table.rows]
+    places = [table.where(row.line) for row in table.rows]
+    parent_ids = [str(row["parent"] or "") for row in table.rows] if "parent" in table.header else None
+    return ids, paths, parent_ids, places
 
 
-def _parse_google(text: str, path: Path, fmt: str):
+def _parse_google(path: Path, fmt: str, flag: str):
+    """Google's ``ID - A > B`` lines (``#`` lines are comments) through the input layer."""
+    table = read_table(path, GOOGLE_LINES, flag, allow_empty=True)
     ids, paths = [], []
-    for line_number, line in enumerate(text.split("\n"), start=1):
-        line = line.removesuffix("\r")
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        match = _GOOGLE_LINE.match(line)
+    for row in table.rows:
+        match = _GOOGLE_LINE.match(str(row["line"]))
         if not match:
-            raise TaxonomyError(f"taxonomy file {path} line {line_number}: expected 'ID - A > B', got {shown(line)}")
+            raise TaxonomyError(f"{table.where(row.line)}: expected 'ID - A > B', got {shown(row['line'])}")
         ids.append(match.group(1))
         paths.append(_split_path(match.group(2)))
     return ids, paths, None, None
 
 
-def _parse_bestbuy(text: str, path: Path, fmt: str):
+def _parse_bestbuy(text: str, where: str):
     try:
         records = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise TaxonomyError(f"taxonomy file {path} line {exc.lineno}: invalid JSON ({exc.msg})") from None
+        raise TaxonomyError(f"{where}:{exc.lineno}: invalid JSON ({exc.msg})") from None
     if not isinstance(records, list):
-        raise TaxonomyError(f"taxonomy file {path}: expected a JSON list of categories")
+        raise TaxonomyError(f"{where}: expected a JSON list of categories")
     ids, paths, parent_ids, places = [], [], [], []
     for n, record in enumerate(records, start=1):
         try:
@@ -407,13 +395,11 @@ def _parse_bestbuy(text: str, path: Path, fmt: str):
             names = tuple(str(step["name"]).strip() for step in steps)
             parent_id = str(steps[-2]["id"]).strip() if len(steps) > 1 else ""
         except (KeyError, TypeError, IndexError):
-            raise TaxonomyError(
-                f"taxonomy file {path} record {n}: needs 'id' and a non-empty 'path' of {{'id', 'name'}}"
-            ) from None
+            raise TaxonomyError(f"{where}: record {n}: needs 'id' and a non-empty 'path' of {{'id', 'name'}}") from None
         ids.append(node_id)
         paths.append(names)
         parent_ids.append(parent_id)
-        places.append(f"record {n}")
+        places.append(f"{where}: record {n}")
     # Best Buy's file names some ancestors (id and name) inside other records' paths
     # without listing them as records of their own; they are nodes all the same.
     listed = set(ids)
@@ -426,5 +412,5 @@ def _parse_bestbuy(text: str, path: Path, fmt: str):
                 ids.append(step_id)
                 paths.append(tuple(str(s["name"]).strip() for s in steps[: depth + 1]))
                 parent_ids.append(str(steps[depth - 1]["id"]).strip() if depth else "")
-                places.append(f"step {depth + 1} of record {n}'s path")
+                places.append(f"{where}: step {depth + 1} of record {n}'s path")
     return ids, paths, parent_ids, places

@@ -118,8 +118,8 @@ def test_the_audit_checks_its_map_against_a_graded_gold(tmp_path) -> None:
     result = qcat("data", "audit", "--log", log, "--taxonomy", taxonomy, "--min-clicks", "1", "--out", out,
                   "--gold", gold)
     assert result.returncode == 0, result.stderr.decode()
-    assert ("(6 queries): 3 human-acceptable disagreements (exact vs acceptable) on 3 queries; the map explains 1 "
-            "(33.3%); people rejected 1 of its 1 pairs (2 times on 2 queries)") in result.stdout.decode()
+    assert ("(6 queries): 3 human-acceptable disagreements (two exact, or exact vs acceptable) on 3 queries; the map "
+            "explains 1 (33.3%); people rejected 1 of its 1 pairs (2 times on 2 queries)") in result.stdout.decode()
     found = json.loads((out / "report.json").read_text())["gold"]
     assert (found["disagreements"], found["explained"], found["rejected"]) == (3, 1, 2)
     assert found["examples"]["not_explained"] == [["l0w1", "Home > Leaf 0", "Home > Leaf 1"],
@@ -130,3 +130,63 @@ def test_the_audit_checks_its_map_against_a_graded_gold(tmp_path) -> None:
                   "--force", "--gold", gold)
     assert result.returncode == 2 and "gold.tsv:14: query 'l5w5': category 'L55' is not in the data's taxonomy" \
         in result.stderr.decode()
+
+
+def tiny_taxonomy(directory: Path) -> Path:
+    (directory / "taxonomy.tsv").write_text("id\tpath\tparent\nD\tHome\t\nA\tHome > A\tD\nB\tHome > B\tD\n")
+    return directory / "taxonomy.tsv"
+
+
+@pytest.mark.parametrize("rows, queries", [("q0,A,2\nq0,B,2\n", 1),  # one training query: the folds' NB crashed
+                                           ("q0,A,2\nq1,B,2\n", 2),  # two: "missed 2 of 2"
+                                           ("q7,A,2\n", 0)])  # q7 hashes to the test split: an empty audit
+def test_the_audit_refuses_a_training_split_smaller_than_its_folds(tmp_path, rows, queries) -> None:
+    """Issue 45, item 1: fewer training queries than folds exits 2, saying so, and writes nothing."""
+    (tmp_path / "log.csv").write_text("query,category,clicks\n" + rows)
+    out = tmp_path / "audit"
+    result = qcat("data", "audit", "--log", tmp_path / "log.csv", "--taxonomy", tiny_taxonomy(tmp_path),
+                  "--min-clicks", "1", "--out", out)
+    assert result.returncode == 2, result.stderr.decode()
+    assert result.stderr.decode().strip().endswith(f"qcat: error: too few training queries ({queries}) for 5 folds: "
+                                                   f"the audit cross-fits over --folds 5; give a larger log")
+    assert not out.exists()
+
+
+def test_gold_agreement_counts_two_leaves_both_graded_exact() -> None:
+    """Issue 45, item 14: two leaves both graded exact for a query are an answer people accept that
+    differs from a reference; they were ignored. q1: A and B exact (the map pairs them), C acceptable:
+    (A, B), (A, C), (B, C), one explained; q2: C, D and E exact: three pairs, (C, D) explained."""
+    from qcat.training.audit.gold_check import agreement_line, gold_agreement
+
+    gold = {"q1": {"A": 3, "B": 3, "C": 2}, "q2": {"C": 3, "D": 3, "E": 3, "F": 0}}
+    found = gold_agreement([("A", "B"), ("C", "D")], gold)
+    assert (found["disagreements"], found["disagreement_queries"], found["distinct_disagreements"]) == (6, 2, 6)
+    assert (found["explained"], found["explained_distinct"]) == (2, 2)
+    assert found["explained_share"] == pytest.approx(2 / 6)
+    assert found["examples"]["explained"] == [["q1", "A", "B"], ["q2", "C", "D"]]
+    assert found["rejected"] == 0  # F, graded wrong, pairs with no map leaf
+    assert "6 human-acceptable disagreements (two exact, or exact vs acceptable) on 2 queries; the map explains 2 " \
+           "(33.3%)" in agreement_line(found, "gold.tsv")
+
+
+def test_a_pair_whose_texts_split_their_clicks_reaches_the_map(tmp_path) -> None:
+    """Issue 45, item 13: 40 queries each clicked under both K002 and K003 (beside 20 leaves of 40
+    queries of their own words each) gave 0 pairs: the fast model's answer, either leaf, is a
+    clicked one, so no confusion is recorded. Their split texts now carry the pair to the map."""
+    leaves = [f"K{i:03d}" for i in range(1, 21)]
+    taxonomy = ["id\tpath\tparent", "D\tShop\t"] + [f"{leaf}\tShop > Leaf {leaf}\tD" for leaf in leaves]
+    pairs = [(i, j) for i in range(10) for j in range(i + 1, 10)][:40]
+    rows = [f"{leaf.lower()}w{i} {leaf.lower()}w{j},{leaf},2" for leaf in leaves for i, j in pairs]
+    rows += [f"both{i} shared,{leaf},2" for i in range(40) for leaf in ("K002", "K003")]
+    (tmp_path / "taxonomy.tsv").write_text("\n".join(taxonomy) + "\n")
+    (tmp_path / "log.csv").write_text("query,category,clicks\n" + "\n".join(rows) + "\n")
+    out = tmp_path / "audit"
+    result = qcat("data", "audit", "--log", tmp_path / "log.csv", "--taxonomy", tmp_path / "taxonomy.tsv",
+                  "--min-clicks", "1", "--out", out)
+    assert result.returncode == 0, result.stderr.decode()
+    report = json.loads((out / "report.json").read_text())
+    pair = next(p for p in report["pairs"] if {p["leaf_a"], p["leaf_b"]} == {"K002", "K003"})
+    assert pair["confusions"] == 0 and 25 <= pair["split_texts"] == pair["shared_texts"] <= 40
+    assert pair["confusable"] and pair["evidence"] == "split texts" and pair["split_lift"] >= 5
+    found = load_confusable(out / "confusable.tsv", load_taxonomy(tmp_path / "taxonomy.tsv"))
+    assert found.pairs == (("K002", "K003"),)

@@ -74,7 +74,7 @@ def test_explain_says_which_model_answered(bestbuy_model_dir):
         (("classify", "x", "--model", "/nonexistent/model"), "model directory /nonexistent/model does not exist"),
         (("classify", "x", "-k", "0"), "argument -k: must be in 1..100, got 0"),
         (("info", "/nonexistent"), "does not exist"),
-        (("data", "ingest", "/nonexistent.csv", "--taxonomy", "/nonexistent.tsv"), "cannot read taxonomy file /nonexistent.tsv"),
+        (("data", "ingest", "/nonexistent.csv", "--taxonomy", "/nonexistent.tsv"), "--taxonomy /nonexistent.tsv: no such file"),
     ],
 )
 def test_user_errors_are_one_line_without_traceback(args, message):

@@ -115,7 +115,7 @@ CASES = [
     (["data", "ingest", "LOG", "--taxonomy", "TAX", "--out", "table.txt"], "--out table.txt: cannot tell the table format"),
     (["data", "ingest", "LOG", "--taxonomy", "TAX", "--out", "FILE"], "exists; choose another name or remove it (give --force"),
     (["data", "ingest", "LOG", "--taxonomy", "TAX", "--out", "full"], "--out full: cannot tell the table format"),
-    (["data", "ingest", "LOG", "--taxonomy", "missing.tsv"], "cannot read taxonomy file missing.tsv"),
+    (["data", "ingest", "LOG", "--taxonomy", "missing.tsv"], "--taxonomy missing.tsv: no such file"),
     (["data", "ingest", "LOG", "--taxonomy", "TAX"], "$QCAT_DUCKDB_MEMORY_LIMIT='lots' is not a size",
      {"QCAT_DUCKDB_MEMORY_LIMIT": "lots"}),
     (["data", "ingest", "LOG", "--taxonomy", "TAX"], "$QCAT_DUCKDB_MEMORY_LIMIT='1KB' is too small",

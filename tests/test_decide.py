@@ -104,15 +104,21 @@ def test_a_hybrid_on_a_small_log_keeps_its_default_and_says_why(tmp_path) -> Non
     decision = manifest["metrics"]["selection"]["decision"]
     assert decision["decided_by_validation"] is False
     assert 15 <= decision["validation_queries"] <= 40
-    assert decision["chosen"] == decision["default"] in ("NB alone", "xreg alone")
-    route = manifest["config"]["route_to"]
-    assert route in ("nb", "xreg") and f"kept {'NB' if route == 'nb' else route} answers every query" in out
+    # The stated default, the paper's hybrid (issue 45, item 12), not the single part that scored best
+    assert decision["chosen"] == decision["default"] == "xreg cutoff 1 blend 0"
+    assert manifest["config"]["route_to"] == "hybrid" and manifest["config"]["cutoff"] == 1
+    assert "kept the default: NB answers queries of at most 1 token(s), longer ones get xreg" in out
+    assert "xreg        1.00            1   0.00" in out and out.count("(the default)") == 1
     # 16 settings plus the two single parts, each with its difference from the default and its SE
-    assert len(manifest["metrics"]["selection"]["table"]) == 18
-    assert all("paired_se" in row for row in manifest["metrics"]["selection"]["table"])
-    # the kept bundle answers with that part alone
+    table = manifest["metrics"]["selection"]["table"]
+    assert len(table) == 18 and [row["default"] for row in table].index(True) == 2
+    assert all("paired_se" in row for row in table)
+    # the kept bundle routes by length and says so; no --backend flag is cited where none was given
     classified = qcat("classify", "--model", tmp_path / "h", "--json", "--explain", "wd0l0x1 wd0l0x2 brand1")
     assert classified.returncode == 0, classified.stderr.decode()
+    explanation = json.loads(classified.stdout)["explanation"]
+    assert "hybrid: 3 token(s) > cutoff 1, so xreg answers" in explanation
+    assert not any("--backend" in line for line in explanation)
 
 
 def test_nb_keeps_its_stated_default_on_a_small_log_and_leaves_it_on_a_large_one(tmp_path) -> None:

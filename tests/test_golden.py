@@ -215,7 +215,7 @@ def test_csv_importer_counts_every_bad_row(tmp_path):
     for reason in ("empty after normalization", "listing id is empty", "relevance is not 0 or 1",
                    "grade is not 0-3", "wrong number of fields", "same judge"):
         assert reason in text
-    with pytest.raises(InputError, match=r"golden.csv row 6: query is empty"):
+    with pytest.raises(InputError, match=r"golden.csv:6: the query '!!!' is empty once normalized"):
         load_golden(path, strict=True)
 
 
@@ -229,7 +229,7 @@ def test_csv_importer_refuses_unusable_files(tmp_path):
     (tmp_path / "none.csv").write_text("query,listing_id,relevance\n!!,x,1\n", encoding="utf-8")
     with pytest.raises(InputError, match="no usable judgments"):
         load_golden(tmp_path / "none.csv")
-    with pytest.raises(InputError, match="cannot read"):
+    with pytest.raises(InputError, match="--golden .*missing.csv: no such file"):
         load_golden(tmp_path / "missing.csv")
 
 
@@ -324,7 +324,7 @@ def test_golden_evaluate_esci_reports_unsearchable_listings(tmp_path, data_dir):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--golden", "/nonexistent/golden.csv"], "cannot read golden data /nonexistent/golden.csv"),
+    (["--golden", "/nonexistent/golden.csv"], "--golden /nonexistent/golden.csv: no such file"),
     (["--top-n", "0"], "argument -n/--top-n: must be at least 1, got 0"),
     (["--names", "no classifier", "x"], "distinct names"),
     (["--sample-fraction", "2"], "--sample-fraction: must be a number in [0, 1]"),

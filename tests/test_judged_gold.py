@@ -62,24 +62,29 @@ def test_per_segment_figures_are_the_figures_of_each_segments_queries() -> None:
     outcomes = {name: np.array(values, dtype=float) for name, values in {
         "acceptable": [1, 0, 1, 1], "exact": [1, 0, 0, 1], "severe": [0, 1, 0, 0], "precision": [1, 0, .5, .5],
         "judged": [1, 1, 1, 0], "top1_grade": [3, 0, 2, np.nan]}.items()}
+    outcomes |= {name + "_right": outcomes[name] for name in ("acceptable", "exact", "precision")}
+    outcomes |= {"severe_wrong": outcomes["severe"], "ungraded_top1": np.zeros(4), "ungraded_topk": np.zeros(4),
+                 "answered_topk": np.ones(4), "precision_cap": np.ones(4),
+                 "top1": np.array(["a", "b", "c", None], dtype=object)}  # query 3: no answer
     segments = ["tail", "head", None, "tail"]
     by_segment = segment_figures(outcomes, segments)
     assert list(by_segment) == ["all", "head", "tail"]  # no torso query; query 2 only in all
     assert by_segment["all"] == figures(outcomes)
     assert by_segment["tail"] == figures(subset(outcomes, np.array([True, False, False, True])))
     assert by_segment["tail"]["exact"]["value"] == 1.0 and by_segment["tail"]["queries"] == 2
-    better = dict(outcomes, top1_grade=np.array([3, 2, 1, 3.0]), exact=np.array([1, 0, 0, 1.0]))
+    better = dict(outcomes, top1_grade=np.array([3, 2, 1, 3.0]), exact=np.array([1, 0, 0, 1.0]),
+                  top1=np.array(["a", "x", "y", "z"], dtype=object))
     paired = segment_paired(outcomes, better, segments)
     assert (paired["all"]["win"], paired["all"]["tie"], paired["all"]["loss"]) == (2, 1, 1)
     assert (paired["head"]["win"], paired["tail"]["win"]) == (1, 1)
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("query\tcategory\tgrade\nbed\tc1\t3\nbed\tc2\t4\n", r"gold\.tsv:3: grade '4' is not one of 0-3"),
-    ("# top_k: 3\nquery\tgrade\tsegment\nbed\t3\thead\n", r"gold\.tsv:2: the header lacks category"),
-    ("query\tcategory\tgrade\nbed\tc1\t3\nbed\tc1\t2\n", r"gold\.tsv:3: query 'bed' grades category 'c1' a second"),
+    ("query\tcategory\tgrade\nbed\tc1\t3\nbed\tc2\t4\n", r"gold\.tsv:3: grade '4' is not a whole number in 0\.\.3 \(0 wrong"),
+    ("# top_k: 3\nquery\tgrade\tsegment\nbed\t3\thead\n", r"gold\.tsv:2: missing column\(s\) category in the header"),
+    ("query\tcategory\tgrade\nbed\tc1\t3\nbed\tc1\t2\n", r"gold\.tsv:3: query 'bed' grades category 'c1' 2 here and 3 on line 2"),
     ("query\tcategory\tgrade\tsegment\nbed\tc1\t3\tmiddle\n", r"gold\.tsv:2: segment 'middle' is not one of"),
-    ("query\tcategory\tgrade\nbed\tc1\n", r"gold\.tsv:2: 2 columns, the header names 3"),
+    ("query\tcategory\tgrade\nbed\tc1\n", r"gold\.tsv:2: 2 fields where the header names 3"),
 ])
 def test_bad_gold_lines_are_refused_naming_file_and_line(tmp_path, text, message) -> None:
     (tmp_path / "gold.tsv").write_text(text)
@@ -105,7 +110,7 @@ def test_categories_are_resolved_against_the_taxonomy_and_an_unknown_one_named_w
 def test_a_bad_gold_file_is_one_error_line_before_any_model_is_read(tmp_path) -> None:
     (tmp_path / "gold.tsv").write_text("query\tcategory\tgrade\nbed\tc1\tgood\n")
     line = one_line_error(qcat("evaluate", "--model", tmp_path / "none", "--gold", tmp_path / "gold.tsv"))
-    assert "gold.tsv:2: grade 'good' is not one of 0-3" in line
+    assert "gold.tsv:2: grade 'good' is not a whole number in 0..3" in line
     assert "--gold-k is the k of --gold" in one_line_error(qcat("evaluate", "--model", tmp_path, "--gold-k", "3"))
 
 
@@ -209,18 +214,24 @@ def test_qcat_evaluate_gold_is_a_plain_recount_from_the_file_and_the_models_answ
     assert planted["exact"]["value"] == pytest.approx(len(range(0, n, 5)) / n)  # the plan: i % 5 == 0
     assert planted["severe"]["value"] == pytest.approx(len(range(2, n, 5)) / n)
     assert planted["judged"]["value"] == pytest.approx(1 - len(range(4, n, 5)) / n)
-    # Wins, ties and losses of the second model by its top-1's grade (ungraded below wrong).
+    # Wins, ties and losses of the second model by its top-1's grade (the same top-1 a tie; no answer
+    # below wrong); two different top-1s of which one was never graded are no evidence: "ungraded".
     grades = {}
     for row in csv.DictReader((line for line in gold.open() if not line.startswith("#")), delimiter="\t"):
         grades.setdefault(row["query"], {})[row["category"]] = int(row["grade"])
-    score = lambda answer, q: grades[q].get(answer[q][0] if answer[q] else None, -1)  # noqa: E731
+    top = lambda answer, q: answer[q][0] if answer[q] else None  # noqa: E731
+    score = lambda answer, q: grades[q].get(top(answer, q), -1)  # noqa: E731
     paired = report["models"][1]["gold_paired"]["all"]
-    difference = [np.sign(score(second, q) - score(first, q)) for q in queries]
-    assert (paired["win"], paired["tie"], paired["loss"]) == (difference.count(1), difference.count(0),
-                                                              difference.count(-1))
+    difference = [0 if top(second, q) == top(first, q) else
+                  "ungraded" if any(top(a, q) is not None and top(a, q) not in grades[q] for a in (first, second))
+                  else np.sign(score(second, q) - score(first, q)) for q in queries]
+    assert (paired["win"], paired["tie"], paired["loss"], paired["ungraded"]) == (
+        difference.count(1), difference.count(0), difference.count(-1), difference.count("ungraded"))
+    assert paired["ungraded"] > 0  # the plan's fifth queries: the first model's top-1 nobody graded
     # Printed on stdout, one line per model and one against the first; the report's table.
     stdout = result.stdout.decode()
-    assert f"nb: human-judged (gold.tsv, {n} queries, top {k}): top-1 strict {planted['exact']['value']:.4f}" in stdout
+    assert (f"nb: human-judged (gold.tsv, {n} queries, top {k}; 0 of {n} queries seen in training (0.0%)): top-1 "
+            f"strict {planted['exact']['value']:.4f}") in stdout
     assert f"nb2 vs nb: human-judged top-1 wins {paired['win']}, ties {paired['tie']}" in stdout
     markdown = (tmp_path / "report" / "report.md").read_text()
     assert "### Human-judged categories (gold.tsv)" in markdown and "differences against nb" in markdown

@@ -284,7 +284,7 @@ def test_the_report_equals_a_recount_from_the_database_and_the_export_is_graded_
     (tmp_path / "known.tsv").write_text("\n".join(lines[:4] + [line for line in lines[4:] if line.startswith(first + "\t")]))
     added = qcat("judge", "add-gold", "--session", "shipped vs nb", "--file", tmp_path / "known.tsv", "--url", copy)
     assert added.returncode == 0 and "1 gold question" in added.stderr, added.stderr
-    again = qcat("judge", "report", "shipped vs nb", "--url", copy, "--out", tmp_path / "report2", "--bootstrap", "10")
+    again = qcat("judge", "report", "shipped vs nb", "--url", copy, "--out", tmp_path / "report2", "--bootstrap", "40")
     assert again.returncode == 0, again.stderr
     gold_report = json.loads((tmp_path / "report2" / "report.json").read_text())
     assert gold_report["coverage"]["complete"] == 5 and gold_report["gold"]["queries"] == 1

@@ -259,7 +259,7 @@ def test_backup_of_a_sqlite_store_in_use_has_every_committed_judgment_and_restor
     with sqlite3.connect(out) as backup:
         assert backup.execute("select count(*) from judgments").fetchone()[0] == 320
         assert backup.execute("select name from judges order by name").fetchall() == [("ann",), ("bob",)]
-    report = qcat("judge", "report", "live", "--url", out, "--out", tmp_path / "report", "--bootstrap", 10, "--json")
+    report = qcat("judge", "report", "live", "--url", out, "--out", tmp_path / "report", "--bootstrap", 40, "--json")
     assert report.returncode == 0, report.stderr
     assert json.loads(report.stdout)["coverage"]["judgments"] == 320
     again = qcat("judge", "backup", "--url", live, "--out", out)
@@ -291,7 +291,7 @@ def test_export_counts_the_queries_the_report_counts_unless_min_judges_says_othe
                                                                (("left", shown.left), ("right", shown.right))
                                                                for i in group})
     store.dispose()
-    report = qcat("judge", "report", "demo", "--url", db, "--out", tmp_path / "report", "--bootstrap", 10, "--json")
+    report = qcat("judge", "report", "demo", "--url", db, "--out", tmp_path / "report", "--bootstrap", 40, "--json")
     complete = {q["query_id"] for q in json.loads(report.stdout)["per_query"]}
     assert len(complete) == 2
     exported = qcat("judge", "export", "demo", "--url", db, "--qrels", tmp_path / "q.txt", "--csv", tmp_path / "j.csv")

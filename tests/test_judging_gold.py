@@ -52,15 +52,15 @@ def judge_to_the_end(store, judge_id: int, session_id: int, grade_of=lambda show
 # --- add_gold --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("rows, message", [
-    ([("no such query", "L0-0", 1)], "line 2: query 'no such query' is not in the session"),
-    (full_rows("query 0", 0) + [("query 0", "L1-0", 1)], "line 9: listing 'L1-0' is not shown for query 'query 0'"),
-    ([("query 0", f"L0-{j}", 4 if j == 3 else 1) for j in range(7)], "line 5: grade '4' is not a grade: 0"),
-    ([("query 0", f"L0-{j}", "good" if j == 0 else 1) for j in range(7)], "line 2: grade 'good' is not a grade"),
+    ([("no such query", "L0-0", 1)], ":2: query 'no such query' is not in the session"),
+    (full_rows("query 0", 0) + [("query 0", "L1-0", 1)], ":9: listing 'L1-0' is not shown for query 'query 0'"),
+    ([("query 0", f"L0-{j}", 4 if j == 3 else 1) for j in range(7)], ":5: grade '4' is not a whole number in 0..3 (0 (Off-topic)"),
+    ([("query 0", f"L0-{j}", "good" if j == 0 else 1) for j in range(7)], ":2: grade 'good' is not a whole number in 0..3"),
     (full_rows("query 0", 0, 1) + [("query 0", "L0-3", 2)],
-     "line 9: listing 'L0-3' of query 'query 0' is graded 2 here and 1 on line 5"),
+     ":9: listing 'L0-3' of query 'query 0' is graded 2 here and 1 on line 5"),
     (full_rows("query 0", 0)[:4] + full_rows("query 1", 1),
      "gold query 'query 0' needs a grade for every listing shown for it; 3 missing: 'L0-4', 'L0-5', 'L0-6'"),
-    ([], "holds no gold grade"),
+    ([], "holds no row to use (a gold questions file"),
 ])
 def test_add_gold_refuses_a_bad_file_naming_file_line_and_value_and_stores_nothing(store, tmp_path, rows, message):
     session_id = store_session(store, "s", "A", "B", toy_queries(4))
@@ -78,7 +78,7 @@ def test_add_gold_checks_the_header_and_the_file(store, tmp_path):
     (tmp_path / "bad.csv").write_text("query,listing,grade\nquery 0,L0-0,1\n")
     with pytest.raises(InputError, match="listing_id missing"):
         add_gold(store, session_id, tmp_path / "bad.csv")
-    with pytest.raises(InputError, match="does not exist"):
+    with pytest.raises(InputError, match="--file .*missing.csv: no such file"):
         add_gold(store, session_id, tmp_path / "missing.csv")
     with pytest.raises(InputError, match="judging session 'nope' does not exist"):
         add_gold(store, "nope", write_gold(tmp_path / "g.csv", full_rows("query 0", 0)))
@@ -323,7 +323,7 @@ def test_qcat_judge_add_gold_from_an_exported_judges_grades_then_the_report_show
         writer.writerows(r for r in rows if r["query"] == first)
     bad = write_gold(tmp_path / "bad.csv", [(first, rows[0]["listing_id"], 7)])
     refused = qcat("judge", "add-gold", "--session", "demo", "--file", bad, "--url", db)
-    assert refused.returncode == 2 and f"{bad}, line 2: grade '7' is not a grade" in refused.stderr
+    assert refused.returncode == 2 and f"--file {bad}:2: grade '7' is not a whole number in 0..3" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and "Traceback" not in refused.stderr
     added = qcat("judge", "add-gold", "--session", "demo", "--file", tmp_path / "gold.csv", "--url", db)
     assert added.returncode == 0, added.stderr
@@ -332,7 +332,7 @@ def test_qcat_judge_add_gold_from_an_exported_judges_grades_then_the_report_show
     for k, judge in enumerate((bob, cy)):
         judge_to_the_end(store, judge.id, 1, lambda shown, item, k=k: (item.position + k) % 4)
     store.dispose()
-    report = qcat("judge", "report", "demo", "--url", db, "--out", tmp_path / "report", "--bootstrap", 20, "--json")
+    report = qcat("judge", "report", "demo", "--url", db, "--out", tmp_path / "report", "--bootstrap", 40, "--json")
     assert report.returncode == 0, report.stderr
     data = json.loads(report.stdout)
     assert data["coverage"]["queries"] == 5 and data["coverage"]["complete"] == 5 and data["gold"]["queries"] == 1

@@ -42,7 +42,7 @@ def test_two_files_bad_rows_by_line_top_five_and_segments(tmp_path):
     b.write_text("query,rank,listing_id,title,price\nred shoes,1,L2,Red boot,12.5\nred shoes,2,L1,Red,-3\nhat,1,H1,Hat,\n")
     imported = read_results([a, b])
     assert imported.systems == ("a", "b")
-    assert [m.split(":")[0] for m in imported.bad_rows] == [f"{a} line {n}" for n in (3, 4, 5, 6, 7, 8)] + [f"{b} line 3"]
+    assert [m.split(": ")[0] for m in imported.bad_rows] == [f"{a}:{n}" for n in (3, 4, 5, 6, 7, 8)] + [f"{b}:3"]
     assert any("rank 'x' is not a number" in m for m in imported.bad_rows)
     assert any("not an http(s) or data:image URL" in m for m in imported.bad_rows)
     shoes, hat = imported.queries
@@ -97,7 +97,7 @@ def test_the_cli_reports_bad_rows_and_the_session_exports(tmp_path):
     b = jsonl(tmp_path / "b.jsonl", [dict(row, listing_id=row["listing_id"] + "b") for row in rows])
     result = qcat("judge", "create-session", "--results", a, "--results", b, "--judges-per-query", 1, "--url", db)
     assert result.returncode == 0, result.stderr
-    assert f"skipped {a} line 7: rank 0 is not a whole number of at least 1" in result.stderr
+    assert f"skipped {a}:7: rank 0 is not a whole number of at least 1" in result.stderr
     assert "3 queries, baseline 'a' and target 'b'" in result.stderr
     refused = qcat("judge", "create-session", "--results", a, "--baseline", "x", "--url", db)
     assert refused.returncode != 0 and "not both" in refused.stderr and "Traceback" not in refused.stderr
@@ -182,7 +182,7 @@ def test_a_trec_run_with_topics_and_listings(tmp_path):
     result = qcat("judge", "create-session", "--results", run, "--topics", topics, "--listings", listings,
                   "--default-segment", "head", "--differing-only", 5, "--url", db)
     assert result.returncode == 0, result.stderr
-    assert f"skipped {run} line 7: query id '9' is not in --topics" in result.stderr
+    assert f"skipped {run}:7: query id '9' is not in --topics" in result.stderr
     assert "1 query with the same top 5 in both systems left out" in result.stderr
 
 

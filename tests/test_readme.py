@@ -4,6 +4,7 @@ the code prints; every `qcat` command line they show parses with qcat's own pars
 import importlib.util
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,27 @@ def test_the_guide_classify_examples_run_on_the_demo_model(capsys):
         assert status == 0 and out.strip(), f"`{line}` exited {status}: {err}"
         ran += 1
     assert ran >= 4
+
+
+def test_the_measured_cpu_command_of_the_gpu_guide_runs_as_written():
+    """Issue 45, item 22: the command whose checkpoint sizes xmlq-gpu.md gives lacked --out (exit 2)."""
+    text = re.sub(r"```.*?```", "", (GUIDE / "xmlq-gpu.md").read_text(encoding="utf-8"), flags=re.S)
+    text = re.sub(r"\s+", " ", text)
+    spans = [span for span in re.findall(r"`([^`]+)`", text)
+             if "qcat train xmlq --epochs 1 --log tests/data/bestbuy_clicks_sample.csv" in span]
+    assert len(spans) == 1, spans
+    argv = shlex.split(spans[0].split("qcat ", 1)[1])
+    _hook().parse_command_line(argv)  # raises (or exits 2) on a missing --out
+
+
+WALKTHROUGH_OUTPUTS = ("category-report/", "demo-audit/", "demo-eval/", "demo-gold.tsv", "demo-judging.db",
+                       "demo-judgments.csv", "traffic.txt", "judgments.csv", "session.qrels", "qcat-audit/")
+
+
+@pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout: .gitignore is not in force")
+def test_the_walkthroughs_outputs_are_ignored_by_git():
+    """Issue 45, item 22: what the guides' walkthroughs write at the repository root is ignored."""
+    result = subprocess.run(["git", "check-ignore", "--no-index", "--verbose", "--non-matching",
+                             *WALKTHROUGH_OUTPUTS], cwd=ROOT, capture_output=True, text=True)
+    unmatched = [line.split("\t")[-1] for line in result.stdout.splitlines() if line.startswith("::")]
+    assert unmatched == [], f"not in .gitignore: {unmatched}"

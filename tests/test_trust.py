@@ -142,3 +142,16 @@ def test_scores_say_whether_they_are_calibrated(trained):
     assert "scores         raw scores, not calibrated probabilities (nb raw (calibrating made it worse)" in info
     demo = json.loads(qcat("classify", "--json", "tv").stdout)
     assert demo["calibrated"] is True
+
+
+def test_a_calibration_verdict_says_no_better_when_its_printed_figures_are_equal() -> None:
+    """Issue 45, item 21: a map refused for raising the held-out ECE in the fourth digit printed
+    "calibrating made it worse: held-out ECE 0.111 raw -> 0.111"."""
+    from qcat.calibration import describe_verdict
+
+    tied = {"kept": False, "ece_raw": 0.11104, "ece_calibrated_held_out": 0.11131}
+    assert describe_verdict("nb", tied) == "nb raw (calibrating made it no better): held-out ECE 0.111 raw -> 0.111"
+    worse = {"kept": False, "ece_raw": 0.107, "ece_calibrated_held_out": 0.138}
+    assert describe_verdict("nb", worse) == "nb raw (calibrating made it worse): held-out ECE 0.107 raw -> 0.138"
+    kept = {"kept": True, "ece_raw": 0.11104, "ece_calibrated_held_out": 0.11101}
+    assert describe_verdict("nb", kept) == "nb calibrated: held-out ECE 0.111 raw -> 0.111"

@@ -343,15 +343,18 @@ def test_three_way_hybrid_is_chosen_among_blends_and_recorded(three_way_dir) -> 
     assert model.parts == ("nb", "xreg", "xmlq") and model.long_backend == "xreg+xmlq"
     table = model.metrics["selection"]["table"]
     decision = model.metrics["selection"]["decision"]
-    # --long-backend xreg+xmlq: each single part (the default is the best of them), then only the pair,
-    # at each XML-Q share, each blend, the one cutoff
+    # --long-backend xreg+xmlq: each single part, then only the pair, at each XML-Q share, each blend, the
+    # one cutoff. The default is stated, not chosen (issue 45, item 12): the pair at equal shares, blend 0.
     singles, settings = table[:3], table[3:]
     assert [row["route_to"] for row in singles] == ["nb", "xreg", "xmlq"]
     assert sorted({tuple(row["long_shares"]) for row in settings}) == [(0.25, 0.75), (0.5, 0.5), (0.75, 0.25)]
     assert len(settings) == 3 * 4 and {row["long_backend"] for row in settings} == {"xreg+xmlq"}
     assert {row["route_to"] for row in settings} == {"hybrid"}
-    default = max(singles, key=lambda row: row["objective"])
-    winners = [row for row in settings if row["difference"] > 2 * row["paired_se"] and row["difference"] > 0]
+    default = next(row for row in settings if tuple(row["long_shares"]) == (0.5, 0.5) and row["blend"] == 0)
+    assert [row["default"] for row in table].count(True) == 1 and default["default"]
+    assert decision["default"] == "xreg+xmlq 0.5/0.5 cutoff 1 blend 0"
+    winners = [row for row in table if row is not default and row["difference"] > 2 * row["paired_se"]
+               and row["difference"] > 0]  # the parts alone too
     kept = max(winners, key=lambda row: row["objective"]) if winners else default
     assert model.metrics["selection"]["chosen"] == {key: kept[key] for key in
                                                     ("long_backend", "long_shares", "cutoff", "blend", "route_to")}

@@ -238,3 +238,35 @@ def test_cli_prints_the_backend_and_resumes(tmp_path, xmlq_cli_run) -> None:
     assert "resumed from" in resumed.stdout and "after epoch 1" in resumed.stdout
     epochs = [line.split(":")[0] for line in resumed.stdout.splitlines() if line.startswith("epoch ")]
     assert epochs == ["epoch 2"]
+
+
+@needs_jax
+@pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
+                    reason="tensorflow is not installed: nothing to leave out")
+def test_seeding_under_jax_never_imports_tensorflow(tmp_path) -> None:
+    """Issue 45, item 22: with KERAS_BACKEND=jax, `qcat train xmlq` imported TensorFlow (where it is
+    installed) through keras.utils.set_random_seed, only to seed it. In a JAX process: the trainer
+    module imported and training seeded, TensorFlow is not in sys.modules, and the seeding is the
+    same as Keras' (Python, NumPy and Keras' own generator draw what set_random_seed makes them draw)."""
+    import subprocess
+    import sys
+
+    code = ("import json, random, sys\nimport keras, numpy as np\n"
+            "from qcat.training.xmlq.train import train\nfrom qcat.training.xmlq.determinism import seed_everything\n"
+            "seed_everything(7)\n"
+            "draws = [random.random(), float(np.random.random()), float(keras.random.uniform((1,))[0])]\n"
+            "print(json.dumps({'backend': keras.backend.backend(), 'tensorflow': 'tensorflow' in sys.modules, "
+            "'draws': draws}))\n")
+    environment = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS",)}
+    environment |= {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": ""}
+    result = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["backend"] == "jax" and found["tensorflow"] is False
+    reference = code.replace("seed_everything(7)", "keras.utils.set_random_seed(7)")
+    expected = subprocess.run([sys.executable, "-c", reference], env=environment, capture_output=True, text=True,
+                              timeout=300)
+    assert expected.returncode == 0, expected.stderr[-3000:]
+    keras_seeded = json.loads(expected.stdout.strip().splitlines()[-1])
+    assert keras_seeded["tensorflow"] is True  # what set_random_seed does where TensorFlow is installed
+    assert found["draws"] == keras_seeded["draws"]

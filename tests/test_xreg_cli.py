@@ -58,7 +58,7 @@ def test_labelwise_ranks_the_queries_of_a_file(xreg_dir, queries_file):
     assert all(q["line"] in (1, 2, 5, 6, 7) for q in record["queries"])
     scores = [q["score"] for q in record["queries"]]
     assert scores == sorted(scores, reverse=True)
-    assert "skipped 2 line(s)" in result.stderr and "line 3, 4" in result.stderr
+    assert "skipped 2 line(s)" in result.stderr and "1 blank, 1 no query" in result.stderr and "line 4)" in result.stderr
     text = qcat("labelwise", category, "--queries", queries_file, "--model", xreg_dir, "--factor", "100")
     assert text.returncode == 0 and text.stdout.startswith(f"{category}  ")
 
@@ -84,8 +84,8 @@ def test_hybrid_with_an_xreg_long_part(xreg_dir, bestbuy_model_dir, tmp_path, qu
     "args, message",
     [
         (("labelwise", "no-such-category", "--queries", "QUERIES"), "category 'no-such-category' is not one of the"),
-        (("labelwise", "CATEGORY", "--queries", "/nonexistent/q.txt"), "queries file /nonexistent/q.txt does not exist"),
-        (("labelwise", "CATEGORY", "--queries", "EMPTY"), "holds no query"),
+        (("labelwise", "CATEGORY", "--queries", "/nonexistent/q.txt"), "--queries /nonexistent/q.txt: no such file"),
+        (("labelwise", "CATEGORY", "--queries", "EMPTY"), "holds no row to use (a queries file"),
         (("labelwise", "CATEGORY", "--queries", "QUERIES", "-n", "0"), "argument -n: must be at least 1, got 0"),
         (("labelwise", "CATEGORY", "--queries", "QUERIES", "--factor", "abc"), "argument --factor: must be a number, got 'abc'"),
         (("labelwise", "CATEGORY", "--queries", "QUERIES", "--factor", "-1"), "argument --factor: must be a number greater than 0, got -1"),

@@ -15,13 +15,12 @@ Complement, Irrelevant) become Excellent/Good/Acceptable/Off-topic.
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
 from qcat.errors import InputError, shown
 from qcat.evaluation.golden.golden_set import GRADE_NAMES, NO_GRADE, RELEVANT_GRADE, GoldenSet, ImportReport, from_rows
-from qcat.lines import split_line
+from qcat.inputs import COMMENTS_NONE, REFUSE, SKIP, Column, FileSchema, read_bytes, read_table
 from qcat.normalize import normalize
 
 FORMATS = ("csv", "esci")
@@ -30,13 +29,10 @@ ESCI_JUDGE = "esci"
 
 
 def _read_text(path: Path) -> str:
+    """A whole JSON document (ESCI), through the input layer's path, gzip and byte order mark rules."""
+    _, raw, _ = read_bytes(path, "--golden")
     try:
-        raw = path.read_bytes()
-        if path.suffix == ".gz":
-            raw = gzip.decompress(raw)
-        return raw.decode("utf-8-sig")
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise InputError(f"cannot read golden data {path}: {exc}") from None
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"golden data {path} is not valid UTF-8") from None
 
@@ -64,7 +60,7 @@ class _Rows:
 
     def bad(self, where: str, reason: str, value: object) -> None:
         if self.strict:
-            raise InputError(f"{self.path} {where}: {reason} ({shown(value)})")
+            raise InputError(f"{self.path}{where if where.startswith(':') else ' ' + where}: {reason} ({shown(value)})")
         self.report.skip(reason, f"{where}: {shown(value)}")
 
     def add(self, where: str, query: str, listing_id: str, relevance: int, grade: int, judge: str, simulated: bool) -> None:
@@ -86,48 +82,53 @@ def _grade(text: str) -> int | None:
     return int(text) if text in ("0", "1", "2", "3") else None
 
 
+GOLDEN_CSV = FileSchema(
+    kind="golden CSV", flag="--golden", delimiter=",", comments=COMMENTS_NONE, match_queries=False,
+    columns=(Column("query", "query", True, "the query judged (normalized)"),
+             Column("listing_id", "text", False, "the listing judged (required in the header)"),
+             Column("relevance", "choice", False, "1 relevant, 0 not (empty: Good or better grade)", choices=("0", "1")),
+             Column("grade", "text", False, "0-3 or a grade name (Off-topic .. Excellent)"),
+             Column("judge", "text", False, "who judged"),
+             Column("simulated", "choice", False, "1 for a simulated judgment", choices=("0", "1"))))
+# The layer's reason keys, as the import report words them.
+GOLDEN_REASONS = {"empty_query": "query is empty after normalization", "query_too_long": "query is too long",
+                  "empty_listing_id": "listing id is empty", "bad_relevance": "relevance is not 0 or 1",
+                  "bad_simulated": "simulated is not 0 or 1", "wrong_fields": "wrong number of fields",
+                  "malformed_row": "not well-formed CSV (a quote not closed on its line)",
+                  "bad_encoding": "not valid UTF-8", "too_long": "line is too long"}
+
+
 def read_csv(path: Path, strict: bool = False) -> GoldenSet:
-    """Golden judgments from CSV, one physical line at a time (a quote left open is one bad row at its
-    line, never a field that swallows the lines after it)."""
-    lines = _read_text(path).split("\n")
-    header = [name.strip() for name in (split_line(lines[0].removesuffix("\r"), ",") or [])]
-    missing = [c for c in ("query", "listing_id", "relevance") if c not in header]
+    """Golden judgments from CSV (:data:`GOLDEN_CSV`), read through the input layer: bad rows are
+    counted per reason, or with ``strict`` the first one is an error naming its file and line."""
+    table = read_table(path, GOLDEN_CSV, on_bad=REFUSE if strict else SKIP, allow_empty=True)
+    missing = [name for name in ("listing_id", "relevance") if name not in table.header]
     if missing:
         raise InputError(f"golden CSV {path} lacks columns {', '.join(missing)} "
                          "(expected query, listing_id, relevance[, grade, judge, simulated])")
     rows = _Rows(path, strict)
-    for line, text in enumerate(lines[1:], start=2):
-        text = text.removesuffix("\r")
-        if not text.strip():
+    rows.report.rows_read = len(table.rows) + len(table.skipped)
+    for skipped in table.skipped:
+        rows.report.skip(GOLDEN_REASONS.get(skipped.reason, skipped.reason), f"line {skipped.line}: {skipped.why}")
+    for row in table.rows:
+        where = f":{row.line}"
+        if row["listing_id"] is None:
+            rows.bad(where, "listing id is empty", "")
             continue
-        rows.report.rows_read += 1
-        where = f"row {line}"
-        fields = split_line(text, ",")
-        if fields is None:
-            rows.bad(where, "not well-formed CSV (a quote not closed on its line, or a stray carriage return)", text)
-            continue
-        if len(fields) != len(header):
-            rows.bad(where, "wrong number of fields", text)
-            continue
-        row = dict(zip(header, fields))
-        grade = _grade(row.get("grade") or "")
+        grade = _grade(str(row["grade"] or ""))
         if grade is None:
             rows.bad(where, "grade is not 0-3 or a grade name", row["grade"])
             continue
-        relevance_text = row["relevance"].strip()
-        if relevance_text in ("0", "1"):
+        relevance_text = row["relevance"]
+        if relevance_text is not None:
             relevance = int(relevance_text)
-        elif relevance_text == "" and grade != NO_GRADE:
+        elif grade != NO_GRADE:
             relevance = int(grade >= RELEVANT_GRADE)
         else:
-            rows.bad(where, "relevance is not 0 or 1", row["relevance"])
+            rows.bad(where, "relevance is not 0 or 1", "")
             continue
-        simulated_text = (row.get("simulated") or "0").strip()
-        if simulated_text not in ("0", "1"):
-            rows.bad(where, "simulated is not 0 or 1", row["simulated"])
-            continue
-        rows.add(where, row["query"], row["listing_id"], relevance, grade, (row.get("judge") or "").strip(),
-                 simulated_text == "1")
+        rows.add(where, row.query.normalized, str(row["listing_id"]), relevance, grade, str(row["judge"] or ""),
+                 row["simulated"] == "1")
     return from_rows(rows.rows, rows.report)
 
 

@@ -10,6 +10,36 @@ from qcat.cli import ArgumentParser, float_at_least, int_at_least, positive_floa
 from qcat.judging.store.connection import URL_ENV
 
 DEFAULT_REPORT = Path("qcat-judging-report")
+# The store keeps a session's seed in an INTEGER column: 32 bits in PostgreSQL (SQLite's 64 hold it too).
+MAX_SEED = 2**31 - 1
+MIN_DRAWS = 40  # a 95% percentile interval needs a draw beyond each 2.5% tail
+
+
+def seed(text: str) -> int:
+    """An argparse ``type`` for ``--seed``: an integer the store can keep, refused at parse time."""
+    value = int_at_least(0)(text)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be in 0..{MAX_SEED:,} (the judging store keeps it as a 32-bit "
+                                         f"integer), got {value}")
+    return value
+
+
+def draws(text: str) -> int:
+    """An argparse ``type`` for ``--bootstrap``: 0 (no intervals) or enough draws for a 95% interval."""
+    value = int_at_least(0)(text)
+    if 0 < value < MIN_DRAWS:
+        raise argparse.ArgumentTypeError(f"{value} draws cannot give a 95% interval: give at least {MIN_DRAWS} "
+                                         "(1000 is the default), or 0 for figures without intervals")
+    return value
+
+
+def session_name(text: str) -> str:
+    """An argparse ``type`` for ``create-session --name``: not all digits, which would read as a session id."""
+    if text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is all digits, and `qcat judge report {text.strip()}` (app, "
+                                         f"export, members) would open session id {text.strip()} instead: give a "
+                                         f"name with a letter in it, e.g. 'run {text.strip()}'")
+    return text
 
 
 def _url(parser: argparse.ArgumentParser) -> None:
@@ -83,7 +113,8 @@ def judge_parser() -> argparse.ArgumentParser:
                              "above qcat's own for the session's kind (`qcat judge guidelines --kind KIND` prints them)")
     create.add_argument("--queries", type=int_at_least(1), default=None,
                         help="queries, one third per segment (default 4500; with --results: every query)")
-    create.add_argument("--name", default=None, help="session name (default: 'BASELINE vs TARGET, time')")
+    create.add_argument("--name", type=session_name, default=None,
+                        help="session name (default: 'BASELINE vs TARGET, time'); not all digits (read as an id)")
     create.add_argument("--display-name", default=None,
                         help="what judges see as the session's name (default 'Session ID'; the name may tell which "
                              "models are compared)")
@@ -94,7 +125,12 @@ def judge_parser() -> argparse.ArgumentParser:
     create.add_argument("--mode", choices=("boost", "filter"), default="boost", help="how categories act in search")
     create.add_argument("--boost-weight", type=float_at_least(0), default=1.0)
     create.add_argument("--categories", type=int_at_least(1), default=3, help="categories a filtered search keeps (default 3)")
-    create.add_argument("--seed", type=int_at_least(0), default=0, help="seeds the query sample and the left/right placement")
+    create.add_argument("--seed", type=seed, default=0,
+                        help=f"seeds the query sample and the left/right placement (0..{MAX_SEED})")
+    create.add_argument("--include-training-queries", action="store_true",
+                        help="--kind categories drawn from a click log (--log, --corpus): keep the queries the models "
+                             "trained or were tuned on (left out by default, so that the figures are on held-out "
+                             "queries)")
     _url(create)
 
     guidelines = actions.add_parser("guidelines", help="print the guidelines qcat shows judges (Markdown), to start a "
@@ -157,8 +193,9 @@ def judge_parser() -> argparse.ArgumentParser:
     report.add_argument("session", metavar="SESSION", help="session id or name")
     _url(report)
     report.add_argument("--out", type=Path, default=DEFAULT_REPORT, help=f"report directory (default ./{DEFAULT_REPORT})")
-    report.add_argument("--bootstrap", type=int_at_least(0), default=1000, help="bootstrap draws for the intervals (default 1000)")
-    report.add_argument("--seed", type=int_at_least(0), default=0)
+    report.add_argument("--bootstrap", type=draws, default=1000,
+                        help=f"bootstrap draws for the intervals (default 1000; at least {MIN_DRAWS}, or 0 for none)")
+    report.add_argument("--seed", type=seed, default=0, help=f"seeds the bootstrap (0..{MAX_SEED})")
     report.add_argument("--min-judges", type=int_at_least(1), default=None,
                         help="count queries graded by at least this many judges (default: all of the session's)")
     report.add_argument("--json", action="store_true", help="also print the report JSON on stdout")

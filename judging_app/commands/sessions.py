@@ -32,6 +32,7 @@ def run_create(args: argparse.Namespace) -> int:
         return create_categories(args)
     for flag, used in (("--model", args.model is not None), ("--traffic", args.traffic is not None),
                        ("--top-k", args.top_k != 3), ("--log", args.log is not None),
+                       ("--include-training-queries", args.include_training_queries),
                        ("--taxonomy", args.taxonomy is not None)):
         if used:
             raise InputError(f"{flag} applies to --kind categories only (a result session compares --baseline and "
@@ -103,6 +104,10 @@ def create_categories(args: argparse.Namespace) -> int:
         raise InputError(f"--model {args.model[0]} is given twice: compare two different models, or give one")
     if args.traffic is not None and args.period != "base":
         raise InputError("--period chooses the click log's queries, which --traffic replaces: leave it out")
+    if args.traffic is not None and args.include_training_queries:
+        raise InputError("--include-training-queries applies to queries drawn from a click log (--log, --corpus); a "
+                         "--traffic file is judged as given (the report says how many of its queries each model "
+                         "trained on)")
     if args.traffic is None and args.default_segment is not None:
         raise InputError("--default-segment applies to --traffic files (and --results) only")
     if (args.log is None) != (args.taxonomy is None):
@@ -125,7 +130,7 @@ def create_categories(args: argparse.Namespace) -> int:
     check_session_name_free(store, name, args.display_name)
     built = build_category_queries(args.model, args.top_k, args.queries if args.traffic is not None else
                                    (args.queries or 4500), source, args.period, args.seed, args.traffic,
-                                   args.default_segment, say)
+                                   args.default_segment, say, args.include_training_queries)
     if guidelines is not None:
         built.stats["guidelines"] = guidelines
     session_id = store_session(store, name, baseline, target, built.queries, judges_per_query=args.judges_per_query,
@@ -146,12 +151,12 @@ MAX_GUIDELINES = 100_000
 def read_guidelines(path: Path) -> str:
     """The session's Markdown guidelines, checked: a readable UTF-8 file, not empty, not huge."""
     from qcat.errors import InputError
+    from qcat.inputs import read_bytes
 
+    _, raw, _ = read_bytes(path, "--guidelines")  # the input layer's path and byte order mark rules
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"--guidelines {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise InputError(f"--guidelines {path}: cannot read it as UTF-8 text ({exc.__class__.__name__})") from None
     if not text.strip():
         raise InputError(f"--guidelines {path} is empty: write the guidelines judges should read")

@@ -26,6 +26,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from qcat.errors import InputError, shown
+from qcat.inputs import COMMENTS_NONE, Column, FileSchema
 from qcat.judging.grading.sessions import SEGMENTS, BuiltQueries, Listing, QuerySpec, split_evenly
 from qcat.progress import task
 
@@ -33,63 +34,47 @@ DEFAULT_TOP_K = 3
 MAX_TOP_K = 5  # the panel shows at most 2 x 5 categories a query
 
 
-def read_traffic(path: Path, default_segment: str | None = None) -> list[tuple[str, float, str | None]]:
+TRAFFIC_TABLE = FileSchema(
+    kind="traffic", flag="--traffic", delimiter=",", delimiters={".tsv": "\t"}, comments=COMMENTS_NONE,
+    columns=(Column("query", "query", True, "a query as searched"),
+             Column("impressions", "number", False, "its searches in the sample (over 0)", 0),
+             Column("segment", "choice", False, "head, torso or tail", choices=SEGMENTS)))
+TRAFFIC_LINES = FileSchema(kind="traffic", flag="--traffic", delimiter=None, header="none", comments=COMMENTS_NONE,
+                           columns=(Column("query", "query", True, "a query as searched; a repeated line is one "
+                                                                   "more impression"),))
+
+
+def read_traffic(path: Path, default_segment: str | None = None,
+                 note: Callable[[str], None] = lambda message: None) -> list[tuple[str, float, str | None]]:
     """``(query, impressions, segment or None)`` per distinct normalized query of a traffic file.
 
-    A ``.csv``/``.tsv`` file whose header has a ``query`` column may add ``impressions`` and/or
-    ``segment``; any other file is one query per line, each line one impression. Read one physical
-    line at a time (:mod:`qcat.lines`); errors name the file and line."""
-    from qcat.lines import decoded_lines, query_too_long, split_line
-    from qcat.normalize import normalize
-    from qcat.paths import check_file
+    A ``.csv``/``.tsv`` file is a table (:data:`TRAFFIC_TABLE`: a ``query`` column, optionally
+    ``impressions`` and ``segment``); any other file is one query per line, each line one impression
+    (:data:`TRAFFIC_LINES`; a line starting with ``#`` is a query). Read through the input layer
+    (:mod:`qcat.inputs`); errors name the file and line, and queries written several ways (``TV``,
+    `` tv``) are one query, the merge said through ``note``."""
+    from qcat.inputs import data_suffix, read_table
 
-    path = check_file(path, "--traffic")
-    try:
-        raw = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
-    except OSError as exc:
-        raise InputError(f"--traffic {path}: cannot read it ({exc.__class__.__name__})") from None
-    delimiter = {".csv": ",", ".tsv": "\t"}.get(path.suffix.lower())  # None: a query per line
-    column = {"query": 0}
-    header: list[str] | None = None if delimiter else []
+    schema = TRAFFIC_TABLE if data_suffix(Path(path)) in (".csv", ".tsv") else TRAFFIC_LINES
+    table = read_table(path, schema, "--traffic")
     impressions: Counter = Counter()
     segments: dict[str, str] = {}
-    for number, line, why in decoded_lines(raw):
-        where = f"--traffic {path}:{number}"
-        cells = None if line is None else split_line(line, delimiter) if delimiter else [line]
-        if cells is None:
-            raise InputError(f"{where}: {why or 'not well-formed (a quote not closed on its line)'}")
-        if not any(cell.strip() for cell in cells):
-            continue
-        if header is None:
-            header = [name.strip().lower() for name in cells]
-            if "query" not in header:
-                raise InputError(f"{where}: the header has no 'query' column (columns: {shown(', '.join(header))})")
-            column = {name: header.index(name) for name in ("query", "impressions", "segment") if name in header}
-            continue
-        if len(cells) < len(header):
-            raise InputError(f"{where}: {len(cells)} columns, the header names {len(header)}")
-        text = cells[column["query"]]
-        query = normalize(text)
-        problem = "empty once normalized" if not query else query_too_long(query)
-        if problem:
-            raise InputError(f"{where}: the query {shown(text)} is {problem}")
-        count = 1.0
-        if "impressions" in column:
-            try:
-                count = float(cells[column["impressions"]])
-            except ValueError:
-                count = float("nan")
-            if not np.isfinite(count) or count <= 0:
-                raise InputError(f"{where}: impressions {shown(cells[column['impressions']])} is not a positive number")
+    for row in table.rows:
+        query = row.query.normalized
+        count = 1.0 if row.values.get("impressions") is None else float(row["impressions"])
+        if count <= 0:
+            raise InputError(f"{table.where(row.line)}: impressions {count:g} is not a positive number")
         impressions[query] += count
-        if "segment" in column and cells[column["segment"]].strip():
-            segment = cells[column["segment"]].strip().lower()
-            if segment not in SEGMENTS:
-                raise InputError(f"{where}: segment {shown(segment)} is not one of {', '.join(SEGMENTS)}")
-            if segments.setdefault(query, segment) != segment:
-                raise InputError(f"{where}: query {shown(query)} is {segment} here and {segments[query]} above")
-    if not impressions:
-        raise InputError(f"--traffic {path} holds no query")
+        segment = row.values.get("segment")
+        if segment is not None and segments.setdefault(query, str(segment)) != segment:
+            raise InputError(f"{table.where(row.line)}: query {shown(row.query.text)} is {segment} here and "
+                             f"{segments[query]} above")
+    repeated = len(table.rows) - len(impressions)
+    if repeated:
+        merged = table.merged
+        note(f"--traffic {table.path}: {len(table.rows):,} rows, {len(impressions):,} distinct queries once normalized"
+             + (f" ({len(merged):,} written several ways, e.g. {' / '.join(map(shown, next(iter(merged.values()))[:3]))})"
+                if merged else ""))
     if segments and len(segments) < len(impressions):
         missing = next(q for q in impressions if q not in segments)
         raise InputError(f"--traffic {path}: query {shown(missing)} has no segment while others have one: give every "
@@ -115,18 +100,25 @@ def _segments(traffic: list[tuple[str, float, str | None]], path: Path) -> np.nd
 def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_K, n_queries: int | None = None,
                            corpus_dir=None, period: str = "base", seed: int = 0,
                            traffic: Path | None = None, default_segment: str | None = None,
-                           progress: Callable[[str], None] = lambda message: None) -> BuiltQueries:
+                           progress: Callable[[str], None] = lambda message: None,
+                           include_training: bool = False) -> BuiltQueries:
     """The session's queries (a third per segment when ``n_queries`` is given; every traffic query
     otherwise) and each model's top ``top_k`` categories (:func:`qcat.measure.judged.top_k_categories`,
     the answers ``qcat evaluate --gold`` takes too). ``corpus_dir``: a corpus directory (None: the
     demo corpus) or an opened corpus, such as a user's click log
-    (:class:`qcat.training.data.corpus.LogCorpus`), whose log the queries are drawn from."""
+    (:class:`qcat.training.data.corpus.LogCorpus`), whose log the queries are drawn from.
+
+    Queries drawn from a log leave out every query a model trained or was tuned on (its bundle's
+    fingerprints, :mod:`qcat.training.data.provenance`) unless ``include_training``; a traffic file
+    is taken as given. Either way ``stats["seen_in_training"]`` records, per model, which of the
+    session's queries it saw in training (None: its bundle records none), for the report."""
     from qcat.classifier import load_model
-    from qcat.evaluation.evaluate import check_labels
+    from qcat.evaluation.evaluate import check_labels, taxonomy_with_other_leaves
     from qcat.evaluation.golden.query_sets import log_demand
     from qcat.measure.judged import top_k_categories
     from qcat.measure.segments import segment_by_impressions
     from qcat.training.data.corpus import Corpus, LogCorpus
+    from qcat.training.data.provenance import read_seen_fingerprints, seen_mask
 
     if not 1 <= top_k <= MAX_TOP_K:
         raise InputError(f"--top-k must lie in 1..{MAX_TOP_K} (judges see at most {MAX_TOP_K} categories a model), "
@@ -138,11 +130,15 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
     # A traffic file needs no corpus: the first model's taxonomy names the categories.
     corpus = (corpus_dir if isinstance(corpus_dir, LogCorpus) else Corpus.open(corpus_dir)
               if traffic is None or corpus_dir is not None else None)
-    taxonomy = corpus.taxonomy() if corpus is not None else models[0].taxonomy
+    # As qcat evaluate builds it: the Other leaves that the internal-node rule adds are categories.
+    taxonomy = taxonomy_with_other_leaves(corpus.taxonomy(), models) if corpus is not None else models[0].taxonomy
+    which = (f"the taxonomy of --log {corpus.log}" if isinstance(corpus, LogCorpus) else "the corpus taxonomy"
+             if corpus is not None else f"the first model's taxonomy ({model_dirs[0]})")
     for directory, model in zip(model_dirs, models):
-        check_labels(model, taxonomy, Path(directory))
+        check_labels(model, taxonomy, Path(directory), which)
+    seen = [read_seen_fingerprints(directory) for directory in model_dirs]
     if traffic is not None:
-        rows = read_traffic(traffic, default_segment)
+        rows = read_traffic(traffic, default_segment, progress)
         texts = np.array([query for query, _, _ in rows], dtype=object)
         counts = np.array([count for _, count, _ in rows], dtype=np.float64)
         segment = _segments(rows, traffic)
@@ -154,16 +150,28 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
         source = ({"log": str(corpus.log), "taxonomy_file": str(corpus.taxonomy_path)} if isinstance(corpus, LogCorpus)
                   else {"corpus": str(corpus.directory), "period": period})
     progress(f"{len(texts):,} queries to sample from ({time.perf_counter() - started:.1f} s)")
+    trained = np.zeros(len(texts), dtype=bool)  # queries left out: a model trained on them
+    if traffic is None and not include_training:
+        for directory, fingerprints in zip(model_dirs, seen):
+            if fingerprints is None:
+                progress(f"warning: {directory} records no training queries, so the queries it trained on cannot "
+                         "be left out")
+            else:
+                trained |= seen_mask([str(q) for q in texts], fingerprints)
     rng = np.random.default_rng(seed)
     wanted = dict(zip(SEGMENTS, split_evenly(n_queries))) if n_queries is not None else {}
     stats: dict = {"kind": "categories", "top_k": top_k, "models": [str(d) for d in model_dirs], **source,
-                   "requested": {}, "available": {}, "sampled": {}, "no_answer_skipped": {}}
+                   "requested": {}, "available": {}, "sampled": {}, "no_answer_skipped": {},
+                   "training_queries": "included" if traffic is not None or include_training else "left out",
+                   "training_left_out": {}}
     queries: list[QuerySpec] = []
     total = sum(wanted.values()) if wanted else len(texts)
     whose = "both models'" if len(models) == 2 else "the model's"
     with task(f"taking {whose} top categories for the session's queries", total) as advance:
         for s, name in enumerate(SEGMENTS):
             members = np.nonzero(segment == s)[0]
+            stats["training_left_out"][name] = int(trained[members].sum())
+            members = members[~trained[members]]
             members = members[rng.permutation(len(members))] if wanted else members
             want = wanted.get(name, len(members))
             stats["available"][name], stats["requested"][name] = int(len(members)), want
@@ -193,7 +201,37 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
     if not queries:
         raise InputError("no query left to judge: the models answer no category for any of the queries")
     queries = [queries[i] for i in rng.permutation(len(queries))]
+    stats["seen_in_training"] = seen_in_training([q.text for q in queries], seen)
+    say_training(stats, model_dirs, progress)
     stats["seconds_building"] = round(time.perf_counter() - started, 2)
     progress(f"{len(queries):,} queries ({', '.join(f'{k} {v:,}' for k, v in stats['sampled'].items())}) with "
              f"{whose} top {top_k} in {time.perf_counter() - started:.1f} s")
     return BuiltQueries(queries, stats)
+
+
+def seen_in_training(texts: list[str], seen: list) -> list[dict]:
+    """Per model, which of the session's queries it saw in training: ``{"queries", "seen",
+    "seen_queries"}`` (``seen`` None when its bundle records no fingerprints)."""
+    from qcat.training.data.provenance import seen_mask
+
+    out = []
+    for fingerprints in seen:
+        mask = seen_mask(texts, fingerprints)
+        out.append({"queries": len(texts), "seen": None, "seen_queries": []} if mask is None else
+                   {"queries": len(texts), "seen": int(mask.sum()),
+                    "seen_queries": [t for t, hit in zip(texts, mask) if hit]})
+    return out
+
+
+def say_training(stats: dict, model_dirs: Sequence[Path], progress: Callable[[str], None]) -> None:
+    """Say which training queries were left out of the sample, and how many of the session's
+    queries each model saw in training."""
+    left_out = stats["training_left_out"]
+    if stats["training_queries"] == "left out":
+        progress(f"left out {sum(left_out.values()):,} queries that a model trained on ("
+                 + ", ".join(f"{name} {n:,}" for name, n in left_out.items())
+                 + "): the session holds none of them (--include-training-queries keeps them)")
+    for directory, entry in zip(model_dirs, stats["seen_in_training"]):
+        seen = "unknown (its bundle records no training queries)" if entry["seen"] is None else f"{entry['seen']:,}"
+        progress(f"{directory}: {seen} of the session's {entry['queries']:,} queries seen in training")
+

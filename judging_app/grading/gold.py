@@ -22,13 +22,14 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sqlalchemy import delete, exists, func, insert, select, update
 
 from qcat.errors import InputError
 from qcat.errors import shown as shown_text  # 'shown' names the listings shown below
+from qcat.inputs import COMMENTS_BEFORE_HEADER, Column, FileSchema, read_table
 from qcat.judging.grading.sessions import find_session
 from qcat.judging.store.connection import Store
 from qcat.judging.store.models import (
@@ -41,7 +42,7 @@ from qcat.judging.store.models import (
     ResultList,
     SessionQuery,
 )
-from qcat.lines import decoded_lines, split_line
+from qcat.normalize import normalize
 
 COLUMNS = ("query", "listing_id", "grade")
 GRADES = ("0", "1", "2", "3")
@@ -53,6 +54,7 @@ class GoldRow:
     query: str
     listing_id: str
     grade: str
+    normalized: str = ""  # the query's normalized form, which matching uses
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,23 @@ class Added:
     grades: int  # gold grades stored for them
     already_judged: int  # of those queries, how many have finished judgments already
     gold_queries: int  # gold queries of the session now
+
+
+GOLD_FILE = FileSchema(
+    kind="gold questions", flag="--file", delimiter=",", delimiters={".tsv": "\t", ".tab": "\t"},
+    comments=COMMENTS_BEFORE_HEADER, literal_quotes=False,
+    columns=(Column("query", "query", True, "the query as the session stores it (matched once normalized)"),
+             Column("listing_id", "text", False, "a listing shown for it (a category session: its category)"),
+             Column("category", "text", False, "a category session's category id (instead of listing_id)"),
+             Column("grade", "int", True, "0 (Off-topic) to 3 (Excellent); a category session: 0 (Wrong) to "
+                                          "3 (Exact)", 0, 3)))
+
+
+# A category session's gold file, as its errors name it: its categories and their grades only.
+CATEGORY_GOLD_FILE = replace(GOLD_FILE, columns=tuple(
+    replace(column, meaning={"listing_id": "a category shown for it (or the category column)",
+                             "grade": "0 (Wrong) to 3 (Exact)"}.get(column.name, column.meaning))
+    for column in GOLD_FILE.columns))
 
 
 def words(kind: str) -> dict[str, str]:
@@ -75,48 +94,21 @@ def words(kind: str) -> dict[str, str]:
 
 
 def read_gold_file(path: Path, kind: str = "results") -> list[GoldRow]:
-    """The rows of a gold file: CSV, or TSV when its name ends in ``.tsv`` (or ``.tab``). ``kind``:
-    the session's, for the words of the errors."""
-    path = Path(path)
-    said = words(kind)
-    columns = ", ".join(said["column"] if c == "listing_id" else c for c in COLUMNS)
-    delimiter = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"gold file {path} does not exist") from None
-    except OSError as exc:
-        raise InputError(f"cannot read gold file {path}: {exc}") from None
-    rows, header = [], None
-    for number, text, why in decoded_lines(raw.removeprefix(b"\xef\xbb\xbf")):
-        # One physical line at a time: a quote left open is an error at its line, never a field
-        # that swallows the lines after it.
-        if header is None and text is not None and text.startswith("#"):
-            continue  # comment lines above the header (a graded gold file's)
-        fields = None if text is None else split_line(text, delimiter)
-        if fields is None:
-            raise InputError(f"cannot read gold file {path} line {number}: "
-                             f"{why or 'not well-formed (a quote not closed on its line, or a stray carriage return)'}")
-        if header is None:
-            header = [name.strip() for name in fields]
-            if "listing_id" not in header and "category" in header:  # a category session's graded gold file
-                header = ["listing_id" if name == "category" else name for name in header]
-            missing = [c for c in COLUMNS if c not in header]
-            if missing:
-                missing = [said["column"] if c == "listing_id" else c for c in missing]
-                raise InputError(f"{path}: the header needs the columns {columns}; "
-                                 f"{', '.join(missing)} missing "
-                                 f"(found: {shown_text(', '.join(header)) if header else 'nothing'})")
-            continue
-        record = dict(zip(header, fields))
-        values = {c: (record.get(c) or "").strip() for c in COLUMNS}
-        if not any(values.values()):
-            continue  # a blank line
-        rows.append(GoldRow(number, values["query"], values["listing_id"], values["grade"]))
-    if header is None:
-        raise InputError(f"{path}: the file is empty; the header needs the columns {columns}")
-    if not rows:
-        raise InputError(f"{path} holds no gold grade: one row per query and {said['item']} (columns {columns})")
+    """The rows of a gold file (:data:`GOLD_FILE`): CSV, or TSV when its name ends in ``.tsv`` (or
+    ``.tab``), read through the input layer; a category session's graded gold file names its
+    ``category`` column instead of ``listing_id``. ``kind``: the session's, for the words of errors."""
+    table = read_table(path, GOLD_FILE if kind != "categories" else CATEGORY_GOLD_FILE)
+    if "listing_id" not in table.header and "category" not in table.header:
+        column = words(kind)["column"]
+        raise InputError(f"{table.where(table.header_line)}: the header needs the columns query, {column}, grade; "
+                         f"{column} missing (found: {shown_text(', '.join(table.header))})")
+    column = "listing_id" if "listing_id" in table.header else "category"
+    rows = []
+    for row in table.rows:
+        listing = row[column]
+        if listing is None:
+            raise InputError(f"{table.where(row.line)}: an empty {column}")
+        rows.append(GoldRow(row.line, row.query.text, str(listing), str(row["grade"]), row.query.normalized))
     return rows
 
 
@@ -128,7 +120,7 @@ def check_rows(path: Path, rows: list[GoldRow], shown: dict[str, set[str]],
     grades: dict[str, dict[str, int]] = defaultdict(dict)
     first_line: dict[tuple[str, str], int] = {}
     for row in rows:
-        where = f"{path}, line {row.line}"
+        where = f"{path}:{row.line}"
         if row.query not in shown:
             raise InputError(f"{where}: query {shown_text(row.query)} is not in the session (give its text as stored, "
                              "as qcat judge export --csv writes it)")
@@ -163,6 +155,9 @@ def add_gold(store: Store, key: str | int, path: Path) -> Added:
         record: JudgingSession = find_session(session, key)
         queries = dict(session.execute(select(SessionQuery.text, SessionQuery.id)
                                        .where(SessionQuery.session_id == record.id)).all())
+        # Matched on the normalized query, as every reader matches (a row's "TV" is the session's "tv").
+        stored = {normalize(text): text for text in queries}
+        rows = [replace(row, query=stored.get(row.normalized, row.query)) for row in rows]
         texts = {query_id: text for text, query_id in queries.items()}
         wanted = {row.query for row in rows} & set(queries)
         shown: dict[str, set[str]] = {text: set() for text in queries}

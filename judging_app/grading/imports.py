@@ -40,7 +40,8 @@ import numpy as np
 
 from qcat.errors import InputError, shown
 from qcat.judging.grading.sessions import SEGMENTS, TOP_N, Listing, QuerySpec, known_brand, known_price
-from qcat.lines import decoded_lines, query_too_long, split_line
+from qcat.inputs import COMMENTS_NONE, SKIP, Column, FileSchema, read_table, text_lines
+from qcat.lines import query_too_long
 from qcat.normalize import normalize
 from qcat.paths import check_file
 
@@ -97,34 +98,41 @@ TREC_SUFFIXES = (".run", ".trec")
 LISTING_FIELDS = ("title", "category", "brand", "price", "image_url", "link")
 
 
+TOPICS = FileSchema(kind="topics", flag="--topics", delimiter="\t", header="none", comments=COMMENTS_NONE,
+                    quoting=False, match_queries=False,
+                    columns=(Column("qid", "text", True, "the query's id in the run"),
+                             Column("query", "query", True, "its text")))
+# What each column means; its values (a rank, a URL, a price) are checked by _row, a row at a time.
+MEANINGS = {"query": "the query searched", "system": "which search system (one file of two: may be left out)",
+            "rank": "its place, 1 = top", "listing_id": "the listing returned", "title": "shown on its card",
+            "category": "shown on its card", "brand": "shown on its card", "price": "a non-negative number",
+            "image_url": "http(s) or data:image/", "link": "http(s)", "segment": "head, torso or tail",
+            "impressions": "a non-negative number; queries split 30/30/40% of impressions"}
+RESULTS = FileSchema(kind="result list", flag="--results", delimiter=",", delimiters={".tsv": "\t"},
+                     comments=COMMENTS_NONE, match_queries=False,
+                     columns=tuple(Column(name, "query" if name == "query" else "text", name in REQUIRED,
+                                          MEANINGS[name]) for name in FIELDS))
+LISTINGS = FileSchema(kind="listings", flag="--listings", delimiter=",", delimiters={".tsv": "\t"},
+                      comments=COMMENTS_NONE, match_queries=False,
+                      columns=(Column("listing_id", "text", True, "the listing's id"),
+                               *(Column(name, meaning=MEANINGS[name]) for name in LISTING_FIELDS)))
+
+
 def read_topics(path: Path) -> dict[str, str]:
-    """``qid<TAB>query`` per line (TREC topics in their plainest form)."""
+    """``qid<TAB>query`` per line (TREC topics in their plainest form), through the input layer."""
+    table = read_table(path, TOPICS)
     topics: dict[str, str] = {}
-    check_file(path, "--topics")
-    for number, line, why in _lines(Path(path), "--topics"):
-        if why is not None:
-            raise InputError(f"--topics {path} line {number}: {why}")
-        if not line.strip():
-            continue
-        qid, tab, query = line.partition("\t")
-        if not tab or not qid.strip() or not query.strip():
-            raise InputError(f"--topics {path} line {number}: expected 'qid<TAB>query', got {shown(line.strip())}")
-        too_long = query_too_long(query.strip())
-        if too_long:
-            raise InputError(f"--topics {path} line {number}: the query is {too_long}")
-        if topics.setdefault(qid.strip(), query.strip()) != query.strip():
-            raise InputError(f"--topics {path} line {number}: topic {shown(qid.strip())} is given twice with "
-                             f"different text")
+    for row in table.rows:
+        qid, query = str(row["qid"]), row.query.text
+        if topics.setdefault(qid, query) != query:
+            raise InputError(f"{table.where(row.line)}: topic {shown(qid)} is given twice with different text")
     return topics
 
 
 def _lines(path: Path, flag: str):
-    """``(line number, text or None, why not)`` for each physical line of a file (qcat.lines)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{flag} {path}: cannot read it ({exc.strerror})") from None
-    yield from decoded_lines(raw)
+    """``(line number, text or None, why not)`` for each physical line of a file (the input layer's
+    line rules: byte order mark, UTF-8, line length)."""
+    yield from text_lines(path, flag)
 
 
 def read_listings(path: Path) -> dict[str, dict]:
@@ -132,14 +140,14 @@ def read_listings(path: Path) -> dict[str, dict]:
     path = Path(path)
     check_file(path, "--listings")
     out: dict[str, dict] = {}
-    for number, record in _records(path, required=("listing_id",), flag="--listings"):
+    for number, record in _records(path, schema=LISTINGS, flag="--listings"):
         if record is None:
             continue
         if isinstance(record, Exception):
-            raise InputError(f"--listings {path} line {number}: {record}")
+            raise InputError(f"--listings {path}:{number}: {record}")
         listing = _text(record.get("listing_id"))
         if not listing:
-            raise InputError(f"--listings {path} line {number}: no listing_id")
+            raise InputError(f"--listings {path}:{number}: no listing_id")
         out[listing] = {name: record.get(name) for name in LISTING_FIELDS if record.get(name) not in (None, "")}
     return out
 
@@ -167,12 +175,12 @@ def _trec_records(path: Path, topics: dict[str, str] | None, listings: dict[str,
                        "listing_id": docno}
 
 
-def _records(path: Path, required: tuple[str, ...] = REQUIRED, topics: dict[str, str] | None = None,
+def _records(path: Path, schema: FileSchema = RESULTS, topics: dict[str, str] | None = None,
              listings: dict[str, dict] | None = None, flag: str = "--results"):
     """``(line number, dict, ValueError or None for a blank line)`` for each line after the header,
-    read one physical line at a time (line numbers as an editor shows them; a line that is not
-    UTF-8, too long or not well formed is a ValueError saying why, and a quote left open never
-    swallows the lines after it)."""
+    read through the input layer (line numbers as an editor shows them; a line that is not UTF-8,
+    too long or not well formed is a ValueError saying why, and a quote left open never swallows
+    the lines after it)."""
     suffix = path.suffix.lower()
     if suffix in TREC_SUFFIXES:
         yield from _trec_records(path, topics, listings, flag)
@@ -182,8 +190,6 @@ def _records(path: Path, required: tuple[str, ...] = REQUIRED, topics: dict[str,
             if why is not None:
                 yield number, ValueError(why)
                 continue
-            if number == 1:
-                line = line.removeprefix("\ufeff")
             if not line.strip():
                 yield number, None  # a blank line
                 continue
@@ -197,35 +203,11 @@ def _records(path: Path, required: tuple[str, ...] = REQUIRED, topics: dict[str,
     if suffix not in (".csv", ".tsv"):
         raise InputError(f"{path}: result lists are .jsonl, .csv, .tsv or TREC run (.run, .trec) files, got "
                          f"{shown(path.suffix or 'no suffix')}")
-    delimiter = "\t" if suffix == ".tsv" else ","
-    header = None
-    for number, line, why in _lines(path, flag):
-        if number == 1:
-            line = None if line is None else line.removeprefix("\ufeff")
-            header = None if line is None else split_line(line, delimiter)
-            if header is None:
-                raise InputError(f"{flag} {path} line 1 (the header): {why or 'not well-formed ' + suffix[1:].upper()}")
-            header = [name.strip() for name in header]
-            missing = [name for name in required if name not in header]
-            if missing:
-                raise InputError(f"{flag} {path} line 1: the header lacks the column{'s' * (len(missing) > 1)} "
-                                 f"{', '.join(missing)} (columns: {', '.join(FIELDS)})")
-            continue
-        if why is not None:
-            yield number, ValueError(why)
-            continue
-        if not line.strip():
-            yield number, None  # a blank line
-            continue
-        fields = split_line(line, delimiter)
-        if fields is None:
-            yield number, ValueError("not well-formed (a quote not closed on its line, or a stray carriage return)")
-        elif len(fields) != len(header):
-            yield number, ValueError(f"{len(fields)} fields where the header has {len(header)}")
-        else:
-            yield number, dict(zip(header, fields))
-    if header is None:
-        raise InputError(f"{flag} {path}: the file is empty (expected a header line naming {', '.join(required)})")
+    table = read_table(path, schema, flag, on_bad=SKIP, allow_empty=True)
+    events = [(row.line, {name: value for name, value in row.values.items() if value is not None}) for row in table.rows]
+    events += [(skipped.line, ValueError(skipped.why)) for skipped in table.skipped]
+    events += [(line, None) for line in table.blank]
+    yield from sorted(events, key=lambda event: event[0])
 
 
 def _row(path: Path, number: int, record: dict, default_system: str) -> Row:
@@ -300,10 +282,10 @@ def read_results(paths: list[Path], default_segment: str | None = None, topics: 
                               **{k: v for k, v in record.items() if v not in (None, "")}}
                 row = _row(path, number, record, default_system=path.stem if len(paths) == 2 else "")
             except ValueError as exc:
-                bad.append(f"{path} line {number}: {exc}")
+                bad.append(f"{path}:{number}: {exc}")
                 continue
             if not row.system:
-                bad.append(f"{path} line {number}: no system (one file holds both systems: give each row's system)")
+                bad.append(f"{path}:{number}: no system (one file holds both systems: give each row's system)")
                 continue
             if row.system not in seen:
                 seen.append(row.system)
@@ -345,10 +327,10 @@ def read_results(paths: list[Path], default_segment: str | None = None, topics: 
 
 def _skipped_rows(bad: list[str], path: Path, shown_rows: int = 3) -> str:
     """The rows of ``path`` that were skipped, with why, for an error that says none was usable."""
-    mine = [message for message in bad if message.startswith(f"{path} line ")]
+    mine = [message for message in bad if message.startswith(f"{path}:")]
     if not mine:
         return " (the file holds no data rows)"
-    listed = "; ".join(message.removeprefix(f"{path} ") for message in mine[:shown_rows])
+    listed = "; ".join("line " + message.removeprefix(f"{path}:") for message in mine[:shown_rows])
     more = f"; and {len(mine) - shown_rows:,} more" if len(mine) > shown_rows else ""
     return f": {len(mine):,} rows skipped: {listed}{more}"
 
@@ -366,7 +348,7 @@ def _assemble(rows: list[Row], system_of: dict, systems: tuple[str, str], bad: l
         system = system_of[id(row)]
         query = query_key(row.query)
         key = (query, system)
-        where = f"{row.file} line {row.line}"
+        where = f"{row.file}:{row.line}"
         if row.rank in lists[key]:
             bad.append(f"{where}: rank {row.rank} of {shown(row.query)} in {shown(system)} is given twice")
             continue
@@ -391,7 +373,7 @@ def _assemble(rows: list[Row], system_of: dict, systems: tuple[str, str], bad: l
     files = {path: i for i, path in enumerate(dict.fromkeys(row.file for row in rows))}
 
     def where(message: str) -> tuple:
-        match = re.match(r"(.*) line (\d+):", message)
+        match = re.match(r"(.*):(\d+):", message)
         return (files.get(match.group(1), len(files)), int(match.group(2))) if match else (len(files), 0)
 
     bad.sort(key=where)  # by file, then line

@@ -24,9 +24,11 @@ from datetime import datetime, timezone
 import numpy as np
 
 from qcat.errors import InputError
+from qcat.evaluation.gold import segment_overlap
 from qcat.evaluation.html import html_document
 from qcat.evaluation.plots import figure_svg, plt
-from qcat.evaluation.report import Table, markdown_document, with_interval
+from qcat.evaluation.report import (Table, cap_cell, figure_cell, markdown_document, seen_cell, ungraded_cell, wins_cell,
+                                    with_interval)
 from qcat.judging.grading.gold import gold_summary
 from qcat.judging.grading.timing import timing_summary
 from qcat.judging.reporting.agreement import agreement
@@ -106,6 +108,10 @@ def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, s
     outcomes = {s: query_outcomes([answers.get(s, {}).get(q, []) for q in ids], [grades.get(q, {}) for q in ids],
                                   lambda c: top_level(paths.get(c, "")), k) for s in systems}
     per_model = {s: segment_figures(outcomes[s], segments, bootstrap, seed) for s in systems}
+    seen = recorded_training_queries(settings, systems)
+    for s in systems:
+        for name, entry in segment_overlap([q.text for q in results.queries], segments, seen[s]).items():
+            per_model[s][name]["seen_in_training"] = entry
     pairs = (segment_paired(outcomes["baseline"], outcomes["target"], segments, bootstrap, seed)
              if len(systems) == 2 else {})
     masks = segment_masks(segments)  # all, then each segment some query is in
@@ -140,6 +146,21 @@ def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, s
     }
 
 
+def recorded_training_queries(settings: dict, systems: list[str]) -> dict[str, np.ndarray | None]:
+    """Per system, the fingerprints of the session's queries its model saw in training, as
+    ``create-session`` recorded them (None: the model records none, or the session predates the record)."""
+    from qcat.training.data.provenance import fingerprints
+
+    recorded = settings.get("seen_in_training") or []
+    return {s: None if i >= len(recorded) or recorded[i]["seen"] is None else fingerprints(recorded[i]["seen_queries"])
+            for i, s in enumerate(systems)}
+
+
+def interval_title(options: dict) -> str:
+    """What the figures' brackets are: a 95% interval of so many draws, or none (``--bootstrap 0``)."""
+    return "95% bootstrap interval" if options["bootstrap"] else "no intervals: --bootstrap 0"
+
+
 def tables(report: dict) -> list[Table]:
     session, options = report["session"], report["options"]
     k = session["top_k"]
@@ -147,31 +168,40 @@ def tables(report: dict) -> list[Table]:
     for segment in report["segments"]:
         for system, cells in segment["models"].items():
             rows.append((segment["segment"], session["models"][system], f"{segment['queries']:,}",
-                         *(with_interval(cells[name], digits=1)
-                           for name in ("acceptable", "exact", "severe", "precision", "judged"))))
+                         seen_cell(cells.get("seen_in_training")),
+                         *(figure_cell(cells[name], digits=1) for name in ("acceptable", "exact", "severe", "precision")),
+                         cap_cell(cells["precision"], cells["queries"], digits=1), with_interval(cells["judged"], digits=1),
+                         ungraded_cell(cells["ungraded"])))
     main = Table(
-        "Human-judged top-1 per model and query set (%, 95% bootstrap interval)",
-        ("QuerySet", "model", "queries", "top-1 acceptable", "top-1 exact", "severe", f"precision@{k}", "top-1 graded"),
+        f"Human-judged top-1 per model and query set (%, {interval_title(options)})",
+        ("QuerySet", "model", "queries", "seen in training", "top-1 acceptable", "top-1 exact", "severe",
+         f"precision@{k}", f"precision@{k} at most", "top-1 graded", f"never graded (top-1 / top-{k} answers)"),
         rows,
         note=(f"A query counts once {options['min_judges']} judges have graded its categories. A category's grade is "
               "the judges' mean rounded half up (3 exact, 2 acceptable, 1 related, 0 wrong)"
               + (f"; {report['settled_categories']:,} settled by an admin" if report.get("settled_categories") else "")
               + ". Acceptable: top-1 graded 2 or more; exact: 3; severe: top-1 graded 0 and under another top-level "
               f"category than every category graded 2 or more; precision@{k}: share of the model's top {k} graded 2 "
-              f"or more. Intervals: {options['bootstrap']:,} bootstrap draws over queries."),
+              f"or more; at most: the best precision@{k} the graded categories allow (queries with fewer than {k} "
+              "categories graded 2 or more are capped). Seen in training: the queries the model trained or was tuned "
+              "on, as recorded when the session was made. An answer nobody graded counts as neither acceptable nor "
+              "severe; where there are such answers a figure gives its bounds with them counted wrong and right. "
+              + (f"Intervals: {options['bootstrap']:,} bootstrap draws over queries." if options["bootstrap"] else
+                 "No intervals (--bootstrap 0).")),
     )
     out = [main]
     if any("paired" in s for s in report["segments"]):
         first, second = session["models"]["baseline"], session["models"]["target"]  # as --model gave them
         out.append(Table(
-            f"{second} vs {first}, per query (points, 95% paired bootstrap interval)",
-            ("QuerySet", "win", "tie", "loss", "δ acceptable", "δ exact", "δ severe", f"δ precision@{k}"),
-            [(s["segment"], f"{s['paired']['win']:,}", f"{s['paired']['tie']:,}", f"{s['paired']['loss']:,}",
+            f"{second} vs {first}, per query (points, {interval_title(options).replace('95%', '95% paired')})",
+            ("QuerySet", "win / tie / loss / ungraded", "δ acceptable", "δ exact", "δ severe", f"δ precision@{k}"),
+            [(s["segment"], wins_cell(s["paired"]),
               *(with_interval(s["paired"][name], "+", digits=1)
                 for name in ("acceptable", "exact", "severe", "precision")))
              for s in report["segments"]],
             note=f"win/tie/loss: queries where {second}'s top-1 category is graded higher / the same / lower than "
-                 f"{first}'s (an ungraded or missing top-1 below 0). δ = {second} − {first}.",
+                 f"{first}'s (the same category is a tie; a missing top-1 below 0); ungraded: the two top-1s differ "
+                 f"and one was never graded (no evidence either way). δ = {second} − {first}.",
         ))
     out.append(agreement_table(report["agreement"], session["judges_per_query"], "one category of one query"))
     gold = report.get("gold") or {"queries": 0, "judges": []}
@@ -205,10 +235,29 @@ def header_lines(report: dict) -> list[str]:
              f"judged by {report['options']['min_judges']} or more judges, {coverage['partial']:,} by fewer, "
              f"{coverage['unjudged']:,} by none; {coverage['judgments']:,} grades of {coverage['categories_graded']:,} "
              f"categories by {coverage['judges']:,} judges ({', '.join(coverage['judge_names'])})."]
+    lines.append(training_line(report))
     if not (report.get("gold") or {}).get("queries"):
         lines.append("No gold questions (qcat judge add-gold adds queries with known grades, to check each judge).")
     lines.append(f"Created {report['created']}.")
     return lines
+
+
+def training_line(report: dict) -> str:
+    """Whether the session's queries could hold the models' training queries, and how many do."""
+    settings = report["session"]["settings"]
+    overall = next(s for s in report["segments"] if s["segment"] == ALL)["models"]
+    names = report["session"]["models"]  # each model by its --model path
+    seen = "; ".join(f"{names[system]}: {seen_cell(cells.get('seen_in_training'))}" for system, cells in overall.items())
+    if settings.get("training_queries") == "left out":
+        left = sum((settings.get("training_left_out") or {}).values())
+        how = (f"Drawn outside the models' training queries ({left:,} such queries of the log left out; "
+               "create-session --include-training-queries keeps them)")
+    elif settings.get("training_queries") == "included":
+        how = ("Sampled traffic, taken as given" if settings.get("traffic") else
+               "Drawn with the models' training queries (--include-training-queries)")
+    else:
+        how = "A session made before qcat recorded training queries"
+    return f"{how}. Judged queries seen in training (of those counted): {seen}."
 
 
 def figure_plot(report: dict) -> str:
@@ -224,8 +273,11 @@ def figure_plot(report: dict) -> str:
             value = np.array([100 * _nan(c["value"]) for c in cells])
             low = np.array([100 * _nan(c["low"]) for c in cells])
             high = np.array([100 * _nan(c["high"]) for c in cells])
+            # no bars without draws; a percentile interval need not hold its mean: never a negative bar
+            bars = (np.vstack([np.maximum(np.nan_to_num(value - low), 0), np.maximum(np.nan_to_num(high - value), 0)])
+                    if report["options"]["bootstrap"] else None)
             axis.bar(x + (i - (len(systems) - 1) / 2) * width, value, width, label=report["session"]["models"][system],
-                     yerr=np.vstack([np.nan_to_num(value - low), np.nan_to_num(high - value)]), capsize=3)
+                     yerr=bars, capsize=3)
         axis.set_xticks(x, [s["segment"] for s in segments])
         axis.set_title(f"top-1 {name} (%)", fontsize=10)
         axis.grid(axis="y", alpha=0.3)
@@ -238,8 +290,9 @@ def _nan(value) -> float:
 
 
 def draw_all(report: dict) -> dict[str, tuple[str, str]]:
-    return {"Top-1 acceptable, exact and severe by query set, with 95% intervals": ("top1_by_segment.svg",
-                                                                                     figure_plot(report))}
+    title = "Top-1 acceptable, exact and severe by query set" + (
+        ", with 95% intervals" if report["options"]["bootstrap"] else " (no intervals: --bootstrap 0)")
+    return {title: ("top1_by_segment.svg", figure_plot(report))}
 
 
 def render_markdown(report: dict, plot_files: dict[str, str]) -> str:

@@ -8,10 +8,13 @@ A tab-separated file, one (query, category) a line, with a header line naming it
 - ``grade``: 0 wrong, 1 related, 2 acceptable, 3 exact (:mod:`qcat.measure.judged`);
 - ``segment`` (optional): head, torso or tail, for per-segment figures.
 
-Further columns (``category_path``, ``mean_grade``, ``judges``) are for people and ignored here;
-``#`` starts a comment line, and a comment ``# key: value`` before the header is kept in
-:attr:`GradedGold.meta` (the export writes ``top_k``, the k its judges saw per model, and
-``session``). ``qcat judge export --gold FILE`` of a category session writes one
+Further columns (``category_path``, ``mean_grade``, ``judges``) are for people and ignored here.
+The file is read through the input layer (:mod:`qcat.inputs`, :data:`SCHEMA`): a line starting
+with ``#`` is a comment only above the header (below it, ``#1 dad mug`` is a query), where
+``# top_k: K`` (1..5, the k its judges saw per model) and ``# session: S`` are directives kept
+in :attr:`GradedGold.meta`, each given once; queries are matched on their normalized form
+(``TV`` and ``tv`` are one query, the merge counted) and at most 4,000 bytes; only leaves may be
+graded. ``qcat judge export --gold FILE`` of a category session writes one
 (:func:`write_graded_gold`); ``qcat evaluate --gold FILE`` and ``qcat data audit --gold FILE``
 read it. A category a file does not list for a query is not judged (neither acceptable nor wrong).
 """
@@ -19,19 +22,27 @@ read it. A category a file does not list for a query is not judged (neither acce
 from __future__ import annotations
 
 import csv
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
 from qcat.errors import InputError, shown
-from qcat.lines import decoded_lines, split_line
-from qcat.measure.judged import GRADE_NAMES
+from qcat.inputs import COMMENTS_BEFORE_HEADER, Column, Directive, FileSchema, read_table
 from qcat.measure.segments import SEGMENTS
-from qcat.paths import check_file
 from qcat.taxonomy import Taxonomy
 
 REQUIRED = ("query", "category", "grade")
+# The k a category session shows judges per model lies in 1..5 (qcat.judging.grading.categories.MAX_TOP_K).
+TOP_K_RANGE = (1, 5)
+SCHEMA = FileSchema(
+    kind="graded gold", flag="--gold",
+    columns=(Column("query", "query", True, "the query as judged"),
+             Column("category", "text", True, "a leaf's id or full path"),
+             Column("grade", "int", True, "0 wrong, 1 related, 2 acceptable, 3 exact", 0, 3),
+             Column("segment", "choice", False, "head, torso or tail", choices=SEGMENTS)),
+    delimiter="\t", comments=COMMENTS_BEFORE_HEADER, literal_quotes=True,
+    directives=(Directive("top_k", "int", "the k judges saw per model", *TOP_K_RANGE),
+                Directive("session", "text", "the judging session it was exported from")))
 WRITTEN = ("query", "category", "grade", "segment", "category_path", "mean_grade", "judges")
 
 
@@ -46,11 +57,12 @@ class GradedGold:
     meta: dict[str, str] = field(default_factory=dict)
     lines: dict[tuple[str, str], int] = field(default_factory=dict)  # (query, category as written) -> line
     flag: str = "--gold"  # the flag that named the file, for errors
+    merged: dict[str, list[str]] = field(default_factory=dict)  # normalized query -> its written forms
 
     def top_k(self, default: int = 5) -> int:
         """The k the judges saw per model (``# top_k: K``), else ``default``."""
-        value = self.meta.get("top_k", "")
-        return int(value) if value.isdigit() and int(value) > 0 else default
+        value = self.meta.get("top_k")
+        return default if value is None else int(value)
 
     @property
     def queries(self) -> list[str]:
@@ -61,7 +73,9 @@ class GradedGold:
 
     def describe(self) -> str:
         graded = sum(len(g) for g in self.grades.values())
-        return f"{self.source} ({len(self):,} queries, {graded:,} graded categories, sha256 {self.sha256[:12]})"
+        merged = (f", {len(self.merged):,} written several ways merged (e.g. "
+                  f"{' / '.join(map(shown, next(iter(self.merged.values()))[:3]))})" if self.merged else "")
+        return f"{self.source} ({len(self):,} queries{merged}, {graded:,} graded categories, sha256 {self.sha256[:12]})"
 
     def where(self, query: str, category: str) -> str:
         """``FLAG FILE:LINE`` of a (query, category) row (without the line for a gold not read from a file)."""
@@ -80,6 +94,9 @@ class GradedGold:
                 if node is None:
                     raise InputError(f"{self.where(query, category)}: query {shown(query)}: category "
                                      f"{shown(category)} is not in {which} (give a node id or its full path)")
+                if not taxonomy.is_leaf(node):
+                    raise InputError(f"{self.where(query, category)}: query {shown(query)}: category {shown(category)} "
+                                     f"({taxonomy.path_of(node)}) is not a leaf: models answer leaves, so grade a leaf")
                 if node in out and out[node] != grade:
                     raise InputError(f"{self.where(query, category)}: query {shown(query)}: category {shown(node)} is "
                                      f"graded twice ({out[node]} and {grade})")
@@ -87,65 +104,32 @@ class GradedGold:
                 if (query, category) in self.lines:
                     lines.setdefault((query, node), self.lines[(query, category)])
             resolved[query] = out
-        return GradedGold(resolved, self.segments, self.source, self.sha256, self.meta, lines, self.flag)
+        return GradedGold(resolved, self.segments, self.source, self.sha256, self.meta, lines, self.flag, self.merged)
 
 
 def read_graded_gold(path: str | Path, flag: str = "--gold") -> GradedGold:
-    """A graded gold file, checked line by line (errors name the file and line)."""
-    path = check_file(path, flag)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{flag} {path}: cannot read it ({exc.__class__.__name__})") from None
-    meta: dict[str, str] = {}
-    rows = []  # (line number, its cells)
-    for number, line, why in decoded_lines(data.removeprefix(b"\xef\xbb\xbf")):
-        if line is not None and line.startswith("#"):
-            key, colon, value = line[1:].partition(":")
-            if colon and not rows and key.strip().isidentifier():
-                meta.setdefault(key.strip(), value.strip())
-            continue
-        cells = None if line is None else split_line(line, "\t")
-        if cells is None:
-            raise InputError(f"{flag} {path}:{number}: {why or 'not well-formed (a quote not closed on its line)'}")
-        if line.strip():
-            rows.append((number, cells))
-    if not rows:
-        raise InputError(f"{flag} {path}: no header and no rows (want the columns {', '.join(REQUIRED)})")
-    header_line, header = rows[0][0], [name.strip() for name in rows[0][1]]
-    missing = [name for name in REQUIRED if name not in header]
-    if missing:
-        raise InputError(f"{flag} {path}:{header_line}: the header lacks {', '.join(missing)} "
-                         f"(want tab-separated columns {', '.join(REQUIRED)}[, segment])")
-    column = {name: header.index(name) for name in (*REQUIRED, "segment") if name in header}
+    """A graded gold file read through the input layer (:data:`SCHEMA`); errors name the file and line.
+    Queries are matched on their normalized form: ``TV`` and ``tv`` are one query (counted in
+    :attr:`GradedGold.merged`), and a category they grade differently is refused naming both lines."""
+    table = read_table(path, SCHEMA, flag)
     grades: dict[str, dict[str, int]] = {}
     segments: dict[str, str] = {}
     lines: dict[tuple[str, str], int] = {}
-    for number, cells in rows[1:]:
-        where = f"{flag} {path}:{number}"
-        if len(cells) < len(header):
-            raise InputError(f"{where}: {len(cells)} columns, the header names {len(header)}")
-        query, category, grade = (cells[column[name]].strip() for name in REQUIRED)
-        if not query or not category:
-            raise InputError(f"{where}: an empty {'query' if not query else 'category'}")
-        if grade not in ("0", "1", "2", "3"):
-            raise InputError(f"{where}: grade {shown(grade)} is not one of 0-3 "
-                             f"({', '.join(f'{g} {n}' for g, n in enumerate(GRADE_NAMES))})")
+    for row in table.rows:
+        where = table.where(row.line)
+        query, category, grade = row.query.normalized, str(row["category"]), int(row["grade"])
         per_query = grades.setdefault(query, {})
-        if category in per_query:
-            raise InputError(f"{where}: query {shown(query)} grades category {shown(category)} a second time")
-        per_query[category] = int(grade)
-        lines[(query, category)] = number
-        if "segment" in column:
-            segment = cells[column["segment"]].strip()
-            if segment and segment not in SEGMENTS:
-                raise InputError(f"{where}: segment {shown(segment)} is not one of {', '.join(SEGMENTS)} (or empty)")
-            if segment and segments.setdefault(query, segment) != segment:
-                raise InputError(f"{where}: query {shown(query)} is in segment {shown(segment)} here and "
-                                 f"{shown(segments[query])} on an earlier line")
-    if not grades:
-        raise InputError(f"{flag} {path}: a header and no rows: nothing to score against")
-    return GradedGold(grades, segments, str(path), hashlib.sha256(data).hexdigest(), meta, lines, flag)
+        if category in per_query and per_query[category] != grade:
+            raise InputError(f"{where}: query {shown(row.query.text)} grades category {shown(category)} {grade} here "
+                             f"and {per_query[category]} on line {lines[(query, category)]}: give one grade")
+        per_query[category] = grade
+        lines.setdefault((query, category), row.line)
+        segment = row["segment"]
+        if segment is not None and segments.setdefault(query, str(segment)) != segment:
+            raise InputError(f"{where}: query {shown(row.query.text)} is in segment {shown(segment)} here and "
+                             f"{shown(segments[query])} on an earlier line")
+    meta = {name: str(value) for name, value in table.directives.items()}
+    return GradedGold(grades, segments, str(table.path), table.sha256, meta, lines, flag, table.merged)
 
 
 def write_graded_gold(handle, rows: Iterable[tuple], meta: dict[str, object] | None = None) -> int:

@@ -16,6 +16,11 @@ mean rounded half up; an admin's settled grade replaces it). Per query, of the m
 - **judged**: its top-1 has a grade at all (a later model may answer a category nobody judged: it
   counts as neither acceptable nor severe, and the share of such queries is reported).
 
+Answers nobody graded are counted (top-1 and in the top k), and each figure carries its bounds with
+them counted wrong and counted right (issue 45); precision@k carries the cap the grades put on it
+(queries with fewer than k categories graded 2 or more). Wins, ties and losses leave out queries
+whose two top-1s differ and one was never graded: those are counted as ``ungraded``.
+
 Each figure is a mean over queries with a percentile bootstrap interval (queries resampled with
 replacement, :func:`bootstrap_interval`, which depends on the per-query values and not on their
 order, so a file and a store that list the queries differently give the same interval); two
@@ -40,6 +45,9 @@ from qcat.taxonomy import Taxonomy
 EXACT, ACCEPTABLE, RELATED, WRONG = 3, 2, 1, 0
 GRADE_NAMES = ("Wrong", "Related", "Acceptable", "Exact")
 FIGURES = ("acceptable", "exact", "severe", "precision", "judged")
+# Each figure with the answers nobody graded counted the other way (query_outcomes).
+BOUNDS = ("acceptable_right", "exact_right", "precision_right", "severe_wrong")
+COUNTS = ("ungraded_top1", "ungraded_topk", "answered_topk", "precision_cap")
 LEVEL = 0.95
 ALL = "all"  # the segment of every query
 
@@ -77,24 +85,48 @@ def query_outcomes(answers: Sequence[Sequence[str]], graded: Sequence[Mapping[st
                    top_level: Callable[[str], str | None], k: int) -> dict[str, np.ndarray]:
     """Per query, from the model's ranked ``answers`` and the query's ``graded`` categories
     (category -> grade): ``acceptable``, ``exact``, ``severe``, ``judged`` (0/1) and
-    ``precision`` (precision@``k``), and ``top1_grade`` (NaN: no answer, or not graded)."""
+    ``precision`` (precision@``k``), and ``top1_grade`` (NaN: no answer, or not graded) and
+    ``top1`` (the top category, None for no answer).
+
+    An answer nobody graded counts as not acceptable and not severe; what it could change is kept
+    beside: ``acceptable_right``, ``exact_right`` and ``precision_right`` count every ungraded answer
+    as right (exact), ``severe_wrong`` counts an ungraded top-1 as wrong (severe when it sits under
+    another top-level node than every category graded 2 or more). ``ungraded_top1`` (0/1) and
+    ``ungraded_topk`` (a count) are the answers nobody graded, ``answered_topk`` the answers in the
+    top k, and ``precision_cap`` the best precision@k the graded categories allow,
+    min(k, categories graded 2 or more) / k."""
     if len(answers) != len(graded):
         raise ValueError(f"{len(answers)} answer lists for {len(graded)} graded queries")
     n = len(answers)
-    out = {name: np.zeros(n) for name in FIGURES}
+    out = {name: np.zeros(n) for name in FIGURES + BOUNDS + COUNTS}
     out["top1_grade"] = np.full(n, np.nan)
+    out["top1"] = np.full(n, None, dtype=object)
     for i, (ranked, grades) in enumerate(zip(answers, graded)):
-        out["precision"][i] = sum(grades.get(c, WRONG) >= ACCEPTABLE for c in list(ranked)[:k]) / k
-        if not ranked or ranked[0] not in grades:
+        top_k = list(ranked)[:k]
+        ungraded = sum(c not in grades for c in top_k)
+        good = sum(grades.get(c, WRONG) >= ACCEPTABLE for c in top_k)
+        out["precision"][i] = good / k
+        out["precision_right"][i] = (good + ungraded) / k
+        out["ungraded_topk"][i] = ungraded
+        out["answered_topk"][i] = len(top_k)
+        out["precision_cap"][i] = min(k, sum(g >= ACCEPTABLE for g in grades.values())) / k
+        if not ranked:
             continue
-        top, grade = ranked[0], grades[ranked[0]]
+        top = ranked[0]
+        out["top1"][i] = top
+        good_tops = {top_level(c) for c, g in grades.items() if g >= ACCEPTABLE}
+        other_department = bool(good_tops) and top_level(top) not in good_tops
+        if top not in grades:
+            out["ungraded_top1"][i] = 1.0
+            out["acceptable_right"][i] = out["exact_right"][i] = 1.0
+            out["severe_wrong"][i] = other_department
+            continue
+        grade = grades[top]
         out["judged"][i] = 1.0
         out["top1_grade"][i] = grade
-        out["acceptable"][i] = grade >= ACCEPTABLE
-        out["exact"][i] = grade == EXACT
-        if grade == WRONG:
-            good_tops = {top_level(c) for c, g in grades.items() if g >= ACCEPTABLE}
-            out["severe"][i] = bool(good_tops) and top_level(top) not in good_tops
+        out["acceptable"][i] = out["acceptable_right"][i] = grade >= ACCEPTABLE
+        out["exact"][i] = out["exact_right"][i] = grade == EXACT
+        out["severe"][i] = out["severe_wrong"][i] = grade == WRONG and other_department
     return out
 
 
@@ -115,24 +147,50 @@ def bootstrap_interval(values: np.ndarray, draws: int = 1000, seed: int = 0, lev
 
 def figures(outcomes: Mapping[str, np.ndarray], draws: int = 1000, seed: int = 0) -> dict[str, dict]:
     """Each figure's mean over queries and its bootstrap interval: ``{figure: {value, low, high}}``,
-    and ``queries``."""
+    and ``queries``. Acceptable, exact, severe and precision also carry ``as_wrong`` and
+    ``as_right``: the figure with every answer nobody graded counted wrong, and counted right (one of
+    the two is the figure itself); precision carries ``cap`` (the mean of
+    :func:`query_outcomes`' ``precision_cap``) and ``capped`` (queries with fewer categories graded
+    2 or more than k). ``ungraded`` counts the answers nobody graded: ``top1`` of ``answers_top1``
+    top-1 answers, ``topk`` of ``answers_topk`` answers in the top k."""
     out: dict[str, dict] = {}
+    n = len(outcomes["acceptable"])
+
+    def mean(name: str) -> float:
+        return float(np.mean(outcomes[name])) if n else float("nan")
+
     for name in FIGURES:
         values = np.asarray(outcomes[name], dtype=np.float64)
         low, high = bootstrap_interval(values, draws, seed)
-        out[name] = {"value": float(values.mean()) if len(values) else float("nan"), "low": low, "high": high}
-    out["queries"] = int(len(outcomes["acceptable"]))
+        out[name] = {"value": mean(name), "low": low, "high": high}
+    for name in ("acceptable", "exact", "precision"):
+        out[name] |= {"as_wrong": mean(name), "as_right": mean(name + "_right")}
+    out["severe"] |= {"as_wrong": mean("severe_wrong"), "as_right": mean("severe")}
+    out["precision"] |= {"cap": mean("precision_cap"),
+                         "capped": int((np.asarray(outcomes["precision_cap"]) < 1).sum())}
+    out["ungraded"] = {"top1": int(np.sum(outcomes["ungraded_top1"])),
+                       "answers_top1": int(sum(top is not None for top in outcomes["top1"])),
+                       "topk": int(np.sum(outcomes["ungraded_topk"])),
+                       "answers_topk": int(np.sum(outcomes["answered_topk"]))}
+    out["queries"] = int(n)
     return out
 
 
 def paired(baseline: Mapping[str, np.ndarray], target: Mapping[str, np.ndarray], draws: int = 1000,
            seed: int = 0) -> dict:
-    """Two models on the same queries: ``win``/``tie``/``loss`` of the target by its top-1 grade
-    (an ungraded or missing top-1 ranks below grade 0; both missing is a tie), and each figure's
-    paired difference (target - baseline) with its bootstrap interval."""
+    """Two models on the same queries: ``win``/``tie``/``loss`` of the target by its top-1 grade,
+    and each figure's paired difference (target - baseline) with its bootstrap interval. The same
+    top-1 (or no answer from either) is a tie; a missing top-1 ranks below grade 0; a query where
+    the two top-1s differ and one of them was never graded is no evidence either way: it is counted
+    as ``ungraded``, not as a win, tie or loss."""
+    b_top, t_top = np.asarray(baseline["top1"], dtype=object), np.asarray(target["top1"], dtype=object)
     b = np.nan_to_num(np.asarray(baseline["top1_grade"], dtype=np.float64), nan=-1.0)
     t = np.nan_to_num(np.asarray(target["top1_grade"], dtype=np.float64), nan=-1.0)
-    out: dict = {"win": int((t > b).sum()), "tie": int((t == b).sum()), "loss": int((t < b).sum())}
+    same = np.array([x == y for x, y in zip(b_top, t_top)], dtype=bool)
+    unknown = ~same & ((np.asarray(baseline["ungraded_top1"]) > 0) | (np.asarray(target["ungraded_top1"]) > 0))
+    known = ~same & ~unknown
+    out: dict = {"win": int((known & (t > b)).sum()), "tie": int((same | known & (t == b)).sum()),
+                 "loss": int((known & (t < b)).sum()), "ungraded": int(unknown.sum())}
     for name in FIGURES:
         diff = np.asarray(target[name], dtype=np.float64) - np.asarray(baseline[name], dtype=np.float64)
         low, high = bootstrap_interval(diff, draws, seed)

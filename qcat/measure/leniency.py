@@ -7,8 +7,10 @@ averages over), of the model's top-1 answer:
 - **lenient**: it is a true category or confusable with one, per a
   :class:`~qcat.confusable.ConfusableMap` (pairs, not their closure);
 - **severe**: it sits under another top-level node of the taxonomy than every true category
-  (the errors that send a search to the wrong department); a query without an answer is not
-  severe, only wrong;
+  (the errors that send a search to the wrong department) and is not credited: an answer the map
+  pairs with a true category is lenient-correct, never severe too, even where the pair crosses
+  departments (a map is a team's, and may pair such leaves); a query without an answer is not
+  severe, only wrong. Without a map, severe is as before: wrong department, not strict;
 - **severe, confident**: the same among the queries whose top-1 scores at least a threshold
   (0.5 by default): wrong departments the model was sure of.
 
@@ -85,7 +87,8 @@ def top1_outcomes(matched: Matched, leniency: Leniency, confident: float = CONFI
     true_departments = (truth.astype(np.float64) @ to_department).tocsr()
     answer_department = np.where(known, leniency.department[np.where(known, top, 0)], -1)
     shares = np.asarray(true_departments[rows, np.maximum(answer_department, 0)]).ravel() if len(rows) else np.zeros(0)
-    severe = (answer_department >= 0) & (shares == 0) & ~strict
+    credited = strict if lenient is None else lenient  # an answer the map credits is no error, so not severe
+    severe = (answer_department >= 0) & (shares == 0) & ~credited
     scores = matched.scores[valid, 0] if matched.k else np.zeros(len(top))
     return {"strict": strict, "lenient": lenient, "severe": severe, "confident": (top >= 0) & (scores >= confident)}
 

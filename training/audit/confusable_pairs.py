@@ -10,10 +10,16 @@ Three kinds of evidence, all from the training split alone (never a test split o
   of one leaf answered with the other, against what chance predicts: a leaf's missed queries
   landing on the other as often as the model answers it at all (``lift`` = observed / expected).
 
-A pair is **confusable** when the fast model confuses it at least ``min_confusions`` times, at
-``lift`` at least ``min_lift``, on at least ``min_rate`` of the two leaves' held-out queries, and
-the data joins the two leaves (at least ``min_shared`` shared texts). A leaf with more than
-``max_partners`` such partners is a finding, not a group: none of its pairs enter the map.
+A pair is **confusable** when the data joins the two leaves (at least ``min_shared`` shared texts)
+and one kind of evidence clears the same three bars: at least ``min_confusions`` of it, at a lift
+of at least ``min_lift`` over chance, on at least ``min_rate`` of the two leaves' queries. The
+evidence is the fast model's confusions, or the split texts themselves (issue 45, item 13): a text
+clicked under both leaves is never a confusion (either answer is a clicked leaf), so a pair whose
+texts split their clicks, the pair the data tells apart least, would otherwise never reach the
+map. A split text's chance: a leaf's split texts pair it with another leaf as often as that leaf
+is any training query's most-clicked leaf (each text counted once, half from each side). A leaf
+with more than ``max_partners`` confusable partners is a finding, not a group: none of its pairs
+enter the map.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from qcat.errors import InputError
 from qcat.progress import task
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import Dataset, split_queries, subset_queries
@@ -86,6 +93,16 @@ def shared_texts(table: ClickTable) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     return sp.triu(both.T @ both, k=1).tocsr(), sp.triu(split.T @ split, k=1).tocsr()
 
 
+def folds_of(table: ClickTable, settings: AuditSettings) -> np.ndarray:
+    """Each training query's fold (a seeded hash); refuses a split too small to cross-fit: fewer
+    queries than folds, or every query in one fold (its model would train on nothing)."""
+    fold = split_queries(table.queries, settings.seed, (1.0 / settings.folds,) * settings.folds)
+    if len(table.queries) < settings.folds or len(np.unique(fold)) < 2:
+        raise InputError(f"too few training queries ({len(table.queries):,}) for {settings.folds} folds: the audit "
+                         f"cross-fits over --folds {settings.folds}; give a larger log")
+    return fold
+
+
 def cross_fitted_confusion(dataset: Dataset, table: ClickTable,
                            settings: AuditSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """``(categories, categories)`` counts of held-out queries whose most-clicked leaf is the row and
@@ -94,7 +111,7 @@ def cross_fitted_confusion(dataset: Dataset, table: ClickTable,
     from qcat.training.nb.trainer import build_model, count_features
 
     n = len(table.categories)
-    fold = split_queries(table.queries, settings.seed, (1.0 / settings.folds,) * settings.folds)
+    fold = folds_of(table, settings)
     clicks = click_matrix(table)
     top = np.asarray(clicks.argmax(axis=1)).ravel()
     confusion = np.zeros((n, n), dtype=np.int64)
@@ -121,8 +138,9 @@ def cross_fitted_confusion(dataset: Dataset, table: ClickTable,
 def audit(dataset: Dataset, settings: AuditSettings = AuditSettings()) -> Audit:
     """Audit ``dataset``'s training split (see the module docstring)."""
     table = dataset.train
+    confusion, per_leaf, answers, held_out = cross_fitted_confusion(dataset, table, settings)  # refuses too few
     both, split = shared_texts(table)
-    confusion, per_leaf, answers, held_out = cross_fitted_confusion(dataset, table, settings)
+    split_expected = split_chance(split, per_leaf)
     errors = int(confusion.sum())
     # Chance: a missed query of leaf a lands on b as often as the model answers b at all (among the
     # answers other than a).
@@ -142,16 +160,22 @@ def audit(dataset: Dataset, settings: AuditSettings = AuditSettings()) -> Audit:
         chance = float(expected[a, b] + expected[b, a])
         lift = observed / chance if chance > 0 else (float("inf") if observed else 0.0)
         rate = observed / max(int(per_leaf[a] + per_leaf[b]), 1)
+        splits = int(split[a, b])
+        split_lift = splits / split_expected[a, b] if split_expected[a, b] > 0 else (float("inf") if splits else 0.0)
+        split_rate = splits / max(int(per_leaf[a] + per_leaf[b]), 1)
+        evidence = [name for name, (count, times, share) in (("confusions", (observed, lift, rate)),
+                                                             ("split texts", (splits, split_lift, split_rate)))
+                    if passes(count, times, share, shared, settings)]
         pairs.append({
             "leaf_a": str(table.categories[a]), "leaf_b": str(table.categories[b]),
             "path_a": taxonomy.path_of(table.categories[a]), "path_b": taxonomy.path_of(table.categories[b]),
             "confusions": observed, "a_as_b": int(confusion[a, b]), "b_as_a": int(confusion[b, a]),
             "expected": round(chance, 3), "lift": round(lift, 2) if np.isfinite(lift) else None,
             "confusion_rate": round(rate, 4), "share_of_errors": round(observed / max(errors, 1), 5),
-            "shared_texts": shared, "split_texts": int(split[a, b]),
+            "shared_texts": shared, "split_texts": splits,
+            "split_lift": round(split_lift, 2) if np.isfinite(split_lift) else None, "split_rate": round(split_rate, 4),
             "queries_a": int(per_leaf[a]), "queries_b": int(per_leaf[b]),
-            "confusable": bool(observed >= settings.min_confusions and (not np.isfinite(lift) or lift >= settings.min_lift)
-                               and rate >= settings.min_rate and shared >= settings.min_shared),
+            "confusable": bool(evidence), "evidence": " and ".join(evidence) or None,
             "_index": (a, b),
         })
     pairs.sort(key=lambda p: (-p["confusable"], -p["confusions"], -p["shared_texts"], p["leaf_a"], p["leaf_b"]))
@@ -160,6 +184,26 @@ def audit(dataset: Dataset, settings: AuditSettings = AuditSettings()) -> Audit:
     for pair in pairs:
         pair["examples"] = examples.get(pair.pop("_index"), [])
     return Audit(settings, table.categories, len(table.queries), errors, held_out, pairs, hubs)
+
+
+def passes(count: int, lift: float, rate: float, shared: int, settings: AuditSettings) -> bool:
+    """Whether one kind of evidence (confusions, or split texts) makes a pair confusable."""
+    return (count >= settings.min_confusions and (not np.isfinite(lift) or lift >= settings.min_lift)
+            and rate >= settings.min_rate and shared >= settings.min_shared)
+
+
+def split_chance(split: sp.csr_matrix, per_leaf: np.ndarray) -> np.ndarray:
+    """``(categories, categories)``, symmetric: the split texts each pair would have by chance. Leaf
+    a's split texts (with any partner) pair it with b as often as b is any training query's
+    most-clicked leaf among the leaves other than a; a text has two sides, so the pair's chance is
+    the mean of a's and b's."""
+    counts = split.toarray()
+    counts = counts + counts.T
+    partnered = counts.sum(axis=1).astype(np.float64)
+    share = per_leaf / max(int(per_leaf.sum()), 1)
+    one_side = np.outer(partnered / np.maximum(1.0 - share, 1e-12), share)
+    np.fill_diagonal(one_side, 0.0)
+    return (one_side + one_side.T) / 2.0
 
 
 def _hubs(pairs: list[dict], max_partners: int, taxonomy) -> list[dict]:

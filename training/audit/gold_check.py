@@ -5,9 +5,10 @@ those graded 3 (exact); a query with none graded 3 takes its best grade of 2 or 
 that is its categories graded 2 (all of them: their grades tie, and no one of them is a better
 reference than another). Then:
 
-- a **human-acceptable disagreement** is a reference category and another category graded 2
-  (acceptable) for the same query: an answer people accept that differs from the reference. On a
-  query without an exact category every two of its acceptable categories make one. The map
+- a **human-acceptable disagreement** is a reference category and another category graded 3 or 2
+  (exact or acceptable) for the same query: an answer people accept that differs from the
+  reference. So every two categories graded exact make one (where the map is right most often), and
+  on a query without an exact category every two of its acceptable categories do. The map
   **explains** it when it pairs the two categories;
 - a map pair is **rejected** on a query when one of its categories is a reference and the other is
   graded 0 (wrong) or 1 (related): people refuse the answer the map would credit.
@@ -48,7 +49,7 @@ def gold_agreement(pairs: Iterable[tuple[str, str]], gold: Mapping[str, Mapping[
         reference = references(grades)
         if not reference:
             continue
-        others = {c for c, g in grades.items() if g == ACCEPTABLE}
+        others = reference | {c for c, g in grades.items() if g == ACCEPTABLE}  # two exact ones disagree too
         disagreeing = {frozenset((r, c)) for r in reference for c in others if c != r}
         found += [(query, p) for p in sorted(disagreeing, key=sorted)]
         wrong = {c for c, g in grades.items() if g <= RELATED}
@@ -76,8 +77,8 @@ def agreement_line(found: dict, source: str) -> str:
     """The summary line ``qcat data audit --gold`` prints."""
     share = "–" if found["explained_share"] is None else f"{found['explained_share']:.1%}"
     return (f"against {source} ({found['queries']:,} queries): {found['disagreements']:,} human-acceptable "
-            f"disagreements (exact vs acceptable) on {found['disagreement_queries']:,} queries; the map explains "
-            f"{found['explained']:,} ({share}); people rejected {found['rejected_pairs']:,} of its "
+            f"disagreements (two exact, or exact vs acceptable) on {found['disagreement_queries']:,} queries; the map "
+            f"explains {found['explained']:,} ({share}); people rejected {found['rejected_pairs']:,} of its "
             f"{found['map_pairs']:,} pairs ({plural(found['rejected'], 'time')} on "
             f"{plural(found['rejected_queries'], 'query', 'queries')})")
 

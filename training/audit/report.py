@@ -10,7 +10,7 @@ from qcat.training.audit.confusable_pairs import Audit
 from qcat.training.audit.gold_check import plural
 
 TSV_COLUMNS = (HEADER, "leaf_b", "path_a", "path_b", "confusions", "lift", "confusion_rate", "shared_texts",
-               "split_texts", "share_of_errors")
+               "split_texts", "share_of_errors", "split_lift", "evidence")
 SHOWN = 40  # pairs the Markdown report lists
 
 
@@ -51,8 +51,8 @@ def gold_section(gold: dict) -> list[str]:
         f"## Against people's grades ({cell(gold['source'])})", "",
         f"- {gold['queries']:,} graded queries (sha256 {gold['sha256'][:12]}); {gold['map_pairs_graded']:,} of the "
         f"map's {gold['map_pairs']:,} pairs have both leaves graded for some query.",
-        f"- Human-acceptable disagreements (a category graded exact and another graded acceptable; on a query "
-        f"with no exact category, two acceptable ones): {gold['disagreements']:,} on "
+        f"- Human-acceptable disagreements (two categories graded exact, or one graded exact and another graded "
+        f"acceptable; on a query with no exact category, two acceptable ones): {gold['disagreements']:,} on "
         f"{gold['disagreement_queries']:,} queries ({gold['distinct_disagreements']:,} distinct leaf pairs). "
         f"The map pairs {gold['explained']:,} of them ({share}; {gold['explained_distinct']:,} distinct pairs).",
         f"- Rejected: {plural(gold['rejected'], 'time')}, on {plural(gold['rejected_queries'], 'query', 'queries')}, "
@@ -65,13 +65,17 @@ def gold_section(gold: dict) -> list[str]:
 
 def markdown(audit: Audit, source: dict, command: str, gold: dict | None = None) -> str:
     s = audit.settings
-    rows = ["| # | leaf A | leaf B | confusions (A→B / B→A) | lift | rate | shared texts (split) | share of errors | "
-            "in map | examples |", "|---:|---|---|---:|---:|---:|---:|---:|---|---|"]
+    rows = ["| # | leaf A | leaf B | confusions (A→B / B→A) | lift | rate | shared texts (split) | split lift | "
+            "share of errors | in map (by) | examples |", "|---:|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
+
+    def times(lift: float | None) -> str:
+        return "∞" if lift is None else f"{lift:.1f}"
+
     for i, p in enumerate(audit.pairs[:SHOWN], start=1):
-        lift = "∞" if p["lift"] is None else f"{p['lift']:.1f}"
+        in_map = f"yes ({p['evidence']})" if p["confusable"] else "no"
         rows.append(f"| {i} | {cell(p['path_a'])} | {cell(p['path_b'])} | {p['confusions']} ({p['a_as_b']} / "
-                    f"{p['b_as_a']}) | {lift} | {100 * p['confusion_rate']:.1f}% | {p['shared_texts']} "
-                    f"({p['split_texts']}) | {100 * p['share_of_errors']:.2f}% | {'yes' if p['confusable'] else 'no'} | "
+                    f"{p['b_as_a']}) | {times(p['lift'])} | {100 * p['confusion_rate']:.1f}% | {p['shared_texts']} "
+                    f"({p['split_texts']}) | {times(p['split_lift'])} | {100 * p['share_of_errors']:.2f}% | {in_map} | "
                     f"{cell('; '.join(p['examples']))} |")
     hubs = [f"- {cell(h['path'])}: {h['partners']} partners ({cell('; '.join(h['partner_paths'][:6]))}"
             f"{'…' if h['partners'] > 6 else ''})" for h in audit.hubs] or ["- none"]
@@ -83,9 +87,9 @@ def markdown(audit: Audit, source: dict, command: str, gold: dict | None = None)
         f"- A fast model (Naive Bayes, fixed settings) cross-fitted over {s.folds} folds missed "
         f"{audit.held_out_errors:,} of {audit.held_out_queries:,} held-out queries "
         f"({audit.held_out_errors / max(audit.held_out_queries, 1):.1%}).",
-        f"- {len(audit.confusable)} pairs are confusable (at least {s.min_confusions} cross-fitted confusions, lift "
-        f"≥ {s.min_lift:g} over chance, ≥ {100 * s.min_rate:g}% of the two leaves' held-out queries, and ≥ "
-        f"{s.min_shared} texts clicked under both); together they explain "
+        f"- {len(audit.confusable)} pairs are confusable (≥ {s.min_shared} texts clicked under both, and at least "
+        f"{s.min_confusions} cross-fitted confusions, or at least {s.min_confusions} split texts, at a lift ≥ "
+        f"{s.min_lift:g} over chance on ≥ {100 * s.min_rate:g}% of the two leaves' queries); together they explain "
         f"{audit.explained_share():.1%} of the cross-fitted errors.",
         f"- Made by: `{command}`", "",
         f"## Pairs, ranked (first {min(SHOWN, len(audit.pairs))} of {len(audit.pairs):,} with evidence)", "",
@@ -93,7 +97,9 @@ def markdown(audit: Audit, source: dict, command: str, gold: dict | None = None)
         "confusions: held-out queries of one leaf answered with the other; lift: against what chance predicts (a "
         "leaf's misses landing on the other as often as the model answers it at all); rate: confusions over both leaves' held-out queries; "
         "shared texts: training queries (and titles) clicked under both leaves, (split): of them, those where each "
-        "leaf has at least 20% of the clicks.", "",
+        "leaf has at least 20% of the clicks; split lift: split texts against chance (a leaf's split texts pairing it "
+        "with the other as often as the other is any query's leaf). A split text is never a confusion (either answer "
+        "is a clicked leaf), so split texts are evidence of their own.", "",
         f"## Leaves with more than {s.max_partners} confusable partners (findings, not credited)", "",
         *hubs, "",
         *([] if gold is None else gold_section(gold)),

@@ -42,6 +42,7 @@ import numpy as np
 from qcat.errors import InputError, TaxonomyError, shown
 from qcat.lines import MAX_QUERY_BYTES
 from qcat.normalize import normalize
+from qcat.paths import STDIN, check_file
 from qcat.progress import task
 from qcat.taxonomy import OTHER_SUFFIX, Taxonomy
 from qcat.training.clicklogs import ingest_sql as sql
@@ -194,6 +195,8 @@ class IngestResult:
 
 
 def detect_format(path: str | Path, kind: str = "click-log") -> str:
+    if str(path) in STDIN:  # say what is wrong with it, not that its name has no suffix
+        check_file(path)
     name = str(path).rstrip("/").rsplit("/", 1)[-1].lower().removesuffix(".gz")
     for suffix, fmt in ((".parquet", "parquet"), (".jsonl", "jsonl"), (".ndjson", "jsonl"), (".json", "jsonl"), (".tsv", "tsv"), (".csv", "csv")):
         if name.endswith(suffix):

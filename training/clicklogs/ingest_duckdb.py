@@ -22,6 +22,7 @@ from qcat.lines import MAX_QUERY_BYTES, query_bytes
 from qcat.paths import check_file
 from qcat.training.clicklogs.ingest_engine import COLUMNS, REQUIRED, check_header
 from qcat.training.clicklogs.ingest_sql import DUCKDB_MACROS
+from qcat.inputs import read_bytes
 from qcat.training.clicklogs.ingest_text import read_delimited, read_jsonl
 
 MEMORY_LIMIT_ENV = "QCAT_DUCKDB_MEMORY_LIMIT"
@@ -75,18 +76,7 @@ class DuckDBEngine:
             check_file(path)
             self._view_parquet(path, columns, required)
             return
-        try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-        if path.suffix == ".gz":
-            import gzip
-            import zlib
-
-            try:
-                raw = gzip.decompress(raw)
-            except (OSError, EOFError, zlib.error) as exc:
-                raise InputError(f"{path}: its name ends in .gz but it is not a valid gzip file ({exc})") from None
+        _, raw, _ = read_bytes(path, None)  # the input layer's path, gzip and byte order mark rules
         rows = (read_jsonl(raw, columns, required) if fmt == "jsonl"
                 else read_delimited(raw, "\t" if fmt == "tsv" else ",", columns, required))
         self.lines, self.header_lines, self.blank_lines = rows.lines, rows.header_lines, rows.blank_lines

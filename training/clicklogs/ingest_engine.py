@@ -11,7 +11,8 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from qcat.errors import InputError, shown
+from qcat.errors import InputError
+from qcat.inputs import header_problem
 
 COLUMNS = ("query", "category", "clicks", "impressions", "date")
 REQUIRED = ("query", "category")
@@ -64,16 +65,9 @@ class IngestEngine(Protocol):
 
 
 def check_header(header: Sequence[str], required: Sequence[str] = REQUIRED) -> None:
-    """Refuse a header without every ``required`` column, or naming a column twice (which of the two
-    counts would be a guess: ``query,category,category,clicks``); a tuple inside ``required`` is met by
-    any one of its names (a catalog's ``category`` or ``category_path``). Names compare as lower case,
-    as the readers read them; unnamed columns (trailing delimiters) may repeat."""
-    repeated = sorted({name for name in header if name and list(header).count(name) > 1})
-    if repeated:
-        raise InputError(f"the header names the column{'s' * (len(repeated) > 1)} "
-                         f"{', '.join(shown(name) for name in repeated)} twice (found: {shown(', '.join(header))}): "
-                         f"which one counts would be a guess; remove or rename the copy")
-    missing = [c if isinstance(c, str) else " or ".join(c) for c in required
-               if not (c in header if isinstance(c, str) else any(name in header for name in c))]
-    if missing:
-        raise InputError(f"missing column(s) {', '.join(missing)} (found: {shown(', '.join(header)) if header else 'none'})")
+    """Refuse a header by the input layer's one header rule (:func:`qcat.inputs.header_problem`): a
+    column named twice, or a ``required`` one missing. Names compare as lower case, as the readers
+    read them."""
+    problem = header_problem(list(header), required)
+    if problem is not None:
+        raise InputError(problem)

@@ -6,7 +6,9 @@ The invariant: lines in the file = header lines + rows read + blank lines, and e
 used or skipped under one reason. A quoted field never runs across lines: a line whose quote is
 not closed on it is a malformed row, and the next line is read as a row again, so one stray
 quote cannot swallow the rows after it. A line longer than :data:`qcat.lines.MAX_LINE_BYTES`
-is a row that is too long, not parsed at all.
+is a row that is too long, not parsed at all. Lines, cells and the header come from the input layer
+(:mod:`qcat.inputs`: its line rules, :func:`~qcat.inputs.split_cells` and the one header rule);
+what a click-log row means is checked after, in SQL.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from qcat.errors import InputError, shown
-from qcat.lines import MAX_LINE_BYTES, physical_lines, split_line
+from qcat.inputs import raw_lines, split_cells
+from qcat.lines import MAX_LINE_BYTES
 from qcat.training.clicklogs.ingest_engine import COLUMNS, REQUIRED, check_header
 
 
@@ -67,35 +70,29 @@ class _RawRows:
 
 
 def _decoded_lines(raw: bytes, rows: _RawRows, first_data_line: int):
-    """Yield (line_number, text) for each physical line that decodes as UTF-8 and is not too
-    long (a trailing carriage return dropped); record the others as bad rows."""
-    for number, line in enumerate(physical_lines(raw), start=1):
+    """Yield (line_number, text) for each physical line that the input layer can read (UTF-8, not
+    too long, byte order mark dropped: :func:`qcat.inputs.raw_lines`); record the others as bad rows."""
+    for number, text, why, line in raw_lines(raw):
         rows.lines += 1
-        if len(line) > MAX_LINE_BYTES:
+        if text is None:
+            too_long = len(line) > MAX_LINE_BYTES
             if number >= first_data_line:
                 rows.add_bad(number, "too_long", f"{len(line):,} bytes, limit {MAX_LINE_BYTES:,}: "
-                             + line[:60].decode("utf-8", "replace"))
+                             + line[:60].decode("utf-8", "replace")) if too_long else \
+                    rows.add_bad(number, "bad_encoding", line.decode("utf-8", "replace"))
                 continue
-            raise InputError(f"line {number} (the header) is too long ({len(line):,} bytes, limit {MAX_LINE_BYTES:,})")
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            if number >= first_data_line:
-                rows.add_bad(number, "bad_encoding", line.decode("utf-8", "replace"))
-                continue
-            raise InputError(f"line {number} (the header) is not valid UTF-8 (byte {exc.start + 1}); "
-                             f"save the file as UTF-8") from None
-        yield number, text.removesuffix("\r")
+            raise InputError(f"line {number} (the header) is {why if too_long else why + '; save the file as UTF-8'}")
+        yield number, text
 
 
 def read_delimited(raw: bytes, delimiter: str, columns: tuple[str, ...] = COLUMNS,
                    required: tuple[str, ...] = REQUIRED) -> _RawRows:
     rows = _RawRows(columns)
     header = None
-    for number, text in _decoded_lines(raw.removeprefix(b"\xef\xbb\xbf"), rows, first_data_line=2):
+    for number, text in _decoded_lines(raw, rows, first_data_line=2):
         if header is None:
             rows.header_lines = 1
-            fields = split_line(text, delimiter)
+            fields = split_cells(text, delimiter, literal_quotes=False)
             if fields is None:
                 cr = ("; its lines end in a carriage return alone (CR): save it with LF or CRLF line ends"
                       if "\r" in text else "")
@@ -108,7 +105,7 @@ def read_delimited(raw: bytes, delimiter: str, columns: tuple[str, ...] = COLUMN
         if not text.strip():
             rows.blank_lines += 1
             continue
-        record = split_line(text, delimiter)
+        record = split_cells(text, delimiter, literal_quotes=False)
         if record is None or len(record) != len(header):
             rows.add_bad(number, "malformed_row", text)
             continue

@@ -64,11 +64,12 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     found.add_argument("--folds", type=int_at_least(2, 20), default=5,
                        help="folds of the training queries the fast model is cross-fitted over (default 5)")
     found.add_argument("--min-confusions", type=int_at_least(1), default=3,
-                       help="cross-fitted confusions a pair needs, both ways together (default 3)")
+                       help="cross-fitted confusions a pair needs, both ways together, or else split texts (default 3)")
     found.add_argument("--min-lift", type=float_at_least(0), default=5.0,
-                       help="how many times more often than chance the pair is confused (default 5)")
+                       help="how many times more often than chance the pair is confused, or its texts split "
+                            "(default 5)")
     found.add_argument("--min-rate", type=share(), default=0.01,
-                       help="confusions over the two leaves' held-out queries, in [0, 1] (default 0.01)")
+                       help="confusions (or split texts) over the two leaves' queries, in [0, 1] (default 0.01)")
     found.add_argument("--min-shared", type=int_at_least(0), default=2,
                        help="training texts clicked under both leaves a pair needs (default 2)")
     found.add_argument("--max-partners", type=int_at_least(1), default=4,

@@ -230,18 +230,19 @@ def run_train_xreg(args: argparse.Namespace) -> int:
 
 def print_selection_row(sets):
     """Prints the selection table's header; returns the printer of its rows (a single part
-    answering every query, the default settings are compared with, is printed as ``NB alone``)."""
+    answering every query is printed as ``NB alone``; the stated default is marked)."""
     print("long side   shares     cutoff  blend  objective  " + "  ".join(f"PR@1 {name}" for name in sets))
 
     def row_line(row: dict) -> None:
+        figures = f"{row['objective']:>9.4f}  " + "  ".join(
+            f"{row[f'pr@1 {name}']:>{len(name) + 5}.4f}" for name in sets)
+        mark = "  (the default)" if row.get("default") else ""
         if row.get("route_to", "hybrid") != "hybrid":
-            setting = f"{row['route_to'].upper() if row['route_to'] == 'nb' else row['route_to']} alone (default candidate)"
-            print(f"{setting:<39}{row['objective']:>9.4f}  "
-                  + "  ".join(f"{row[f'pr@1 {name}']:>{len(name) + 5}.4f}" for name in sets))
+            setting = f"{row['route_to'].upper() if row['route_to'] == 'nb' else row['route_to']} alone"
+            print(f"{setting:<39}{figures}{mark}")
             return
         print(f"{row['long_backend']:<10}  {'/'.join(f'{s:.2f}' for s in row['long_shares']):<9}  {row['cutoff']:>6}  "
-              f"{row['blend']:>5.2f}  {row['objective']:>9.4f}  "
-              + "  ".join(f"{row[f'pr@1 {name}']:>{len(name) + 5}.4f}" for name in sets))
+              f"{row['blend']:>5.2f}  {figures}{mark}")
 
     return row_line
 
@@ -317,11 +318,11 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
         hybrid.config[CONFIG_KEY] = confusable.to_config()
     hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)
     save_bundle(hybrid, args.out, dataset, [f for f in seen if f is not None])
-    print(hybrid.metrics["selection"]["decision"]["summary"])
-    if hybrid.route_to != "hybrid":
-        print(f"kept {describe_hybrid(hybrid)}")
-    else:
-        print(f"chose {hybrid.long_backend} with cutoff {hybrid.cutoff} and blend {hybrid.blend:g}: " + describe_hybrid(hybrid))
+    decision = hybrid.metrics["selection"]["decision"]
+    print(decision["summary"])
+    verb = "chose" if decision["decided_by_validation"] else "kept the setting fixed by flags" \
+        if decision["fixed_by_flags"] else "kept the default"
+    print(f"{verb}: {describe_hybrid(hybrid)}")
     print(describe_fit(hybrid.calibration) + f" (calibrated sources with the parts': "
           f"{', '.join(calibrated_sources(hybrid)) or 'none'})")
     print("test " + json.dumps(hybrid.metrics["test"]))

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from qcat.errors import InputError
+from qcat.inputs import COMMENTS_NONE, Column, FileSchema, read_table
 from qcat.taxonomy import OTHER_LEAF, Taxonomy, from_paths
 
 REQUIRED_COLUMNS = ("listing_id", "title", "category_path")
@@ -51,46 +49,28 @@ def leaf_category_paths(paths: np.ndarray) -> np.ndarray:
     return np.array([f"{p} > {OTHER_LEAF}" if p in internal else p for p in paths.tolist()], dtype=object)
 
 
-def _number(text: str, path: Path, row: int, column: str) -> float:
-    if text.strip() == "":
-        return float("nan")
-    try:
-        return float(text)
-    except ValueError:
-        raise InputError(f"{path} row {row}: {column} {text!r} is not a number") from None
+CATALOG_FILE = FileSchema(
+    kind="catalog", flag="--catalog", delimiter=",", comments=COMMENTS_NONE, match_queries=False,
+    columns=(Column("listing_id", "text", True, "the listing's id"),
+             Column("source", "text", False, "the retailer it comes from"),
+             Column("title", "text", True, "its title"),
+             Column("brand", "text", False, "its brand"),
+             Column("category_path", "text", True, "its category path, A > B > C"),
+             Column("popularity", "number", False, "how popular it is (empty: unknown)"),
+             Column("price", "number", False, "its price (empty: unknown)")))
 
 
-def load_catalog(path: str | Path) -> Catalog:
-    """Load a listings CSV (optionally .gz) with columns
-    ``listing_id, source, title, brand, category_path, popularity, price``
-    (``source``, ``brand``, ``popularity`` and ``price`` may be absent)."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-        if path.suffix == ".gz":
-            raw = gzip.decompress(raw)
-        text = raw.decode("utf-8-sig")
-    except OSError as exc:
-        raise InputError(f"cannot read catalog {path}: {exc}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"catalog {path} is not valid UTF-8") from None
-    reader = csv.DictReader(io.StringIO(text))
-    missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
-    if missing:
-        raise InputError(f"catalog {path} lacks columns {', '.join(missing)}")
-    columns: dict[str, list] = {name: [] for name in ("listing_id", "source", "title", "brand", "category_path", "popularity", "price")}
-    for row_number, row in enumerate(reader, start=2):
-        if not row["listing_id"] or not row["title"] or not row["category_path"]:
-            raise InputError(f"catalog {path} row {row_number}: listing_id, title and category_path must not be empty")
-        columns["listing_id"].append(row["listing_id"])
-        columns["source"].append(row.get("source") or "")
-        columns["title"].append(row["title"])
-        columns["brand"].append(row.get("brand") or "")
-        columns["category_path"].append(row["category_path"])
-        columns["popularity"].append(_number(row.get("popularity") or "", path, row_number, "popularity"))
-        columns["price"].append(_number(row.get("price") or "", path, row_number, "price"))
-    if not columns["listing_id"]:
-        raise InputError(f"catalog {path} holds no listings")
+def load_catalog(path: str | Path, flag: str = "--catalog") -> Catalog:
+    """Load a listings CSV (optionally .gz) with the columns of :data:`CATALOG_FILE`
+    (``source``, ``brand``, ``popularity`` and ``price`` may be absent), read through the input layer."""
+    table = read_table(path, CATALOG_FILE, flag)
+    names = [c.name for c in CATALOG_FILE.columns]
+    columns: dict[str, list] = {name: [] for name in names}
+    for row in table.rows:
+        for name in names:
+            value = row[name]
+            columns[name].append((math.nan if value is None else float(value)) if name in ("popularity", "price")
+                                 else ("" if value is None else value))
     columns["category_path"] = leaf_category_paths(np.array(columns["category_path"], dtype=object))
     return Catalog(
         **{k: np.array(v, dtype=object) for k, v in columns.items() if k not in ("popularity", "price")},

@@ -92,10 +92,21 @@ def data_source(manifest: Manifest) -> dict:
     return source if isinstance(source, dict) else {}
 
 
+def each_fingerprint(queries: Iterable[str]) -> np.ndarray:
+    """The 64-bit fingerprint of each normalized query, in order."""
+    digests = [hashlib.blake2b(normalize(q).encode("utf-8"), digest_size=8).digest() for q in queries]
+    return np.frombuffer(b"".join(digests), dtype=">u8").astype(np.uint64)
+
+
 def fingerprints(queries: Iterable[str]) -> np.ndarray:
     """Sorted distinct 64-bit fingerprints of the normalized queries."""
-    digests = [hashlib.blake2b(normalize(q).encode("utf-8"), digest_size=8).digest() for q in queries]
-    return np.unique(np.frombuffer(b"".join(digests), dtype=">u8").astype(np.uint64))
+    return np.unique(each_fingerprint(queries))
+
+
+def seen_mask(queries: Iterable[str], seen: np.ndarray | None) -> np.ndarray | None:
+    """Which of ``queries`` (each normalized) a model saw in training, in order; None when its
+    bundle records nothing."""
+    return None if seen is None else np.isin(each_fingerprint(queries), seen)
 
 
 def write_seen_queries(directory: Path, queries: Iterable[str], also: Iterable[np.ndarray] = ()) -> None:

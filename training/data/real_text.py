@@ -23,7 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from qcat.errors import InputError
+from qcat.errors import InputError, shown
+from qcat.inputs import COMMENTS_NONE, Column, FileSchema, read_table
 from qcat.normalize import tokenize
 from qcat.taxonomy import Taxonomy
 from qcat.training.clicklogs.clicktable import ClickTable
@@ -83,24 +84,25 @@ def title_set(catalog: Catalog, taxonomy: Taxonomy, split: np.ndarray, name: str
     return table_from_pairs(queries, categories)
 
 
+REAL_QUERIES = FileSchema(
+    kind="real queries", flag="the corpus's real_queries.csv", delimiter=",", comments=COMMENTS_NONE,
+    match_queries=False,
+    columns=(Column("query", "query", True, "a real query"),
+             Column("category_path", "text", True, "the category it was clicked in, A > B > C"),
+             Column("clicks", "number", False, "its clicks (empty: 1)", 0)))
+
+
 def load_real_queries(path: str | Path, taxonomy: Taxonomy) -> ClickTable:
-    """A CSV of real queries with ``query``, ``category_path`` and ``clicks`` columns."""
-    path = Path(path)
-    try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            rows = list(csv.DictReader(handle))
-    except OSError as exc:
-        raise InputError(f"cannot read real queries {path}: {exc}") from None
+    """A CSV of real queries (:data:`REAL_QUERIES`) read through the input layer."""
+    table = read_table(path, REAL_QUERIES)
     queries, categories, counts = [], [], []
-    for number, row in enumerate(rows, start=2):
-        node = taxonomy.id_of_path(row.get("category_path") or "")
-        query = " ".join(tokenize(row.get("query") or ""))
-        if node is None or not query:
-            raise InputError(f"{path} row {number}: query {row.get('query')!r} / category "
-                             f"{row.get('category_path')!r} is empty or not in the taxonomy")
-        queries.append(query)
+    for row in table.rows:
+        node = taxonomy.id_of_path(str(row["category_path"]))
+        if node is None:
+            raise InputError(f"{table.where(row.line)}: category {shown(row['category_path'])} is not in the taxonomy")
+        queries.append(row.query.normalized)
         categories.append(node)
-        counts.append(float(row.get("clicks") or 1))
+        counts.append(1.0 if row["clicks"] is None else float(row["clicks"]))
     return table_from_pairs(queries, categories, counts)
 
 

@@ -57,16 +57,26 @@ class Decision:
     decided: bool  # whether a candidate beat the default by more than margin paired SEs
     queries: int  # validation queries the comparison rests on (all sets)
     margin: float = MARGIN_SE
+    fixed: bool = False  # the caller fixed the choice: the default is kept whatever validation says
 
     def summary(self) -> str:
         """One line: what was kept and why."""
         default = self.rows[self.default]
+        others = [r for i, r in enumerate(self.rows) if i != self.default]
+        if self.fixed:
+            line = f"validation ({self.queries:,} queries): kept {default['name']}, fixed by flags (objective " \
+                   f"{default['objective']:.4f})"
+            if not others:
+                return line
+            best = max(others, key=lambda r: r["objective"])
+            verdict = "more" if best["wins"] else "not more"
+            return (line + f"; the best other, {best['name']}, differs by {best['difference']:+.4f} ± "
+                    f"{best['paired_se']:.4f} ({verdict} than {self.margin:g} paired SE)")
         if self.decided:
             row = self.rows[self.chosen]
             return (f"validation ({self.queries:,} queries) chose {row['name']}: objective {row['objective']:.4f} against "
                     f"the default {default['name']}'s {default['objective']:.4f}, {row['difference']:+.4f} ± "
                     f"{row['paired_se']:.4f} (more than {self.margin:g} paired SE)")
-        others = [r for i, r in enumerate(self.rows) if i != self.default]
         if not others:
             return f"validation ({self.queries:,} queries): only the default {default['name']} was tried"
         best = max(others, key=lambda r: r["objective"])
@@ -77,7 +87,8 @@ class Decision:
     def to_json(self) -> dict:
         """What a manifest records (with the summary line)."""
         return {"default": self.rows[self.default]["name"], "chosen": self.rows[self.chosen]["name"],
-                "decided_by_validation": self.decided, "margin_se": self.margin, "validation_queries": self.queries,
+                "decided_by_validation": self.decided, "fixed_by_flags": self.fixed, "margin_se": self.margin,
+                "validation_queries": self.queries,
                 "candidates": self.rows, "summary": self.summary()}
 
     def annotate(self, table: list[dict]) -> None:
@@ -93,14 +104,15 @@ def decide(names: list[str], outcomes: list[Outcomes], weights: dict[str, float]
     ``margin`` paired standard errors; of those that do, the one with the best objective (ties:
     the first)."""
     base = outcomes[default]
-    rows, best = [], None
+    rows, best, values = [], None, []
     for i, (name, outcome) in enumerate(zip(names, outcomes)):
         value = objective_of(outcome, weights)
+        values.append(value)
         difference, se = (0.0, 0.0) if i == default else paired_difference(outcome, base, weights)
         wins = i != default and clears(difference, se, margin)
         rows.append({"name": name, "objective": round(value, 5), "difference": round(difference, 5),
                      "paired_se": round(se, 5), "wins": bool(wins)})
-        if wins and (best is None or value > rows[best]["objective"]):
+        if wins and (best is None or value > values[best]):  # unrounded: a tie keeps the first
             best = i
     queries = sum(len(values) for values in base.values())
     return Decision(default if best is None else best, default, rows, best is not None, queries, margin)

@@ -148,6 +148,21 @@ def setting_name(row: dict) -> str:
             f"blend {row['blend']:g}")
 
 
+def default_setting(sides: list[tuple[tuple[Model, ...], tuple[float, ...]]], cutoffs: tuple[int, ...],
+                    blends: tuple[float, ...]) -> tuple[tuple[Model, ...], tuple[float, ...], int, float]:
+    """The stated default, fixed before any validation query is read: the paper's hybrid (eBay
+    §3.1), NB for queries of one token and the long model behind it, unblended. Its long side is
+    XML-Q (the paper's) where tried, else XReg, else the two at equal shares; a choice a flag fixes
+    (``cutoffs`` or ``blends`` of one value) is the default's too."""
+    def rank(side) -> int:
+        names = tuple(long.backend for long in side[0])
+        return 0 if names == ("xmlq",) else 1 if names == ("xreg",) else 2 if side[1] == (0.5, 0.5) else 3
+
+    longs, shares = min(sides, key=rank)
+    return (longs, shares, CUTOFFS[0] if CUTOFFS[0] in cutoffs else cutoffs[0],
+            0.0 if 0.0 in blends else blends[0])
+
+
 def choose_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], cutoffs: tuple[int, ...], sets: ValidationSets,
                   taxonomy: Taxonomy, blends: tuple[float, ...] = BLENDS, progress=None,
                   only: str | None = None, confusable: ConfusableMap | None = None
@@ -155,33 +170,38 @@ def choose_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], cutoffs: t
     """The hybrid setting (long side, cutoff, blend) validation prefers, the table of every option
     tried, and the decision (:func:`~qcat.training.selection.decide.decide`).
 
-    The default is the best single part (NB alone, or a long model alone: a hybrid that routes
-    every query to it); a setting replaces it only when it wins by more than 2 paired standard
-    errors. Given one setting only (every choice fixed by the caller), that setting is kept, and
-    the decision still says how it compares with the default. With a ``confusable`` map the
-    objective is lenient top-1 instead of PR@1."""
+    The default is stated, not chosen (:func:`default_setting`: the paper's hybrid). Every other
+    setting, and each part alone (NB alone, a long model alone: a hybrid that routes every query to
+    it), replaces it only when it wins by more than 2 paired standard errors. Given one setting
+    only (every choice fixed by the caller), that setting is kept, and the decision still says how
+    the others compare with it. With a ``confusable`` map the objective is lenient top-1 instead
+    of PR@1."""
     remembered = {id(model): _Remembered(model) for model in (nb, *long_models.values())}
-    first_longs = next(iter(long_sides(long_models, only)))
-    singles = [HybridModel(nb=nb, longs=first_longs[0], cutoff=CUTOFFS[0], taxonomy=taxonomy, config={}, metrics={},
-                           long_shares=first_longs[1], route_to=part)
-               for part in ("nb", *(long.backend for long in first_longs[0]))]
+    sides = long_sides(long_models, only)
+    default_longs, default_shares, default_cutoff, default_blend = default_setting(sides, cutoffs, blends)
+    alone = list({id(long): long for longs, _ in sides for long in longs}.values())  # each long model tried, once
+    singles = [HybridModel(nb=nb, longs=default_longs, cutoff=default_cutoff, taxonomy=taxonomy, config={},
+                           metrics={}, long_shares=default_shares, route_to="nb")]
+    singles += [HybridModel(nb=nb, longs=(long,), cutoff=default_cutoff, taxonomy=taxonomy, config={}, metrics={},
+                            route_to=long.backend) for long in alone]
     settings = [HybridModel(nb=nb, longs=longs, cutoff=cutoff, taxonomy=taxonomy, config={}, metrics={},
                             blend=blend, long_shares=shares)
-                for longs, shares in long_sides(long_models, only) for cutoff in cutoffs for blend in blends]
+                for longs, shares in sides for cutoff in cutoffs for blend in blends]
     candidates, results, table = singles + settings, [], []
-    for hybrid in candidates:
+    default = len(singles) + next(i for i, h in enumerate(settings) if (h.longs, h.long_shares, h.cutoff, h.blend)
+                                  == (default_longs, default_shares, default_cutoff, default_blend))
+    for i, hybrid in enumerate(candidates):
         result = outcomes(replace(hybrid, nb=remembered[id(nb)],
                                   longs=tuple(remembered[id(long)] for long in hybrid.longs)), sets, taxonomy,
                           confusable)
         results.append(result)
-        row = _row(hybrid, result, sets)
+        row = _row(hybrid, result, sets) | {"default": i == default}
         table.append(row)
         if progress:
             progress(row)
-    default = max(range(len(singles)), key=lambda i: (table[i]["objective"], -i))  # ties: NB, the simplest
     decision = decide([setting_name(row) for row in table], results, weights_of(sets), default)
-    if len(settings) == 1:  # the caller fixed every choice: keep it, and say how it compares
-        decision = replace(decision, chosen=len(singles), decided=True)
+    if len(settings) == 1:  # the caller fixed every choice: keep it, and say how the others compare
+        decision = replace(decision, chosen=default, decided=False, fixed=True)
     decision.annotate(table)
     return candidates[decision.chosen], table, decision
 

@@ -37,6 +37,7 @@ from qcat.query_encoding import RESERVED, encode, token_index
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import Dataset, truth_matrix
 from qcat.training.xmlq.checkpoint import Checkpoint, CheckpointError
+from qcat.training.xmlq.determinism import seed_everything
 from qcat.training.xmlq.distributed import device_multiple
 from qcat.training.xmlq.losses import StochasticNegativeMining, binary_crossentropy, soft_f1
 from qcat.training.xmlq.model import PRESETS, build_xmlq
@@ -321,14 +322,6 @@ def loss_for(config: XMLQConfig, reduction: str | None):
     if config.loss == "snm":
         return StochasticNegativeMining(seed=config.seed, reduction=reduction, **config.snm)
     return soft_f1 if config.loss == "soft-f1" else binary_crossentropy  # both per query
-
-
-def seed_everything(seed: int) -> None:
-    keras.utils.set_random_seed(seed)
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        tf.config.experimental.enable_op_determinism()
 
 
 def backend_and_device() -> str:
