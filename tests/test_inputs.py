@@ -143,8 +143,28 @@ def test_traffic_lines_written_several_ways_merge_and_say_so(tmp_path) -> None:
 
     said = []
     path = gold(tmp_path, "TV\ntv\n Tv\nlego\n#1 dad mug\n", "traffic.txt")
-    assert read_traffic(path, note=said.append) == [("tv", 3.0, None), ("lego", 1.0, None), ("1 dad mug", 1.0, None)]
+    assert read_traffic(path, note=said.append) == [("TV", 3.0, None), ("lego", 1.0, None), ("#1 dad mug", 1.0, None)]
     assert said and "5 rows, 3 distinct queries once normalized (1 written several ways, e.g. 'TV' / 'tv' / 'Tv')" in said[0]
+
+
+def test_judges_see_a_traffic_query_as_written_and_grades_match_it_normalized(tmp_path) -> None:
+    """Issue 46, item 2.7: the session stores (and the panel draws, as text) the query as first
+    written; forms that normalize alike add up; a graded gold file matches it on its normalized form."""
+    import sqlite3
+
+    model = REPO / "demo" / "qcat_demo" / "model"
+    traffic = gold(tmp_path, "Basmati Rice & Dal\nbasmati rice  & dal\nLEGO Star Wars\n", "traffic.txt")
+    db = tmp_path / "j.db"
+    assert qcat("db", "upgrade", "--url", db).returncode == 0
+    made = qcat("judge", "create-session", "--kind", "categories", "--model", model, "--traffic", traffic,
+                "--default-segment", "tail", "--name", "as written", "--url", db)
+    assert made.returncode == 0, made.stderr
+    assert "3 rows, 2 distinct queries once normalized" in made.stderr.decode()
+    with sqlite3.connect(db) as con:
+        stored = sorted(text for (text,) in con.execute("select text from session_queries"))
+    assert stored == ["Basmati Rice & Dal", "LEGO Star Wars"]
+    read = read_graded_gold(gold(tmp_path, "query\tcategory\tgrade\nBasmati Rice & Dal\tc1\t3\n"))
+    assert read.queries == ["basmati rice dal"]
 
 
 # --- the layer itself -------------------------------------------------------------------------------

@@ -175,8 +175,8 @@ def test_a_plain_traffic_file_counts_repeated_lines_as_impressions(tmp_path):
 
     path = tmp_path / "traffic.txt"
     path.write_text("Lego\nlego\n\nPaprika\n", encoding="utf-8")
-    assert read_traffic(path) == [("lego", 2.0, None), ("paprika", 1.0, None)]
-    assert read_traffic(path, "tail") == [("lego", 2.0, "tail"), ("paprika", 1.0, "tail")]
+    assert read_traffic(path) == [("Lego", 2.0, None), ("Paprika", 1.0, None)]  # as first written
+    assert read_traffic(path, "tail") == [("Lego", 2.0, "tail"), ("Paprika", 1.0, "tail")]
 
 
 def test_a_one_model_session_has_no_target_lists(category_db, tmp_path):

@@ -46,7 +46,9 @@ TRAFFIC_LINES = FileSchema(kind="traffic", flag="--traffic", delimiter=None, hea
 
 def read_traffic(path: Path, default_segment: str | None = None,
                  note: Callable[[str], None] = lambda message: None) -> list[tuple[str, float, str | None]]:
-    """``(query, impressions, segment or None)`` per distinct normalized query of a traffic file.
+    """``(query as first written, impressions, segment or None)`` per distinct normalized query of a
+    traffic file: judges see a query as it was searched (``Basmati rice & dal``), and every form that
+    normalizes alike (``TV``, ``tv``) adds to its impressions.
 
     A ``.csv``/``.tsv`` file is a table (:data:`TRAFFIC_TABLE`: a ``query`` column, optionally
     ``impressions`` and ``segment``); any other file is one query per line, each line one impression
@@ -79,7 +81,8 @@ def read_traffic(path: Path, default_segment: str | None = None,
         missing = next(q for q in impressions if q not in segments)
         raise InputError(f"--traffic {path}: query {shown(missing)} has no segment while others have one: give every "
                          "query a segment, or none (then segments come from impressions)")
-    return [(query, float(count), segments.get(query, default_segment)) for query, count in impressions.items()]
+    return [(table.forms[query][0], float(count), segments.get(query, default_segment))
+            for query, count in impressions.items()]
 
 
 def _segments(traffic: list[tuple[str, float, str | None]], path: Path) -> np.ndarray:
