@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from qcat.errors import InputError, TaxonomyError, shown
-from qcat.inputs import COMMENTS_ANYWHERE, COMMENTS_NONE, Column, FileSchema, read_bytes, read_table
+from qcat.inputs import COMMENTS_ANYWHERE, COMMENTS_NONE, Column, FileSchema, read_bytes, table_from_bytes
 
 SEPARATOR = " > "
 FORMATS = ("tsv", "csv", "google", "bestbuy")
@@ -308,7 +308,7 @@ def load_taxonomy(path: str | Path, fmt: str | None = None, flag: str = "--taxon
     """Load a taxonomy file through the input layer; ``fmt`` is one of :data:`FORMATS` or None to
     detect it. Errors name the file and line (or record)."""
     try:
-        path, raw, _ = read_bytes(path, flag)
+        path, raw, sha256 = read_bytes(path, flag)
     except InputError as exc:
         raise TaxonomyError(str(exc)) from None
     where = f"{flag} {path}"
@@ -325,7 +325,8 @@ def load_taxonomy(path: str | Path, fmt: str | None = None, flag: str = "--taxon
                 raise TaxonomyError(f"{where}:{raw[: exc.start].count(chr(10).encode()) + 1}: not valid UTF-8") from None
             ids, paths, parent_ids, places = _parse_bestbuy(text, where)
         else:
-            ids, paths, parent_ids, places = (_parse_google if fmt == "google" else _parse_table)(path, fmt, flag)
+            table = table_from_bytes(path, raw, sha256, _table_schema(fmt), flag, allow_empty=True)
+            ids, paths, parent_ids, places = (_parse_google if fmt == "google" else _parse_table)(table)
     except TaxonomyError:
         raise
     except InputError as exc:
@@ -356,10 +357,16 @@ def _split_path(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(SEPARATOR.strip()))
 
 
-def _parse_table(path: Path, fmt: str, flag: str):
-    """A TSV/CSV taxonomy (:data:`TAXONOMY_TABLE`, the delimiter by ``fmt``) through the input layer."""
-    schema = replace(TAXONOMY_TABLE, delimiter="\t" if fmt == "tsv" else ",", delimiters={})
-    table = read_table(path, schema, flag, allow_empty=True)
+def _table_schema(fmt: str) -> FileSchema:
+    """The schema a taxonomy of format ``fmt`` is read by (the delimiter by ``fmt``, not by the name)."""
+    if fmt == "google":
+        return GOOGLE_LINES
+    return replace(TAXONOMY_TABLE, delimiter="\t" if fmt == "tsv" else ",", delimiters={})
+
+
+def _parse_table(table):
+    """A TSV/CSV taxonomy read by :data:`TAXONOMY_TABLE`: ids, paths, parent ids (None without the
+    column) and each row's place."""
     ids = [str(row["id"]) for row in table.rows]
     paths = [_split_path(str(row["path"])) for row in table.rows]
     places = [table.where(row.line) for row in table.rows]
@@ -367,9 +374,8 @@ def _parse_table(path: Path, fmt: str, flag: str):
     return ids, paths, parent_ids, places
 
 
-def _parse_google(path: Path, fmt: str, flag: str):
-    """Google's ``ID - A > B`` lines (``#`` lines are comments) through the input layer."""
-    table = read_table(path, GOOGLE_LINES, flag, allow_empty=True)
+def _parse_google(table):
+    """Google's ``ID - A > B`` lines (``#`` lines are comments), read by :data:`GOOGLE_LINES`."""
     ids, paths = [], []
     for row in table.rows:
         match = _GOOGLE_LINE.match(str(row["line"]))

@@ -41,6 +41,13 @@ pytestmark = pytest.mark.slow
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
 
 SIZES = ((1280, 800), (1920, 1080))
+
+
+def layout_at(page, width: int, height: int) -> dict:
+    """The panel's element positions (LAYOUT) with the window at ``width`` x ``height``."""
+    page.set_viewport_size({"width": width, "height": height})
+    time.sleep(0.3)
+    return page.evaluate(LAYOUT)
 CONNECTING = '[data-testid="stConnectionStatus"]'
 LAYOUT = """() => {
   const root = window.qcatPanel.root, box = (s) => root.querySelector(s).getBoundingClientRect();
@@ -161,18 +168,14 @@ def test_item_2_2_while_the_app_restarts_one_calm_message_nothing_moves_and_keys
                 page.wait_for_function(SETTLED)
                 before = {}
                 for width, height in SIZES:
-                    page.set_viewport_size({"width": width, "height": height})
-                    time.sleep(0.3)
-                    before[width] = page.evaluate(LAYOUT)
+                    before[width] = layout_at(page, width, height)
                 stop_judging_app(process)
                 page.wait_for_selector(CONNECTING, state="attached", timeout=20_000)
                 page.wait_for_function("() => window.qcatPanel.root.innerText.includes('The app is restarting')",
                                        timeout=10_000)
                 time.sleep(2)  # Streamlit's own box, where it shows, is up by now
                 for width, height in SIZES:
-                    page.set_viewport_size({"width": width, "height": height})
-                    time.sleep(0.3)
-                    during = page.evaluate(LAYOUT)
+                    during = layout_at(page, width, height)
                     assert not during["dialog_shown"] and during["below_actions"] == 0, during
                     assert [c for c, _ in during["lines"]] == ["msg warn"], during  # one line, in its place
                     assert "The app is restarting" in during["lines"][0][1], during
@@ -225,9 +228,7 @@ def test_item_2_10_category_cards_are_as_wide_as_the_actions_under_them(tmp_path
                 page.locator(".qcat-panel .help").wait_for()  # item 2.5: the category guidelines open first
                 page.keyboard.press("Escape")
                 for width, height in SIZES:
-                    page.set_viewport_size({"width": width, "height": height})
-                    time.sleep(0.3)
-                    layout = page.evaluate(LAYOUT)
+                    layout = layout_at(page, width, height)
                     left, _, bar, bottom = layout["actions"]
                     assert len(layout["cards"]) == len(paths)
                     for card_left, _, card_width in layout["cards"]:

@@ -45,7 +45,6 @@ from qcat.judging.store.models import (
 from qcat.normalize import normalize
 
 COLUMNS = ("query", "listing_id", "grade")
-GRADES = ("0", "1", "2", "3")
 
 
 @dataclass(frozen=True)
@@ -88,9 +87,8 @@ def words(kind: str) -> dict[str, str]:
     category session's categories and its grades, or a result session's listings."""
     if kind == "categories":
         return {"item": "category", "items": "categories", "column": "category",
-                "where": "among the categories proposed for it", "scale": "0 (Wrong) to 3 (Exact)"}
-    return {"item": "listing", "items": "listings", "column": "listing_id", "where": "in either group",
-            "scale": "0 (Off-topic) to 3 (Excellent)"}
+                "where": "among the categories proposed for it"}
+    return {"item": "listing", "items": "listings", "column": "listing_id", "where": "in either group"}
 
 
 def read_gold_file(path: Path, kind: str = "results") -> list[GoldRow]:
@@ -127,8 +125,6 @@ def check_rows(path: Path, rows: list[GoldRow], shown: dict[str, set[str]],
         if row.listing_id not in shown[row.query]:
             raise InputError(f"{where}: {said['item']} {shown_text(row.listing_id)} is not shown for query "
                              f"{shown_text(row.query)} ({said['where']})")
-        if row.grade not in GRADES:
-            raise InputError(f"{where}: grade {shown_text(row.grade)} is not a grade: {said['scale']}")
         grade, key = int(row.grade), (row.query, row.listing_id)
         known = grades[row.query].get(row.listing_id)
         if known is not None and known != grade:

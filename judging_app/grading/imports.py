@@ -129,12 +129,6 @@ def read_topics(path: Path) -> dict[str, str]:
     return topics
 
 
-def _lines(path: Path, flag: str):
-    """``(line number, text or None, why not)`` for each physical line of a file (the input layer's
-    line rules: byte order mark, UTF-8, line length)."""
-    yield from text_lines(path, flag)
-
-
 def read_listings(path: Path) -> dict[str, dict]:
     """What the cards show per listing id, from CSV, TSV or JSON Lines with a ``listing_id`` column."""
     path = Path(path)
@@ -156,7 +150,7 @@ def _trec_records(path: Path, topics: dict[str, str] | None, listings: dict[str,
     if topics is None:
         raise InputError(f"{path} is a TREC run, which names queries by id: give their text with --topics FILE "
                          "(qid<TAB>query per line)")
-    for number, line, why in _lines(path, flag):
+    for number, line, why in text_lines(path, flag):
         if why is not None:
             yield number, ValueError(why)
             continue
@@ -186,7 +180,7 @@ def _records(path: Path, schema: FileSchema = RESULTS, topics: dict[str, str] | 
         yield from _trec_records(path, topics, listings, flag)
         return
     if suffix == ".jsonl" or suffix == ".ndjson":
-        for number, line, why in _lines(path, flag):
+        for number, line, why in text_lines(path, flag):
             if why is not None:
                 yield number, ValueError(why)
                 continue

@@ -25,7 +25,7 @@ from typing import Iterator, NamedTuple
 
 from qcat.errors import InputError, shown
 from qcat.inputs.schema import COMMENTS_ANYWHERE, COMMENTS_BEFORE_HEADER, FileSchema, header_problem, parse_value
-from qcat.lines import decoded_lines, query_too_long, split_line
+from qcat.lines import MAX_LINE_BYTES, decoded_lines, query_too_long, split_line
 from qcat.normalize import normalize
 from qcat.paths import file_problem
 
@@ -105,17 +105,6 @@ class Table:
         if self.lines != accounted:
             raise AssertionError(f"{self.where()}: {self.lines} lines but {accounted} accounted for")
 
-    def summary(self) -> str:
-        """``N lines: 1 header, C comments, B blank, R rows used, S skipped`` and the merges."""
-        parts = [f"{self.lines:,} lines: {int(self.header_line is not None)} header", f"{self.comment_lines:,} comment",
-                 f"{self.blank_lines:,} blank", f"{len(self.rows):,} rows used", f"{len(self.skipped):,} skipped"]
-        merged = self.merged
-        text = ", ".join(parts)
-        if merged:
-            text += (f"; {len(merged):,} quer{'y' if len(merged) == 1 else 'ies'} written several ways merged "
-                     f"(e.g. {' / '.join(shown(f) for f in next(iter(merged.values()))[:3])})")
-        return text
-
 
 def read_bytes(path: str | Path, flag: str | None) -> tuple[Path, bytes, str]:
     """The checked path, its bytes (gunzipped for a ``.gz`` name, byte order mark dropped) and the
@@ -183,11 +172,18 @@ def read_table(path: str | Path, schema: FileSchema, flag: str | None = None, on
     a file with no row (unless ``allow_empty``)."""
     flag = flag or schema.flag
     path, raw, sha256 = read_bytes(path, flag)
+    return table_from_bytes(path, raw, sha256, schema, flag, on_bad, allow_empty)
+
+
+def table_from_bytes(path: Path, raw: bytes, sha256: str, schema: FileSchema, flag: str, on_bad: str = REFUSE,
+                     allow_empty: bool = False) -> Table:
+    """:func:`read_table` on bytes :func:`read_bytes` gave already (a reader that had to look at
+    them first, as a taxonomy's format is told from its first line)."""
     table = Table(schema, path, flag, sha256)
     reader = _Reader(table, schema.delimiter_for(data_suffix(path)), on_bad)
-    for number, text, why, _ in decoded_lines(raw):
+    for number, text, why, line in decoded_lines(raw):
         table.lines += 1
-        reader.line(number, text, why)
+        reader.line(number, text, why, len(line) > MAX_LINE_BYTES)
     if schema.header == "required" and table.header_line is None:
         raise InputError(f"{table.where()}: no header line (want {_wanted(schema)})")
     table.check_lines()
@@ -214,12 +210,12 @@ class _Reader:
             {c.name: i for i, c in enumerate(self.schema.columns)}
         self.width = 0 if self.position is None else len(self.schema.columns)
 
-    def line(self, number: int, text: str | None, why: str | None) -> None:
+    def line(self, number: int, text: str | None, why: str | None, too_long: bool) -> None:
         table = self.table
         if text is None:
             if self.position is None:
                 raise InputError(f"{table.where(number)}: {why}")
-            return self.bad(number, why or "cannot be read", "too_long" if "too long" in (why or "") else "bad_encoding")
+            return self.bad(number, why, "too_long" if too_long else "bad_encoding")
         if not text.strip():
             table.blank.append(number)
             return

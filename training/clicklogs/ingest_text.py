@@ -76,12 +76,14 @@ def _decoded_lines(raw: bytes, rows: _RawRows, first_data_line: int):
         rows.lines += 1
         if text is None:
             too_long = len(line) > MAX_LINE_BYTES
-            if number >= first_data_line:
+            if number < first_data_line:
+                raise InputError(f"line {number} (the header) is {why.removeprefix('line ')}{'' if too_long else '; save the file as UTF-8'}")
+            if too_long:
                 rows.add_bad(number, "too_long", f"{len(line):,} bytes, limit {MAX_LINE_BYTES:,}: "
-                             + line[:60].decode("utf-8", "replace")) if too_long else \
-                    rows.add_bad(number, "bad_encoding", line.decode("utf-8", "replace"))
-                continue
-            raise InputError(f"line {number} (the header) is {why if too_long else why + '; save the file as UTF-8'}")
+                             + line[:60].decode("utf-8", "replace"))
+            else:
+                rows.add_bad(number, "bad_encoding", line.decode("utf-8", "replace"))
+            continue
         yield number, text
 
 
