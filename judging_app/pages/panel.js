@@ -325,10 +325,11 @@ if (!window.qcatPanelKeys) {  // one listener for the page's life; it acts on th
   window.qcatPanelKeys = true;
   document.addEventListener('keydown', (event) => onKey(event), true);
   for (const type of ['pointerdown', 'wheel', 'scroll']) document.addEventListener(type, () => activity(), {capture: true, passive: true});
-  setInterval(() => {  // at least once: the server stores an action once, however often it hears of it;
+  setInterval(() => {  // at least once: the server stores an action once, however often it hears of it
+    // (a message unanswered for RESEND_MS, lost in a restart, goes again with what is held now);
     // and while the store is down, ask again now and then, so that the panel learns when it is back
     const since = performance.now() - (P.sentAt || 0);
-    const due = ((P.outbox.length || P.failed.length || P.sendPending || (P.data && P.data.store_down)) && since > RESEND_MS)
+    const due = ((P.outbox.length || P.failed.length || P.sendPending || P.sentTimes.size || (P.data && P.data.store_down)) && since > RESEND_MS)
       || (P.data && P.data.mode === 'done' && since > DONE_ASK_MS);
     if (P.root && P.root.isConnected && due) send();
     if (P.root && P.root.isConnected) drawConnection();
@@ -522,6 +523,11 @@ function receive(data, redraw) {
   // queries keeps them and tells the server at once (the server records what a window holds only from
   // its messages); a new one takes the queue and says so at once too.
   const unasked = !Number.isInteger(data.heard), keepHeld = unasked && !fresh && P.order.length > 0;
+  // An answer to no message comes from a server that has heard none of ours (a first run, or a new
+  // server after a restart): a message still waiting for its answer was lost on the way and never
+  // will be answered. Waiting for it kept the hello below from going, and the server never learned
+  // what this window holds.
+  if (unasked) P.sentTimes.clear();
   // A query the panel holds already comes as its id alone.
   const queue = keepHeld ? [] : (data.queue || []).filter((s) => !P.finishedHere.has(s.id) && (s.slots || P.screens.has(s.id)));
   for (const s of queue) {
