@@ -124,6 +124,7 @@ def test_the_reranker_learns_judged_grades_over_clicks(log_dataset, judged_file)
     assert ("anastasia cd", CD) not in truth and ("amp", TV) in truth
 
 
+@pytest.mark.slow
 def test_nb_trains_on_judged_pairs_and_records_them(nb_run, judged_file):
     from qcat.classifier import load_model
 
@@ -143,6 +144,7 @@ def test_nb_trains_on_judged_pairs_and_records_them(nb_run, judged_file):
     assert record["negatives"] == "ignored" and record["moved_from_test"] == 2
 
 
+@pytest.mark.slow
 def test_judged_queries_count_as_seen_in_qcat_evaluate(nb_run, tmp_path):
     out, _ = nb_run
     result = qcat("evaluate", "--model", out, *LOG[:4], "--out", tmp_path / "r", "--json")
@@ -153,6 +155,7 @@ def test_judged_queries_count_as_seen_in_qcat_evaluate(nb_run, tmp_path):
     assert "2 of 64 queries seen in training" in result.stderr.decode()
 
 
+@pytest.mark.slow
 def test_a_fixed_weight_is_kept_and_recorded(judged_file, tmp_path):
     result = qcat("train", "nb", *LOG, "--judged", judged_file, "--judged-weight", "3", "--out", tmp_path / "nb")
     assert result.returncode == 0, result.stderr.decode()
@@ -161,6 +164,7 @@ def test_a_fixed_weight_is_kept_and_recorded(judged_file, tmp_path):
     assert (record["weight"], record["chosen_by"], record["selection"]) == (3.0, "flags", [])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content, expected", [
     ("query\tcategory\tgrade\nfoo\tnot-a-category\t3\n", "not-a-category"),
     (f"query\tcategory\tgrade\nfoo\t{TV}\t3\nbar\t{TV}\t7\n", ":3:"),
@@ -173,6 +177,7 @@ def test_a_bad_judged_file_is_one_line_naming_its_line(tmp_path, content, expect
     assert not (tmp_path / "nb").exists()
 
 
+@pytest.mark.slow
 def test_files_that_disagree_and_flags_without_judged_are_refused(tmp_path, judged_file):
     other = tmp_path / "other.tsv"
     other.write_text(f"query\tcategory\tgrade\nzzq widget\t{TV}\t0\n")
@@ -182,6 +187,27 @@ def test_files_that_disagree_and_flags_without_judged_are_refused(tmp_path, judg
     assert "--judged" in error and "missing.tsv" in error
     error = one_line_error(qcat("train", "nb", *LOG, "--judged-weight", "3", "--out", tmp_path / "c"))
     assert error == "qcat: error: --judged-weight is for --judged FILE"
+
+
+@pytest.mark.slow
+def test_a_hybrid_leaves_judged_queries_out_of_its_choice_and_records_them(judged_file, nb_run, tmp_path):
+    from qcat.training.data.provenance import fingerprints, read_seen_fingerprints
+
+    nb, _ = nb_run
+    xreg = tmp_path / "xreg"
+    result = qcat("train", "xreg", *LOG, "--judged", judged_file, "--judged-weight", "10", "--out", xreg)
+    assert result.returncode == 0, result.stderr.decode()
+    assert "XReg: judged weight 10 (flags)" in result.stdout.decode()
+    assert json.loads((xreg / "manifest.json").read_text())["config"]["data"]["judged"]["negatives_removed"] == 2
+    result = qcat("train", "hybrid", "--nb", nb, "--xreg", xreg, "--judged", judged_file, "--out", tmp_path / "h")
+    assert result.returncode == 0, result.stderr.decode()
+    printed = result.stdout.decode()
+    assert "judged queries removed from the validation sets choices are made on: log 2" in printed
+    assert "log (53 queries)" in printed  # 55 validation queries less the 2 judged
+    record = json.loads((tmp_path / "h" / "manifest.json").read_text())["config"]["data"]["judged"]
+    assert record["queries"] == 6 and record["moved_from_test"] == 2 and record["files"][0]["negatives"] == 2
+    seen = read_seen_fingerprints(tmp_path / "h")
+    assert np.isin(fingerprints(list(SPLIT_OF) + ["zzq widget"]), seen).all()
 
 
 def _save_bundle_takes_overrides() -> bool:
