@@ -199,6 +199,8 @@ def test_a_hybrid_leaves_judged_queries_out_of_its_choice_and_records_them(judge
     assert result.returncode == 0, result.stderr.decode()
     assert "XReg: judged weight 10 (flags)" in result.stdout.decode()
     assert json.loads((xreg / "manifest.json").read_text())["config"]["data"]["judged"]["negatives_removed"] == 2
+    error = one_line_error(qcat("train", "hybrid", "--nb", nb, "--xreg", xreg, "--out", tmp_path / "h"))
+    assert f"was trained on --judged {judged_file.resolve()}: give it to the hybrid too" in error
     result = qcat("train", "hybrid", "--nb", nb, "--xreg", xreg, "--judged", judged_file, "--out", tmp_path / "h")
     assert result.returncode == 0, result.stderr.decode()
     printed = result.stdout.decode()

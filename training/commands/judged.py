@@ -230,6 +230,17 @@ def judged_for_selection(args: argparse.Namespace, dataset, sets, log=print):
     return dataset, sets, JudgedRun(judged, record)
 
 
+def check_parts_judged(manifests: dict, judged: JudgedRun) -> None:
+    """Refuse a hybrid whose parts (flag -> manifest) trained on a judged file not given to it with
+    ``--judged``: it would be chosen on queries its parts trained on."""
+    given = {f.sha256 for f in judged.judged.files} if judged.judged is not None else set()
+    for flag, manifest in manifests.items():
+        for recorded in manifest.config.get("data", {}).get("judged", {}).get("files", []):
+            if recorded.get("sha256") not in given:
+                raise InputError(f"{flag} {manifest.directory} was trained on --judged {recorded.get('path')}: give it "
+                                 f"to the hybrid too (--judged FILE), so the hybrid is not chosen on its queries")
+
+
 def judged_table(dataset, judged):
     """The judged queries as a click table for the re-ranker: a query's categories are those clicked
     or graded exact or acceptable, less those graded wrong."""

@@ -172,7 +172,7 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     from qcat.rerank.model import FIRST_DIR, SOURCE, RerankModel
     from qcat.training.commands.bundles import seen_queries
     from qcat.training.commands.data_flags import print_objective
-    from qcat.training.commands.judged import check_judged_flags, judged_for_selection
+    from qcat.training.commands.judged import check_judged_flags, check_parts_judged, judged_for_selection
     from qcat.training.data.provenance import read_seen_fingerprints, write_seen_queries
     from qcat.training.rerank.data import build_examples, label_prior, neighbour_index
     from qcat.training.rerank.trainer import BASE_PARAMS, crossfit, export_trees, no_leak_check, stack, train_booster
@@ -188,6 +188,7 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     first = load_model(args.model)
     corpus, source, clicked, sets = first_stage_data(args.model)
     dataset, sets, judged = judged_for_selection(args, clicked, sets)
+    check_parts_judged({"--model": read_manifest(args.model)}, judged)  # its judged queries trained the first stage
     print_objective(sets)
     catalog, keep, catalog_name = neighbour_listings(corpus, args.catalog)
     index, counts = neighbour_index(catalog, keep, first.labels, first.taxonomy)

@@ -22,7 +22,12 @@ from qcat.training.commands.data_flags import (
     print_objective,
     record_confusable,
 )
-from qcat.training.commands.judged import add_judged_flags, fit_on_judged_data, judged_for_selection
+from qcat.training.commands.judged import (
+    add_judged_flags,
+    check_parts_judged,
+    fit_on_judged_data,
+    judged_for_selection,
+)
 from qcat.training.commands.train_xmlq import run_train_xmlq
 
 
@@ -307,6 +312,7 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     longs = {name: load_model(path) for name, path in candidates.items()}
     dataset, source, sets = load_dataset(args, data)
     dataset, sets, judged = judged_for_selection(args, dataset, sets)
+    check_parts_judged(manifests, judged)
     if judged.record:
         source = source | {"judged": judged.record}
     seen = [read_seen_fingerprints(path) for path in [args.nb, *candidates.values()]]
