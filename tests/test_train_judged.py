@@ -212,6 +212,14 @@ def test_a_hybrid_leaves_judged_queries_out_of_its_choice_and_records_them(judge
     assert np.isin(fingerprints(list(SPLIT_OF) + ["zzq widget"]), seen).all()
 
 
+@pytest.mark.slow
+def test_a_reranker_over_a_judged_first_stage_needs_its_files(nb_run, judged_file, tmp_path):
+    nb, _ = nb_run
+    error = one_line_error(qcat("train", "rerank", "--model", nb, "--catalog", tmp_path / "none.csv",
+                                "--out", tmp_path / "rr"))
+    assert f"--model {nb} was trained on --judged {judged_file.resolve()}: give it" in error
+
+
 def _save_bundle_takes_overrides() -> bool:
     from qcat.training.commands.bundles import save_bundle
 
