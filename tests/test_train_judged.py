@@ -243,6 +243,24 @@ def test_overrides_pass_the_judged_exact_categories_to_the_bundle(judged_file, t
     assert saved["overrides"] == {"amp": [TV], "zzq widget": [TV], "13 3 case": [TV]}
 
 
+@pytest.mark.slow
+def test_overrides_reach_save_bundle(judged_file, tmp_path, monkeypatch):
+    """What ``--overrides`` hands to ``save_bundle`` (a stand-in taking ``overrides`` where this build's does not)."""
+    from qcat.training.commands import bundles, train
+
+    saved, real = {}, bundles.save_bundle
+
+    def spy(model, out, dataset, also_seen=(), overrides=None):
+        saved["overrides"] = overrides
+        return real(model, out, dataset, also_seen)
+
+    monkeypatch.setattr(bundles, "save_bundle", spy)
+    monkeypatch.setattr(train, "save_bundle", spy)
+    assert train.main("train", ["nb", *map(str, LOG), "--judged", str(judged_file), "--judged-weight", "10",
+                                "--overrides", "--out", str(tmp_path / "nb")]) == 0
+    assert saved["overrides"] == {"amp": [TV], "zzq widget": [TV], "13 3 case": [TV]}
+
+
 @pytest.mark.skipif(_save_bundle_takes_overrides(), reason="save_bundle stores overrides in this build")
 def test_overrides_are_refused_while_bundles_cannot_store_them(judged_file, tmp_path):
     error = one_line_error(qcat("train", "nb", *LOG, "--judged", judged_file, "--overrides", "--out", tmp_path / "nb"))
