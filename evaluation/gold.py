@@ -49,9 +49,9 @@ def sample_warning(gold: GradedGold) -> str | None:
     kind = gold.meta.get("sample")
     if kind in (None, "random"):
         return None
-    return (f"warning: {gold.flag} {gold.source} is a {kind!r} sample (# sample: {kind}), not a random one: its queries "
-            "were chosen where the models are unsure or disagree, so its human-judged figures are not the models' "
-            "precision (only a random sample, create-session --select random, measures that)")
+    return (f"warning: {gold.flag} {gold.source} is not a random sample (# sample: {kind}, create-session --select "
+            f"{kind}): its queries were chosen where the models are unsure or disagree, so its human-judged figures are "
+            "not the models' precision (only a random sample, --select random, measures that)")
 
 
 def describe(gold: GradedGold, taxonomy: Taxonomy, given_k: int | None) -> tuple[GradedGold, dict]:
