@@ -29,6 +29,7 @@ from qcat.errors import InputError, shown
 from qcat.inputs import COMMENTS_NONE, Column, FileSchema
 from qcat.judging.grading.selection.exclusions import NeverAsk, say_left_out
 from qcat.judging.grading.selection.rank import rank, selection_record
+from qcat.judging.grading.selection.wording import say_selection
 from qcat.judging.grading.sessions import SEGMENTS, BuiltQueries, Listing, QuerySpec, split_evenly
 from qcat.progress import task
 
@@ -224,6 +225,9 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
     stats["selection"] = selection_record(select, n_queries, seed, len(texts), left_counts, model_dirs, models)
     if stats["selection"].get("scores") == "raw":
         progress(f"warning: {model_dirs[0]} has no calibration: --select uncertain ranked its raw scores")
+    if ranking is not None:
+        stats["selection"]["candidates"] = dict(stats["available"])
+        progress(say_selection(stats["selection"], len(queries)))
     stats["seen_in_training"] = seen_in_training([q.text for q in queries], seen)
     say_training(stats, model_dirs, progress)
     stats["seconds_building"] = round(time.perf_counter() - started, 2)

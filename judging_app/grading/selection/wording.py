@@ -43,3 +43,12 @@ def sample_line(settings: dict) -> str:
     return (f"Sample: random, a third per segment (seed {record.get('seed', 0)}{pool}{left_text}): its figures "
             "estimate the models' precision on this traffic.")
 
+
+
+def say_selection(record: dict, taken: int) -> str:
+    """What ``create-session --select uncertain|disagree`` took, for its output."""
+    candidates = sum((record.get("candidates") or {}).values())
+    what = (f"the smallest margins between {record.get('model')}'s top two {record.get('scores', 'calibrated')} scores"
+            if record["kind"] == "uncertain" else "the two models' top-1 categories differ, most impressions first")
+    return (f"--select {record['kind']}: {taken:,} of {candidates:,} candidates taken ({what}): training data; its "
+            "precision is not the model's (a random sample measures that)")
