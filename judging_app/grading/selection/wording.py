@@ -40,6 +40,9 @@ def sample_line(settings: dict) -> str:
                                     settings.get("requested") == settings.get("available")):
         return (f"Sample: every query of the traffic file{left_text}: its figures are the models' precision on that "
                 "traffic.")
+    if not record:
+        return "Sample: random, a third per segment (a session made before --select): its figures estimate the " \
+            "models' precision on this traffic."
     return (f"Sample: random, a third per segment (seed {record.get('seed', 0)}{pool}{left_text}): its figures "
             "estimate the models' precision on this traffic.")
 
