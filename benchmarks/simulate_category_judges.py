@@ -6,8 +6,8 @@ Two steps, each a subcommand:
   seeded sample of a real-text set of the demo corpus (``real-title``: whole product titles of
   listings held out of training; ``real-2tok``: their first two tokens), one query a line, from its
   ``--split``: ``test`` (the default) or ``validation`` (the held-out listings the models are tuned
-  on, never tested on: the pool a learning-curve benchmark chooses queries to judge from, keeping
-  the test titles apart);
+  on, never tested on, less any title the test split has too: the pool a learning-curve benchmark
+  chooses queries to judge from, keeping the test titles apart);
 - ``judge``: simulated judges grade every query of a category session. Each takes queries through
   the same claims as the app (:func:`qcat.judging.grading.assignment.next_query`) and submits
   through the same code (:func:`qcat.judging.grading.judgments.submit`), so claims, judges per
@@ -78,10 +78,16 @@ def true_grades(corpus) -> tuple[dict[str, dict[str, int]], dict[str, str | None
 
 def write_traffic(name: str, n: int, path, seed: int = 0, corpus_dir=None, split: str = "test") -> int:
     """``n`` queries of the corpus's real-text set ``name`` (its ``split``: test or validation),
-    seeded, one a line."""
+    seeded, one a line. The validation split leaves out the titles the test split has too (the same
+    title on listings of both: 4 of real-title's 1,551 in the demo corpus), so a pool drawn from it
+    never holds a test query."""
     from qcat.training.data.corpus import Corpus
 
-    queries = sorted(set(Corpus.open(corpus_dir).query_set(name, split).queries.tolist()))
+    corpus = Corpus.open(corpus_dir)
+    queries = set(corpus.query_set(name, split).queries.tolist())
+    if split != "test":
+        queries -= set(corpus.query_set(name, "test").queries.tolist())
+    queries = sorted(queries)
     chosen = np.random.default_rng(seed).choice(len(queries), size=min(n, len(queries)), replace=False)
     with open(path, "w", encoding="utf-8") as handle:
         handle.writelines(f"{queries[i]}\n" for i in sorted(chosen))

@@ -24,11 +24,13 @@ from qcat.normalize import normalize
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "demo" / "qcat_demo" / "model"
 NB = MODEL / "nb"
-POOL = ("iphone 8 case|orange juice|lego star wars|screen protector galaxy|paprika|remote control truck|usb c cable|"
-        "coffee maker|running shoes|yoga mat|dog food|baby stroller|garden hose|desk lamp|hdmi cable|vitamin d|"
-        "ps4 controller|bluetooth speaker|kitchen knife|wall clock|printer ink|air fryer|office chair|led bulbs|"
-        "toothpaste|water bottle|car charger|laptop sleeve|board games|frozen pizza|green tea|wireless mouse|"
-        "phone mount|camping tent|paper towels|protein bar|shampoo|ice cream|tv stand|guitar strings").split("|")
+POOL = ["iphone 8 case", "orange juice", "lego star wars", "screen protector galaxy", "paprika",
+        "remote control truck", "usb c cable", "coffee maker", "running shoes", "yoga mat", "dog food",
+        "baby stroller", "garden hose", "desk lamp", "hdmi cable", "vitamin d", "ps4 controller",
+        "bluetooth speaker", "kitchen knife", "wall clock", "printer ink", "air fryer", "office chair", "led bulbs",
+        "toothpaste", "water bottle", "car charger", "laptop sleeve", "board games", "frozen pizza", "green tea",
+        "wireless mouse", "phone mount", "camping tent", "paper towels", "protein bar", "shampoo", "ice cream",
+        "tv stand", "guitar strings"]
 SEGMENT = [SEGMENTS[i % 3] for i in range(len(POOL))]  # 14 head, 13 torso, 13 tail
 IMPRESSIONS = [float(1000 - 17 * i) for i in range(len(POOL))]
 
@@ -197,8 +199,8 @@ def test_the_report_and_the_gold_file_say_which_kind_of_sample(tmp_path, capsys)
     lines = {name: header_lines(build_category_report(store, name, bootstrap=0, min_judges=1)) for name in "rud"}
     reports = {name: build_category_report(store, name, bootstrap=0, min_judges=1) for name in "rud"}
     store.dispose()
-    assert lines["r"][2] == ("Sample: random, a third per segment (seed 2 of a pool of 40 queries; left out: 0 judged "
-                             "in the store): its figures estimate the models' precision on this traffic.")
+    assert lines["r"][2] == ("Sample: random, split evenly over the segments (seed 2 of a pool of 40 queries; left "
+                             "out: 0 judged in the store): its figures estimate the models' precision on this traffic.")
     assert lines["u"][2].startswith(f"Sample: uncertain, the 6 queries of a pool of 40 queries on which {MODEL}'s top "
                                     "two calibrated scores were closest")
     assert "its precision is not the model's precision" in lines["u"][2]
@@ -245,3 +247,21 @@ def test_a_selection_that_cannot_be_made_is_refused_naming_the_flag(tmp_path, ca
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("qcat: error: ") and message in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_the_traffic_step_samples_the_validation_titles_apart_from_the_test_titles(tmp_path):
+    import importlib.util
+
+    from qcat.training.data.corpus import Corpus
+
+    spec = importlib.util.spec_from_file_location("simulate", ROOT / "benchmarks" / "simulate_category_judges.py")
+    simulate = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(simulate)
+    out = tmp_path / "pool.txt"
+    assert simulate.main(["traffic", "--split", "validation", "--queries", "5000", "--out", str(out)]) == 0
+    written = out.read_text(encoding="utf-8").splitlines()
+    corpus = Corpus.open(None)
+    validation = set(corpus.query_set("real-title", "validation").queries.tolist())
+    test = set(corpus.query_set("real-title", "test").queries.tolist())
+    assert len(validation) == 1551 and len(validation & test) == 4  # 4 titles are on listings of both splits
+    assert len(written) == 1547 and set(written) == validation - test

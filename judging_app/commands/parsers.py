@@ -129,8 +129,8 @@ def judge_parser() -> argparse.ArgumentParser:
                         help=f"seeds the query sample and the left/right placement (0..{MAX_SEED})")
     create.add_argument("--select", choices=("random", "uncertain", "disagree"), default=None,
                         help="--kind categories: how the --queries budget is chosen from the pool (the log's or "
-                             "--traffic's queries), a third per segment: random (the sample that measures precision; "
-                             "without --select, as always), uncertain (the smallest margin between the first model's "
+                             "--traffic's queries), split evenly over the segments it holds: random (the sample that "
+                             "measures precision; without --select, a third per segment as always), uncertain (the smallest margin between the first model's "
                              "top-1 and top-2 calibrated scores) or disagree (the two models' top-1 categories differ, "
                              "most impressions first). With --select, queries already judged in the store are left "
                              "out. uncertain and disagree pick training data: their precision is not the model's")

@@ -173,8 +173,9 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
     left_out, left_counts = never.mask(texts) if never is not None else (np.zeros(len(texts), dtype=bool), {})
     if left_counts:
         progress(say_left_out(left_counts))
+    # --select (random too) splits the budget over the segments the pool holds; without it, a third each as always
     ranking = (rank(select, texts, counts, segment, models, n_queries, seed, trained | left_out)
-               if select in ("uncertain", "disagree") else None)
+               if select is not None and n_queries is not None else None)
     rng = np.random.default_rng(seed)
     wanted = (ranking.wanted if ranking is not None else
               dict(zip(SEGMENTS, split_evenly(n_queries))) if n_queries is not None else {})
@@ -227,6 +228,7 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
         progress(f"warning: {model_dirs[0]} has no calibration: --select uncertain ranked its raw scores")
     if ranking is not None:
         stats["selection"]["candidates"] = dict(stats["available"])
+    if select in ("uncertain", "disagree"):
         progress(say_selection(stats["selection"], len(queries)))
     stats["seen_in_training"] = seen_in_training([q.text for q in queries], seen)
     say_training(stats, model_dirs, progress)

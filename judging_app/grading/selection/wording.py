@@ -43,8 +43,9 @@ def sample_line(settings: dict) -> str:
     if not record:
         return "Sample: random, a third per segment (a session made before --select): its figures estimate the " \
             "models' precision on this traffic."
-    return (f"Sample: random, a third per segment (seed {record.get('seed', 0)}{pool}{left_text}): its figures "
-            "estimate the models' precision on this traffic.")
+    split = "split evenly over the segments" if record.get("given") else "a third per segment"
+    return (f"Sample: random, {split} (seed {record.get('seed', 0)}{pool}{left_text}): its figures estimate the "
+            "models' precision on this traffic.")
 
 
 
