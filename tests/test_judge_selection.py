@@ -265,3 +265,15 @@ def test_the_traffic_step_samples_the_validation_titles_apart_from_the_test_titl
     test = set(corpus.query_set("real-title", "test").queries.tolist())
     assert len(validation) == 1551 and len(validation & test) == 4  # 4 titles are on listings of both splits
     assert len(written) == 1547 and set(written) == validation - test
+
+
+def test_select_random_gives_a_one_segment_pool_the_whole_budget_without_select_a_third(tmp_path):
+    db = tmp_path / "j.db"
+    traffic = tmp_path / "tail.csv"
+    traffic.write_text("query,segment\n" + "".join(f"{q},tail\n" for q in POOL), encoding="utf-8")
+    assert run("db", "upgrade", "--url", db) == 0
+    for name, select in (("given", ["--select", "random"]), ("default", [])):
+        assert run("judge", "create-session", "--kind", "categories", "--model", NB, "--traffic", traffic,
+                   "--queries", "12", *select, "--name", name, "--url", db) == 0
+    assert len(session_texts(db, 1)) == 12 and len(session_texts(db, 2)) == 4  # 12 // 3 for the tail, as always
+    assert settings_of(db, 1)["selection"]["given"] and not settings_of(db, 2)["selection"]["given"]
