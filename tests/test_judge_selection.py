@@ -174,6 +174,13 @@ def test_uncertain_never_includes_queries_already_judged_or_in_an_exclude_gold_f
     assert record["kind"] == "uncertain" and record["budget"] == 40 and record["pool"] == 40
     assert record["left_out"] == {"judged in the store": 5, f"listed in --exclude-gold {tmp_path / 'gold.tsv'}": 3}
     assert record["scores"] == "calibrated" and record["model"] == str(MODEL)
+    # a pool of nothing but judged and excluded queries: refused, saying why
+    assert run("judge", "create-session", "--kind", "categories", "--model", MODEL, "--traffic",
+               write_traffic(tmp_path / "old.csv", judged + gold), "--select", "uncertain", "--queries", "9",
+               "--exclude-gold", tmp_path / "gold.tsv", "--name", "nothing", "--url", db) == 2
+    assert capsys.readouterr().err.endswith(
+        "qcat: error: no query left to judge: every query of the pool is left out (left out 5 queries judged in the "
+        f"store, 3 queries listed in --exclude-gold {tmp_path / 'gold.tsv'}: never asked again)\n")
     # the 4 queries of session 1 nobody judged yet may be asked again; without --select nothing is left out
     assert run("judge", "create-session", "--kind", "categories", "--model", MODEL, "--traffic",
                tmp_path / "first.csv", "--name", "third", "--url", db) == 0

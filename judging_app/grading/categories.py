@@ -120,9 +120,9 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
     is taken as given. Either way ``stats["seen_in_training"]`` records, per model, which of the
     session's queries it saw in training (None: its bundle records none), for the report.
 
-    ``select`` (:mod:`qcat.judging.grading.selection`): None or ``random``, a seeded sample as
-    always; ``uncertain`` or ``disagree``, the first of each segment's ranking (``n_queries`` is the
-    budget). ``never``: queries never to ask (already judged), left out of the pool and counted;
+    ``select`` (:mod:`qcat.judging.grading.selection`): None, a seeded sample as always; with a
+    budget ``n_queries``, ``random`` a seeded sample and ``uncertain`` or ``disagree`` the first of
+    each segment's ranking, the budget split over the segments the pool holds. ``never``: queries never to ask (already judged), left out of the pool and counted;
     ``stats["selection"]`` records how the sample was made, for the report."""
     from qcat.classifier import load_model
     from qcat.evaluation.evaluate import check_labels, taxonomy_with_other_leaves
@@ -220,6 +220,10 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
                          + f": {len(kept):,} taken, fewer than the {want:,} asked for")
             stats["sampled"][name], stats["no_answer_skipped"][name] = len(kept), skipped
             queries += kept
+    if not queries and not sum(stats["available"].values()):
+        raise InputError("no query left to judge: every query of the pool is left out"
+                         + (f" ({say_left_out(left_counts)})" if left_counts else "")
+                         + (" or has no disagreement" if select == "disagree" else ""))
     if not queries:
         raise InputError("no query left to judge: the models answer no category for any of the queries")
     queries = [queries[i] for i in rng.permutation(len(queries))]
