@@ -3,8 +3,11 @@
 Two steps, each a subcommand:
 
 - ``traffic``: a traffic file for ``qcat judge create-session --kind categories --traffic``: a
-  seeded sample of a real-text test set of the demo corpus (``real-title``: whole product titles of
-  listings held out of training; ``real-2tok``: their first two tokens), one query a line;
+  seeded sample of a real-text set of the demo corpus (``real-title``: whole product titles of
+  listings held out of training; ``real-2tok``: their first two tokens), one query a line, from its
+  ``--split``: ``test`` (the default) or ``validation`` (the held-out listings the models are tuned
+  on, never tested on, less any title the test split has too: the pool a learning-curve benchmark
+  chooses queries to judge from, keeping the test titles apart);
 - ``judge``: simulated judges grade every query of a category session. Each takes queries through
   the same claims as the app (:func:`qcat.judging.grading.assignment.next_query`) and submits
   through the same code (:func:`qcat.judging.grading.judgments.submit`), so claims, judges per
@@ -12,7 +15,8 @@ Two steps, each a subcommand:
 
 What a simulated judge grades is made up from the corpus, per query and category:
 
-- 3 exact: the category of the held-out listing the query was made from (real-text sets), else
+- 3 exact: the category of the held-out listing the query was made from (real-text sets, validation
+  and test), else
   the query's most clicked category in the click log (every period);
 - 2 acceptable: a category the corpus's confusable map pairs with an exact one, or with at least
   10% of the query's clicks;
@@ -39,6 +43,7 @@ from qcat.errors import InputError
 
 
 SETS = ("real-title", "real-2tok")
+SPLITS = ("validation", "test")  # the held-out listings' splits (qcat.training.data.real_text.HOLDOUT_SPLITS)
 
 
 def true_grades(corpus) -> tuple[dict[str, dict[str, int]], dict[str, str | None]]:
@@ -64,16 +69,25 @@ def true_grades(corpus) -> tuple[dict[str, dict[str, int]], dict[str, str | None
         return graded
 
     out.update(grades_from(corpus.ingest("all", min_clicks=1).table))
-    for name in SETS:  # a title's own listing says more than the log: it comes last, and wins
-        out.update(grades_from(corpus.query_set(name, "test", taxonomy)))
+    # A title's own listing says more than the log: it comes last, and wins (the test sets last of all).
+    for split in SPLITS:
+        for name in SETS:
+            out.update(grades_from(corpus.query_set(name, split, taxonomy)))
     return out, {c: taxonomy.parent(c) for c in taxonomy.ids}
 
 
-def write_traffic(name: str, n: int, path, seed: int = 0, corpus_dir=None) -> int:
-    """``n`` queries of the corpus's real-text test set ``name``, seeded, one a line."""
+def write_traffic(name: str, n: int, path, seed: int = 0, corpus_dir=None, split: str = "test") -> int:
+    """``n`` queries of the corpus's real-text set ``name`` (its ``split``: test or validation),
+    seeded, one a line. The validation split leaves out the titles the test split has too (the same
+    title on listings of both: 4 of real-title's 1,551 in the demo corpus), so a pool drawn from it
+    never holds a test query."""
     from qcat.training.data.corpus import Corpus
 
-    queries = sorted(set(Corpus.open(corpus_dir).query_set(name, "test").queries.tolist()))
+    corpus = Corpus.open(corpus_dir)
+    queries = set(corpus.query_set(name, split).queries.tolist())
+    if split != "test":
+        queries -= set(corpus.query_set(name, "test").queries.tolist())
+    queries = sorted(queries)
     chosen = np.random.default_rng(seed).choice(len(queries), size=min(n, len(queries)), replace=False)
     with open(path, "w", encoding="utf-8") as handle:
         handle.writelines(f"{queries[i]}\n" for i in sorted(chosen))
@@ -124,8 +138,11 @@ def simulate(url: str, session_key: str, judges: int, noise: float, seed: int, c
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     steps = parser.add_subparsers(dest="step", required=True)
-    traffic = steps.add_parser("traffic", help="a traffic file sampled from a real-text test set of the corpus")
+    traffic = steps.add_parser("traffic", help="a traffic file sampled from a real-text set of the corpus")
     traffic.add_argument("--set", choices=SETS, default="real-title")
+    traffic.add_argument("--split", choices=SPLITS, default="test",
+                         help="the held-out listings' split to sample: test (default) or validation (a pool to choose "
+                              "queries to judge from, the test titles kept apart)")
     traffic.add_argument("--queries", type=int, default=50)
     traffic.add_argument("--out", required=True, help="the traffic file to write (one query a line)")
     judge = steps.add_parser("judge", help="simulated judges grade every query of a category session")
@@ -139,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.step == "traffic":
-            n = write_traffic(args.set, args.queries, args.out, args.seed, args.corpus)
-            print(f"wrote {n:,} {args.set} test queries to {args.out}", file=sys.stderr)
+            n = write_traffic(args.set, args.queries, args.out, args.seed, args.corpus, args.split)
+            print(f"wrote {n:,} {args.set} {args.split} queries to {args.out}", file=sys.stderr)
         else:
             simulate(args.url, args.session, args.judges, args.noise, args.seed, args.corpus)
     except InputError as exc:

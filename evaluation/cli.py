@@ -91,6 +91,10 @@ def main(command: str, argv: list[str]) -> int:
         from qcat.measure.graded_gold import read_graded_gold
 
         gold = read_graded_gold(args.gold, "--gold")  # a bad file fails before any model or data is read
+        from qcat.evaluation.gold import sample_warning
+
+        if (warning := sample_warning(gold)) is not None:
+            print(warning, file=sys.stderr)
     data = args.corpus
     if args.log is not None:
         from qcat.training.data.corpus import LogCorpus

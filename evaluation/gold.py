@@ -43,6 +43,17 @@ def gold_k(gold: GradedGold, given: int | None) -> tuple[int, str]:
     return k, ("the file's # top_k" if "top_k" in gold.meta and gold.top_k(0) == k else "the default")
 
 
+def sample_warning(gold: GradedGold) -> str | None:
+    """A warning for a graded gold file whose session chose its queries (``# sample: uncertain`` or
+    ``disagree``, ``qcat judge create-session --select``): its figures are not the models' precision."""
+    kind = gold.meta.get("sample")
+    if kind in (None, "random"):
+        return None
+    return (f"warning: {gold.flag} {gold.source} is not a random sample (# sample: {kind}, create-session --select "
+            f"{kind}): its queries were chosen where the models are unsure or disagree, so its human-judged figures are "
+            "not the models' precision (only a random sample, --select random, measures that)")
+
+
 def describe(gold: GradedGold, taxonomy: Taxonomy, given_k: int | None) -> tuple[GradedGold, dict]:
     """The gold checked against ``taxonomy`` (categories as node ids; an error names the file, line
     and category the taxonomy lacks) and the report's ``gold`` block."""
@@ -52,7 +63,8 @@ def describe(gold: GradedGold, taxonomy: Taxonomy, given_k: int | None) -> tuple
     return gold, {
         "source": gold.source, "sha256": gold.sha256, "queries": len(gold),
         "graded": sum(len(g) for g in gold.grades.values()), "k": k, "k_from": origin,
-        "session": gold.meta.get("session"), "draws": DRAWS, "seed": SEED, "seen_in_training": {},
+        "session": gold.meta.get("session"), "sample": gold.meta.get("sample"), "draws": DRAWS, "seed": SEED,
+        "seen_in_training": {},
         "segments": {name: sum(s == name for s in segments) for name in SEGMENTS
                      if name in segments},
     }

@@ -280,8 +280,10 @@ def test_the_report_equals_a_recount_from_the_database_and_the_export_is_graded_
         key: int(np.floor(np.mean(g) + 0.5)) for key, g in counted.items()}
     # a graded gold file's queries can be gold questions of a category session (its column "category")
     lines = gold.read_text().splitlines()
-    first = lines[4].split("\t")[0]
-    (tmp_path / "known.tsv").write_text("\n".join(lines[:4] + [line for line in lines[4:] if line.startswith(first + "\t")]))
+    body = lines.index(next(line for line in lines if line.startswith("query\t"))) + 1  # after the # lines and header
+    first = lines[body].split("\t")[0]
+    (tmp_path / "known.tsv").write_text("\n".join(lines[:body] + [line for line in lines[body:]
+                                                                   if line.startswith(first + "\t")]))
     added = qcat("judge", "add-gold", "--session", "shipped vs nb", "--file", tmp_path / "known.tsv", "--url", copy)
     assert added.returncode == 0 and "1 gold question" in added.stderr, added.stderr
     again = qcat("judge", "report", "shipped vs nb", "--url", copy, "--out", tmp_path / "report2", "--bootstrap", "40")

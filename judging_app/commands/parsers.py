@@ -127,6 +127,16 @@ def judge_parser() -> argparse.ArgumentParser:
     create.add_argument("--categories", type=int_at_least(1), default=3, help="categories a filtered search keeps (default 3)")
     create.add_argument("--seed", type=seed, default=0,
                         help=f"seeds the query sample and the left/right placement (0..{MAX_SEED})")
+    create.add_argument("--select", choices=("random", "uncertain", "disagree"), default=None,
+                        help="--kind categories: how the --queries budget is chosen from the pool (the log's or "
+                             "--traffic's queries), split evenly over the segments it holds: random (the sample that "
+                             "measures precision; without --select, a third per segment as always), uncertain (the smallest margin between the first model's "
+                             "top-1 and top-2 calibrated scores) or disagree (the two models' top-1 categories differ, "
+                             "most impressions first). With --select, queries already judged in the store are left "
+                             "out. uncertain and disagree pick training data: their precision is not the model's")
+    create.add_argument("--exclude-gold", type=Path, action="append", default=None, metavar="FILE",
+                        help="--kind categories: leave out the queries of this graded gold file (`qcat judge export "
+                             "--gold`, a test set you keep apart); repeatable")
     create.add_argument("--include-training-queries", action="store_true",
                         help="--kind categories drawn from a click log (--log, --corpus): keep the queries the models "
                              "trained or were tuned on (left out by default, so that the figures are on held-out "

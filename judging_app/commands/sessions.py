@@ -33,7 +33,8 @@ def run_create(args: argparse.Namespace) -> int:
     for flag, used in (("--model", args.model is not None), ("--traffic", args.traffic is not None),
                        ("--top-k", args.top_k != 3), ("--log", args.log is not None),
                        ("--include-training-queries", args.include_training_queries),
-                       ("--taxonomy", args.taxonomy is not None)):
+                       ("--taxonomy", args.taxonomy is not None), ("--select", args.select is not None),
+                       ("--exclude-gold", args.exclude_gold is not None)):
         if used:
             raise InputError(f"{flag} applies to --kind categories only (a result session compares --baseline and "
                              "--target, or --results files)")
@@ -86,6 +87,8 @@ def create_categories(args: argparse.Namespace) -> int:
     from qcat.bundle import read_manifest
     from qcat.errors import InputError
     from qcat.judging.grading.categories import build_category_queries
+    from qcat.judging.grading.selection.exclusions import never_ask
+    from qcat.judging.grading.selection.rank import check_selection
     from qcat.judging.grading.sessions import check_session_name_free, default_name, judge_facing_name, store_session
     from qcat.judging.store.connection import open_store
 
@@ -116,6 +119,7 @@ def create_categories(args: argparse.Namespace) -> int:
         raise InputError("--log draws the queries from your click log (the whole of it): leave out "
                          + ("--traffic" if args.traffic is not None else "--corpus" if args.corpus is not None
                             else "--period"))
+    check_selection(args.select, args.queries, len(args.model))
     source = args.corpus
     if args.log is not None:
         from qcat.training.data.corpus import LogCorpus
@@ -128,9 +132,10 @@ def create_categories(args: argparse.Namespace) -> int:
     baseline, target = str(args.model[0]), str(args.model[1]) if len(args.model) == 2 else ""
     name = args.name if args.name is not None else default_name(baseline, target)
     check_session_name_free(store, name, args.display_name)
+    never = never_ask(store, args.exclude_gold or (), judged=args.select is not None)
     built = build_category_queries(args.model, args.top_k, args.queries if args.traffic is not None else
                                    (args.queries or 4500), source, args.period, args.seed, args.traffic,
-                                   args.default_segment, say, args.include_training_queries)
+                                   args.default_segment, say, args.include_training_queries, args.select, never)
     if guidelines is not None:
         built.stats["guidelines"] = guidelines
     session_id = store_session(store, name, baseline, target, built.queries, judges_per_query=args.judges_per_query,

@@ -27,6 +27,9 @@ import numpy as np
 
 from qcat.errors import InputError, shown
 from qcat.inputs import COMMENTS_NONE, Column, FileSchema
+from qcat.judging.grading.selection.exclusions import NeverAsk, say_left_out
+from qcat.judging.grading.selection.rank import rank, selection_record
+from qcat.judging.grading.selection.wording import say_selection
 from qcat.judging.grading.sessions import SEGMENTS, BuiltQueries, Listing, QuerySpec, split_evenly
 from qcat.progress import task
 
@@ -104,7 +107,8 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
                            corpus_dir=None, period: str = "base", seed: int = 0,
                            traffic: Path | None = None, default_segment: str | None = None,
                            progress: Callable[[str], None] = lambda message: None,
-                           include_training: bool = False) -> BuiltQueries:
+                           include_training: bool = False, select: str | None = None,
+                           never: NeverAsk | None = None) -> BuiltQueries:
     """The session's queries (a third per segment when ``n_queries`` is given; every traffic query
     otherwise) and each model's top ``top_k`` categories (:func:`qcat.measure.judged.top_k_categories`,
     the answers ``qcat evaluate --gold`` takes too). ``corpus_dir``: a corpus directory (None: the
@@ -114,7 +118,12 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
     Queries drawn from a log leave out every query a model trained or was tuned on (its bundle's
     fingerprints, :mod:`qcat.training.data.provenance`) unless ``include_training``; a traffic file
     is taken as given. Either way ``stats["seen_in_training"]`` records, per model, which of the
-    session's queries it saw in training (None: its bundle records none), for the report."""
+    session's queries it saw in training (None: its bundle records none), for the report.
+
+    ``select`` (:mod:`qcat.judging.grading.selection`): None, a seeded sample as always; with a
+    budget ``n_queries``, ``random`` a seeded sample and ``uncertain`` or ``disagree`` the first of
+    each segment's ranking, the budget split over the segments the pool holds. ``never``: queries never to ask (already judged), left out of the pool and counted;
+    ``stats["selection"]`` records how the sample was made, for the report."""
     from qcat.classifier import load_model
     from qcat.evaluation.evaluate import check_labels, taxonomy_with_other_leaves
     from qcat.evaluation.golden.query_sets import log_demand
@@ -161,8 +170,15 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
                          "be left out")
             else:
                 trained |= seen_mask([str(q) for q in texts], fingerprints)
+    left_out, left_counts = never.mask(texts) if never is not None else (np.zeros(len(texts), dtype=bool), {})
+    if left_counts:
+        progress(say_left_out(left_counts))
+    # --select (random too) splits the budget over the segments the pool holds; without it, a third each as always
+    ranking = (rank(select, texts, counts, segment, models, n_queries, seed, trained | left_out)
+               if select is not None and n_queries is not None else None)
     rng = np.random.default_rng(seed)
-    wanted = dict(zip(SEGMENTS, split_evenly(n_queries))) if n_queries is not None else {}
+    wanted = (ranking.wanted if ranking is not None else
+              dict(zip(SEGMENTS, split_evenly(n_queries))) if n_queries is not None else {})
     stats: dict = {"kind": "categories", "top_k": top_k, "models": [str(d) for d in model_dirs], **source,
                    "requested": {}, "available": {}, "sampled": {}, "no_answer_skipped": {},
                    "training_queries": "included" if traffic is not None or include_training else "left out",
@@ -174,8 +190,11 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
         for s, name in enumerate(SEGMENTS):
             members = np.nonzero(segment == s)[0]
             stats["training_left_out"][name] = int(trained[members].sum())
-            members = members[~trained[members]]
-            members = members[rng.permutation(len(members))] if wanted else members
+            members = members[~trained[members] & ~left_out[members]]
+            if ranking is not None:
+                members = ranking.order[name]
+            elif wanted:
+                members = members[rng.permutation(len(members))]
             want = wanted.get(name, len(members))
             stats["available"][name], stats["requested"][name] = int(len(members)), want
             kept: list[QuerySpec] = []
@@ -201,9 +220,20 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
                          + f": {len(kept):,} taken, fewer than the {want:,} asked for")
             stats["sampled"][name], stats["no_answer_skipped"][name] = len(kept), skipped
             queries += kept
+    if not queries and not sum(stats["available"].values()):
+        raise InputError("no query left to judge: every query of the pool is left out"
+                         + (f" ({say_left_out(left_counts)})" if left_counts else "")
+                         + (" or has no disagreement" if select == "disagree" else ""))
     if not queries:
         raise InputError("no query left to judge: the models answer no category for any of the queries")
     queries = [queries[i] for i in rng.permutation(len(queries))]
+    stats["selection"] = selection_record(select, n_queries, seed, len(texts), left_counts, model_dirs, models)
+    if stats["selection"].get("scores") == "raw":
+        progress(f"warning: {model_dirs[0]} has no calibration: --select uncertain ranked its raw scores")
+    if ranking is not None:
+        stats["selection"]["candidates"] = dict(stats["available"])
+    if select in ("uncertain", "disagree"):
+        progress(say_selection(stats["selection"], len(queries)))
     stats["seen_in_training"] = seen_in_training([q.text for q in queries], seen)
     say_training(stats, model_dirs, progress)
     stats["seconds_building"] = round(time.perf_counter() - started, 2)

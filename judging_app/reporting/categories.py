@@ -30,6 +30,7 @@ from qcat.evaluation.plots import figure_svg, plt
 from qcat.evaluation.report import (Table, cap_cell, figure_cell, markdown_document, seen_cell, ungraded_cell, wins_cell,
                                     with_interval)
 from qcat.judging.grading.gold import gold_summary
+from qcat.judging.grading.selection.wording import sample_kind, sample_line
 from qcat.judging.grading.timing import timing_summary
 from qcat.judging.reporting.agreement import agreement
 from qcat.judging.reporting.report import agreement_table, gold_table, timing_table
@@ -124,6 +125,8 @@ def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, s
         "session": {"id": results.id, "name": results.name, "kind": "categories", "models": {s: models[s] for s in systems},
                     "judges_per_query": results.judges_per_query, "top_k": k, "settings": settings},
         "options": {"bootstrap": bootstrap, "seed": seed, "min_judges": selection.needed},
+        "sample": {"kind": sample_kind(settings), "measures_precision": sample_kind(settings) == "random",
+                   "line": sample_line(settings)},
         "coverage": {"queries": len(everything.queries), "complete": len(results.queries),
                      "partial": selection.left_out,
                      "unjudged": sum(1 for q in everything.queries if q.judges == 0),
@@ -235,6 +238,7 @@ def header_lines(report: dict) -> list[str]:
              f"judged by {report['options']['min_judges']} or more judges, {coverage['partial']:,} by fewer, "
              f"{coverage['unjudged']:,} by none; {coverage['judgments']:,} grades of {coverage['categories_graded']:,} "
              f"categories by {coverage['judges']:,} judges ({', '.join(coverage['judge_names'])})."]
+    lines.append(sample_line(settings))
     lines.append(training_line(report))
     if not (report.get("gold") or {}).get("queries"):
         lines.append("No gold questions (qcat judge add-gold adds queries with known grades, to check each judge).")

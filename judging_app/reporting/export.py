@@ -77,6 +77,7 @@ def write_graded_gold_file(store: Store, key: str | int, path: Path, min_judges:
     report's), for ``qcat evaluate --gold`` and ``qcat data audit --gold``."""
     import json
 
+    from qcat.judging.grading.selection.wording import sample_kind
     from qcat.judging.reporting.categories import category_grades, given_grades
     from qcat.measure.graded_gold import write_graded_gold
 
@@ -91,10 +92,11 @@ def write_graded_gold_file(store: Store, key: str | int, path: Path, min_judges:
              f"{sum(given[(q.id, category)]) / len(given[(q.id, category)]):.3f}" if given[(q.id, category)] else "",
              len(given[(q.id, category)]))
             for q in results.queries for category, grade in sorted(grades.get(q.id, {}).items())]
-    top_k = json.loads(results.settings or "{}").get("top_k", 3)
+    settings = json.loads(results.settings or "{}")
     with _open(Path(path)) as handle:
         return write_graded_gold(handle, rows, {"qcat graded gold": f"judging session {results.name}",
-                                                "session": results.id, "top_k": top_k})
+                                                "session": results.id, "top_k": settings.get("top_k", 3),
+                                                "sample": sample_kind(settings)})
 
 
 def qrels(store: Store, key: str | int, min_judges: int | None = None) -> list[tuple[int, str, int]]:

@@ -11,8 +11,10 @@ A tab-separated file, one (query, category) a line, with a header line naming it
 Further columns (``category_path``, ``mean_grade``, ``judges``) are for people and ignored here.
 The file is read through the input layer (:mod:`qcat.inputs`, :data:`SCHEMA`): a line starting
 with ``#`` is a comment only above the header (below it, ``#1 dad mug`` is a query), where
-``# top_k: K`` (1..5, the k its judges saw per model) and ``# session: S`` are directives kept
-in :attr:`GradedGold.meta`, each given once; queries are matched on their normalized form
+``# top_k: K`` (1..5, the k its judges saw per model), ``# session: S`` and ``# sample: KIND``
+(how the session chose its queries, ``create-session --select``: random, uncertain or disagree;
+only a random sample measures precision, and ``qcat evaluate --gold`` warns of any other) are
+directives kept in :attr:`GradedGold.meta`, each given once; queries are matched on their normalized form
 (``TV`` and ``tv`` are one query, the merge counted) and at most 4,000 bytes; only leaves may be
 graded. ``qcat judge export --gold FILE`` of a category session writes one
 (:func:`write_graded_gold`); ``qcat evaluate --gold FILE`` and ``qcat data audit --gold FILE``
@@ -42,7 +44,8 @@ SCHEMA = FileSchema(
              Column("segment", "choice", False, "head, torso or tail", choices=SEGMENTS)),
     delimiter="\t", comments=COMMENTS_BEFORE_HEADER, literal_quotes=True,
     directives=(Directive("top_k", "int", "the k judges saw per model", *TOP_K_RANGE),
-                Directive("session", "text", "the judging session it was exported from")))
+                Directive("session", "text", "the judging session it was exported from"),
+                Directive("sample", "text", "how the session's queries were chosen: random, uncertain or disagree")))
 WRITTEN = ("query", "category", "grade", "segment", "category_path", "mean_grade", "judges")
 
 
