@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     classify.add_argument("--min-score", type=share(), default=None, metavar="P",
                           help="return only categories scoring at least P, in [0, 1] (calibrated probabilities; a "
                                "query may get none); default: the top k whatever their scores")
+    classify.add_argument("--no-overrides", action="store_true",
+                          help="ignore the bundle's judged overrides (qcat train ... --judged FILE --overrides): "
+                               "answer every query with the model alone")
 
     info = commands.add_parser("info", help="show a model bundle's manifest summary (and verify it)")
     info.add_argument("model", type=Path, metavar="MODEL_DIR")
@@ -160,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--backend", choices=("nb", "xmlq", "xreg", "hybrid"), default=None,
                        help="as for classify: with a hybrid bundle, answer with one part only")
     serve.add_argument("--cutoff", type=int, choices=(1, 2, 3, 4), default=None, help="as for classify (hybrid bundles)")
+    serve.add_argument("--no-overrides", action="store_true", help="as for classify: the model alone, without "
+                       "the bundle's judged overrides")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int_at_least(0, 65535), default=8080, help="port to listen on; 0 picks a free one (default 8080)")
     serve.add_argument("--workers", type=int_at_least(1, MAX_THREADS), default=1,
@@ -211,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_labelwise(args)
         if args.command == "serve":
             return run_serve(args)
+        from qcat.info import run_info
+
         return run_info(args)
     except QcatError as exc:
         print(f"qcat: error: {printable_message(str(exc))}", file=sys.stderr)
@@ -283,7 +290,8 @@ def run_classify(args: argparse.Namespace) -> int:
                 raise EmptyQueryError(f"{where}: query {query!r} is empty after normalization")
     else:
         sources = stdin_queries(sys.stdin.buffer)
-    classifier = Classifier.load(args.model, backend=args.backend, cutoff=args.cutoff)
+    classifier = Classifier.load(args.model, backend=args.backend, cutoff=args.cutoff,
+                                 overrides=not args.no_overrides)
     failures = classified = 0
     for batch in _batches(sources, BATCH):
         readable = [query for _, query in batch if not isinstance(query, Failure)]
@@ -401,67 +409,11 @@ def run_serve(args: argparse.Namespace) -> int:
     from qcat.serve.runner import serve
 
     return serve(ServeConfig(
-        model=args.model, backend=args.backend, cutoff=args.cutoff, host=args.host, port=args.port,
+        model=args.model, backend=args.backend, cutoff=args.cutoff, overrides=not args.no_overrides, host=args.host, port=args.port,
         workers=args.workers, max_batch=args.max_batch, max_query_length=args.max_query_length,
         max_body_bytes=args.max_body_bytes, timeout_s=args.timeout, max_k=args.max_k, default_k=args.default_k,
         micro_batch=not args.no_micro_batch, access_log=not args.no_access_log, drain_s=args.drain,
         keep_alive_s=args.keep_alive, max_connections=args.max_connections))
-
-
-def _unlisted(manifest) -> str:
-    """``qcat info``'s note on entries of the bundle directory its manifest does not list (ignored)."""
-    from qcat.bundle import unlisted_entries
-    from qcat.errors import shown
-
-    subbundles = set(manifest.data.get("parts", {}))
-    if manifest.data.get("first_stage") is not None:
-        from qcat.rerank.model import FIRST_DIR
-
-        subbundles.add(FIRST_DIR)
-    unlisted = unlisted_entries(manifest, subbundles)
-    if not unlisted:
-        return ""
-    names = ", ".join(shown(name) for name in unlisted[:5]) + (f" and {len(unlisted) - 5:,} more" if len(unlisted) > 5 else "")
-    return (f"; {len(unlisted):,} unlisted entr{'y' if len(unlisted) == 1 else 'ies'} present and ignored "
-            f"(not in the manifest, not verified): {names}")
-
-
-def run_info(args: argparse.Namespace) -> int:
-    from qcat.bundle import read_manifest
-    from qcat.calibration import describe_scores
-    from qcat.classifier import model_from_manifest
-
-    manifest = read_manifest(args.model)
-    model = model_from_manifest(manifest)  # loads fully: catches inconsistent arrays too
-    if args.json:
-        print(json.dumps(manifest.data, indent=2, sort_keys=True))
-        return 0
-    data = manifest.data
-    print(f"model bundle   {manifest.directory}")
-    print(f"backend        {data['backend']}  (format {data['format_version']}, built by qcat {data.get('qcat_version')}; "
-          f"read by qcat {__version__})")
-    print(f"created        {data.get('created')}")
-    print(f"labels         {len(model.labels):,} categories")
-    vocabulary = data.get("vocabulary_hash")
-    vocabulary = f"{vocabulary[:16]}…" if vocabulary else "none (its parts' are below)" if data.get("parts") else "none"
-    print(f"taxonomy hash  {data['taxonomy_hash'][:16]}…   vocabulary hash {vocabulary}")
-    print(f"files          {len(data['files'])}, all hashes verified{_unlisted(manifest)}")
-    print(f"scores         {describe_scores(model)}")
-    for name, digest in sorted(data.get("parts", {}).items()):
-        print(f"part           {name}/  (manifest sha256 {digest[:16]}…, verified with its files)")
-    if data["backend"] == "rerank":
-        from qcat.rerank.model import FIRST_DIR
-
-        first = data.get("first_stage", {})
-        print(f"second stage   a learned re-ranker over the candidates of its first stage {FIRST_DIR}/ "
-              f"({first.get('backend')}, manifest sha256 {str(first.get('manifest_sha256'))[:16]}…, verified with its "
-              f"files), {len(model.trees.roots)} trees over {len(manifest.config.get('features', []))} features")
-    for key, value in sorted(manifest.config.items()):
-        print(f"config         {key} = {value}")
-    for key, value in sorted(manifest.metrics.items()):
-        if key != "tuning_grid":
-            print(f"metric         {key} = {value}")
-    return 0
 
 
 if __name__ == "__main__":
