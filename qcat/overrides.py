@@ -21,8 +21,8 @@ its rules. Only the top-level bundle's file counts: a hybrid's part loaded on it
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import numpy as np
 
