@@ -195,7 +195,7 @@ class OverriddenModel:
         taxonomy = getattr(self.model, "taxonomy", None)
         named = ", ".join(f"{c} ({taxonomy.path_of(c)})" if taxonomy is not None else c for c in categories)
         line = (f"judged override: {shown(key)} was judged Exact for {named}; served first at score "
-                f"{JUDGED_SCORE:g} (source: {JUDGED}), then the model's own answers below, without those")
+                f"{JUDGED_SCORE:.1f} (source: {JUDGED}), then the model's own answers below, without those")
         return [line] + self.model.explain(query, k)
 
     def save(self, directory: str | Path):
