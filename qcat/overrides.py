@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qcat.bundle import Manifest
+from qcat.bundle import Manifest, load_lines
 from qcat.errors import BundleError, InputError, shown
 from qcat.model import Model, Predictions
 from qcat.normalize import normalize
@@ -79,13 +79,7 @@ def load_overrides(manifest: Manifest) -> dict[str, tuple[str, ...]]:
     if not has_overrides(manifest):
         return {}
     where = f"model bundle {manifest.directory}: {OVERRIDES_FILE}"
-    try:
-        text = manifest.file(OVERRIDES_FILE).read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise BundleError(f"{where} is not valid UTF-8 (byte {exc.start})") from None
-    except OSError as exc:
-        raise BundleError(f"{where}: cannot read it: {exc.strerror}") from None
-    lines = text.split("\n")
+    lines = load_lines(manifest, OVERRIDES_FILE) or [""]
     if lines[0] != HEADER:
         raise BundleError(f"{where}: the first line must be the header {HEADER!r}, not {shown(lines[0])}")
     overrides = {}

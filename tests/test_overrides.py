@@ -65,6 +65,29 @@ def test_a_tampered_overrides_file_is_refused(bundle, tmp_path, capsys):
     assert err.count("\n") == 1 and err.startswith("qcat: error: ") and "overrides.tsv does not match its hash" in err
 
 
+def rehashed(directory: Path, text: str) -> Path:
+    """``directory`` with a new overrides.tsv whose hash the manifest records (a file qcat did not write)."""
+    (directory / OVERRIDES_FILE).write_text(text, encoding="utf-8")
+    manifest = json.loads((directory / "manifest.json").read_text())
+    manifest["files"][OVERRIDES_FILE] = hashlib.sha256(text.encode()).hexdigest()
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    return directory
+
+
+def test_a_well_hashed_but_wrong_overrides_file_is_refused_naming_what(bundle, tmp_path):
+    copy = Path(shutil.copytree(bundle, tmp_path / "copy"))
+    rehashed(copy, "query\tcategories\ntv\tc99999\n")
+    with pytest.raises(BundleError, match=r"overrides.tsv: query 'tv': category 'c99999' is not one of the model's"):
+        Classifier.load(copy)
+    assert Classifier.load(copy, overrides=False).classify(["tv"], 1)[0].source == "nb"
+    rehashed(copy, "query,categories\ntv\tc106\n")
+    with pytest.raises(BundleError, match=r"overrides.tsv: the first line must be the header 'query\\tcategories'"):
+        Classifier.load(copy)
+    rehashed(copy, "query\tcategories\ntv\tc106\ntv\tc108\n")
+    with pytest.raises(BundleError, match=r"overrides.tsv: line 3: query 'tv' is listed twice"):
+        Classifier.load(copy)
+
+
 def test_save_bundle_refuses_unknown_categories_and_unnormalized_queries(demo, tmp_path):
     from qcat.training.commands.bundles import save_bundle
 
