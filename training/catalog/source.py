@@ -30,9 +30,9 @@ from qcat.errors import InputError
 from qcat.training.catalog.ingest import Listings
 from qcat.training.catalog.short_forms import RULES, check_rules, short_forms
 from qcat.training.clicklogs.clicktable import ClickTable
-from qcat.training.data.dataset import Dataset, split_queries
+from qcat.training.data.dataset import MIN_SEARCHES, Dataset, merge_pairs, split_queries
 
-CATALOG_SEARCHES = 10.0
+CATALOG_SEARCHES = MIN_SEARCHES  # merge_pairs (qcat.training.data.dataset) counts a query new to the log so
 TITLE_WEIGHTS = (1.0, 3.0, 10.0)
 SHORT_WEIGHTS = (1.0, 3.0)  # after 0 (no short forms), which stage 1 tries with the title weights
 
@@ -88,36 +88,6 @@ class CatalogPairs:
                   "pairs_used": int((~drop).sum())}
         return (queries[~drop], np.asarray(categories, dtype=object)[~drop], np.asarray(weights, dtype=np.float64)[~drop],
                 counts)
-
-
-def merge_pairs(table: ClickTable, queries: np.ndarray, categories: np.ndarray, weights: np.ndarray) -> ClickTable:
-    """``table`` with the weighted pairs added as clicks. A log pair keeps its impressions; a
-    query's searches grow by its catalog weight (at least :data:`CATALOG_SEARCHES` for a query
-    only the catalog names)."""
-    all_queries = np.unique(np.concatenate([table.queries.astype(object), queries.astype(object)]))
-    all_categories = np.unique(np.concatenate([table.categories.astype(object), categories.astype(object)]))
-    width = max(len(all_categories), 1)
-    log_query = np.searchsorted(all_queries, table.queries)
-    log_category = np.searchsorted(all_categories, table.categories)
-    new_query = np.searchsorted(all_queries, queries) if len(queries) else np.zeros(0, dtype=np.int64)
-    new_category = np.searchsorted(all_categories, categories) if len(categories) else np.zeros(0, dtype=np.int64)
-    keys = np.concatenate([log_query[table.pair_query].astype(np.int64) * width + log_category[table.pair_category],
-                           new_query.astype(np.int64) * width + new_category])
-    key, inverse = np.unique(keys, return_inverse=True)
-    clicks = np.bincount(inverse, weights=np.concatenate([table.clicks, weights]), minlength=len(key))
-    impressions = np.full(len(key), np.nan)
-    np.fmax.at(impressions, inverse[:len(table)], table.impressions)
-    pair_query, pair_category = np.divmod(key, width)
-    demand = np.zeros(len(all_queries))
-    demand[log_query] = table.query_impressions
-    added = np.bincount(new_query, weights=weights, minlength=len(all_queries))
-    catalog_only = demand == 0
-    demand += added
-    demand[catalog_only & (added > 0)] = np.maximum(demand[catalog_only & (added > 0)], CATALOG_SEARCHES)
-    order = np.lexsort((pair_category, -clicks, pair_query))
-    return ClickTable(queries=all_queries, categories=all_categories, pair_query=pair_query[order].astype(np.int32),
-                      pair_category=pair_category[order].astype(np.int32), clicks=clicks[order],
-                      impressions=impressions[order], query_impressions=demand)
 
 
 def _empty_table() -> ClickTable:

@@ -159,14 +159,23 @@ def _part_settings(fixed: dict | None, part: str) -> dict:
     return dict(fixed[part]) if part in fixed else {k: v for k, v in fixed.items() if k not in ("nb", "xreg")}
 
 
-def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print):
+def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print, judged=None,
+                 judged_weight: float | None = None):
     """NB and XReg (|w| >= :data:`DEMO_XREG_PRUNE`) on the corpus's base period, or with ``catalog``
     (a :class:`qcat.training.catalog.data.CatalogData`: catalog settings chosen per part on the objective
     except those ``fixed``, given for both parts or per part as ``{"nb": ..., "xreg": ...}``), and
     the hybrid of the two chosen on the objective. Returns the hybrid, the NB part's dataset and
-    the fingerprints of the XReg part's seen queries."""
+    the fingerprints of the XReg part's seen queries (and of the judged queries, with ``judged``).
+
+    ``judged``: graded gold files (a list of paths) or a :class:`qcat.training.data.judged.Judged`,
+    as ``qcat train ... --judged``: their queries leave the validation sets (the hybrid's selection
+    too) and the test split, both parts train on their exact and acceptable pairs, XReg drops the
+    pairs graded wrong; ``judged_weight`` the clicks of an exact pair, or None to choose it per part
+    (:mod:`qcat.training.commands.judged`). Each part's ``data.judged`` records the files and weight."""
     from qcat.hybrid import CUTOFFS
     from qcat.training.commands.bundles import seen_queries
+    from qcat.training.commands.judged import JudgedRun, fit_judged, read_and_exclude
+    from qcat.training.data.judged import Judged, without_judged
     from qcat.training.data.provenance import catalog_source, corpus_source, fingerprints
     from qcat.training.nb import trainer as nb_trainer
     from qcat.training.selection.calibrate import fit_calibration
@@ -178,6 +187,11 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print):
     dataset = corpus.dataset("base")
     sets = validation_sets(dataset if catalog is None else catalog.dataset()[0], catalog or corpus)
     data = corpus_source(corpus, "base")
+    if isinstance(judged, Judged):
+        sets = without_judged(sets, judged)[0]
+    elif judged is not None:
+        paths = [judged] if isinstance(judged, (str, Path)) else judged
+        judged, sets, _ = read_and_exclude([Path(p) for p in paths], dataset.taxonomy, sets, log)
     print_objective(sets)
 
     def nb_fit(train, sets):
@@ -186,21 +200,25 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print):
     def xreg_fit(train, sets):
         return fit_xreg(train, XRegConfig(prune=DEMO_XREG_PRUNE), progress=lambda message: log("  XReg " + message))
 
-    if catalog is None:
-        nb, nb_data, xreg, xreg_data = nb_fit(dataset, sets), dataset, xreg_fit(dataset, sets), dataset
-        parts_data = {"nb": data, "xreg": data}
-    else:
+    if catalog is not None:
         data = data | catalog_source(catalog.catalog, corpus, catalog.catalog_only)
-        nb, nb_data, nb_record = catalog.fit(nb_fit, sets, _part_settings(fixed, "nb"), "NB", log)
-        xreg, xreg_data, xreg_record = catalog.fit(xreg_fit, sets, _part_settings(fixed, "xreg"), "XReg", log)
-        parts_data = {"nb": data | {"catalog_training": nb_record}, "xreg": data | {"catalog_training": xreg_record}}
+    nb, nb_data, nb_record, nb_judged = fit_judged(nb_fit, dataset, sets, judged, judged_weight, False, "NB", catalog,
+                                                   _part_settings(fixed, "nb"), log)
+    xreg, xreg_data, xreg_record, xreg_judged = fit_judged(xreg_fit, dataset, sets, judged, judged_weight, True,
+                                                           "XReg", catalog, _part_settings(fixed, "xreg"), log)
+    parts_data = {"nb": data, "xreg": data}
+    for part, record, judged_record in (("nb", nb_record, nb_judged), ("xreg", xreg_record, xreg_judged)):
+        parts_data[part] = data | ({"catalog_training": record} if record is not None else {}) | (
+            {"judged": judged_record} if judged_record else {})
     nb.config["data"], xreg.config["data"] = parts_data["nb"], parts_data["xreg"]
     log(f"NB: threshold {nb.config['threshold']:g}, alpha {nb.config['alpha']:g}")
     xreg.calibration = fit_calibration(xreg, sets)
+    if judged is not None:
+        data = data | {"judged": {"files": [f.as_dict() for f in judged.files], "queries": len(judged.grades)}}
     hybrid = select_hybrid(nb, {"xreg": xreg}, sets, nb.taxonomy.merge(xreg.taxonomy), CUTOFFS,
                            config={"data": data}, progress=print_selection_row(sets))
     test = nb_data.test
     for part in (hybrid.nb, *hybrid.longs):
         part.metrics["test"] = evaluate_pr(part, test)
     hybrid.metrics["test"] = evaluate_pr(hybrid, test)
-    return hybrid, nb_data, [fingerprints(seen_queries(xreg_data))]
+    return hybrid, nb_data, [fingerprints(seen_queries(xreg_data))] + JudgedRun(judged).also_seen()

@@ -46,6 +46,9 @@ def add_rerank_command(sub: argparse._SubParsersAction) -> None:
     rerank.add_argument("--rounds", default=",".join(map(str, ROUNDS)),
                         help=f"boosting rounds to choose from (default {','.join(map(str, ROUNDS))})")
     rerank.add_argument("--out", type=Path, required=True, help="the bundle to write (new or an empty directory)")
+    from qcat.training.commands.judged import add_rerank_judged_flags
+
+    add_rerank_judged_flags(rerank)
     rerank.set_defaults(run=run_train_rerank)
 
 
@@ -110,6 +113,25 @@ def neighbour_listings(corpus, catalog_file: Path | None):
     return catalog, keep, str(catalog_file)
 
 
+def judged_examples(args: argparse.Namespace, model, clicked, judged, examples, weights) -> list:
+    """``--judged``: the judged queries' examples, one more set the ranker trains on (never chosen on),
+    each query weighing ``--judged-weight`` validation queries; its weight goes into ``judged.record``."""
+    from qcat.training.commands.judged import DEFAULT_RERANK_JUDGED_WEIGHT, judged_table
+    from qcat.training.rerank.data import build_examples
+
+    if judged.judged is None:
+        return []
+    found = build_examples(model, judged_table(clicked, judged.judged), "judged")
+    weight = DEFAULT_RERANK_JUDGED_WEIGHT if args.judged_weight is None else args.judged_weight
+    per_query = sum(weights) / max(sum(len(ex.queries) for ex in examples), 1)
+    judged.record |= {"weight": weight, "chosen_by": "flags" if args.judged_weight is not None else "fixed default",
+                      "set_weight": weight * per_query * len(found.queries), "relevant_candidates":
+                      int(found.relevant.sum()), "candidates": len(found.relevant)}
+    print(f"  judged: {len(found.queries):,} queries train the ranker (each weighing {weight:g} validation queries; "
+          f"never chosen on), the right one among the candidates for {found.reachable.mean():.3f}")
+    return [found]
+
+
 class OutOfFold:
     """A stand-in model whose answers are the re-ranker's out-of-fold rankings: what the
     calibration is fitted on, so it never reads scores of a ranker that trained on the query."""
@@ -150,6 +172,7 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     from qcat.rerank.model import FIRST_DIR, SOURCE, RerankModel
     from qcat.training.commands.bundles import seen_queries
     from qcat.training.commands.data_flags import print_objective
+    from qcat.training.commands.judged import check_judged_flags, check_parts_judged, judged_for_selection
     from qcat.training.data.provenance import read_seen_fingerprints, write_seen_queries
     from qcat.training.rerank.data import build_examples, label_prior, neighbour_index
     from qcat.training.rerank.trainer import BASE_PARAMS, crossfit, export_trees, no_leak_check, stack, train_booster
@@ -158,22 +181,27 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     from qcat.training.selection.table_metrics import evaluate_pr
 
     started = time.perf_counter()
+    check_judged_flags(args)
     leaves_grid, rounds_grid = _numbers(args.leaves, "--leaves"), _numbers(args.rounds, "--rounds")
     if read_manifest(args.model).backend == "rerank":
         raise InputError(f"--model {args.model} is a re-ranker already: give its first stage ({args.model}/first)")
     first = load_model(args.model)
-    corpus, source, dataset, sets = first_stage_data(args.model)
+    corpus, source, clicked, sets = first_stage_data(args.model)
+    dataset, sets, judged = judged_for_selection(args, clicked, sets)
+    check_parts_judged({"--model": read_manifest(args.model)}, judged)  # its judged queries trained the first stage
     print_objective(sets)
     catalog, keep, catalog_name = neighbour_listings(corpus, args.catalog)
     index, counts = neighbour_index(catalog, keep, first.labels, first.taxonomy)
     print(f"neighbour vote: BM25 over {counts['listings']:,} listing titles of {catalog_name} "
           f"({counts['held_out_left_out']:,} held-out listings left out)")
-    model = RerankModel(first=first, index=index, prior=label_prior(dataset.train, first.labels), trees=None,
+    model = RerankModel(first=first, index=index, prior=label_prior(clicked.train, first.labels), trees=None,
                         taxonomy=first.taxonomy, config={}, metrics={}, depth=args.candidates, neighbours=args.neighbours)
     names_of_features = list(feature_names(model.answers))
     examples = [build_examples(model, table, name) for name, (table, _) in sets.items()]
     weights = [weight for _, weight in sets.values()]
-    no_leak_check(examples, args.folds)
+    extra = judged_examples(args, model, clicked, judged, examples, weights)  # trained on, never chosen on
+    trained, trained_weights = examples + extra, weights + [judged.record["set_weight"]] * len(extra)
+    no_leak_check(trained, args.folds)
     for ex in examples:
         print(f"  {ex.name}: {len(ex.queries):,} queries, {len(ex.relevant) / max(len(ex.queries), 1):.1f} candidates "
               f"a query, the right one among them for {ex.reachable.mean():.3f}")
@@ -185,7 +213,7 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     set_weights = {ex.name: w for ex, w in zip(examples, weights)}
     for leaves in leaves_grid:
         params = BASE_PARAMS | {"num_leaves": leaves, "min_data_in_leaf": 100}
-        oof = crossfit(examples, params, rounds_grid, args.folds, names_of_features, weights)
+        oof = crossfit(trained, params, rounds_grid, args.folds, names_of_features, trained_weights)
         for rounds in rounds_grid:
             hits = [ex.top1_hit(score) for ex, score in zip(examples, oof[rounds])]
             value = sum(w * h.mean() for w, h in zip(weights, hits))
@@ -214,7 +242,7 @@ def run_train_rerank(args: argparse.Namespace) -> int:
         print(f"warning: validation ({decision.queries:,} queries) cannot tell the re-ranker from its first stage "
               f"({gain:+.4f} ± {gain_se:.4f}, a gain needs more than {MARGIN_SE:g} paired SE): prefer the first stage",
               file=sys.stderr)
-    stacked = stack(examples, args.folds, weights)
+    stacked = stack(trained, args.folds, trained_weights)
     params = BASE_PARAMS | {"num_leaves": leaves, "min_data_in_leaf": 100}
     booster = train_booster(stacked.rows, stacked.relevant, stacked.group_sizes, stacked.weight, params, rounds,
                             names_of_features)
@@ -223,7 +251,8 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     gain = {name: round(float(g / max(gains.sum(), 1e-300)), 4) for name, g in zip(names_of_features, gains)}
     calibration = fit_calibration(OutOfFold(first.labels, out_of_fold_answers(examples, oof_scores), SOURCE), sets)
     model = replace(model, trees=trees, calibration=calibration,
-                    config={"first_stage": str(args.model), "data": source, "neighbour_catalog": catalog_name,
+                    config={"first_stage": str(args.model),
+                            "data": source | ({"judged": judged.record} if judged.record else {}), "neighbour_catalog": catalog_name,
                             "neighbour_listings": counts, "learner": "lightgbm lambdarank",
                             "params": {k: v for k, v in params.items() if k != "verbose"} | {"rounds": rounds},
                             "folds": args.folds} | (  # the first stage's confusable map, if it recorded one
@@ -238,9 +267,10 @@ def run_train_rerank(args: argparse.Namespace) -> int:
 
     # Its learner and its calibration trained on every validation set's queries (real-text ones too).
     learned_on = seen_queries(dataset) + [str(q) for table, _ in sets.values() for q in table.queries]
+    also_seen = ([seen] if seen is not None else []) + judged.also_seen()
 
     def write(directory: Path) -> None:  # as save_bundle, and the first stage keeps its record too
-        write_seen_queries(directory, learned_on, [seen] if seen is not None else [])
+        write_seen_queries(directory, learned_on, also_seen)
         if seen is not None:  # the first stage keeps its own record, so `qcat evaluate` reports its overlap too
             write_seen_queries(directory / FIRST_DIR, [], [seen])
         model.save(directory)

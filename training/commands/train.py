@@ -18,10 +18,15 @@ from qcat.training.commands.data_flags import (
     add_data_flags,
     data_args_from,
     data_from_args,
-    fit_on_data,
     load_dataset,
     print_objective,
     record_confusable,
+)
+from qcat.training.commands.judged import (
+    add_judged_flags,
+    check_parts_judged,
+    fit_on_judged_data,
+    judged_for_selection,
 )
 from qcat.training.commands.train_xmlq import run_train_xmlq
 
@@ -51,10 +56,12 @@ def main(command: str, argv: list[str]) -> int:
 def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     nb = sub.add_parser("nb", help="train the Naive Bayes backend (eBay §3.2)")
     add_data_flags(nb)
+    add_judged_flags(nb)
     nb.set_defaults(run=run_train_nb)
 
     xmlq = sub.add_parser("xmlq", help="train the XML-Q CNN-RNN (eBay §3.3) and export it to ONNX")
     add_data_flags(xmlq)
+    add_judged_flags(xmlq, "xmlq")
     net = xmlq.add_argument_group("network and training")
     net.add_argument("--preset", choices=("small", "medium", "paper"), default="small",
                      help="layer widths: small (1/8 of the paper's, CPU; default), medium (1/4), paper (Figure 1)")
@@ -106,6 +113,7 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
 
     xreg = sub.add_parser("xreg", help="train XReg (label trees of relevance-weighted regressors, WSDM 2020)")
     add_data_flags(xreg)
+    add_judged_flags(xreg)
     hp = xreg.add_argument_group("XReg hyperparameters (defaults: the paper's)")
     hp.add_argument("--trees", type=int_at_least(1, 100), default=3, help="T: trees in the ensemble, 1..100 (default 3)")
     hp.add_argument("--beam", type=int_at_least(1, 10_000), default=10, help="P: beam width of pointwise inference (default 10)")
@@ -140,6 +148,7 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
                         help="choose on strict PR@1 (default) or on lenient top-1, which credits answers the confusable "
                              "map pairs with the gold (needs --confusable FILE or an NB part that recorded one)")
     add_data_flags(hybrid)
+    add_judged_flags(hybrid, "hybrid")
     hybrid.set_defaults(run=run_train_hybrid)
     from qcat.training.commands.rerank import add_rerank_command
 
@@ -153,7 +162,8 @@ def run_train_nb(args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     data = data_from_args(args)
-    quiet = args.catalog is not None  # one grid per catalog setting: the settings' table is printed instead
+    # One grid per catalog setting or judged weight: the table of those is printed instead.
+    quiet = args.catalog is not None or (bool(args.judged) and args.judged_weight is None)
 
     def fit_one(dataset, sets):
         print(f"dataset: {len(dataset.table.queries):,} queries, {len(dataset.table):,} pairs, "
@@ -168,11 +178,11 @@ def run_train_nb(args: argparse.Namespace) -> int:
             sets=sets,
         )
 
-    model, dataset, source, sets = fit_on_data(args, data, fit_one, "NB")
+    model, dataset, source, sets, judged = fit_on_judged_data(args, data, fit_one, "NB")
     model.config["data"] = source
     record_confusable(args, model, dataset.taxonomy)
     model.metrics["test"] = evaluate_pr(model, dataset.test)
-    save_bundle(model, args.out, dataset)
+    save_bundle(model, args.out, dataset, judged.also_seen(), **judged.save_options(args))
     print(model.metrics["tuning_decision"]["summary"])
     verb = "chose" if model.metrics["tuning_decision"]["decided_by_validation"] else "kept the default"
     print(f"{verb} threshold {model.config['threshold']:g}, alpha {model.config['alpha']:g} "
@@ -206,7 +216,7 @@ def run_train_xreg(args: argparse.Namespace) -> int:
         check_trainable(dataset, sets, "XReg")
         return fit(dataset, config, progress=lambda message: print("  " + message))
 
-    model, dataset, source, sets = fit_on_data(args, data, fit_one, "XReg")
+    model, dataset, source, sets, judged = fit_on_judged_data(args, data, fit_one, "XReg", negatives=True)
     model.calibration = fit_calibration(model, sets)
     print(describe_fit(model.calibration))
     model.config["data"] = source
@@ -215,7 +225,7 @@ def run_train_xreg(args: argparse.Namespace) -> int:
         scored = model.with_options(rerank=rerank)
         model.metrics[f"validation_{name}"] = evaluate_pr(scored, dataset.validation)
         model.metrics[f"test_{name}"] = evaluate_pr(scored, dataset.test)
-    save_bundle(model, args.out, dataset)
+    save_bundle(model, args.out, dataset, judged.also_seen(), **judged.save_options(args))
     size = sum(f.stat().st_size for f in args.out.iterdir() if f.is_file())
     print(f"{len(model.labels):,} labels, {model.features.dimension:,} features, {model.metrics['weights']:,} weights "
           f"(|w| >= {config.prune:g}), bundle {size / 1e6:.1f} MB")
@@ -301,6 +311,10 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     nb = load_model(args.nb)
     longs = {name: load_model(path) for name, path in candidates.items()}
     dataset, source, sets = load_dataset(args, data)
+    dataset, sets, judged = judged_for_selection(args, dataset, sets)
+    check_parts_judged(manifests, judged)
+    if judged.record:
+        source = source | {"judged": judged.record}
     seen = [read_seen_fingerprints(path) for path in [args.nb, *candidates.values()]]
     print_objective(sets)
     cutoffs = (args.cutoff,) if args.cutoff else CUTOFFS
@@ -317,7 +331,8 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     if confusable is not None:  # --confusable, or the map the NB part was trained with
         hybrid.config[CONFIG_KEY] = confusable.to_config()
     hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)
-    save_bundle(hybrid, args.out, dataset, [f for f in seen if f is not None])
+    save_bundle(hybrid, args.out, dataset, [f for f in seen if f is not None] + judged.also_seen(),
+                **judged.save_options(args))
     decision = hybrid.metrics["selection"]["decision"]
     print(decision["summary"])
     verb = "chose" if decision["decided_by_validation"] else "kept the setting fixed by flags" \

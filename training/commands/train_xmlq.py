@@ -10,7 +10,8 @@ import time
 
 from qcat.errors import InputError
 from qcat.training.commands.bundles import print_real_text, save_bundle
-from qcat.training.commands.data_flags import data_from_args, fit_on_data, record_confusable
+from qcat.training.commands.data_flags import data_from_args, record_confusable
+from qcat.training.commands.judged import check_judged_flags, fit_on_judged_data
 
 
 def run_train_xmlq(args: argparse.Namespace) -> int:
@@ -24,6 +25,10 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
         if args.catalog is not None:
             raise InputError("--augment draws from a corpus's candidate period; it does not combine with --catalog")
         augment_steps(args)
+        if args.judged:  # augmentation re-splits the data by query and would put judged queries back
+            raise InputError("--augment does not combine with --judged yet: augment without judged queries, or "
+                             "train on them without --augment")
+    check_judged_flags(args)  # a missing or malformed judged file fails before TensorFlow is imported
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # C++ info and warnings; Python errors still surface
     checkpoint = args.out.parent / f"{args.out.name}.checkpoints"
     if args.resume and not checkpoint.is_dir():
@@ -113,7 +118,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
             raise InputError(f"{exc} (the trained network stays in {checkpoint}: rerun with --resume and another "
                              f"--quantize to export it without training)") from None
 
-    model, dataset, source, sets = fit_on_data(args, data, fit_one, "XML-Q")
+    model, dataset, source, sets, judged = fit_on_judged_data(args, data, fit_one, "XML-Q", grid=False)
     if augmentation:
         source["augmentation"] = augmentation
     if short_forms:
@@ -127,7 +132,8 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     model.metrics["test"] = evaluate_pr(model, dataset.test)
     from qcat.training.data.provenance import fingerprints
 
-    save_bundle(model, args.out, dataset, [fingerprints(sorted(form_queries))] if form_queries else [])
+    save_bundle(model, args.out, dataset, ([fingerprints(sorted(form_queries))] if form_queries else [])
+                + judged.also_seen(), **judged.save_options(args))
     print(f"best epoch {summary['best_epoch']}: validation {json.dumps(summary['validation'])}")
     print("test (onnxruntime) " + json.dumps(model.metrics["test"]))
     print_real_text(model, sets)

@@ -43,6 +43,40 @@ def subset_queries(table: ClickTable, keep: np.ndarray) -> ClickTable:
     )
 
 
+MIN_SEARCHES = 10.0  # the searches a query new to a table counts at least (merge_pairs)
+
+
+def merge_pairs(table: ClickTable, queries: np.ndarray, categories: np.ndarray, weights: np.ndarray) -> ClickTable:
+    """``table`` with the weighted pairs added as clicks (the catalog's pairs,
+    :mod:`qcat.training.catalog.source`; judged pairs, :mod:`qcat.training.data.judged`). A log
+    pair keeps its impressions; a query's searches grow by its added weight (at least
+    :data:`MIN_SEARCHES` for a query the table did not hold)."""
+    all_queries = np.unique(np.concatenate([table.queries.astype(object), queries.astype(object)]))
+    all_categories = np.unique(np.concatenate([table.categories.astype(object), categories.astype(object)]))
+    width = max(len(all_categories), 1)
+    log_query = np.searchsorted(all_queries, table.queries)
+    log_category = np.searchsorted(all_categories, table.categories)
+    new_query = np.searchsorted(all_queries, queries) if len(queries) else np.zeros(0, dtype=np.int64)
+    new_category = np.searchsorted(all_categories, categories) if len(categories) else np.zeros(0, dtype=np.int64)
+    keys = np.concatenate([log_query[table.pair_query].astype(np.int64) * width + log_category[table.pair_category],
+                           new_query.astype(np.int64) * width + new_category])
+    key, inverse = np.unique(keys, return_inverse=True)
+    clicks = np.bincount(inverse, weights=np.concatenate([table.clicks, weights]), minlength=len(key))
+    impressions = np.full(len(key), np.nan)
+    np.fmax.at(impressions, inverse[:len(table)], table.impressions)
+    pair_query, pair_category = np.divmod(key, width)
+    demand = np.zeros(len(all_queries))
+    demand[log_query] = table.query_impressions
+    added = np.bincount(new_query, weights=weights, minlength=len(all_queries))
+    new = demand == 0
+    demand += added
+    demand[new & (added > 0)] = np.maximum(demand[new & (added > 0)], MIN_SEARCHES)
+    order = np.lexsort((pair_category, -clicks, pair_query))
+    return ClickTable(queries=all_queries, categories=all_categories, pair_query=pair_query[order].astype(np.int32),
+                      pair_category=pair_category[order].astype(np.int32), clicks=clicks[order],
+                      impressions=impressions[order], query_impressions=demand)
+
+
 def truth_matrix(table: ClickTable) -> sp.csr_matrix:
     """Ground truth ``(queries, categories)`` with click counts as values."""
     return sp.csr_matrix(
