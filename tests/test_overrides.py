@@ -199,3 +199,31 @@ def test_serve_answers_overrides_and_no_overrides_leaves_them_out(bundle):
         assert server.stop() == 0
     plain = load(ServeConfig(model=bundle, overrides=False))
     assert plain.classifier.classify(["tv"], 1)[0].source == "nb" and "overrides" not in plain.summary()
+
+
+def test_qcat_train_judged_overrides_end_to_end(tmp_path, capsys):
+    """`qcat train nb --judged FILE --overrides` (issue 47 item 2's flag) writes what classify serves first."""
+    from tests.test_own_data import BESTBUY, CLICKS
+    from tests.test_train_judged import JUDGED, TV
+
+    judged = tmp_path / "judged.tsv"
+    judged.write_text(JUDGED)
+    out = tmp_path / "nb"
+    assert main(["train", "nb", "--log", str(CLICKS), "--taxonomy", str(BESTBUY), "--min-clicks", "1",
+                 "--judged", str(judged), "--overrides", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert (out / OVERRIDES_FILE).read_text() == f"query\tcategories\n13 3 case\t{TV}\namp\t{TV}\nzzq widget\t{TV}\n"
+    assert main(["classify", "--model", str(out), "--json", "-k", "2", "AMP", "ZZQ  widget", "13 3 case"]) == 0
+    results = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["source"] for r in results] == ["judged"] * 3
+    assert [r["categories"][0]["id"] for r in results] == [TV] * 3
+    assert [r["categories"][0]["score"] for r in results] == [1.0] * 3
+    assert main(["classify", "--model", str(out), "--json", "-k", "3", "--no-overrides", "AMP", "ZZQ  widget",
+                 "13 3 case"]) == 0
+    plain = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["source"] for r in plain] == ["lookup"] * 3 and [r["categories"][0]["score"] for r in plain] == \
+        pytest.approx([0.833333, 1.0, 0.909091], abs=1e-6)  # the model's own, TV first too
+    for judged_result, own in zip(results, plain):  # after the judged TV: the model's own answers without TV
+        assert judged_result["categories"][1:] == [c for c in own["categories"] if c["id"] != TV][:1]
+    assert main(["info", str(out)]) == 0
+    assert "overrides      3 judged queries answered first with 1 categories judged Exact" in capsys.readouterr().out
