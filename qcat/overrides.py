@@ -116,8 +116,7 @@ class OverriddenModel:
         self.labels = model.labels
         self.overrides = check_overrides(overrides, model.labels, OVERRIDES_FILE)
         position = {label: i for i, label in enumerate(model.labels)}
-        self._judged = {query: np.array([position[c] for c in categories], dtype=np.int32)
-                        for query, categories in self.overrides.items()}
+        self._judged = {query: tuple(position[c] for c in categories) for query, categories in self.overrides.items()}
         self.most = max((len(c) for c in self.overrides.values()), default=0)
 
     def __getattr__(self, name: str):
@@ -130,7 +129,7 @@ class OverriddenModel:
         """How many distinct categories the overrides name."""
         return len({c for categories in self.overrides.values() for c in categories})
 
-    def judged(self, query: str) -> np.ndarray | None:
+    def judged(self, query: str) -> tuple[int, ...] | None:
         """The judged categories' label positions of a raw query, or None where it has no override."""
         return self._judged.get(normalize(query))
 
@@ -153,7 +152,7 @@ class OverriddenModel:
             rows = [i for i in hit if k + len(judged[i]) == depth]
             own = self.model.predict([queries[i] for i in rows], depth)
             for row, i in enumerate(rows):
-                _merge(judged[i], own.labels[row], own.scores[row], labels[i], scores[i])
+                labels[i], scores[i] = _merged(judged[i], own.labels[row], own.scores[row], k)
         return Predictions(labels, scores, tuple(sources))
 
     def predict_one(self, query: str, k: int) -> Predictions:
@@ -161,10 +160,8 @@ class OverriddenModel:
         if positions is None:
             return self.model.predict_one(query, k)
         own = self.model.predict_one(query, k + len(positions))
-        labels = np.full((1, k), -1, dtype=np.int32)
-        scores = np.zeros((1, k), dtype=np.float32)
-        _merge(positions, own.labels[0], own.scores[0], labels[0], scores[0])
-        return Predictions(labels, scores, (JUDGED,))
+        labels, scores = _merged(positions, own.labels[0], own.scores[0], k)
+        return Predictions(np.array([labels], dtype=np.int32), np.array([scores], dtype=np.float32), (JUDGED,))
 
     @property
     def faster_one_by_one(self) -> bool:
@@ -200,17 +197,16 @@ class OverriddenModel:
         return self.model.save(directory)
 
 
-def _merge(judged: np.ndarray, own_labels: np.ndarray, own_scores: np.ndarray, labels: np.ndarray,
-           scores: np.ndarray) -> None:
-    """Fill one row (``labels``/``scores``, k wide, padded ``-1``/0): the judged categories at
-    :data:`JUDGED_SCORE`, then the model's own answers that are not among them, in order. (Plain
-    Python: a row is a handful of numbers, where numpy's set operations cost microseconds.)"""
-    k = len(labels)
-    first = judged.tolist()[:k]
-    taken = set(first)
-    rest = [(label, score) for label, score in zip(own_labels.tolist(), own_scores.tolist())
-            if label >= 0 and label not in taken][:k - len(first)]
-    labels[:len(first)], scores[:len(first)] = first, JUDGED_SCORE
-    if rest:
-        labels[len(first):len(first) + len(rest)] = [label for label, _ in rest]
-        scores[len(first):len(first) + len(rest)] = [score for _, score in rest]
+def _merged(judged: tuple[int, ...], own_labels: np.ndarray, own_scores: np.ndarray, k: int) -> tuple[list, list]:
+    """One row, k wide (padded ``-1``/0): the judged categories at :data:`JUDGED_SCORE`, then the
+    model's own answers that are not among them, in order. Plain lists: a row is a handful of
+    numbers, where numpy's set operations and slice assignments cost microseconds each."""
+    labels, scores = list(judged[:k]), [JUDGED_SCORE] * min(len(judged), k)
+    for label, score in zip(own_labels.tolist(), own_scores.tolist()):
+        if len(labels) == k:
+            break
+        if label >= 0 and label not in judged:
+            labels.append(label)
+            scores.append(score)
+    pad = k - len(labels)
+    return labels + [-1] * pad, scores + [0.0] * pad
