@@ -148,6 +148,8 @@ def test_overrides_can_be_turned_off_and_load_model_leaves_them_out(bundle, demo
     assert isinstance(load_model(bundle, overrides=True), OverriddenModel)
     assert qcat.load(bundle).classify(["tv"], k=1)[0].categories[0].id == "c106"
     assert qcat.load(bundle, overrides=False).classify(["tv"], k=1)[0].source == "nb"
+    part = Classifier.load(bundle / "nb")  # a hybrid's part loaded on its own: the top level's file is not its
+    assert part.classify(["tv"], k=1)[0].source == "nb" and not isinstance(part.model, OverriddenModel)
     nb = Classifier.load(bundle, backend="nb")  # routing by flag keeps the bundle's overrides
     assert nb.classify(["tv"], k=1)[0].source == JUDGED and nb.model.route_to == "nb"
 
