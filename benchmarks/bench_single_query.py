@@ -19,6 +19,12 @@ It prints p50 / p99 per query in ms over the three passes together and of the be
 with the lowest p50: what the machine gives when nothing else disturbs it), and the ratios the
 online target is stated in.
 
+``--overrides N`` instead times the shipped model with N judged overrides (``qcat train ...
+--judged FILE --overrides``; written with ``OverriddenModel.save``, the path ``save_bundle`` takes)
+against the same model without them, the two in turn query by query: every other real-text query is
+overridden (one or two categories), the rest of the N are other queries; p50 / p99 over all
+queries and over the overridden and the other half apart.
+
 ``--batch-sizes`` instead times batches: µs per query through each model's batch path
 (``predict``) and one by one through its compiled path (``predict_one``), for batches of 8, 100
 and 1,000 of the same queries, for the demo model, its NB and XReg parts, and any ``--xmlq DIR``
@@ -26,6 +32,7 @@ bundle (what ``faster_one_by_one`` is set from).
 
     python benchmarks/bench_single_query.py [--skip-omikuji] [--xmlq DIR ...]
     python benchmarks/bench_single_query.py --batch-sizes [--xmlq DIR ...]
+    python benchmarks/bench_single_query.py --overrides 10000
 """
 
 from __future__ import annotations
@@ -103,6 +110,63 @@ def best_of_3(run) -> float:
     return best
 
 
+def with_overrides(queries: list[str], n: int) -> None:
+    """The shipped model with and without ``n`` judged overrides, compiled, timed in turn query by query."""
+    from qcat.classifier import Classifier, load_model
+    from qcat.demo import demo_model_dir
+    from qcat.normalize import _tokens, normalize
+    from qcat.overrides import OverriddenModel
+
+    demo = load_model(demo_model_dir())
+    rng = np.random.default_rng(0)
+    judged = [normalize(q) for q in queries[::2]]
+    others = [f"judged query {i}" for i in range(max(0, n - len(set(judged))))]
+    overrides = {}
+    for query in judged + others:
+        picks = rng.choice(len(demo.labels), size=int(rng.integers(1, 3)), replace=False)
+        overrides[query] = [demo.labels[i] for i in picks]
+    with tempfile.TemporaryDirectory(prefix="qcat-overrides-") as workdir:
+        OverriddenModel(demo, overrides).save(Path(workdir) / "model")
+        started = time.perf_counter()
+        overridden = Classifier.load(Path(workdir) / "model").compile()
+        print(f"bundle with {len(overrides):,} overrides loaded and compiled in {time.perf_counter() - started:.2f} s")
+    plain = Classifier.load().compile()
+    assert overridden.classify([queries[0]], K)[0].source == "judged"
+    assert overridden.classify([queries[1]], K)[0].to_json() == plain.classify([queries[1]], K)[0].to_json()
+    rows = {"shipped model, no overrides": plain,
+            f"shipped model with {len(overrides):,} overrides": overridden}
+    for classifier in rows.values():
+        for query in queries[:50]:
+            classifier.classify([query], K)
+    times = {name: np.zeros((PASSES, len(queries))) for name in rows}
+    pairs = list(rows.items())
+    for run in range(PASSES):  # query by query, the two in turn (either first), so drift hits both alike
+        for i, query in enumerate(queries):
+            for name, classifier in (pairs if (i + run) % 2 else pairs[::-1]):
+                _tokens.cache_clear()  # each call normalizes its query: the other's call left it cached
+                started = time.perf_counter()
+                classifier.classify([query], K)
+                times[name][run, i] = time.perf_counter() - started
+    hit = np.array([normalize(q) in overrides for q in queries])
+    print(f"\n{hit.sum():,} of the {len(queries):,} queries are overridden; compiled single-query path, top {K}, "
+          f"{PASSES} passes, the two in turn query by query; best pass: the pass with the lowest p50\n\n| model | p50 ms | p99 ms | "
+          f"overridden p50 / p99 ms | others p50 / p99 ms | best pass p50 / p99 ms |\n|---|---:|---:|---:|---:|---:|")
+    for name, ms in times.items():
+        ms = ms * 1000
+        best = best_pass(ms)
+        print(f"| {name} | {np.percentile(ms, 50):.3f} | {np.percentile(ms, 99):.3f} | "
+              f"{np.percentile(ms[:, hit], 50):.3f} / {np.percentile(ms[:, hit], 99):.3f} | "
+              f"{np.percentile(ms[:, ~hit], 50):.3f} / {np.percentile(ms[:, ~hit], 99):.3f} | "
+              f"{np.percentile(best, 50):.3f} / {np.percentile(best, 99):.3f} |")
+    plain_ms, overridden_ms = (ms * 1000 for ms in times.values())
+    difference = overridden_ms - plain_ms  # the same query, the same pass, one call after the other
+    print(f"\nwith overrides minus without, the same query's calls side by side, median (25th-75th percentile) µs: "
+          f"not overridden {1000 * np.median(difference[:, ~hit]):+.1f} "
+          f"({1000 * np.percentile(difference[:, ~hit], 25):+.1f} to {1000 * np.percentile(difference[:, ~hit], 75):+.1f}), "
+          f"overridden {1000 * np.median(difference[:, hit]):+.1f} "
+          f"({1000 * np.percentile(difference[:, hit], 25):+.1f} to {1000 * np.percentile(difference[:, hit], 75):+.1f})")
+
+
 def omikuji_peer():
     from bench_real_text import OmikujiPeer
 
@@ -135,6 +199,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-omikuji", action="store_true", help="leave the Omikuji peer out")
     parser.add_argument("--batch-sizes", action="store_true", help="instead: batch path against one by one")
+    parser.add_argument("--overrides", type=int, default=None, metavar="N",
+                        help="instead: the shipped model with N judged overrides against without")
     parser.add_argument("--xmlq", type=Path, action="append", default=[], metavar="DIR",
                         help="an XML-Q bundle to time too (repeatable)")
     parser.add_argument("--model", action="append", default=[], metavar="NAME=DIR",
@@ -147,6 +213,12 @@ def main() -> None:
     from qcat.classifier import Classifier
 
     queries = real_text_queries()
+    if args.overrides is not None:
+        print(f"bench_single_query --overrides {args.overrides}: {len(queries):,} real-text queries x {PASSES} passes; "
+              f"{os.cpu_count()} CPUs, load average {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        with_overrides(queries, args.overrides)
+        print(f"load average after: {' / '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return
     if args.batch_sizes:
         demo = Classifier.load().compile().model
         models = {"demo hybrid": demo, "its NB part": demo.nb, "its XReg part": demo.part("xreg")}

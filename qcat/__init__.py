@@ -23,14 +23,17 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "load"]
 
 
-def load(path: str | Path | None = None, *, backend: str | None = None, cutoff: int | None = None) -> "Classifier":
+def load(path: str | Path | None = None, *, backend: str | None = None, cutoff: int | None = None,
+         overrides: bool = True) -> "Classifier":
     """Verify and load a model bundle: ``path``, else ``$QCAT_MODEL``, else the demo model.
 
     The classifier's ``classify(queries, k=5, min_score=None)`` returns one
     :class:`qcat.classifier.Classification` (a frozen dataclass; ``to_json()`` gives the dict of
     ``qcat classify --json``) per query, and ``explain(query)`` says which part answered and why.
     ``backend`` and ``cutoff`` choose how a hybrid bundle answers, as the flags of ``qcat classify``.
+    A bundle's judged overrides (:mod:`qcat.overrides`) answer their queries first, with source
+    ``judged``; ``overrides=False`` is ``--no-overrides``: the model alone.
     """
     from qcat.classifier import Classifier
 
-    return Classifier.load(path, backend=backend, cutoff=cutoff)
+    return Classifier.load(path, backend=backend, cutoff=cutoff, overrides=overrides)

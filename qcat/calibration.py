@@ -27,6 +27,7 @@ from qcat.bundle import Manifest
 from qcat.errors import BundleError
 from qcat.model import Predictions
 from qcat.normalize import tokenize
+from qcat.overrides import JUDGED
 
 CALIBRATION_FILE = "calibration.json"
 METHOD = "isotonic"
@@ -150,7 +151,11 @@ def describe(calibration: "Calibration | None", source: str) -> str:
 
 def scores_calibrated(model, source: str) -> bool:
     """Whether the scores of an answer ``model`` gave from ``source`` went through a calibration
-    map (the model's own, or for a hybrid, that of the part that answered)."""
+    map (the model's own, or for a hybrid, that of the part that answered). A judged override's
+    answer (:data:`qcat.overrides.JUDGED`: its judged categories at 1.0, then the model's own
+    answers) counts as calibrated where the model calibrates any of its scores."""
+    if source == JUDGED:
+        return bool(calibrated_sources(model))
     own = getattr(model, "calibration", None)
     if own is not None and source in own.sources:
         return True

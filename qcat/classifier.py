@@ -20,6 +20,7 @@ from qcat.errors import BundleError, InputError, QcatError, shown
 from qcat.lines import MAX_K, query_too_long
 from qcat.model import Model
 from qcat.normalize import normalize, tokenize
+from qcat.overrides import with_overrides
 from qcat.taxonomy import Taxonomy
 
 # backend name in manifest.json -> "module:class" with a from_manifest(manifest, taxonomy)
@@ -42,10 +43,13 @@ def default_model_dir() -> Path:
     return demo_model_dir()
 
 
-def load_model(directory: str | Path) -> Model:
-    """Verify and load the bundle in ``directory``, whatever its backend."""
+def load_model(directory: str | Path, overrides: bool = False) -> Model:
+    """Verify and load the bundle in ``directory``, whatever its backend: its model alone, or
+    with ``overrides`` its judged overrides answered first (:mod:`qcat.overrides`), as
+    :meth:`Classifier.load` serves it."""
     manifest = read_manifest(directory)
-    return model_from_manifest(manifest)
+    model = model_from_manifest(manifest)
+    return with_overrides(model, manifest) if overrides else model
 
 
 def model_from_manifest(manifest: Manifest) -> Model:
@@ -93,6 +97,7 @@ class Classification:
             "query": self.query,
             "normalized": self.normalized,
             "backend": self.backend,
+            "source": self.source,
             "calibrated": self.calibrated,
             "categories": [{"id": c.id, "path": c.path, "score": round(c.score, 6)} for c in self.categories],
         }
@@ -159,9 +164,11 @@ class Classifier:
 
     @classmethod
     def load(cls, directory: str | Path | None = None, backend: str | None = None,
-             cutoff: int | None = None) -> "Classifier":
+             cutoff: int | None = None, overrides: bool = True) -> "Classifier":
         """Load a bundle; ``backend`` (nb, xmlq, xreg or hybrid) and ``cutoff`` pick how a
-        hybrid bundle answers, and must agree with any other bundle."""
+        hybrid bundle answers, and must agree with any other bundle. A bundle's judged overrides
+        (``overrides.tsv``, :mod:`qcat.overrides`) answer their queries first unless
+        ``overrides`` is false (``--no-overrides``)."""
         directory = Path(directory) if directory is not None else default_model_dir()
         manifest = read_manifest(directory)
         model = model_from_manifest(manifest)
@@ -172,6 +179,8 @@ class Classifier:
                 raise QcatError(f"{directory} is a {model.backend} model: --backend {backend} needs a hybrid bundle")
             if cutoff is not None:
                 raise QcatError(f"{directory} is a {model.backend} model: --cutoff needs a hybrid bundle")
+        if overrides:
+            model = with_overrides(model, manifest)
         return cls(model, model.taxonomy, directory, manifest)
 
     def compile(self) -> "Classifier":

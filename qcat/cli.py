@@ -1,15 +1,14 @@
 """The ``qcat`` command line.
 
-``classify`` and ``info`` live here and import only the serving runtime; the command
-groups of other packages (``data``, ``train``, ``evaluate``) are imported only when they are run,
-so that classifying stays fast and never loads training code.
+``classify``, ``serve``, ``info`` (:mod:`qcat.info`) and ``labelwise`` (:mod:`qcat.labelwise`) import
+only the serving runtime; the command groups of other packages (``data``, ``train``, ``evaluate``)
+are imported only when they are run, so that classifying stays fast and never loads training code.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import math
 import os
 import sys
@@ -19,8 +18,8 @@ from typing import Iterable, Iterator
 from qcat import __version__
 from qcat.errors import EmptyQueryError, InputError, QcatError, printable_message
 from qcat.extras import COMMAND_MODULES, EXTRA_INCLUDES, EXTRA_MODULES, first_missing
-from qcat.inputs.schema import COMMENTS_NONE, Column, FileSchema
 from qcat.lines import MAX_K as LIMIT_K
+from qcat.output import json_line
 from qcat.progress import QUIET_ENV
 
 # command -> (module with main(command, argv) and build_parser(command), one-line help)
@@ -108,9 +107,6 @@ def share():
 
 # The most categories one query may ask for: -k of classify, as `qcat serve --max-k`'s default.
 MAX_K = 100
-# `qcat labelwise --queries FILE`: a query per line (a line starting with "#" is a query too).
-QUERY_FILE = FileSchema(kind="queries", flag="--queries", delimiter=None, header="none", comments=COMMENTS_NONE,
-                        match_queries=False, columns=(Column("query", "query", True, "a query"),))
 # The most a serving operator may allow with `qcat serve --max-k` (arrays are sized by k).
 SERVE_MAX_K = LIMIT_K
 # The most threads a training command starts.
@@ -139,6 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     classify.add_argument("--min-score", type=share(), default=None, metavar="P",
                           help="return only categories scoring at least P, in [0, 1] (calibrated probabilities; a "
                                "query may get none); default: the top k whatever their scores")
+    classify.add_argument("--no-overrides", action="store_true",
+                          help="ignore the bundle's judged overrides (qcat train ... --judged FILE --overrides): "
+                               "answer every query with the model alone")
 
     info = commands.add_parser("info", help="show a model bundle's manifest summary (and verify it)")
     info.add_argument("model", type=Path, metavar="MODEL_DIR")
@@ -160,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--backend", choices=("nb", "xmlq", "xreg", "hybrid"), default=None,
                        help="as for classify: with a hybrid bundle, answer with one part only")
     serve.add_argument("--cutoff", type=int, choices=(1, 2, 3, 4), default=None, help="as for classify (hybrid bundles)")
+    serve.add_argument("--no-overrides", action="store_true", help="as for classify: the model alone, without "
+                       "the bundle's judged overrides")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int_at_least(0, 65535), default=8080, help="port to listen on; 0 picks a free one (default 8080)")
     serve.add_argument("--workers", type=int_at_least(1, MAX_THREADS), default=1,
@@ -208,9 +209,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "classify":
             return run_classify(args)
         if args.command == "labelwise":
+            from qcat.labelwise import run_labelwise
+
             return run_labelwise(args)
         if args.command == "serve":
             return run_serve(args)
+        from qcat.info import run_info
+
         return run_info(args)
     except QcatError as exc:
         print(f"qcat: error: {printable_message(str(exc))}", file=sys.stderr)
@@ -283,7 +288,8 @@ def run_classify(args: argparse.Namespace) -> int:
                 raise EmptyQueryError(f"{where}: query {query!r} is empty after normalization")
     else:
         sources = stdin_queries(sys.stdin.buffer)
-    classifier = Classifier.load(args.model, backend=args.backend, cutoff=args.cutoff)
+    classifier = Classifier.load(args.model, backend=args.backend, cutoff=args.cutoff,
+                                 overrides=not args.no_overrides)
     failures = classified = 0
     for batch in _batches(sources, BATCH):
         readable = [query for _, query in batch if not isinstance(query, Failure)]
@@ -322,16 +328,6 @@ def stdin_queries(stream) -> Iterator[tuple[str, object]]:
                                                   f"not valid UTF-8 (byte {exc.start + 1}: {raw[exc.start:exc.start + 1]!r})")
 
 
-# Line and paragraph separators are valid in JSON strings, but a reader that splits its input
-# with str.splitlines() would see a record broken in two: write them as escapes.
-_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"})
-
-
-def json_line(record) -> str:
-    """One JSON record on one line, whatever the text inside (UTF-8, line breaks escaped)."""
-    return json.dumps(record, ensure_ascii=False).translate(_LINE_BREAKS)
-
-
 def print_result(result, classifier, args: argparse.Namespace) -> None:
     if args.json:
         record = result.to_json()
@@ -349,119 +345,16 @@ def print_result(result, classifier, args: argparse.Namespace) -> None:
         print(f"      (no category scores at least {args.min_score:g})")
 
 
-def read_query_file(path: Path) -> tuple[list[str], list[int]]:
-    """Queries of a file, one per line, with their line numbers, read through the input layer
-    (:data:`QUERY_FILE`); blank lines and lines that are no query (empty after normalization, too
-    long) are skipped and reported on stderr."""
-    from qcat.inputs import SKIP, read_table
-
-    table = read_table(path, QUERY_FILE, on_bad=SKIP)
-    skipped = table.blank_lines + len(table.skipped)
-    if skipped:
-        examples = ", ".join(str(skipped.line) for skipped in table.skipped[:5]) + (", ..." if len(table.skipped) > 5 else "")
-        print(f"qcat: skipped {skipped} line(s) of {path}: {table.blank_lines} blank, {len(table.skipped)} no query "
-              f"(empty after normalization or too long{'; line ' + examples if examples else ''})", file=sys.stderr)
-    return [row.query.text for row in table.rows], [row.line for row in table.rows]
-
-
-def run_labelwise(args: argparse.Namespace) -> int:
-    from qcat.classifier import default_model_dir, load_model
-    from qcat.errors import InputError
-
-    if args.n < 1:
-        raise InputError(f"-n must be at least 1, got {args.n}")
-    if args.factor is not None and not args.factor > 0:
-        raise InputError(f"--factor must be positive, got {args.factor}")
-    directory = args.model or default_model_dir()
-    model = load_model(directory)
-    if model.backend == "hybrid" and "xreg" in model.parts:
-        model = model.part("xreg")
-    if model.backend != "xreg":
-        raise InputError(f"{directory} is a {model.backend} model: labelwise inference needs an xreg bundle "
-                         f"(or a hybrid with an xreg part)")
-    category = model.taxonomy.resolve(args.category)
-    if category is None or category not in model.labels:
-        raise InputError(f"category {args.category!r} is not one of the {len(model.labels):,} categories of {directory}")
-    queries, numbers = read_query_file(args.queries)
-    factor = args.factor if args.factor is not None else float(model.config.get("factor", 4.0))
-    ranked = model.labelwise(category, queries, args.n, factor)
-    path = model.taxonomy.path_of(category)
-    if args.json:
-        print(json_line({"category": category, "path": path, "queries": [
-            {"query": queries[i], "line": numbers[i], "score": round(score, 6)} for i, score in ranked]}))
-        return 0
-    print(f"{category}  {path}  [xreg labelwise, F={factor:g}, {len(queries):,} queries]")
-    for rank, (i, score) in enumerate(ranked, start=1):
-        print(f"  {rank:>2}. {score:.3f}  {queries[i]}")
-    return 0
-
-
 def run_serve(args: argparse.Namespace) -> int:
     from qcat.serve.config import ServeConfig
     from qcat.serve.runner import serve
 
     return serve(ServeConfig(
-        model=args.model, backend=args.backend, cutoff=args.cutoff, host=args.host, port=args.port,
-        workers=args.workers, max_batch=args.max_batch, max_query_length=args.max_query_length,
+        model=args.model, backend=args.backend, cutoff=args.cutoff, overrides=not args.no_overrides, host=args.host,
+        port=args.port, workers=args.workers, max_batch=args.max_batch, max_query_length=args.max_query_length,
         max_body_bytes=args.max_body_bytes, timeout_s=args.timeout, max_k=args.max_k, default_k=args.default_k,
         micro_batch=not args.no_micro_batch, access_log=not args.no_access_log, drain_s=args.drain,
         keep_alive_s=args.keep_alive, max_connections=args.max_connections))
-
-
-def _unlisted(manifest) -> str:
-    """``qcat info``'s note on entries of the bundle directory its manifest does not list (ignored)."""
-    from qcat.bundle import unlisted_entries
-    from qcat.errors import shown
-
-    subbundles = set(manifest.data.get("parts", {}))
-    if manifest.data.get("first_stage") is not None:
-        from qcat.rerank.model import FIRST_DIR
-
-        subbundles.add(FIRST_DIR)
-    unlisted = unlisted_entries(manifest, subbundles)
-    if not unlisted:
-        return ""
-    names = ", ".join(shown(name) for name in unlisted[:5]) + (f" and {len(unlisted) - 5:,} more" if len(unlisted) > 5 else "")
-    return (f"; {len(unlisted):,} unlisted entr{'y' if len(unlisted) == 1 else 'ies'} present and ignored "
-            f"(not in the manifest, not verified): {names}")
-
-
-def run_info(args: argparse.Namespace) -> int:
-    from qcat.bundle import read_manifest
-    from qcat.calibration import describe_scores
-    from qcat.classifier import model_from_manifest
-
-    manifest = read_manifest(args.model)
-    model = model_from_manifest(manifest)  # loads fully: catches inconsistent arrays too
-    if args.json:
-        print(json.dumps(manifest.data, indent=2, sort_keys=True))
-        return 0
-    data = manifest.data
-    print(f"model bundle   {manifest.directory}")
-    print(f"backend        {data['backend']}  (format {data['format_version']}, built by qcat {data.get('qcat_version')}; "
-          f"read by qcat {__version__})")
-    print(f"created        {data.get('created')}")
-    print(f"labels         {len(model.labels):,} categories")
-    vocabulary = data.get("vocabulary_hash")
-    vocabulary = f"{vocabulary[:16]}…" if vocabulary else "none (its parts' are below)" if data.get("parts") else "none"
-    print(f"taxonomy hash  {data['taxonomy_hash'][:16]}…   vocabulary hash {vocabulary}")
-    print(f"files          {len(data['files'])}, all hashes verified{_unlisted(manifest)}")
-    print(f"scores         {describe_scores(model)}")
-    for name, digest in sorted(data.get("parts", {}).items()):
-        print(f"part           {name}/  (manifest sha256 {digest[:16]}…, verified with its files)")
-    if data["backend"] == "rerank":
-        from qcat.rerank.model import FIRST_DIR
-
-        first = data.get("first_stage", {})
-        print(f"second stage   a learned re-ranker over the candidates of its first stage {FIRST_DIR}/ "
-              f"({first.get('backend')}, manifest sha256 {str(first.get('manifest_sha256'))[:16]}…, verified with its "
-              f"files), {len(model.trees.roots)} trees over {len(manifest.config.get('features', []))} features")
-    for key, value in sorted(manifest.config.items()):
-        print(f"config         {key} = {value}")
-    for key, value in sorted(manifest.metrics.items()):
-        if key != "tuning_grid":
-            print(f"metric         {key} = {value}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -63,4 +63,4 @@ def _strip_stray(token: str) -> str:
 
 def normalize(query: str) -> str:
     """Normalize ``query`` to its canonical form: tokens joined by single spaces."""
-    return " ".join(tokenize(query))
+    return " ".join(_tokens(query))  # not tokenize's list copy: the overrides' lookup pays this per query

@@ -16,6 +16,7 @@ A model bundle directory is also locked while it is being made (:class:`OutputLo
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import tempfile
@@ -307,3 +308,13 @@ def _rename_directory(staging: Path, target: Path, flag: str) -> None:
             raise InputError(f"{flag} {target} appeared while this command ran; the bundle was not written "
                              f"there") from None
         raise
+
+
+# Line and paragraph separators are valid in JSON strings, but a reader that splits its input
+# with str.splitlines() would see a record broken in two: write them as escapes.
+_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"})
+
+
+def json_line(record) -> str:
+    """One JSON record on one line, whatever the text inside (UTF-8, line breaks escaped)."""
+    return json.dumps(record, ensure_ascii=False).translate(_LINE_BREAKS)

@@ -203,7 +203,7 @@ READERS = {
     "qcat.measure.graded_gold": ("read_graded_gold", ["SCHEMA"]),
     "qcat.confusable": ("load_confusable", ["SCHEMA"]),
     "qcat.taxonomy": ("load_taxonomy", ["TAXONOMY_TABLE", "GOOGLE_LINES"]),
-    "qcat.cli": ("read_query_file", ["QUERY_FILE"]),
+    "qcat.labelwise": ("read_query_file", ["QUERY_FILE"]),
     "qcat.judging.grading.categories": ("read_traffic", ["TRAFFIC_TABLE", "TRAFFIC_LINES"]),
     "qcat.judging.grading.gold": ("read_gold_file", ["GOLD_FILE"]),
     "qcat.judging.grading.imports": ("read_results", ["RESULTS", "LISTINGS", "TOPICS"]),

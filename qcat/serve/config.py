@@ -15,6 +15,7 @@ class ServeConfig:
     model: Path | None = None  # None: $QCAT_MODEL or the demo model
     backend: str | None = None  # as `qcat classify --backend`
     cutoff: int | None = None  # as `qcat classify --cutoff`
+    overrides: bool = True  # the bundle's judged overrides answer first (`--no-overrides`: the model alone)
     host: str = "127.0.0.1"
     port: int = 8080  # 0: any free port (the one chosen is printed)
     workers: int = 1

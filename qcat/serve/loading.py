@@ -11,6 +11,7 @@ from qcat import __version__
 from qcat.bundle import MANIFEST, sha256_file
 from qcat.classifier import Classifier, default_model_dir
 from qcat.errors import BundleError
+from qcat.overrides import OverriddenModel
 from qcat.serve.config import ServeConfig
 
 
@@ -44,6 +45,8 @@ class LoadedModel:
             "loaded_at": self.loaded_at,
             "load_seconds": round(self.load_seconds, 4),
         }
+        if isinstance(model, OverriddenModel):
+            summary["overrides"] = len(model.overrides)
         if model.backend == "hybrid":
             summary |= {"cutoff": model.cutoff, "route_to": model.route_to, "blend": model.blend,
                         "long_backend": model.long_backend,
@@ -64,7 +67,8 @@ def load(config: ServeConfig) -> LoadedModel:
     directory = Path(configured).resolve()
     started = time.perf_counter()
     before = _manifest_hash(directory)
-    classifier = Classifier.load(directory, backend=config.backend, cutoff=config.cutoff).compile()
+    classifier = Classifier.load(directory, backend=config.backend, cutoff=config.cutoff,
+                                 overrides=config.overrides).compile()
     if _manifest_hash(directory) != before:
         raise BundleError(f"model bundle {directory} changed while it was being loaded; try again")
     return LoadedModel(classifier, Path(configured), before,

@@ -98,9 +98,12 @@ def openapi_document(config: ServeConfig) -> dict:
                     "score": {"type": "number", "description": "the probability that the category is right where "
                                                                "the result says calibrated, else the model's raw score"}}},
                 "Result": {"oneOf": [
-                    {"type": "object", "required": ["query", "normalized", "backend", "calibrated", "categories"],
+                    {"type": "object", "required": ["query", "normalized", "backend", "source", "calibrated", "categories"],
                      "properties": {
                         "query": {"type": "string"}, "normalized": {"type": "string"}, "backend": {"type": "string"},
+                        "source": {"type": "string", "description": "the part of the model that answered (nb, "
+                                   "lookup, xreg, blend...), or judged: the bundle's judged override for the "
+                                   "normalized query, its categories first at score 1.0"},
                         "calibrated": {"type": "boolean", "description": "whether the scores are calibrated "
                                                                          "probabilities (else raw scores)"},
                         "categories": {"type": "array", "items": {"$ref": "#/components/schemas/Category"}}}},
@@ -119,6 +122,8 @@ def openapi_document(config: ServeConfig) -> dict:
                                                 "directory": {"type": "string"},
                                                 "qcat_version": {"type": "string", "description": "the qcat that built the bundle"},
                                                 "served_by": {"type": "string", "description": "the qcat serving it"},
+                                                "overrides": {"type": "integer", "description": "present when the "
+                                                              "bundle's judged overrides are served: how many queries"},
                                                 "second_stage": {"type": "object", "description": "present when a "
                                                                  "learned re-ranker (qcat train rerank) orders the "
                                                                  "first stage's candidates"}}},

@@ -41,17 +41,25 @@ def check_bundle_out(path: Path) -> None:
         raise InputError(f"--out {path}: {path.parent} is not a directory")
 
 
-def save_bundle(model, out: Path, dataset, also_seen=()) -> None:
+def save_bundle(model, out: Path, dataset, also_seen=(), overrides: dict[str, list[str]] | None = None) -> None:
     """Write ``model``'s bundle to ``out`` (new or an empty directory) with the record of the queries it saw (those of
-    ``dataset`` it trained or was tuned on, plus the fingerprints ``also_seen`` of its parts)."""
+    ``dataset`` it trained or was tuned on, plus the fingerprints ``also_seen`` of its parts). ``overrides``
+    (normalized query -> its judged-exact categories, best first; ``qcat train ... --overrides``) are written
+    as the bundle's ``overrides.tsv`` (:mod:`qcat.overrides`), served first by ``qcat classify``/``serve``;
+    a query not in normalized form or a category that is not one of the model's is refused before any write."""
     from qcat.output import write_directory
+    from qcat.overrides import check_overrides, save_overrides
     from qcat.training.data.provenance import write_seen_queries
 
     queries = seen_queries(dataset)
+    if overrides is not None:
+        overrides = check_overrides(overrides, model.labels)
 
     def write(directory: Path) -> None:
         # A hybrid's parts, evaluated on their own too, read the hybrid's record (one copy).
         write_seen_queries(directory, queries, also_seen)
+        if overrides is not None:  # before the model's manifest, which lists and hashes every file
+            save_overrides(directory, overrides, model.labels)
         model.save(directory)
 
     # Written into a temporary sibling and renamed to ``out`` when complete: a failed write
