@@ -227,7 +227,7 @@ NOT_USER_TABLES = {
     "qcat.training.data.real_text": "map_bestbuy_clicks builds the shipped demo from its public sources",
     "qcat.training.clicklogs.ingest_spark": "Spark reads the file; its header goes through the layer's rule",
     "qcat.judging.pages": "the package's own guidelines",
-    "qcat.judging.pages.panel": "the package's own panel.js and panel.css",
+    "qcat.judging.pages.panel": "the package's own panel modules (panel*.js) and panel.css",
 }
 LOW_LEVEL = {"decoded_lines", "physical_lines", "split_line"}
 
