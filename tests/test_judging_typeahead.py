@@ -33,7 +33,7 @@ from judging_fixtures import (
 )
 from sqlalchemy import select
 
-from qcat.judging.grading import assignment, screens
+from qcat.judging.grading import screens
 from qcat.judging.grading.desk import MAX_HOLD, PREFETCH, screen_data
 from qcat.judging.grading.judges import add_judge
 from qcat.judging.grading.sessions import SEGMENTS, Listing, QuerySpec, store_session
