@@ -53,106 +53,34 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from bench_xreg import best_of, xc_format  # noqa: E402
+from bench_xreg import best_of
 
-from qcat.measure.metrics import pr_at_k  # noqa: E402
-from qcat.measure.predict import match_to_truth  # noqa: E402
-from qcat.measure.segments import SEGMENTS, segment_by_impressions  # noqa: E402
-from qcat.model import Predictions  # noqa: E402
-from qcat.normalize import tokenize  # noqa: E402
+# OmikujiPeer: bench_single_query.py imports it from here
+from real_text_peers import FASTTEXT, PEERS, OmikujiPeer  # noqa: F401
+from real_text_tables import (
+    OUTCOMES,
+    error_table,
+    markdown_table,
+    mean_se,
+    paired_rows,
+    paired_table,
+    print_pooled,
+)
+
+from qcat.measure.metrics import pr_at_k
+from qcat.measure.predict import match_to_truth
+from qcat.measure.segments import SEGMENTS, segment_by_impressions
+from qcat.model import Predictions
 
 K = 10
-SEED = 0
 REAL_SETS = ("real-title", "real-2tok", "real-queries")
-FASTTEXT = {"loss": "softmax", "wordNgrams": 2, "dim": 100, "epoch": 10, "lr": 0.5, "minCount": 1,
-            "bucket": 1_000_000, "thread": 1, "seed": SEED, "verbose": 0}
-
-
-# -- the peers: qcat's predict protocol (labels, predict(queries, k) -> Predictions) -----------
-
-
-def normalized(queries: Sequence[str]) -> list[str]:
-    return [" ".join(tokenize(q)) for q in queries]
-
-
-def click_repeats(clicks: np.ndarray) -> np.ndarray:
-    """Lines per (query, category) pair in fastText's training file: ceil(log2(1 + clicks))."""
-    return np.ceil(np.log2(1.0 + clicks)).astype(np.int64)
-
-
-@dataclass
-class FastTextPeer:
-    model: object  # fasttext's _FastText
-    labels: tuple[str, ...]  # taxonomy ids in the model's label order
-
-    @classmethod
-    def train(cls, table, workdir: Path) -> "FastTextPeer":
-        import fasttext
-
-        path = workdir / "fasttext_train.txt"
-        with open(path, "w") as out:
-            for q, c, n in zip(table.pair_query, table.pair_category, click_repeats(table.clicks)):
-                out.write(f"__label__{table.categories[c]} {table.queries[q]}\n" * int(n))
-        model = fasttext.train_supervised(input=str(path), **FASTTEXT)
-        return cls(model, tuple(name.removeprefix("__label__") for name in model.labels))
-
-    def predict(self, queries: Sequence[str], k: int) -> Predictions:
-        position = {f"__label__{label}": i for i, label in enumerate(self.labels)}
-        labels = np.full((len(queries), k), -1, dtype=np.int32)
-        scores = np.zeros((len(queries), k), dtype=np.float32)
-        for row, text in enumerate(normalized(queries)):
-            for j, (probability, name) in enumerate(self.model.f.predict(text + "\n", k, 0.0, "strict")):
-                labels[row, j], scores[row, j] = position[name], probability
-        return Predictions(labels, scores, ("fasttext",) * len(queries))
-
-
-@dataclass
-class OmikujiPeer:
-    model: object  # omikuji.Model
-    features: object  # qcat.xreg.TfidfFeatures
-    labels: tuple[str, ...]
-
-    @classmethod
-    def train(cls, table, workdir: Path) -> "OmikujiPeer":
-        import omikuji
-
-        from qcat.training.xreg.features import featurize, fit_tfidf
-        from qcat.training.xreg.relevance import relevance_matrix
-
-        used = np.unique(table.pair_category)
-        columns = np.full(len(table.categories), -1, dtype=np.int64)
-        columns[used] = np.arange(len(used))
-        features = fit_tfidf(table.queries)
-        path = workdir / "omikuji_train.txt"
-        xc_format(path, featurize(features, table.queries), relevance_matrix(table, columns))
-        model = omikuji.Model.train_on_data(str(path), omikuji.Model.default_hyper_param(), n_threads=1)
-        return cls(model, features, tuple(table.categories[used]))
-
-    def predict(self, queries: Sequence[str], k: int) -> Predictions:
-        rows = self.features.transform([tokenize(q) for q in queries])
-        labels = np.full((len(queries), k), -1, dtype=np.int32)
-        scores = np.zeros((len(queries), k), dtype=np.float32)
-        for i in range(rows.n):
-            lo, hi = rows.indptr[i], rows.indptr[i + 1]
-            pairs = list(zip(rows.indices[lo:hi].tolist(), rows.data[lo:hi].tolist()))
-            for j, (label, score) in enumerate(self.model.predict(pairs, beam_size=10, top_k=k) if pairs else []):
-                labels[i, j], scores[i, j] = label, score
-        return Predictions(labels, scores, ("omikuji",) * len(queries))
-
-
-PEERS = {"fastText": FastTextPeer, "Omikuji (Parabel)": OmikujiPeer}
-
-
-# -- bundles ---------------------------------------------------------------------------------
 
 
 def bundle_train_seconds(directory: Path) -> float | None:
@@ -164,9 +92,6 @@ def bundle_train_seconds(directory: Path) -> float | None:
             return float(found)
     parts = [bundle_train_seconds(p) for p in sorted(directory.iterdir()) if (p / "manifest.json").is_file()]
     return sum(parts) if parts and None not in parts else None
-
-
-# -- scoring ---------------------------------------------------------------------------------
 
 
 def query_sets(corpus, dataset, real_split: str = "test") -> dict:
@@ -210,10 +135,6 @@ def matched_on(model, table, predictions: Predictions | None = None):
     return match_to_truth(predictions.labels, predictions.scores, model.labels, labels, truth)
 
 
-PAIRED = {"sim": "sim-test", "real-title": "real-title", "real-2tok": "real-2tok"}
-OUTCOMES = ("strict", "lenient", "severe")  # top-1 strict (= PR@1), lenient and severe, paired too
-
-
 def per_query_pr(matched, k: int) -> np.ndarray:
     """PR@k of each query (NaN where it has no true category): what paired errors compare."""
     hits = matched.hits[:, :k].sum(axis=1)
@@ -252,103 +173,6 @@ def evaluate(name: str, model, sets: dict, train_seconds: float | None, per_quer
     row = score(model, sets, predictions, per_query) | {"train s": train_seconds, "predict ms/q": predict_ms}
     print(name, json.dumps(row), flush=True)
     return row
-
-
-# -- output ----------------------------------------------------------------------------------
-
-COLUMNS = ("sim PR@1", "sim head PR@1", "sim torso PR@1", "sim tail PR@1",
-           "real-title PR@1", "real-title PR@3", "real-2tok PR@1", "real-2tok PR@3",
-           "real-queries PR@1", "real-queries PR@3", "train s", "predict ms/q")
-# Strict top-1 is PR@1; lenient credits an answer confusable with the gold; severe: another department.
-ERROR_COLUMNS = tuple(f"{s} {kind}" for s in ("sim", "real-title", "real-2tok") for kind in OUTCOMES)
-
-
-def cell(column: str, value) -> str:
-    if value is None:
-        return "–"
-    if column == "train s":
-        return f"{value:.1f}"
-    return f"{value:.3f}"
-
-
-def markdown_table(results: dict[str, dict]) -> str:
-    lines = ["| model | " + " | ".join(COLUMNS) + " |", "|" + "---|" * (len(COLUMNS) + 1)]
-    lines += [f"| {name} | " + " | ".join(cell(c, row.get(c)) for c in COLUMNS) + " |" for name, row in results.items()]
-    return "\n".join(lines)
-
-
-def mean_se(values: np.ndarray) -> tuple[float, float]:
-    values = values[~np.isnan(values)]
-    return float(values.mean()), float(values.std(ddof=1) / np.sqrt(len(values)))
-
-
-def paired_rows(per_query: dict[str, dict], baseline: str) -> dict[str, dict]:
-    """Each model's PR@1/PR@3 and strict/lenient/severe top-1 minus the baseline's per set, and the
-    paired standard error."""
-    rows = {}
-    base = per_query[baseline]
-    for name, sets in per_query.items():
-        row = {}
-        for short, set_name in PAIRED.items():
-            for key in (1, 3, *OUTCOMES):
-                if key in sets[set_name] and key in base[set_name]:
-                    label = f"{short} PR@{key}" if isinstance(key, int) else f"{short} {key}"
-                    row[label] = mean_se(sets[set_name][key] - base[set_name][key])
-        rows[name] = row
-    return rows
-
-
-def error_table(per_query: dict[str, dict]) -> str:
-    """Strict, lenient and severe top-1 of every model on the paired sets, each ± its standard error."""
-    columns = [(short, set_name, kind) for short, set_name in PAIRED.items() for kind in OUTCOMES]
-    lines = ["| model | " + " | ".join(f"{short} {kind}" for short, _, kind in columns) + " |",
-             "|" + "---|" * (len(columns) + 1)]
-    for name, sets in per_query.items():
-        cells = []
-        for _, set_name, kind in columns:
-            cells.append("–" if kind not in sets[set_name] else "{:.4f} ± {:.4f}".format(*mean_se(sets[set_name][kind])))
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def paired_table(rows: dict[str, dict], baseline: str) -> str:
-    columns = [c for c in (f"{short} {key}" if key in OUTCOMES else f"{short} PR@{key}"
-                           for short in PAIRED for key in (1, 3, *OUTCOMES)) if any(c in row for row in rows.values())]
-    lines = [f"| vs {baseline} (difference ± paired SE) | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
-    lines += [f"| {name} | " + " | ".join(f"{row[c][0]:+.4f} ± {row[c][1]:.4f}" if c in row else "–" for c in columns)
-              + " |" for name, row in rows.items()]
-    return "\n".join(lines)
-
-
-POOLED = ("real-title", "real-2tok")
-
-
-def pooled_rows(saved: dict) -> dict[str, dict]:
-    """Each model's paired difference from the baseline pooled over the real-text test sets (the sets'
-    differences weighted by their sizes; the sets are independent samples, so their variances add)."""
-    sizes = {name: saved["sets"][name] for name in POOLED}
-    total = sum(sizes.values())
-    rows = {}
-    for model, row in saved["paired"]["rows"].items():
-        rows[model] = {}
-        for kind in OUTCOMES:
-            cells = [row.get(f"{name} {kind}") for name in POOLED]
-            if None in cells:
-                continue
-            mean = sum(sizes[name] * cell[0] for name, cell in zip(POOLED, cells)) / total
-            se = float(np.sqrt(sum((sizes[name] * cell[1]) ** 2 for name, cell in zip(POOLED, cells)))) / total
-            rows[model][kind] = (mean, se)
-    return rows
-
-
-def print_pooled(path: str) -> None:
-    saved = json.loads(Path(path).read_text())
-    print(f"| vs {saved['paired']['baseline']}, pooled over {' + '.join(POOLED)} (difference ± paired SE) | "
-          + " | ".join(OUTCOMES) + " |")
-    print("|" + "---|" * (len(OUTCOMES) + 1))
-    for model, row in pooled_rows(saved).items():
-        print(f"| {model} | " + " | ".join(f"{row[k][0]:+.4f} ± {row[k][1]:.4f}" if k in row else "–" for k in OUTCOMES)
-              + " |")
 
 
 def parse_models(specs: list[str]) -> dict[str, Path]:

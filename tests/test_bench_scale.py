@@ -23,9 +23,17 @@ def bench():
     return module
 
 
-def test_generator_writes_row_groups_over_a_large_taxonomy(bench, tmp_path):
-    bench.CHUNK, bench.ROW_GROUP = 8_000, 5_000  # several chunks and row groups at a tiny size
-    info = bench.generate_log(20_000, tmp_path / "log.parquet", tmp_path / "taxonomy.tsv", progress=lambda m: None)
+@pytest.fixture(scope="module")
+def parts(bench):
+    """The modules beside bench_scale.py it imports (its folder is on sys.path once it is loaded):
+    the generator (scale_log) and the results (scale_report)."""
+    return importlib.import_module("scale_log"), importlib.import_module("scale_report")
+
+
+def test_generator_writes_row_groups_over_a_large_taxonomy(parts, tmp_path):
+    log_module = parts[0]
+    log_module.CHUNK, log_module.ROW_GROUP = 8_000, 5_000  # several chunks and row groups at a tiny size
+    info = log_module.generate_log(20_000, tmp_path / "log.parquet", tmp_path / "taxonomy.tsv", progress=lambda m: None)
     taxonomy = load_taxonomy(tmp_path / "taxonomy.tsv")
     assert len(taxonomy.leaves) >= 5_000
     log = pq.ParquetFile(tmp_path / "log.parquet")
@@ -35,7 +43,7 @@ def test_generator_writes_row_groups_over_a_large_taxonomy(bench, tmp_path):
     assert set(table.column("category").to_pylist()) <= set(taxonomy.leaves)
     queries = table.column("query").to_pylist()
     assert all(1 <= len(q.split(" ")) <= 5 for q in queries)
-    assert info["universe_queries"] == bench.distinct_queries(20_000)
+    assert info["universe_queries"] == log_module.distinct_queries(20_000)
     # different query ids may draw the same tokens: texts are at most the ids seen
     assert 0 < len(set(queries)) <= info["distinct_query_ids"] <= info["universe_queries"]
     counts = sorted(__import__("collections").Counter(queries).values(), reverse=True)
@@ -65,9 +73,9 @@ def test_cheap_stages_end_to_end(bench, tmp_path, capsys):
     assert svg.read_text().lstrip().startswith("<?xml")
 
 
-def test_fit_exponent(bench):
-    a, b = bench.fit_exponent([10**6, 10**7, 10**8], [2.0, 20.0, 200.0])
+def test_fit_exponent(bench, parts):
+    a, b = parts[1].fit_exponent([10**6, 10**7, 10**8], [2.0, 20.0, 200.0])
     assert b == pytest.approx(1.0) and a == pytest.approx(2e-6)
-    assert bench.fit_exponent([10**6], [1.0]) is None
+    assert parts[1].fit_exponent([10**6], [1.0]) is None
     assert bench.parse_size("1M") == 1_000_000 and bench.parse_size("20k") == 20_000
     assert bench.size_name(100_000_000) == "100M" and bench.size_name(20_000) == "20k"

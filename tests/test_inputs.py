@@ -202,11 +202,11 @@ def test_gzip_and_byte_order_mark_are_the_layers(tmp_path) -> None:
 READERS = {
     "qcat.measure.graded_gold": ("read_graded_gold", ["SCHEMA"]),
     "qcat.confusable": ("load_confusable", ["SCHEMA"]),
-    "qcat.taxonomy": ("load_taxonomy", ["TAXONOMY_TABLE", "GOOGLE_LINES"]),
+    "qcat.taxonomy.files": ("load_taxonomy", ["TAXONOMY_TABLE", "GOOGLE_LINES"]),
     "qcat.labelwise": ("read_query_file", ["QUERY_FILE"]),
     "qcat.judging.grading.categories": ("read_traffic", ["TRAFFIC_TABLE", "TRAFFIC_LINES"]),
     "qcat.judging.grading.gold": ("read_gold_file", ["GOLD_FILE"]),
-    "qcat.judging.grading.imports": ("read_results", ["RESULTS", "LISTINGS", "TOPICS"]),
+    "qcat.judging.grading.imports.files": ("read_records", ["RESULTS", "LISTINGS", "TOPICS"]),
     "qcat.evaluation.golden.importers": ("load_golden", ["GOLDEN_CSV"]),
     "qcat.training.data.listings": ("load_catalog", ["CATALOG_FILE"]),
     "qcat.training.data.real_text": ("load_real_queries", ["REAL_QUERIES"]),
@@ -227,7 +227,7 @@ NOT_USER_TABLES = {
     "qcat.training.data.real_text": "map_bestbuy_clicks builds the shipped demo from its public sources",
     "qcat.training.clicklogs.ingest_spark": "Spark reads the file; its header goes through the layer's rule",
     "qcat.judging.pages": "the package's own guidelines",
-    "qcat.judging.pages.panel": "the package's own panel.js and panel.css",
+    "qcat.judging.pages.panel": "the package's own panel modules (panel*.js) and panel.css",
 }
 LOW_LEVEL = {"decoded_lines", "physical_lines", "split_line"}
 

@@ -31,7 +31,7 @@ from judging_fixtures import (
     type_keys,
 )
 
-from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading import assignment, judgments, screens
 from qcat.judging.grading.judges import find_judge
 from qcat.judging.store.connection import open_store
 
@@ -91,16 +91,16 @@ def test_a_category_session_stores_each_models_top_k_and_shows_their_union(categ
         with store.sessions() as session:
             orders = {}
             for judge_id in (1, 2, 3, 4, 5):
-                shown = assignment.screen(session, 1, judge_id)
+                shown = screens.screen(session, 1, judge_id)
                 assert shown.kind == "categories" and shown.right == []
                 assert [item.position for item in shown.left] == list(range(1, len(shown.left) + 1))
                 orders[judge_id] = [item.listing_id for item in shown.left]
-                assert orders[judge_id] == [i.listing_id for i in assignment.screen(session, 1, judge_id).left]
+                assert orders[judge_id] == [i.listing_id for i in screens.screen(session, 1, judge_id).left]
             union = set(proposed["baseline"][1]) | set(proposed["target"][1])
             assert all(sorted(order) == sorted(union) for order in orders.values())  # each category once
             if len(union) > 2:
                 assert len({tuple(order) for order in orders.values()}) > 1  # an order per judge
-            path = assignment.screen(session, 1, 1).left[0].title
+            path = screens.screen(session, 1, 1).left[0].title
             assert " > " in path  # the full path is shown
     finally:
         store.dispose()

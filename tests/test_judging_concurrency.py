@@ -10,7 +10,7 @@ import pytest
 from judging_fixtures import grade_all, run_threads, toy_queries
 from sqlalchemy import func, select
 
-from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading import assignment, judgments, screens
 from qcat.judging.grading.judges import add_judge
 from qcat.judging.grading.sessions import store_session
 from qcat.judging.store.models import Assignment, Judgment, SessionQuery
@@ -70,7 +70,7 @@ def test_eight_judges_submit_200_judgments_each_concurrently(store):
     judge = judges[0]
     query_id = results[0]["queries"][0]
     with store.sessions() as session:
-        screen = assignment.screen(session, query_id)
+        screen = screens.screen(session, query_id)
     changed = judgments.submit(store, judge.id, query_id, grade_all(screen, 3))
     assert changed.inserted == 0 and changed.updated + changed.unchanged == 10 and changed.updated > 0
     with store.sessions() as session:

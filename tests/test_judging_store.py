@@ -11,7 +11,7 @@ from sqlalchemy import func, inspect, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from qcat.errors import InputError
-from qcat.judging.grading import assignment, judgments
+from qcat.judging.grading import assignment, judgments, screens
 from qcat.judging.grading.judges import add_judge, authenticate
 from qcat.judging.grading.sessions import Listing, QuerySpec, find_session, session_overview, store_session
 from qcat.judging.store.connection import make_engine, open_store
@@ -172,7 +172,7 @@ def test_session_stores_both_lists_with_seeded_random_sides(store):
         assert lists["baseline"].side == q.baseline_side and lists["target"].side != q.baseline_side
         assert [i.listing_id for i in lists["baseline"].items] == [f"L0-{j}" for j in range(5)]
         assert [i.position for i in lists["target"].items] == [1, 2, 3, 4, 5]
-        screen = assignment.screen(session, q.id)
+        screen = screens.screen(session, q.id)
     shown_left = screen.left if q.baseline_side == "left" else screen.right
     assert [s.listing_id for s in shown_left] == [f"L0-{j}" for j in range(5)]
     assert "baseline" not in repr(screen) and "target" not in repr(screen) and "models/" not in repr(screen)
@@ -435,7 +435,7 @@ def test_brand_and_price_are_stored_with_the_result_items_when_known(store):
         Listing("x", brand="Anker", price=12.5), Listing("y", brand=" unknown ", price=float("nan"))], [Listing("z")])])
     with store.sessions() as session:
         query_id = session.scalar(select(SessionQuery.id).where(SessionQuery.session_id == session_id))
-        shown = assignment.screen(session, query_id)
+        shown = screens.screen(session, query_id)
     by_id = {item.listing_id: (item.brand, item.price) for item in shown.left + shown.right}
     assert by_id == {"x": ("Anker", 12.5), "y": (None, None), "z": (None, None)}
 

@@ -33,7 +33,7 @@ from judging_fixtures import (
 )
 from sqlalchemy import select
 
-from qcat.judging.grading import assignment
+from qcat.judging.grading import screens
 from qcat.judging.grading.desk import MAX_HOLD, PREFETCH, screen_data
 from qcat.judging.grading.judges import add_judge
 from qcat.judging.grading.sessions import SEGMENTS, Listing, QuerySpec, store_session
@@ -92,7 +92,7 @@ def stored_in_order(url: str, judge: str) -> list[list[int]]:
                 grades = {(listing, side): grade for listing, side, grade in session.execute(
                     select(Judgment.listing_id, Judgment.side, Judgment.grade).join(Judge, Judge.id == Judgment.judge_id)
                     .where(Judge.name == judge, Judgment.query_id == query_id)).all()}
-                slots = screen_data(assignment.screen(session, query_id))["slots"]
+                slots = screen_data(screens.screen(session, query_id))["slots"]
                 out.append([grades.get((slot["listing"], slot["side"])) for slot in slots])
     finally:
         store.dispose()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-MAX_SIMULATOR_LINES = 400
+MAX_MODULE_LINES = 400
 MAX_MODULES_SIDE_BY_SIDE = 12
 # The repository's folders and the package each installs as (pyproject.toml's package-dir).
 FOLDERS = {"qcat": "qcat", "training": "qcat.training", "evaluation": "qcat.evaluation",
@@ -173,10 +173,33 @@ def test_no_import_cycle_between_subpackages(package: str) -> None:
     assert find_cycle(graph) is None
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "training" / "simulator").glob("simulate*.py")), ids=lambda p: p.name)
-def test_simulator_modules_are_small(path: Path) -> None:
-    n_lines = len(path.read_text(encoding="utf-8").splitlines())
-    assert n_lines < MAX_SIMULATOR_LINES, f"{path.name} has {n_lines} lines"
+# Issue 48: no module over MAX_MODULE_LINES lines in these folders, Python or JavaScript. None of them
+# holds generated or vendored code (the Alembic versions, written by a tool, live in migrations/), so
+# nothing in them is exempt.
+SIZED_FOLDERS = ("qcat", "training", "judging_app", "evaluation", "benchmarks")
+# Still to split: being split elsewhere now (issue 48). The lead empties this list; a file in it that
+# is no longer over the limit fails test_the_still_to_split_list_only_shrinks, so the list only shrinks.
+STILL_TO_SPLIT = {"qcat/cli.py", "judging_app/grading/sessions.py"}
+
+
+def module_lines() -> dict[str, int]:
+    """Lines of every .py and .js module in SIZED_FOLDERS, by path from the repository's root."""
+    return {str(path.relative_to(REPO)): len(path.read_text(encoding="utf-8").splitlines())
+            for folder in SIZED_FOLDERS for path in sorted((REPO / folder).rglob("*"))
+            if path.suffix in (".py", ".js") and "__pycache__" not in path.parts}
+
+
+def test_no_module_over_400_lines() -> None:
+    """Split by what the parts do, not by line count; a module this long holds several things."""
+    lines = module_lines()
+    assert "judging_app/pages/panel.js" in lines and "benchmarks/bench_scale.py" in lines  # both kinds, every folder
+    assert {path: n for path, n in lines.items() if n > MAX_MODULE_LINES and path not in STILL_TO_SPLIT} == {}
+
+
+def test_the_still_to_split_list_only_shrinks() -> None:
+    lines = module_lines()
+    split = {path: lines.get(path) for path in STILL_TO_SPLIT if lines.get(path, 0) <= MAX_MODULE_LINES}
+    assert split == {}, "split (or gone): take them off STILL_TO_SPLIT"
 
 
 def test_pyproject_lists_every_package() -> None:

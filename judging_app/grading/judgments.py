@@ -29,7 +29,7 @@ from sqlalchemy import func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from qcat.errors import InputError
-from qcat.judging.grading.assignment import AlreadyFinished, _assignment, check_note
+from qcat.judging.grading.assignment import AlreadyFinished, check_note, judge_assignment
 from qcat.judging.grading.screens import screen
 from qcat.judging.store.connection import Store
 from qcat.judging.store.models import (
@@ -123,7 +123,7 @@ def submit(store: Store, judge_id: int, query_id: int,
     seconds = check_active_seconds(active_seconds)
     note = check_note(flag_note) if flag_note is not None else ""
     with store.transaction() as session:
-        assignment = _assignment(session, judge_id, query_id)
+        assignment = judge_assignment(session, judge_id, query_id)
         if assignment.status == "skipped" or (assignment.status == "done" and not resubmit):
             raise AlreadyFinished(query_id, assignment.status)
         if assignment.status == "released":

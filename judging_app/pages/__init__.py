@@ -1,5 +1,5 @@
-"""The Streamlit app: the judge's page with its grading panel (panel.py, panel.js, panel.css) and
-the admin page."""
+"""The Streamlit app: the judge's page with its grading panel (panel.py, panel.css and
+the panel*.js modules) and the admin page."""
 
 from importlib.resources import files
 

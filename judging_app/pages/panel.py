@@ -1,7 +1,9 @@
 """The grading panel: one Streamlit custom component (Components v2, inline HTML/CSS/JS, no
 iframe) that draws the query and both blind groups, owns the keyboard, and sends the server one
-message per action (:mod:`qcat.judging.grading.desk` answers it). Its code is in ``panel.js`` and
-``panel.css`` beside this module.
+message per action (:mod:`qcat.judging.grading.desk` answers it). Its code is in ``panel.css`` and
+in ES modules beside this module: ``panel.js``, the entry, and the ``panel_*.js`` it imports (state,
+the outbox, the message line, drawing, the desk of held queries, the keys), served together as the
+component's one inline module (:func:`panel_js`).
 
 Keys: 0-3 grade the listing in focus and move on; Up/Down (Tab/Shift+Tab) move; Left/Right change
 the grade in focus; Backspace takes back the last grade; Enter submits (or saves a review); S skips;
@@ -11,6 +13,9 @@ could not take; ? opens the guidelines (Esc closes them); Esc leaves a review.
 
 from __future__ import annotations
 
+import graphlib
+import json
+import re
 from importlib.resources import files
 
 import streamlit as st
@@ -39,9 +44,48 @@ HTML = """<div class="qcat-panel">
 </div>"""
 
 _here = files("qcat.judging.pages")
+# How a panel module imports another: one statement per module, names in braces, from a file beside it.
+MODULE_IMPORT = re.compile(r"^import \{[^}]*\} from '\./(panel\w*\.js)';$", re.MULTILINE)
+# The component takes one inline module, which the browser runs from a blob: URL, where a relative
+# import resolves to nothing. So this loader makes each panel module a blob: URL of its own, those it
+# imports first, points their imports at those URLs, and exports the entry's default (the mount).
+LOADER = """// The grading panel's modules (qcat/judging/pages/panel*.js), each after those it imports.
+const sources = %s;
+const urls = {};
+for (const [name, text] of Object.entries(sources)) {
+  const linked = text.replace(new RegExp(%s, 'gm'), (line, file) => line.replace(`'./${file}'`, `'${urls[file]}'`));
+  urls[name] = URL.createObjectURL(new Blob([`${linked}\\n//# sourceURL=qcat-panel/${name}`], {type: 'text/javascript'}));
+}
+export default (await import(urls['panel.js'])).default;
+"""
+
+
+def panel_modules(folder=_here) -> dict[str, str]:
+    """The panel's modules (file name -> text): ``panel.js`` in ``folder`` and the modules it
+    imports, each after those it imports. An import that is not of a module beside it, or a cycle,
+    is refused."""
+    texts: dict[str, str] = {}
+    graph: dict[str, set[str]] = {}
+    pending = ["panel.js"]
+    while pending:
+        name = pending.pop()
+        if name in texts:
+            continue
+        texts[name] = text = (folder / name).read_text(encoding="utf-8")
+        graph[name] = set(MODULE_IMPORT.findall(text))
+        if len(re.findall(r"^import\b", text, re.MULTILINE)) != len(graph[name]):
+            raise ValueError(f"{name}: a panel module imports only panel modules beside it, as {MODULE_IMPORT.pattern}")
+        pending.extend(graph[name])
+    return {name: texts[name] for name in graphlib.TopologicalSorter(graph).static_order()}  # CycleError on a cycle
+
+
+def panel_js() -> str:
+    """The component's one module: the panel's modules and the loader that links them in the browser."""
+    return LOADER % (json.dumps(panel_modules(), ensure_ascii=False), json.dumps(MODULE_IMPORT.pattern))
+
+
 _component = st.components.v2.component(
-    "qcat_grading_panel", html=HTML, css=(_here / "panel.css").read_text(encoding="utf-8"),
-    js=(_here / "panel.js").read_text(encoding="utf-8"))
+    "qcat_grading_panel", html=HTML, css=(_here / "panel.css").read_text(encoding="utf-8"), js=panel_js())
 _markdown = MarkdownIt("commonmark", {"html": False}).enable("table")
 
 

@@ -1,4 +1,4 @@
-"""Training XML-Q: vocabulary, input batches, schedule, early stopping, checkpoints.
+"""Training XML-Q: the fit loop, early stopping on the validation objective, checkpoints, resuming.
 
 Plain Keras 3 under any backend (``KERAS_BACKEND`` tensorflow, jax or torch; choose it before
 Keras is imported): the batches are numpy arrays from a :class:`keras.utils.PyDataset`,
@@ -15,17 +15,21 @@ for a corpus, its real-text validation sets; the split alone for a user's log) h
 for ``patience`` epochs, and the best epoch's weights are restored. The paper does not say what
 it stops on; we stop on what every other model choice is made on, so an epoch that fits the
 simulated split better but real text worse is not the one kept. Every random step takes ``seed``.
+
+What lives here: the fit loop (:func:`train`), the validation objective scored after each epoch with
+early stopping and checkpoints (:class:`ValidationMonitor`), and resuming. The settings are in
+:mod:`qcat.training.xmlq.config`, the inputs in :mod:`qcat.training.xmlq.inputs`; both are
+importable from here too (``from qcat.training.xmlq.train import XMLQConfig, prepare, train``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 import keras
 import numpy as np
@@ -33,176 +37,19 @@ import numpy as np
 from qcat.measure.metrics import gs_scores, pr_at_k
 from qcat.measure.predict import match_to_truth
 from qcat.model import top_k
-from qcat.query_encoding import RESERVED, encode, token_index
+from qcat.query_encoding import RESERVED
 from qcat.training.clicklogs.clicktable import ClickTable
-from qcat.training.data.dataset import Dataset, truth_matrix
+from qcat.training.data.dataset import truth_matrix
 from qcat.training.xmlq.checkpoint import Checkpoint, CheckpointError
+from qcat.training.xmlq.config import EMBEDDING_INITS, LOSSES, XMLQConfig, compile_for, learning_rate, loss_for
 from qcat.training.xmlq.determinism import seed_everything
 from qcat.training.xmlq.distributed import device_multiple
-from qcat.training.xmlq.losses import StochasticNegativeMining, binary_crossentropy, soft_f1
+from qcat.training.xmlq.inputs import Batches, EpochShuffle, Prepared, data_fingerprint, prepare
 from qcat.training.xmlq.model import PRESETS, build_xmlq
 
-LOSSES = ("soft-f1", "bce", "snm")
-EMBEDDING_INITS = ("random", "skipgram")  # random: the paper's; skipgram: qcat.training.xmlq.embedding_init
-
-
-@dataclass(frozen=True)
-class XMLQConfig:
-    preset: str = "small"
-    loss: str = "soft-f1"
-    rnn: bool = True
-    cosine: bool = True  # False: a constant learning rate of 1e-3
-    learning_rate: float = 1e-3
-    epochs: int = 8
-    batch_size: int = 256
-    patience: int = 2
-    min_token_count: int = 2
-    max_vocabulary: int = 100_000
-    seed: int = 0
-    init_embeddings: str = "random"
-    skipgram_epochs: int = 5  # read only with init_embeddings "skipgram"
-    query_short_forms: bool = False  # qcat.training.catalog.query_short_forms (the data fingerprint sees it too)
-    snm: dict = field(default_factory=lambda: {"sampled": 64, "top_k": 8, "kind": "powl", "phi": "hinge"})
-
-    def __post_init__(self) -> None:
-        if self.preset not in PRESETS:
-            raise ValueError(f"unknown preset {self.preset!r}; expected one of {', '.join(PRESETS)}")
-        if self.loss not in LOSSES:
-            raise ValueError(f"unknown loss {self.loss!r}; expected one of {', '.join(LOSSES)}")
-        if self.epochs < 1 or self.batch_size < 1:
-            raise ValueError("epochs and batch size must be positive")
-        if self.init_embeddings not in EMBEDDING_INITS:
-            raise ValueError(f"unknown embedding init {self.init_embeddings!r}; expected one of "
-                             f"{', '.join(EMBEDDING_INITS)}")
-        if self.skipgram_epochs < 1:
-            raise ValueError(f"skip-gram epochs must be at least 1, got {self.skipgram_epochs}")
-
-
-def build_vocabulary(queries, min_count: int, max_size: int) -> list[str]:
-    """Tokens seen in at least ``min_count`` training queries, most frequent first (ties by
-    token), at most ``max_size``."""
-    counts = Counter(token for query in queries for token in set(query.split(" ")))
-    kept = [t for t, c in counts.items() if c >= min_count]
-    kept.sort(key=lambda t: (-counts[t], t))
-    return kept[:max_size]
-
-
-def label_lists(table: ClickTable, label_of_category: np.ndarray) -> np.ndarray:
-    """``(queries, widest)`` int32 label ids of each query's categories, -1 padded."""
-    labels = label_of_category[table.pair_category]
-    keep = labels >= 0
-    rows, labels = table.pair_query[keep], labels[keep]
-    width = max(int(np.bincount(rows, minlength=len(table.queries)).max(initial=0)), 1)
-    out = np.full((len(table.queries), width), -1, dtype=np.int32)
-    starts = np.searchsorted(rows, np.arange(len(table.queries)))
-    out[rows, np.arange(len(rows)) - starts[rows]] = labels
-    return out
-
-
-def multi_hot(labels: np.ndarray, n_labels: int) -> np.ndarray:
-    """``(rows, n_labels)`` float32 0/1 targets from -1-padded label lists."""
-    out = np.zeros((len(labels), n_labels), dtype=np.float32)
-    rows, columns = np.nonzero(labels >= 0)
-    out[rows, labels[rows, columns]] = 1.0
-    return out
-
-
-class Batches(keras.utils.PyDataset):
-    """Batches of (token ids, multi-hot targets[, sample weights]) as numpy arrays, for
-    every backend. With a ``seed`` the queries are shuffled once per epoch by the
-    permutation drawn from ``(seed, epoch)``: a resumed run sees the same batches as an
-    uninterrupted one. The trainer sets :attr:`epoch` at the start of each epoch
-    (:class:`EpochShuffle`); ``__getitem__`` is pure, so Keras may peek at any batch.
-
-    With ``multiple`` (the devices of a data-parallel run) every batch holds a multiple of it:
-    the epoch's last batch is cut to one, leaving out fewer than ``multiple`` queries, the
-    last of that epoch's order (other queries each epoch)."""
-
-    def __init__(self, tokens: np.ndarray, labels: np.ndarray, n_labels: int, batch_size: int, seed: int | None,
-                 weights: np.ndarray | None = None, multiple: int = 1):
-        super().__init__()  # one worker, no multiprocessing: the order is the index order
-        self.tokens, self.labels, self.n_labels, self.batch_size, self.seed = tokens, labels, n_labels, batch_size, seed
-        self.weights = None if weights is None else np.asarray(weights, dtype=np.float32)
-        self.used = len(tokens) - len(tokens) % batch_size % multiple  # queries an epoch trains on
-        self.epoch = 0
-        self._order: tuple[int, np.ndarray] | None = None
-
-    def __len__(self) -> int:
-        return steps_per_epoch(self.used, self.batch_size)
-
-    def order(self) -> np.ndarray:
-        if self.seed is None:
-            return np.arange(len(self.tokens))
-        if self._order is None or self._order[0] != self.epoch:
-            self._order = (self.epoch, np.random.default_rng([self.seed, self.epoch]).permutation(len(self.tokens)))
-        return self._order[1]
-
-    def __getitem__(self, index: int):
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        rows = self.order()[:self.used][index * self.batch_size:(index + 1) * self.batch_size]
-        batch = (self.tokens[rows].astype(np.int32), multi_hot(self.labels[rows], self.n_labels))
-        return batch if self.weights is None else batch + (self.weights[rows],)
-
-
-class EpochShuffle(keras.callbacks.Callback):
-    """Tells the batches which epoch Keras starts (so the shuffle follows ``initial_epoch``)."""
-
-    def __init__(self, data: Batches):
-        super().__init__()
-        self.data = data
-
-    def on_epoch_begin(self, epoch: int, logs=None) -> None:
-        self.data.epoch = epoch
-
-
-@dataclass
-class Prepared:
-    """Training inputs in the network's index spaces."""
-
-    vocabulary: list[str]
-    labels: np.ndarray  # taxonomy ids, the output columns
-    train_tokens: np.ndarray
-    train_labels: np.ndarray
-    validation_tokens: np.ndarray
-    validation: ClickTable
-    train_weights: np.ndarray | None = None
-    initial_embeddings: tuple[np.ndarray, np.ndarray] | None = None  # (token ids, vectors) for build_xmlq
-    # the validation objective's sets: name -> (token ids, table, weight); the split alone by default
-    monitored: dict = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not self.monitored:
-            self.monitored = {"validation": (self.validation_tokens, self.validation, 1.0)}
-
-
-def prepare(dataset: Dataset, config: XMLQConfig, train: ClickTable | None = None,
-            train_weights: np.ndarray | None = None, sets: dict | None = None) -> Prepared:
-    """Vocabulary and label space from ``train`` (default ``dataset.train``), token ids and
-    label lists for it and for the validation split, and token ids of the validation
-    objective's ``sets`` (:func:`qcat.training.selection.objective.validation_sets`; default: the split alone)."""
-    train = train if train is not None else dataset.train
-    vocabulary = build_vocabulary(train.queries, config.min_token_count, config.max_vocabulary)
-    used = np.unique(train.pair_category)
-    labels = train.categories[used]
-    label_of_category = np.full(len(train.categories), -1, dtype=np.int64)
-    label_of_category[used] = np.arange(len(used))
-    index = token_index(vocabulary)
-    validation_tokens = encode(dataset.validation.queries, index)
-    monitored = {}
-    for name, (table, weight) in (sets or {}).items():
-        same = table is dataset.validation
-        monitored[name] = (validation_tokens if same else encode(table.queries, index), table, weight)
-    return Prepared(
-        vocabulary=vocabulary,
-        labels=labels,
-        train_tokens=encode(train.queries, index),
-        train_labels=label_lists(train, label_of_category),
-        validation_tokens=validation_tokens,
-        validation=dataset.validation,
-        train_weights=train_weights,
-        monitored=monitored,
-    )
+# What callers import from here (qcat train xmlq, the benchmarks, the tests): the trainer's API.
+__all__ = ["EMBEDDING_INITS", "LOSSES", "Batches", "Prepared", "XMLQConfig", "backend_and_device", "compile_for",
+           "learning_rate", "prepare", "train", "validation_scores"]
 
 
 def _matched(model: keras.Model, tokens: np.ndarray, table: ClickTable, labels: np.ndarray, batch_size: int):
@@ -225,19 +72,6 @@ def validation_scores(model: keras.Model, prepared: Prepared, batch_size: int = 
         scores[f"pr@1 {name}"] = pr1
         objective += weight * pr1
     return {"objective": objective} | scores
-
-
-def data_fingerprint(prepared: Prepared) -> str:
-    """A hash of the training inputs, so a checkpoint is resumed only on the data it was made on."""
-    digest = hashlib.sha256()
-    digest.update("\n".join(prepared.vocabulary).encode())
-    monitored = [array for name, (tokens, _, weight) in prepared.monitored.items()
-                 for array in (np.frombuffer(name.encode(), np.uint8), tokens, np.float64(weight))]
-    for array in (prepared.labels.astype(str), prepared.train_tokens, prepared.train_labels,
-                  prepared.validation_tokens, prepared.train_weights, *monitored):
-        if array is not None:
-            digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()
 
 
 RESUMABLE_CHANGES = ("epochs", "patience")  # settings a resumed run may change
@@ -288,40 +122,6 @@ class ValidationMonitor(keras.callbacks.Callback):
     def on_train_end(self, logs=None) -> None:
         if self.best_weights is not None:
             self.network.set_weights(self.best_weights)
-
-
-def steps_per_epoch(n: int, batch_size: int) -> int:
-    return max(1, -(-n // batch_size))
-
-
-def learning_rate(config: XMLQConfig, n_train: int):
-    if not config.cosine:
-        return config.learning_rate
-    return keras.optimizers.schedules.CosineDecayRestarts(
-        config.learning_rate, first_decay_steps=2 * steps_per_epoch(n_train, config.batch_size), t_mul=2.0, m_mul=0.8,
-    )
-
-
-def compile_for(config: XMLQConfig, network: keras.Model, n_train: int) -> keras.Model:
-    """The model Keras trains: the network itself, or its logits for SNM."""
-    optimizer = keras.optimizers.Adam(learning_rate(config, n_train))
-    trainable = network
-    loss = loss_for(config, reduction="sum_over_batch_size")
-    if config.loss == "snm":
-        trainable = keras.Model(network.input, network.get_layer("logits").output)
-        # The loss draws its negatives from a SeedGenerator. Tracked by the model, its state is
-        # part of the training state, which JAX's stateless train step carries from step to
-        # step (untracked, JAX would draw the same negatives at every step) and checkpoints save.
-        trainable.snm_seed_generator = loss.seed_generator
-    trainable.compile(optimizer=optimizer, loss=loss)
-    return trainable
-
-
-def loss_for(config: XMLQConfig, reduction: str | None):
-    """The configured loss; with ``reduction=None`` one value per query."""
-    if config.loss == "snm":
-        return StochasticNegativeMining(seed=config.seed, reduction=reduction, **config.snm)
-    return soft_f1 if config.loss == "soft-f1" else binary_crossentropy  # both per query
 
 
 def backend_and_device() -> str:
@@ -424,9 +224,9 @@ def _train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None, log:
         "best_epoch": monitor.best_epoch,
         "validation": monitor.history[monitor.best_epoch - 1] if monitor.best_epoch > 0 else {},
         "history": monitor.history,
-        "train_queries": int(len(prepared.train_tokens)),
+        "train_queries": len(prepared.train_tokens),
         "vocabulary": len(prepared.vocabulary),
-        "labels": int(len(prepared.labels)),
+        "labels": len(prepared.labels),
         "train_seconds": round(time.perf_counter() - started, 1),
         "backend": backend_and_device(),
     }

@@ -1,42 +1,21 @@
-"""Product taxonomies: nodes with ids and paths, parents, leaves and a content hash.
-
-Three file formats load into the same :class:`Taxonomy`:
-
-* ``tsv``/``csv``: a header with ``id`` and ``path`` columns, paths joined by `` > ``;
-* ``google``: Google's product taxonomy, ``ID - A > B > C`` per line, ``#`` comments;
-* ``bestbuy``: Best Buy's category JSON, a list of ``{id, name, path[], subCategories[]}``
-  (optionally gzip-compressed); ancestors that appear only inside other records' paths
-  become nodes too.
-
-In the path formats every prefix of a path must itself be a node (the optional
-``parent`` column of a TSV/CSV names it by id instead); Best Buy names parents by id.
-Loaders add nothing silently: a missing parent is an error naming the file and row, and so are
-parent links that form a cycle or contradict the paths (a node's parent must be the node whose
-path is its own less the last name: ``L  Toys > Lego  parent P`` where P is ``Shoes`` is refused,
-never filed under Shoes). In Best Buy's JSON the ``path`` of each record is the truth: a node's
-parent is the next-to-last step of its path, and the ``subCategories`` cross-links are not read,
-so where they disagree with the paths, the paths win.
-"""
+"""The taxonomy itself (:class:`Taxonomy`): nodes with ids and paths, parents, leaves, Other leaves
+and a content hash; the check that parent links make a tree that agrees with the paths
+(:func:`check_tree`), and a taxonomy built from paths alone (:func:`from_paths`)."""
 
 from __future__ import annotations
 
 import csv
 import hashlib
 import io
-import json
-import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from qcat.errors import InputError, TaxonomyError, shown
-from qcat.inputs import COMMENTS_ANYWHERE, COMMENTS_NONE, Column, FileSchema, read_bytes, table_from_bytes
+from qcat.errors import TaxonomyError
 
 SEPARATOR = " > "
-FORMATS = ("tsv", "csv", "google", "bestbuy")
 AMBIGUOUS = -2  # marks a path carried by several ids
 OTHER_LEAF = "Other"  # the leaf that stands for an internal node's own items (``A > B > Other``)
 OTHER_SUFFIX = "/other"  # the id of a new Other leaf: ``<node id>/other``
-_GOOGLE_LINE = re.compile(r"^\s*(\d+)\s+-\s+(.+?)\s*$")
 
 
 @dataclass(frozen=True)
@@ -75,7 +54,7 @@ class Taxonomy:
         object.__setattr__(self, "_parent_positions", frozenset(self.parents))
 
     @classmethod
-    def from_path_tuples(cls, ids: tuple[str, ...], paths: tuple[tuple[str, ...], ...]) -> "Taxonomy":
+    def from_path_tuples(cls, ids: tuple[str, ...], paths: tuple[tuple[str, ...], ...]) -> Taxonomy:
         """A taxonomy whose parent links follow the paths: the parent of ``A > B`` is ``A``."""
         by_path: dict[tuple[str, ...], int] = {}
         for i, path in enumerate(paths):
@@ -151,7 +130,7 @@ class Taxonomy:
     def is_leaf(self, node_id: str) -> bool:
         return self.index(node_id) not in self._parent_positions
 
-    def with_other_leaves(self, node_ids) -> tuple["Taxonomy", dict[str, str]]:
+    def with_other_leaves(self, node_ids) -> tuple[Taxonomy, dict[str, str]]:
         """This taxonomy with an explicit ``Other`` leaf under each internal node of
         ``node_ids`` (``A > B`` -> ``A > B > Other``, the demo catalog's rule), and the map from
         each of those nodes to its ``Other`` leaf. A node's existing ``Other`` leaf is used as it
@@ -187,7 +166,7 @@ class Taxonomy:
         )
         return hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
 
-    def subset(self, node_ids: list[str] | tuple[str, ...]) -> "Taxonomy":
+    def subset(self, node_ids: list[str] | tuple[str, ...]) -> Taxonomy:
         """The smallest taxonomy holding ``node_ids`` and all their ancestors, in this order."""
         keep: set[int] = set()
         for node_id in node_ids:
@@ -203,7 +182,7 @@ class Taxonomy:
             tuple(position[self.parents[i]] if self.parents[i] >= 0 else -1 for i in order),
         )
 
-    def merge(self, other: "Taxonomy") -> "Taxonomy":
+    def merge(self, other: Taxonomy) -> Taxonomy:
         """This taxonomy plus the nodes of ``other`` it lacks (e.g. two subsets of one tree).
         An id the two name with different paths is an error."""
         conflicts = [i for i in other.ids if i in self and self.path_of(i) != other.path_of(i)]
@@ -277,146 +256,3 @@ def from_paths(paths: list[str], id_prefix: str = "c") -> Taxonomy:
             nodes.add(path[:depth])
     ordered = sorted(nodes)
     return Taxonomy.from_path_tuples(tuple(f"{id_prefix}{n + 1}" for n in range(len(ordered))), tuple(ordered))
-
-
-def detect_format(path: Path, head: str) -> str:
-    name = path.name.lower().removesuffix(".gz")
-    if name.endswith(".json"):
-        return "bestbuy"
-    if name.endswith(".tsv"):
-        return "tsv"
-    if name.endswith(".csv"):
-        return "csv"
-    first = next((line for line in head.splitlines() if line.strip()), "")
-    if first.startswith("#") or _GOOGLE_LINE.match(first):
-        return "google"
-    return "tsv" if "\t" in first else "csv"
-
-
-TAXONOMY_TABLE = FileSchema(
-    kind="taxonomy table", flag="--taxonomy", delimiter="\t", delimiters={".csv": ","}, comments=COMMENTS_NONE,
-    match_queries=False,
-    columns=(Column("id", "text", True, "the node's id"),
-             Column("path", "text", True, "its full path, A > B > C"),
-             Column("parent", "text", False, "its parent's id (empty: a root)")))
-GOOGLE_LINES = FileSchema(kind="Google taxonomy", flag="--taxonomy", delimiter=None, header="none",
-                          comments=COMMENTS_ANYWHERE, match_queries=False,
-                          columns=(Column("line", "text", True, "ID - A > B > C"),))
-
-
-def load_taxonomy(path: str | Path, fmt: str | None = None, flag: str = "--taxonomy") -> Taxonomy:
-    """Load a taxonomy file through the input layer; ``fmt`` is one of :data:`FORMATS` or None to
-    detect it. Errors name the file and line (or record)."""
-    try:
-        path, raw, sha256 = read_bytes(path, flag)
-    except InputError as exc:
-        raise TaxonomyError(str(exc)) from None
-    where = f"{flag} {path}"
-    if fmt is None:
-        head = raw[:4096].decode("utf-8", "replace")
-        fmt = detect_format(path, head)
-    if fmt not in FORMATS:
-        raise TaxonomyError(f"unknown taxonomy format {fmt!r}; expected one of {', '.join(FORMATS)}")
-    try:
-        if fmt == "bestbuy":
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise TaxonomyError(f"{where}:{raw[: exc.start].count(chr(10).encode()) + 1}: not valid UTF-8") from None
-            ids, paths, parent_ids, places = _parse_bestbuy(text, where)
-        else:
-            table = table_from_bytes(path, raw, sha256, _table_schema(fmt), flag, allow_empty=True)
-            ids, paths, parent_ids, places = (_parse_google if fmt == "google" else _parse_table)(table)
-    except TaxonomyError:
-        raise
-    except InputError as exc:
-        raise TaxonomyError(str(exc)) from None
-    if not ids:
-        raise TaxonomyError(f"{where}: holds no categories")
-    try:
-        if parent_ids is None:
-            return Taxonomy.from_path_tuples(tuple(ids), tuple(paths))
-        position = {}
-        for i, node_id in enumerate(ids):
-            if node_id in position:
-                raise TaxonomyError(f"{places[i]}: id {node_id!r} appears twice (first at {places[position[node_id]]})")
-            position[node_id] = i
-        parents = []
-        for i, (node_id, parent_id) in enumerate(zip(ids, parent_ids)):
-            if parent_id and parent_id not in position:
-                raise TaxonomyError(f"{places[i]}: node {node_id!r} names parent {parent_id!r}, which is not in the file")
-            parents.append(position[parent_id] if parent_id else -1)
-        check_tree(ids, paths, parents, where=lambda i: f"{places[i]}: node {ids[i]!r}")
-        return Taxonomy(tuple(ids), tuple(paths), tuple(parents))
-    except TaxonomyError as exc:
-        message = str(exc)
-        raise TaxonomyError(message if message.startswith(where) else f"{where}: {message}") from None
-
-
-def _split_path(text: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in text.split(SEPARATOR.strip()))
-
-
-def _table_schema(fmt: str) -> FileSchema:
-    """The schema a taxonomy of format ``fmt`` is read by (the delimiter by ``fmt``, not by the name)."""
-    if fmt == "google":
-        return GOOGLE_LINES
-    return replace(TAXONOMY_TABLE, delimiter="\t" if fmt == "tsv" else ",", delimiters={})
-
-
-def _parse_table(table):
-    """A TSV/CSV taxonomy read by :data:`TAXONOMY_TABLE`: ids, paths, parent ids (None without the
-    column) and each row's place."""
-    ids = [str(row["id"]) for row in table.rows]
-    paths = [_split_path(str(row["path"])) for row in table.rows]
-    places = [table.where(row.line) for row in table.rows]
-    parent_ids = [str(row["parent"] or "") for row in table.rows] if "parent" in table.header else None
-    return ids, paths, parent_ids, places
-
-
-def _parse_google(table):
-    """Google's ``ID - A > B`` lines (``#`` lines are comments), read by :data:`GOOGLE_LINES`."""
-    ids, paths = [], []
-    for row in table.rows:
-        match = _GOOGLE_LINE.match(str(row["line"]))
-        if not match:
-            raise TaxonomyError(f"{table.where(row.line)}: expected 'ID - A > B', got {shown(row['line'])}")
-        ids.append(match.group(1))
-        paths.append(_split_path(match.group(2)))
-    return ids, paths, None, None
-
-
-def _parse_bestbuy(text: str, where: str):
-    try:
-        records = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TaxonomyError(f"{where}:{exc.lineno}: invalid JSON ({exc.msg})") from None
-    if not isinstance(records, list):
-        raise TaxonomyError(f"{where}: expected a JSON list of categories")
-    ids, paths, parent_ids, places = [], [], [], []
-    for n, record in enumerate(records, start=1):
-        try:
-            node_id = str(record["id"]).strip()
-            steps = record["path"]
-            names = tuple(str(step["name"]).strip() for step in steps)
-            parent_id = str(steps[-2]["id"]).strip() if len(steps) > 1 else ""
-        except (KeyError, TypeError, IndexError):
-            raise TaxonomyError(f"{where}: record {n}: needs 'id' and a non-empty 'path' of {{'id', 'name'}}") from None
-        ids.append(node_id)
-        paths.append(names)
-        parent_ids.append(parent_id)
-        places.append(f"{where}: record {n}")
-    # Best Buy's file names some ancestors (id and name) inside other records' paths
-    # without listing them as records of their own; they are nodes all the same.
-    listed = set(ids)
-    for n, record in enumerate(records, start=1):
-        steps = record["path"]
-        for depth, step in enumerate(steps[:-1]):
-            step_id = str(step["id"]).strip()
-            if step_id not in listed:
-                listed.add(step_id)
-                ids.append(step_id)
-                paths.append(tuple(str(s["name"]).strip() for s in steps[: depth + 1]))
-                parent_ids.append(str(steps[depth - 1]["id"]).strip() if depth else "")
-                places.append(f"{where}: step {depth + 1} of record {n}'s path")
-    return ids, paths, parent_ids, places

@@ -1,0 +1,180 @@
+"""Which query a judge gets next, and the claim that makes it theirs: the query on screen, their open
+one, a released one of theirs that still needs a judge, else a new claim (a gold query when one is
+due), each claim one conditional update, the whole pick started over when it races another."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from datetime import datetime, timedelta
+
+from sqlalchemy import exists, or_, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from qcat.errors import InputError
+from qcat.judging.grading.assignment.gold_turns import gold_candidate
+from qcat.judging.grading.assignment.membership import INACTIVE, check_member, check_session, judge_exists
+from qcat.judging.grading.assignment.release import CLAIM_TIMEOUT, release_where
+from qcat.judging.grading.screens import QueryScreen, screen
+from qcat.judging.store.connection import Store
+from qcat.judging.store.models import Assignment, Judge, JudgingSession, SessionQuery, utcnow
+
+CANDIDATES = 16
+RETRIES = 50
+
+
+def open_assignment(session, judge_id: int, session_id: int, beyond: Collection[int] = ()) -> Assignment | None:
+    """The judge's oldest open assignment in the session, other than those of ``beyond``."""
+    return session.scalar(select(Assignment).where(Assignment.judge_id == judge_id, Assignment.session_id == session_id,
+                                                   Assignment.status == "open", Assignment.query_id.not_in(list(beyond)))
+                          .order_by(Assignment.id).limit(1))
+
+
+def _on_screen(session, judge_id: int, session_id: int, query_id: int) -> Assignment | None:
+    """The judge's assignment of the query they have on screen, unless it is done or skipped."""
+    return session.scalar(select(Assignment).where(Assignment.judge_id == judge_id, Assignment.session_id == session_id,
+                                                   Assignment.query_id == query_id,
+                                                   Assignment.status.in_(("open", "released"))))
+
+
+def _released_needing_a_judge(session, judge_id: int, record: JudgingSession) -> list[Assignment]:
+    return list(session.scalars(
+        select(Assignment).join(SessionQuery, SessionQuery.id == Assignment.query_id)
+        .where(Assignment.judge_id == judge_id, Assignment.session_id == record.id, Assignment.status == "released",
+               or_(SessionQuery.gold, SessionQuery.claims < record.judges_per_query + SessionQuery.extra_judges)).order_by(Assignment.id)))
+
+
+def _claim(session, query_id: int, limit: int) -> bool:
+    """Raise the query's claim count unless it already has ``limit`` claims (one conditional
+    update); a gold query has no limit (every judge gets it)."""
+    return session.execute(
+        update(SessionQuery).where(SessionQuery.id == query_id,
+                                  or_(SessionQuery.gold, SessionQuery.claims < limit + SessionQuery.extra_judges))
+        .values(claims=SessionQuery.claims + 1).execution_options(synchronize_session=False)).rowcount == 1
+
+
+def _reclaim(session, held: Assignment, limit: int, now: datetime) -> bool:
+    """Keep the judge's claim alive: an open one is touched, a released one is claimed again if
+    the query still has room. False when a released claim could not be taken back."""
+    if held.status == "released":
+        if not _claim(session, held.query_id, limit):
+            return False
+        held.status = "open"
+    held.active_at = now
+    return True
+
+
+def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: timedelta = CLAIM_TIMEOUT,
+               showing: int | None = None, beyond: Collection[int] = ()) -> QueryScreen | None:
+    """The query this judge should judge now, or None when no query of the session still needs
+    this judge. Claims of the session idle longer than ``claim_timeout`` are released first. In
+    order: the query on the judge's screen (``showing``, while not done or skipped, even when its
+    claim was released and could not be taken back: their grades may still count), their open
+    query, a query of theirs whose claim was released and that still needs a judge, a new claim:
+    their next gold query when one is due (see the module's docstring), else a regular query.
+    ``beyond``: queries the judge already holds ahead (the grading panel's prefetch): the query
+    after them is wanted, and they are neither given again nor released."""
+    def pick(session) -> QueryScreen | None:
+        record, now = _ready(session, judge_id, session_id, claim_timeout)
+        query_id = _pick(session, judge_id, record, now, showing, beyond)
+        return screen(session, query_id, judge_id) if query_id is not None else None
+
+    return _claiming(store, pick)
+
+
+def next_queries(store: Store, judge_id: int, session_id: int, count: int,
+                 claim_timeout: timedelta = CLAIM_TIMEOUT, holding: Sequence[int] = (),
+                 passed_over: Collection[int] = ()) -> list[int]:
+    """The ids of up to ``count`` queries for the judge, in the order to judge them: the one to
+    show now and the ones the grading panel holds ready after it (each claimed, as
+    :func:`next_query` claims one), in one transaction. ``holding``: the queries the panel holds
+    now, in its order; those not finished meanwhile come first, so a prefetched query is never
+    swapped for another. ``passed_over``: queries the panel has let go of (never given again by it).
+    (:func:`screen` gives what each shows; it never changes.)"""
+    def pick(session) -> list[int]:
+        record, now = _ready(session, judge_id, session_id, claim_timeout)
+        picked: list[int] = []
+        for index in range(count):
+            showing = next((query_id for query_id in holding if query_id not in picked), None)
+            # only the query on screen stays the judge's when its released claim cannot be taken back
+            query_id = _pick(session, judge_id, record, now, showing, [*picked, *passed_over],
+                             keep_released=index == 0)
+            if query_id is None:
+                break
+            picked.append(query_id)
+        return picked
+
+    return _claiming(store, pick)
+
+
+def _claiming(store: Store, pick):
+    """``pick(session)`` in a transaction, started over when a claim races another."""
+    for _ in range(RETRIES):
+        try:
+            with store.transaction() as session:
+                return pick(session)
+        except (IntegrityError, _Raced):
+            continue  # this judge claimed the query in another tab meanwhile, or others took them: start over
+        except OperationalError as exc:
+            if not _is_conflict(exc):
+                raise
+            continue  # a serialization failure or deadlock: start over
+    raise InputError("could not claim a query after many attempts: the database is too busy, try again")
+
+
+def _ready(session, judge_id: int, session_id: int, claim_timeout: timedelta) -> tuple[JudgingSession, datetime]:
+    """Check the session, the judge and their membership; release the session's idle claims."""
+    record = check_session(session, session_id)
+    if not session.scalar(select(Judge.active).where(Judge.id == judge_id)):
+        raise InputError(INACTIVE if judge_exists(session, judge_id) else f"judge {judge_id!r} does not exist")
+    check_member(session, judge_id, session_id)
+    now = utcnow()
+    release_where(session, Assignment.session_id == session_id, Assignment.active_at < now - claim_timeout)
+    return record, now
+
+
+def _pick(session, judge_id: int, record: JudgingSession, now: datetime, showing: int | None,
+          beyond: Collection[int], keep_released: bool = True) -> int | None:
+    """The id of the next query of :func:`next_query`, in its order, claimed within the caller's
+    transaction. ``keep_released``: ``showing`` stays the judge's even when its released claim
+    cannot be taken back (the query on screen); else such a query is passed over."""
+    session_id, limit = record.id, record.judges_per_query
+    held = (_on_screen(session, judge_id, session_id, showing)
+            if showing is not None and showing not in beyond else None)
+    if held is not None and not _reclaim(session, held, limit, now) and not keep_released:
+        held = None
+    if held is not None:
+        return held.query_id
+    held = open_assignment(session, judge_id, session_id, beyond)
+    if held is not None:
+        _reclaim(session, held, limit, now)
+        return held.query_id
+    for released in _released_needing_a_judge(session, judge_id, record):
+        if released.query_id not in beyond and _reclaim(session, released, limit, now):
+            return released.query_id
+    mine = exists().where(Assignment.query_id == SessionQuery.id, Assignment.judge_id == judge_id)
+    candidates = session.scalars(
+        select(SessionQuery.id)
+        .where(SessionQuery.session_id == session_id, ~SessionQuery.gold,
+               SessionQuery.claims < limit + SessionQuery.extra_judges, ~mine)
+        .order_by(SessionQuery.claims.desc(), SessionQuery.position).limit(CANDIDATES)).all()
+    gold = gold_candidate(session, judge_id, session_id, mine, bool(candidates))
+    if gold is not None:
+        candidates = [gold]
+    for query_id in candidates:
+        if _claim(session, query_id, limit):
+            session.add(Assignment(judge_id=judge_id, query_id=query_id, session_id=session_id,
+                                   created_at=now, active_at=now))
+            session.flush()
+            return query_id
+    if candidates:
+        raise _Raced()  # every candidate was claimed by others meanwhile: look again
+    return None
+
+
+class _Raced(Exception):
+    """Other judges took every candidate between the look and the claim."""
+
+
+def _is_conflict(exc: OperationalError) -> bool:
+    text = str(exc.orig).lower()
+    return any(word in text for word in ("deadlock", "could not serialize", "database is locked"))
