@@ -177,9 +177,6 @@ def test_no_import_cycle_between_subpackages(package: str) -> None:
 # holds generated or vendored code (the Alembic versions, written by a tool, live in migrations/), so
 # nothing in them is exempt.
 SIZED_FOLDERS = ("qcat", "training", "judging_app", "evaluation", "benchmarks")
-# Still to split: being split elsewhere now (issue 48). The lead empties this list; a file in it that
-# is no longer over the limit fails test_the_still_to_split_list_only_shrinks, so the list only shrinks.
-STILL_TO_SPLIT = {"qcat/cli.py", "judging_app/grading/sessions.py"}
 
 
 def module_lines() -> dict[str, int]:
@@ -193,13 +190,7 @@ def test_no_module_over_400_lines() -> None:
     """Split by what the parts do, not by line count; a module this long holds several things."""
     lines = module_lines()
     assert "judging_app/pages/panel.js" in lines and "benchmarks/bench_scale.py" in lines  # both kinds, every folder
-    assert {path: n for path, n in lines.items() if n > MAX_MODULE_LINES and path not in STILL_TO_SPLIT} == {}
-
-
-def test_the_still_to_split_list_only_shrinks() -> None:
-    lines = module_lines()
-    split = {path: lines.get(path) for path in STILL_TO_SPLIT if lines.get(path, 0) <= MAX_MODULE_LINES}
-    assert split == {}, "split (or gone): take them off STILL_TO_SPLIT"
+    assert {path: n for path, n in lines.items() if n > MAX_MODULE_LINES} == {}
 
 
 def test_pyproject_lists_every_package() -> None:
