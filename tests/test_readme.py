@@ -157,7 +157,8 @@ def test_the_measured_cpu_command_of_the_gpu_guide_runs_as_written():
 
 
 WALKTHROUGH_OUTPUTS = ("category-report/", "demo-audit/", "demo-eval/", "demo-gold.tsv", "demo-judging.db",
-                       "demo-judgments.csv", "traffic.txt", "judgments.csv", "session.qrels", "qcat-audit/")
+                       "demo-judgments.csv", "traffic.txt", "judgments.csv", "session.qrels", "qcat-audit/",
+                       "pool.txt", "learn.db", "judged.tsv", "nb-judged/", "hybrid-judged/", "learn-eval/")
 
 
 @pytest.mark.skipif(not (ROOT / ".git").exists(), reason="not a git checkout: .gitignore is not in force")
