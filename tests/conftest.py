@@ -61,6 +61,27 @@ def built_once(tmp_path_factory, worker_id):
     return get
 
 
+@pytest.fixture(scope="session")
+def demo_ingested(built_once) -> dict:
+    """The demo corpus as its readers see it, ingested once a session (about 10 s of DuckDB a
+    period, which six modules each paid again): ``{"base": corpus.ingest("base"), "candidate":
+    corpus.ingest("candidate"), "dataset": corpus.dataset("base")}``, pickled by the first
+    pytest-xdist worker to ask and read by the others. Shared by every test of a worker: never
+    change what it holds (tests/test_demo_corpus.py, test_evaluate.py, test_augment.py,
+    test_skipgram.py, test_xmlq.py)."""
+    import pickle
+
+    from qcat.training.data.corpus import Corpus
+
+    def build(directory: Path) -> None:
+        corpus = Corpus.open()
+        built = {"base": corpus.ingest("base"), "candidate": corpus.ingest("candidate"),
+                 "dataset": corpus.dataset("base")}
+        (directory / "ingested.pickle").write_bytes(pickle.dumps(built, protocol=pickle.HIGHEST_PROTOCOL))
+
+    return pickle.loads((built_once("demo-ingested", build) / "ingested.pickle").read_bytes())
+
+
 TESTS = Path(__file__).parent
 XMLQ_CLI_FLAGS = ("--log", DATA / "bestbuy_clicks_sample.csv", "--taxonomy", DATA / "bestbuy_categories_2016.json.gz",
                   "--min-clicks", "1", "--batch-size", "32", "--min-token-count", "1")

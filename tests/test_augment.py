@@ -220,13 +220,13 @@ def test_bad_arguments():
 
 
 @pytest.fixture(scope="module")
-def demo():
+def demo(demo_ingested):
     from qcat.training.data.corpus import Corpus
     from qcat.training.simulator.simulate import catalog_brand_queries
 
-    corpus = Corpus.open()
-    taxonomy = corpus.taxonomy()
-    return corpus.ingest("base", taxonomy).table, corpus.ingest("candidate", taxonomy).table, catalog_brand_queries(corpus.catalog())
+    # corpus.ingest("base") and ("candidate") on the corpus's taxonomy, once a session (tests/conftest.py)
+    base, candidate = demo_ingested["base"].table, demo_ingested["candidate"].table
+    return base, candidate, catalog_brand_queries(Corpus.open().catalog())
 
 
 @pytest.mark.slow

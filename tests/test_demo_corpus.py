@@ -36,17 +36,17 @@ def test_shipped_log_reproduces_table1(corpus, whole_year):
 
 
 @pytest.mark.slow
-def test_log_spans_one_year_in_two_half_year_periods(corpus):
-    base = corpus.ingest("base").report
-    candidate = corpus.ingest("candidate").report
+def test_log_spans_one_year_in_two_half_year_periods(corpus, demo_ingested):
+    base = demo_ingested["base"].report  # corpus.ingest("base"), once a session (tests/conftest.py)
+    candidate = demo_ingested["candidate"].report
     assert base.rows_used > 0 and candidate.rows_used > 0
     assert base.rows_used + candidate.rows_used == base.rows_read
     assert corpus.meta["periods"]["candidate"][1] == corpus.meta["periods"]["base"][0]
 
 
 @pytest.mark.slow
-def test_splits_are_disjoint_by_query(corpus):
-    dataset = corpus.dataset("base")
+def test_splits_are_disjoint_by_query(demo_ingested):
+    dataset = demo_ingested["dataset"]  # corpus.dataset("base"), once a session (tests/conftest.py)
     parts = [set(dataset.part(name).queries) for name in ("train", "validation", "test")]
     assert not (parts[0] & parts[1]) and not (parts[0] & parts[2]) and not (parts[1] & parts[2])
     sizes = np.array([len(p) for p in parts]) / sum(len(p) for p in parts)

@@ -12,15 +12,14 @@ from test_cli import qcat
 from qcat.classifier import default_model_dir, load_model
 from qcat.cli import main as qcat_main
 from qcat.measure.segments import segment_by_impressions
-from qcat.training.data.corpus import Corpus
 from qcat.training.nb import trainer as nb_trainer
 
 pytestmark = pytest.mark.slow  # its fixtures train models or build wheels: over 3 s a test (the fast loop leaves them out)
 
 
 @pytest.fixture(scope="module")
-def demo_dataset():
-    return Corpus.open().dataset("base")
+def demo_dataset(demo_ingested):
+    return demo_ingested["dataset"]  # Corpus.open().dataset("base"), once a session (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

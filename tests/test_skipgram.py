@@ -139,12 +139,12 @@ def test_short_forms_hand_computed() -> None:
 
 
 @pytest.mark.slow
-def test_short_forms_never_touch_validation_or_test() -> None:
+def test_short_forms_never_touch_validation_or_test(demo_ingested) -> None:
     from qcat.training.catalog.query_short_forms import held_out_texts
     from qcat.training.data.corpus import Corpus
 
     corpus = Corpus.open()
-    dataset = corpus.dataset("base")
+    dataset = demo_ingested["dataset"]  # corpus.dataset("base"), once a session (tests/conftest.py)
     held = held_out_texts(corpus)
     table, weights, report = with_short_forms(dataset.train, None, dataset.seed, held)
     added = set(table.queries[len(dataset.train.queries):].tolist())

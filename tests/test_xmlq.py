@@ -158,13 +158,21 @@ def test_other_losses_and_ablations_train(tiny, options) -> None:
     assert network.output.shape[-1] == len(prepared.labels)  # always the probabilities
 
 
-def test_onnx_scores_match_keras(tiny, tmp_path) -> None:
-    from qcat.classifier import load_model
+@pytest.fixture(scope="module")
+def tiny_model(tiny):
+    """``tiny``'s network exported (ONNX) as a model, once for this module (an export is seconds of
+    tf2onnx): ``hybrid_dir`` replaces its config, nothing changes it."""
     from qcat.training.xmlq.export import bundle_model
 
     dataset, _, prepared, network, _ = tiny
-    model = bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy, {}, {})
-    model.save(tmp_path / "xmlq")
+    return bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy, {}, {})
+
+
+def test_onnx_scores_match_keras(tiny, tiny_model, tmp_path) -> None:
+    from qcat.classifier import load_model
+
+    dataset, _, prepared, network, _ = tiny
+    tiny_model.save(tmp_path / "xmlq")
     loaded = load_model(tmp_path / "xmlq")
     queries = list(dataset.table.queries[:300])
     tokens = encode(queries, token_index(prepared.vocabulary))
@@ -174,18 +182,19 @@ def test_onnx_scores_match_keras(tiny, tmp_path) -> None:
 
 
 @pytest.fixture(scope="module")
-def hybrid_dir(tiny, bestbuy_model_dir, tmp_path_factory):
+def hybrid_dir(tiny, tiny_model, bestbuy_model_dir, tmp_path_factory):
+    from dataclasses import replace
+
     from qcat.bundle import read_manifest
     from qcat.training.commands.bundles import save_bundle
     from qcat.training.data.provenance import data_source
-    from qcat.training.xmlq.export import bundle_model
 
-    dataset, _, prepared, network, _ = tiny
+    dataset = tiny[0]
     root = tmp_path_factory.mktemp("hybrid")
-    # Trained on the very log (and settings) the NB part was: it records the same data.
+    # Trained on the very log (and settings) the NB part was: it records the same data
+    # (bundle_model(network, ..., data, {}), the export shared with test_onnx_scores_match_keras).
     data = {"data": data_source(read_manifest(bestbuy_model_dir))}
-    save_bundle(bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy, data, {}),
-                root / "xmlq", dataset)
+    save_bundle(replace(tiny_model, config=data, metrics={}), root / "xmlq", dataset)
     result = qcat("train", "hybrid", "--nb", bestbuy_model_dir, "--xmlq", root / "xmlq", "--cutoff", "2",
                   "--blend", "0", "--out", root / "hybrid")  # the paper's routing
     assert result.returncode == 0, result.stderr
@@ -238,13 +247,12 @@ def test_backend_options_need_a_hybrid(bestbuy_model_dir, tmp_path) -> None:
     assert wrong.returncode == 2 and "is a nb bundle" in wrong.stderr
 
 
-def test_augmented_training_set_from_the_demo_corpus(tmp_path) -> None:
+def test_augmented_training_set_from_the_demo_corpus(demo_ingested) -> None:
     import argparse
 
     from qcat.training.commands.train_xmlq import augmented_dataset
-    from qcat.training.data.corpus import Corpus
 
-    base = Corpus.open().dataset("base")
+    base = demo_ingested["dataset"]  # Corpus.open().dataset("base"), once a session (tests/conftest.py)
     args = argparse.Namespace(augment="rare,brand", log=None, period="base", corpus=None, brand_repeat=50,
                               worst_model=None)
     dataset, train, weights, report = augmented_dataset(args, base)

@@ -124,14 +124,26 @@ def tiny_tf(bestbuy_taxonomy, data_dir):
     return config, prepare(Dataset.from_table(result.table, result.taxonomy), config)
 
 
-def test_resume_under_the_process_backend(tiny_tf, tmp_path) -> None:
+@pytest.fixture(scope="module")
+def one_epoch(tiny_tf, tmp_path_factory):
+    """``tiny_tf`` trained for 1 epoch with a checkpoint, once for this module: the network and its
+    checkpoint directory (copy it to change it)."""
+    from qcat.training.xmlq.train import train
+
+    config, prepared = tiny_tf
+    directory = tmp_path_factory.mktemp("one-epoch") / "checkpoint"
+    network, _ = train(prepared, replace(config, epochs=1), checkpoint=directory, log=lambda m: None, verbose=0)
+    return network, directory
+
+
+def test_resume_under_the_process_backend(tiny_tf, one_epoch, tmp_path) -> None:
     from qcat.training.xmlq.checkpoint import CheckpointError
     from qcat.training.xmlq.train import train
 
     config, prepared = tiny_tf
     quiet = {"log": lambda message: None, "verbose": 0}
     _, whole = train(prepared, config, checkpoint=tmp_path / "whole", **quiet)
-    train(prepared, replace(config, epochs=1), checkpoint=tmp_path / "part", **quiet)
+    shutil.copytree(one_epoch[1], tmp_path / "part")  # train(prepared, replace(config, epochs=1), checkpoint=part)
     _, resumed = train(prepared, config, checkpoint=tmp_path / "part", resume=True, **quiet)
     assert resumed["history"] == whole["history"] and resumed["resumed_after_epoch"] == 1
     _assert_same_state(tmp_path / "whole", tmp_path / "part")
@@ -177,7 +189,7 @@ def test_a_network_exports_under_another_backend_in_a_subprocess(tiny_tf, tmp_pa
     assert sorted(s for s in scales if len(s) == 3) == [(1, 1, 64), (1, 1, 64), (1, 1, 128)]
 
 
-def test_the_best_checkpoint_holds_the_network_weights_only(tiny_tf, tmp_path) -> None:
+def test_the_best_checkpoint_holds_the_network_weights_only(tiny_tf, one_epoch, tmp_path) -> None:
     """Issue 38: ``best.weights.h5`` carried the optimizer's state too (the paper preset's was 230 MB,
     111 arrays for a network of 42, the size of ``last.npz``). Now it holds the network's weights,
     loads into a new network, and one written before (optimizer included) still loads."""
@@ -186,10 +198,9 @@ def test_the_best_checkpoint_holds_the_network_weights_only(tiny_tf, tmp_path) -
     from qcat.query_encoding import RESERVED
     from qcat.training.xmlq.checkpoint import Checkpoint
     from qcat.training.xmlq.model import PRESETS, build_xmlq
-    from qcat.training.xmlq.train import train
 
     config, prepared = tiny_tf
-    network, _ = train(prepared, replace(config, epochs=1), checkpoint=tmp_path / "new", log=lambda m: None, verbose=0)
+    network, new = one_epoch  # train(prepared, replace(config, epochs=1), checkpoint=new), read here, not changed
     assert network.optimizer is not None  # the soft-F1 network is the model Keras trains: compiled
 
     def arrays(path: Path) -> tuple[list[str], list[tuple]]:
@@ -198,16 +209,16 @@ def test_the_best_checkpoint_holds_the_network_weights_only(tiny_tf, tmp_path) -
             weights.visititems(lambda name, item: found.append(item.shape) if isinstance(item, h5py.Dataset) else None)
             return list(weights), found
 
-    groups, shapes = arrays(tmp_path / "new" / "best.weights.h5")
+    groups, shapes = arrays(new / "best.weights.h5")
     assert "optimizer" not in groups
     assert sorted(shapes) == sorted(tuple(w.shape) for w in network.weights) and len(shapes) == 42
-    assert (tmp_path / "new" / "best.weights.h5").stat().st_size < 0.4 * (tmp_path / "new" / "last.npz").stat().st_size
+    assert (new / "best.weights.h5").stat().st_size < 0.4 * (new / "last.npz").stat().st_size
 
     def fresh():
         return build_xmlq(RESERVED + len(prepared.vocabulary), len(prepared.labels), PRESETS[config.preset], seed=7)
 
     loaded = fresh()
-    Checkpoint(tmp_path / "new").load_best(loaded)
+    Checkpoint(new).load_best(loaded)
     for a, b in zip(loaded.get_weights(), network.get_weights()):
         np.testing.assert_array_equal(a, b)
     (tmp_path / "old").mkdir()
