@@ -146,9 +146,12 @@ def run(args) -> dict:
     control = scorer.paired(control_outcomes, baseline)
     print(f"rebuilt without judged data vs shipped: pooled strict {control['strict']['pooled'][0]:+.4f} ± "
           f"{control['strict']['pooled'][1]:.4f}", flush=True)
+    # --keep-routing: the shipped cutoff and blend held, so that a cell differs by what the parts learnt
+    routing = (shipped.cutoff, shipped.blend) if args.keep_routing else None
     impressions = np.ones(len(queries))
     segments = np.full(len(queries), "tail", dtype=object)
-    results = {"pool": len(queries), "noise": args.noise, "weight": args.weight, "control": control, "cells": []}
+    results = {"pool": len(queries), "noise": args.noise, "weight": args.weight, "routing": routing, "control": control,
+               "cells": []}
     with tempfile.TemporaryDirectory(prefix="qcat-curve-") as scratch:
         # seed outermost: a run cut short still has every selection and budget of its first seeds
         for seed in args.seeds:
@@ -160,7 +163,8 @@ def run(args) -> dict:
                     gold = Path(scratch) / f"{kind}-{budget}-{seed}.tsv"
                     judged = judged_file(gold, picked, shown_categories([shipped, nb_part], picked), truth, parent,
                                          args.noise, seed)
-                    model = build_hybrid(corpus, judged=[gold], judged_weight=args.weight, log=lambda message: None)[0]
+                    model = build_hybrid(corpus, judged=[gold], judged_weight=args.weight, log=lambda message: None,
+                                         routing=routing)[0]
                     outcomes = scorer.outcomes(model)
                     paired = scorer.paired(outcomes, baseline)
                     cell = {"select": kind, "budget": budget, "seed": seed, "judged": judged,
@@ -241,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--noise", type=float, default=0.15, help="chance a judge moves a grade by one (default 0.15)")
     parser.add_argument("--weight", type=float, default=None,
                         help="the judged pairs' weight (default: chosen on validation, as --judged-weight's default)")
+    parser.add_argument("--keep-routing", action="store_true",
+                        help="keep the shipped hybrid's cutoff and blend (default: chosen again, as build-demo does)")
     parser.add_argument("--out", type=Path, required=True, help="JSON of every cell")
     parser.add_argument("--plot", type=Path, default=None, help="the learning curve (SVG/PNG)")
     parser.add_argument("--from", dest="saved", type=Path, default=None, help="summarize a saved --out, run nothing")

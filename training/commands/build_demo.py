@@ -160,7 +160,7 @@ def _part_settings(fixed: dict | None, part: str) -> dict:
 
 
 def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print, judged=None,
-                 judged_weight: float | None = None):
+                 judged_weight: float | None = None, routing: tuple[int, float] | None = None):
     """NB and XReg (|w| >= :data:`DEMO_XREG_PRUNE`) on the corpus's base period, or with ``catalog``
     (a :class:`qcat.training.catalog.data.CatalogData`: catalog settings chosen per part on the objective
     except those ``fixed``, given for both parts or per part as ``{"nb": ..., "xreg": ...}``), and
@@ -171,7 +171,9 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print, jud
     as ``qcat train ... --judged``: their queries leave the validation sets (the hybrid's selection
     too) and the test split, both parts train on their exact and acceptable pairs, XReg drops the
     pairs graded wrong; ``judged_weight`` the clicks of an exact pair, or None to choose it per part
-    (:mod:`qcat.training.commands.judged`). Each part's ``data.judged`` records the files and weight."""
+    (:mod:`qcat.training.commands.judged`). Each part's ``data.judged`` records the files and weight.
+    ``routing``: ``(cutoff, blend)`` to keep instead of choosing the hybrid's routing (a benchmark
+    that holds the shipped routing while the parts learn)."""
     from qcat.hybrid import CUTOFFS
     from qcat.training.commands.bundles import seen_queries
     from qcat.training.commands.judged import JudgedRun, fit_judged, read_and_exclude
@@ -179,7 +181,7 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print, jud
     from qcat.training.data.provenance import catalog_source, corpus_source, fingerprints
     from qcat.training.nb import trainer as nb_trainer
     from qcat.training.selection.calibrate import fit_calibration
-    from qcat.training.selection.objective import select_hybrid, validation_sets
+    from qcat.training.selection.objective import BLENDS, select_hybrid, validation_sets
     from qcat.training.selection.table_metrics import evaluate_pr
     from qcat.training.xreg.trainer import XRegConfig
     from qcat.training.xreg.trainer import fit as fit_xreg
@@ -215,7 +217,8 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print, jud
     xreg.calibration = fit_calibration(xreg, sets)
     if judged is not None:
         data = data | {"judged": {"files": [f.as_dict() for f in judged.files], "queries": len(judged.grades)}}
-    hybrid = select_hybrid(nb, {"xreg": xreg}, sets, nb.taxonomy.merge(xreg.taxonomy), CUTOFFS,
+    cutoffs, blends = ((routing[0],), (routing[1],)) if routing else (CUTOFFS, BLENDS)
+    hybrid = select_hybrid(nb, {"xreg": xreg}, sets, nb.taxonomy.merge(xreg.taxonomy), cutoffs, blends,
                            config={"data": data}, progress=print_selection_row(sets))
     test = nb_data.test
     for part in (hybrid.nb, *hybrid.longs):
