@@ -17,7 +17,7 @@ from keras import ops  # noqa: E402
 from test_cli import qcat  # noqa: E402
 
 from qcat.errors import BundleError  # noqa: E402
-from qcat.query_encoding import END, PAD, UNKNOWN, encode, token_index  # noqa: E402
+from qcat.models.query_encoding import END, PAD, UNKNOWN, encode, token_index  # noqa: E402
 from qcat.training.xmlq.losses import StochasticNegativeMining, soft_f1  # noqa: E402
 from qcat.training.xmlq.model import PRESETS, build_xmlq  # noqa: E402
 
@@ -175,7 +175,7 @@ def test_onnx_scores_match_keras(tiny, tmp_path) -> None:
 
 @pytest.fixture(scope="module")
 def hybrid_dir(tiny, bestbuy_model_dir, tmp_path_factory):
-    from qcat.bundle import read_manifest
+    from qcat.bundles.bundle import read_manifest
     from qcat.training.commands.bundles import save_bundle
     from qcat.training.data.provenance import data_source
     from qcat.training.xmlq.export import bundle_model

@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from qcat.demo import demo_corpus_dir, demo_model_dir
+from qcat.bundles.demo import demo_corpus_dir, demo_model_dir
 from qcat.training.commands.bundles import save_bundle
 from qcat.training.commands.data_flags import print_objective
 from qcat.training.commands.train import print_selection_row
@@ -172,7 +172,7 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print, jud
     too) and the test split, both parts train on their exact and acceptable pairs, XReg drops the
     pairs graded wrong; ``judged_weight`` the clicks of an exact pair, or None to choose it per part
     (:mod:`qcat.training.commands.judged`). Each part's ``data.judged`` records the files and weight."""
-    from qcat.hybrid import CUTOFFS
+    from qcat.models.hybrid import CUTOFFS
     from qcat.training.commands.bundles import seen_queries
     from qcat.training.commands.judged import JudgedRun, fit_judged, read_and_exclude
     from qcat.training.data.judged import Judged, without_judged
