@@ -25,7 +25,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from qcat.classifier import default_model_dir, load_model  # noqa: E402
 from qcat.evaluation.evaluate import evaluate  # noqa: E402
-from qcat.hybrid import HybridModel  # noqa: E402
+from qcat.models.hybrid import HybridModel  # noqa: E402
 from qcat.training.selection.table_metrics import evaluate_pr  # noqa: E402
 
 VARIANTS = {  # name -> (XMLQConfig options, augmentation steps)

@@ -27,9 +27,9 @@ import scipy.sparse as sp
 
 def model(specs: list[str]) -> None:
     from benchmarks.bench_xreg import K, Problem
+    from qcat.models.xreg import XRegModel
     from qcat.training.xreg.features import from_csr
     from qcat.training.xreg.trainer import XRegConfig, fit_arrays
-    from qcat.xreg import XRegModel
 
     problem = Problem()
     fit_arrays(problem.X_train[:3000], problem.Y_train[:3000], XRegConfig(trees=2, threads=2))  # compile

@@ -19,7 +19,7 @@ import collections
 import csv
 import json
 
-from qcat.confusable import load_confusable
+from qcat.taxonomy.confusable import load_confusable
 from qcat.training.data.corpus import Corpus
 
 LABELS = {"A": "as correct as the gold", "B": "acceptable near-miss", "C": "real error", "D": "gold wrong"}

@@ -77,7 +77,7 @@ from real_text_tables import (
 from qcat.measure.metrics import pr_at_k
 from qcat.measure.predict import match_to_truth
 from qcat.measure.segments import SEGMENTS, segment_by_impressions
-from qcat.model import Predictions
+from qcat.models.model import Predictions
 
 K = 10
 REAL_SETS = ("real-title", "real-2tok", "real-queries")
@@ -209,7 +209,7 @@ def main() -> None:
         raise SystemExit(f"the peers need {', '.join(missing)}: pip install -e \".[bench]\" (or --skip-peers)")
 
     from qcat.classifier import load_model
-    from qcat.confusable import load_confusable
+    from qcat.taxonomy.confusable import load_confusable
     from qcat.training.data.corpus import Corpus
 
     global LENIENCY

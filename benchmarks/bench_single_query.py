@@ -65,7 +65,7 @@ def real_text_queries() -> list[str]:
 
 def per_query_ms(classify_one, queries: list[str]) -> np.ndarray:
     """Milliseconds of each call, ``(PASSES, queries)`` (the tokenizer's cache emptied before each pass)."""
-    from qcat.normalize import _tokens
+    from qcat.text.normalize import _tokens
 
     for query in queries[:50]:  # first calls: page faults, lazily built indexes
         classify_one(query)
@@ -112,10 +112,10 @@ def best_of_3(run) -> float:
 
 def with_overrides(queries: list[str], n: int) -> None:
     """The shipped model with and without ``n`` judged overrides, compiled, timed in turn query by query."""
+    from qcat.bundles.demo import demo_model_dir
     from qcat.classifier import Classifier, load_model
-    from qcat.demo import demo_model_dir
-    from qcat.normalize import _tokens, normalize
-    from qcat.overrides import OverriddenModel
+    from qcat.models.overrides import OverriddenModel
+    from qcat.text.normalize import _tokens, normalize
 
     demo = load_model(demo_model_dir())
     rng = np.random.default_rng(0)

@@ -86,7 +86,7 @@ def cell(value) -> str:
 def time_steps(preset: str, steps: int) -> None:
     """Seconds per training step of ``preset`` at batch 256 on the demo's vocabulary and labels."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    from qcat.query_encoding import RESERVED
+    from qcat.models.query_encoding import RESERVED
     from qcat.training.data.corpus import Corpus
     from qcat.training.xmlq.model import PRESETS, build_xmlq
     from qcat.training.xmlq.train import Batches, XMLQConfig, backend_and_device, compile_for, prepare

@@ -118,9 +118,9 @@ def best_of(predict, n_rows: int):
 def run_xreg(problem: Problem, workdir: Path, threads: int = 1) -> dict[str, dict]:
     from dataclasses import asdict
 
+    from qcat.models.xreg import XRegModel
     from qcat.training.xreg.features import from_csr
     from qcat.training.xreg.trainer import XRegConfig, fit_arrays
-    from qcat.xreg import XRegModel
 
     config = XRegConfig(threads=threads)
     started, cpu = time.perf_counter(), time.process_time()
@@ -254,10 +254,10 @@ def demo(args: argparse.Namespace) -> None:
 
 def scale_one(n_points: int, n_labels: int, n_features: int, test_points: int, trees: int) -> dict:
     """Generate, train and predict once; returns times and this process's peak memory."""
+    from qcat.models.xreg import TfidfFeatures, XRegModel
     from qcat.training.xreg.features import from_csr
     from qcat.training.xreg.synthetic import generate
     from qcat.training.xreg.trainer import XRegConfig, fit_arrays
-    from qcat.xreg import TfidfFeatures, XRegModel
 
     started = time.perf_counter()
     X, Y = generate(n_points + test_points, n_labels, n_features, seed=0)

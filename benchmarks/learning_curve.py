@@ -122,8 +122,8 @@ class Scorer:
 
 
 def run(args) -> dict:
+    from qcat.bundles.demo import demo_model_dir
     from qcat.classifier import load_model
-    from qcat.demo import demo_model_dir
     from qcat.judging.grading.selection import select_queries
     from qcat.training.commands.build_demo import build_hybrid
     from qcat.training.data.corpus import Corpus

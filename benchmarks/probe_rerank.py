@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from qcat.bundles.demo import demo_model_dir  # noqa: E402
 from qcat.classifier import load_model  # noqa: E402
-from qcat.demo import demo_model_dir  # noqa: E402
 from qcat.rerank.features import feature_names  # noqa: E402
 from qcat.rerank.model import RerankModel  # noqa: E402
 from qcat.training.data.corpus import Corpus  # noqa: E402

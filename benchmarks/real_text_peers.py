@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 from bench_xreg import xc_format
 
-from qcat.model import Predictions
-from qcat.normalize import tokenize
+from qcat.models.model import Predictions
+from qcat.text.normalize import tokenize
 
 SEED = 0
 FASTTEXT = {"loss": "softmax", "wordNgrams": 2, "dim": 100, "epoch": 10, "lr": 0.5, "minCount": 1,
@@ -56,7 +56,7 @@ class FastTextPeer:
 @dataclass
 class OmikujiPeer:
     model: object  # omikuji.Model
-    features: object  # qcat.xreg.TfidfFeatures
+    features: object  # qcat.models.xreg.TfidfFeatures
     labels: tuple[str, ...]
 
     @classmethod

@@ -97,10 +97,9 @@ def main(command: str, argv: list[str]) -> int:
             print(warning, file=sys.stderr)
     data = args.corpus
     if args.log is not None:
+        from qcat.inputs.paths import check_file
         from qcat.training.data.corpus import LogCorpus
         from qcat.training.data.provenance import log_settings
-
-        from qcat.paths import check_file
 
         check_file(args.log, "--log")
         settings = log_settings(args.log, args.model, {"min_clicks": args.min_clicks, "split_seed": args.split_seed,

@@ -20,9 +20,8 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from qcat.calibration import calibrated_sources
 from qcat.classifier import load_model
-from qcat.confusable import ConfusableMap, load_confusable, recorded_map
+from qcat.console.progress import task
 from qcat.errors import InputError
 from qcat.evaluation.gold import compare_gold, describe, score_gold
 from qcat.evaluation.metrics import reliability
@@ -33,9 +32,10 @@ from qcat.measure.graded_gold import GradedGold
 from qcat.measure.leniency import Leniency
 from qcat.measure.predict import predict_matched
 from qcat.measure.segments import DEFAULT_SHARES, LENGTH_BINS, SEGMENTS, segment_by_impressions, segment_by_length
-from qcat.model import Model
-from qcat.progress import task
+from qcat.models.calibration import calibrated_sources
+from qcat.models.model import Model
 from qcat.taxonomy import OTHER_LEAF, Taxonomy
+from qcat.taxonomy.confusable import ConfusableMap, load_confusable, recorded_map
 from qcat.training.data.corpus import Corpus, LogCorpus
 from qcat.training.data.dataset import Dataset, subset_queries
 from qcat.training.data.provenance import format_overlap, overlap, read_seen_fingerprints

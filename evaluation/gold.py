@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from qcat.evaluation.report import bounds, unjudged, with_interval
-from qcat.measure.graded_gold import GradedGold
 import numpy as np
 
+from qcat.evaluation.report import bounds, unjudged, with_interval
+from qcat.measure.graded_gold import GradedGold
 from qcat.measure.judged import (
     query_outcomes,
     segment_figures,
@@ -26,7 +26,7 @@ from qcat.measure.judged import (
     top_level_of,
 )
 from qcat.measure.segments import SEGMENTS
-from qcat.model import Model
+from qcat.models.model import Model
 from qcat.taxonomy import Taxonomy
 from qcat.training.data.provenance import format_overlap, overlap
 

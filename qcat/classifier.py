@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 import numbers
 import os
@@ -13,24 +12,17 @@ from typing import Sequence
 
 import numpy as np
 
-from qcat.bundle import Manifest, load_bundle_taxonomy, read_manifest
-from qcat.calibration import scores_calibrated
-from qcat.demo import demo_model_dir
-from qcat.errors import BundleError, InputError, QcatError, shown
-from qcat.lines import MAX_K, query_too_long
-from qcat.model import Model
-from qcat.normalize import normalize, tokenize
-from qcat.overrides import with_overrides
+from qcat.bundles.bundle import Manifest, read_manifest
+from qcat.bundles.demo import demo_model_dir
+from qcat.errors import InputError, QcatError, shown
+from qcat.models.backends import BACKENDS, check_leaves, load_model, model_from_manifest  # noqa: F401 (also here)
+from qcat.models.calibration import scores_calibrated
+from qcat.models.model import Model
+from qcat.models.overrides import with_overrides
 from qcat.taxonomy import Taxonomy
+from qcat.text.lines import MAX_K, query_too_long
+from qcat.text.normalize import normalize, tokenize
 
-# backend name in manifest.json -> "module:class" with a from_manifest(manifest, taxonomy)
-BACKENDS = {
-    "nb": "qcat.nb:NaiveBayesModel",
-    "xmlq": "qcat.xmlq:XMLQModel",
-    "xreg": "qcat.xreg:XRegModel",
-    "hybrid": "qcat.hybrid:HybridModel",
-    "rerank": "qcat.rerank.model:RerankModel",
-}
 MODEL_ENV = "QCAT_MODEL"
 WARM_UP_QUERIES = ("qcat", "qcat warm up query")  # one token (NB in a hybrid) and several
 
@@ -41,39 +33,6 @@ def default_model_dir() -> Path:
     if os.environ.get(MODEL_ENV):
         return Path(os.environ[MODEL_ENV])
     return demo_model_dir()
-
-
-def load_model(directory: str | Path, overrides: bool = False) -> Model:
-    """Verify and load the bundle in ``directory``, whatever its backend: its model alone, or
-    with ``overrides`` its judged overrides answered first (:mod:`qcat.overrides`), as
-    :meth:`Classifier.load` serves it."""
-    manifest = read_manifest(directory)
-    model = model_from_manifest(manifest)
-    return with_overrides(model, manifest) if overrides else model
-
-
-def model_from_manifest(manifest: Manifest) -> Model:
-    target = BACKENDS.get(manifest.backend)
-    if target is None:
-        raise BundleError(f"model bundle {manifest.directory}: unknown backend {manifest.backend!r}")
-    module_name, class_name = target.split(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    model = cls.from_manifest(manifest, load_bundle_taxonomy(manifest))
-    check_leaves(model, manifest)
-    return model
-
-
-def check_leaves(model: Model, manifest: Manifest) -> None:
-    """Refuse a model that would answer internal (non-leaf) nodes of its taxonomy, unless it
-    records that it was trained so on purpose (``qcat train --internal-nodes keep``)."""
-    data = manifest.config.get("data")
-    if isinstance(data, dict) and data.get("internal_nodes") == "keep":
-        return
-    internal = [label for label in model.labels if not model.taxonomy.is_leaf(label)]
-    if internal:
-        raise BundleError(f"model bundle {manifest.directory}: {len(internal):,} of its categories are internal nodes "
-                          f"of its taxonomy, not leaves (e.g. {internal[0]} {model.taxonomy.path_of(internal[0])}), "
-                          f"and it was not trained with --internal-nodes keep: retrain it")
 
 
 @dataclass(frozen=True)
@@ -104,7 +63,7 @@ class Classification:
 
 
 def check_k(k: int) -> int:
-    """``k`` as every entry point takes it: a whole number of categories in 1..:data:`qcat.lines.MAX_K`
+    """``k`` as every entry point takes it: a whole number of categories in 1..:data:`qcat.text.lines.MAX_K`
     (`qcat classify -k` stops at 100), or an InputError naming the value."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= MAX_K:
         raise InputError(f"k {k!r}: must be a whole number of categories in 1..{MAX_K:,}")
@@ -134,7 +93,7 @@ class Failure:
 
 def query_problem(query: str, max_length: int | None = None) -> str | None:
     """Why ``query`` cannot be classified, or None: it is too long (over ``max_length``
-    characters, or over :data:`qcat.lines.MAX_QUERY_BYTES` whatever the caller's limit), holds a
+    characters, or over :data:`qcat.text.lines.MAX_QUERY_BYTES` whatever the caller's limit), holds a
     lone surrogate (not Unicode text), or is empty after normalization."""
     if max_length is not None and len(query) > max_length:
         return f"query of {len(query):,} characters is longer than the limit of {max_length:,}"
@@ -167,7 +126,7 @@ class Classifier:
              cutoff: int | None = None, overrides: bool = True) -> "Classifier":
         """Load a bundle; ``backend`` (nb, xmlq, xreg or hybrid) and ``cutoff`` pick how a
         hybrid bundle answers, and must agree with any other bundle. A bundle's judged overrides
-        (``overrides.tsv``, :mod:`qcat.overrides`) answer their queries first unless
+        (``overrides.tsv``, :mod:`qcat.models.overrides`) answer their queries first unless
         ``overrides`` is false (``--no-overrides``)."""
         directory = Path(directory) if directory is not None else default_model_dir()
         manifest = read_manifest(directory)
@@ -187,8 +146,8 @@ class Classifier:
         """Make the single-query path ready (its kernels compiled, or loaded from numba's cache,
         and each part's first call made), so that no request pays for it; from then on
         ``classify`` of a single query takes it. ``qcat serve`` compiles at load."""
-        from qcat import kernels
-        from qcat.progress import announce_compilation
+        from qcat.console.progress import announce_compilation
+        from qcat.models import kernels
 
         announce_compilation("the single-query kernels", kernels.top_k)
         model = self.model

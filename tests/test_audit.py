@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from qcat.confusable import load_confusable
 from qcat.taxonomy import load_taxonomy
+from qcat.taxonomy.confusable import load_confusable
 from tests.test_own_data import qcat
 
 LEAVES = [f"L{i}" for i in range(10)]

@@ -4,7 +4,7 @@ import shutil
 import numpy as np
 import pytest
 
-from qcat.bundle import MANIFEST, read_manifest
+from qcat.bundles.bundle import MANIFEST, read_manifest
 from qcat.classifier import Classifier, load_model
 from qcat.errors import BundleError
 
@@ -73,7 +73,7 @@ def test_manifest_edits_are_refused(bundle):
 def test_object_arrays_are_never_unpickled(bundle):
     """An attacker who rewrites nb.npz with a pickled array and fixes the manifest hash
     still cannot make loading run code: npz is read with allow_pickle=False."""
-    from qcat.bundle import sha256_file
+    from qcat.bundles.bundle import sha256_file
 
     arrays = dict(np.load(bundle / "nb.npz"))
     arrays["label_log_prior"] = np.array([object()], dtype=object)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from qcat.errors import InputError
-from qcat.normalize import normalize
 from qcat.taxonomy import from_paths
+from qcat.text.normalize import normalize
 from qcat.training.catalog.ingest import ingest_catalog
 from qcat.training.catalog.short_forms import RULES, category_pairs, parse_rules, short_forms
 from qcat.training.catalog.source import CatalogSettings, merge_pairs
@@ -145,7 +145,7 @@ def _held_out_texts(corpus, training_titles, training_categories):
 @pytest.mark.slow
 @pytest.mark.parametrize("catalog_only", [False, True])
 def test_no_held_out_title_or_short_form_of_one_reaches_training(catalog_only):
-    from qcat.demo import demo_corpus_dir
+    from qcat.bundles.demo import demo_corpus_dir
     from qcat.training.catalog.data import CatalogData
     from qcat.training.catalog.source import CatalogPairs
     from qcat.training.data.corpus import Corpus

@@ -303,7 +303,7 @@ def _train_nb(out) -> list:
 def test_train_on_a_full_disk_leaves_nothing_and_a_rerun_works(workdir, capsys, monkeypatch):
     """Disk full while the bundle is written: nothing at --out (no bundle without a manifest that
     a rerun would call "not empty"), no staging directory, no lock file."""
-    from qcat.nb import NaiveBayesModel
+    from qcat.models.nb import NaiveBayesModel
 
     save = NaiveBayesModel.save
 
@@ -325,7 +325,7 @@ def test_train_on_a_full_disk_leaves_nothing_and_a_rerun_works(workdir, capsys, 
 
 
 def test_train_refuses_an_out_that_appears_while_it_runs(workdir, capsys, monkeypatch):
-    from qcat.nb import NaiveBayesModel
+    from qcat.models.nb import NaiveBayesModel
 
     save = NaiveBayesModel.save
 
@@ -343,8 +343,9 @@ def test_train_refuses_an_out_that_appears_while_it_runs(workdir, capsys, monkey
 
 def test_train_refuses_an_out_another_run_is_writing(workdir, capsys):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from qcat.output import OutputLock; OutputLock(sys.argv[1]).acquire(); "
-                               "print('locked', flush=True); sys.stdin.read()", str(workdir / "m")],
+        [sys.executable, "-c", "import sys; from qcat.console.output import OutputLock; "
+                               "OutputLock(sys.argv[1]).acquire(); print('locked', flush=True); sys.stdin.read()",
+         str(workdir / "m")],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
@@ -407,8 +408,8 @@ def test_period_is_refused_with_log_for_a_hybrid_too(workdir, capsys, bestbuy_mo
 
 
 def test_atomic_file_removes_its_staging_file_on_any_error(tmp_path):
+    from qcat.console.output import atomic_file
     from qcat.errors import InputError
-    from qcat.output import atomic_file
 
     target = tmp_path / "deep" / "er" / "out.csv"
     with pytest.raises(InputError, match=r"--out .*out.csv: cannot write \(Read-only file system\)"):

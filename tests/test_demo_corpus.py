@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qcat.demo import demo_corpus_dir
+from qcat.bundles.demo import demo_corpus_dir
 from qcat.training.clicklogs.logstats import table1_stats
 from qcat.training.data.corpus import Corpus
 from qcat.training.simulator.simulate import catalog_brand_queries

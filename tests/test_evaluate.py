@@ -74,7 +74,7 @@ def test_report_numbers_match_a_plain_recount(report_dir, demo_dataset) -> None:
 
 def model_metrics_pr1() -> float:
     """The demo model's own test PR@1, written into its manifest when it was built."""
-    from qcat.bundle import read_manifest
+    from qcat.bundles.bundle import read_manifest
 
     return read_manifest(default_model_dir()).metrics["test"]["pr@1"]
 

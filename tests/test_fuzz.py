@@ -114,7 +114,7 @@ def test_classify_json_gives_one_valid_record_per_line(lines, demo_labels, monke
 
 from collections import Counter  # noqa: E402
 
-from qcat.lines import MAX_LINE_BYTES  # noqa: E402
+from qcat.text.lines import MAX_LINE_BYTES  # noqa: E402
 
 OUTCOMES: Counter = Counter()  # (kind, outcome) -> inputs, printed by the fixture below
 TOY_TAXONOMY = "id\tpath\tparent\nT\tToys\t\nL\tToys > Lego\tT\nV\tTVs\t\n"
@@ -366,7 +366,7 @@ def test_result_files_exit_0_with_every_line_accounted_for_or_2_with_one_line(tm
 # rows are usable and how many clicks the table must hold, and no pair may have more clicks than
 # impressions.
 
-from qcat.normalize import normalize  # noqa: E402
+from qcat.text.normalize import normalize  # noqa: E402
 
 TREE = "id\tpath\tparent\nT\tToys\t\nK\tToys > Lego\tT\nV\tTVs\t\n"
 COLLIDING = TREE + "Toys\tStuff\t\n"  # id "Toys" is also T's path: "Toys" names neither (item 5)

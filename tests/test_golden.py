@@ -20,7 +20,7 @@ from qcat.evaluation.golden.query_sets import Demand, sample_query_sets
 from qcat.evaluation.golden.search import MiniSearch, SearchConfig
 from qcat.evaluation.golden.system_metrics import QueryJudgments, bootstrap_delta, per_query_metrics
 from qcat.evaluation.metrics import roc_auc_by_group
-from qcat.nb import NaiveBayesModel
+from qcat.models.nb import NaiveBayesModel
 from qcat.taxonomy import from_paths
 from qcat.training.data.listings import Catalog
 

@@ -110,8 +110,8 @@ def test_gold_queries_over_the_limit_or_empty_once_normalized_are_refused_naming
 # --- item 18: a byte order mark anywhere a file starts ------------------------------------------------
 
 def test_a_byte_order_mark_is_dropped_from_confusable_maps_and_jsonl_logs(tmp_path) -> None:
-    from qcat.confusable import load_confusable
     from qcat.taxonomy import load_taxonomy
+    from qcat.taxonomy.confusable import load_confusable
     from qcat.training.clicklogs.clicklog import ingest
 
     juice, cheese = LEAF["Juice"], LEAF["Cheese"]
@@ -201,9 +201,9 @@ def test_gzip_and_byte_order_mark_are_the_layers(tmp_path) -> None:
 # The readers of a user's files, each with the schema it declares to qcat.inputs.
 READERS = {
     "qcat.measure.graded_gold": ("read_graded_gold", ["SCHEMA"]),
-    "qcat.confusable": ("load_confusable", ["SCHEMA"]),
+    "qcat.taxonomy.confusable": ("load_confusable", ["SCHEMA"]),
     "qcat.taxonomy.files": ("load_taxonomy", ["TAXONOMY_TABLE", "GOOGLE_LINES"]),
-    "qcat.labelwise": ("read_query_file", ["QUERY_FILE"]),
+    "qcat.cli.labelwise": ("read_query_file", ["QUERY_FILE"]),
     "qcat.judging.grading.categories": ("read_traffic", ["TRAFFIC_TABLE", "TRAFFIC_LINES"]),
     "qcat.judging.grading.gold": ("read_gold_file", ["GOLD_FILE"]),
     "qcat.judging.grading.imports.files": ("read_records", ["RESULTS", "LISTINGS", "TOPICS"]),
@@ -216,11 +216,11 @@ READERS = {
 }
 # Modules that read files that are not a user's table, and why.
 NOT_USER_TABLES = {
-    "qcat.lines": "the layer's own line rules",
-    "qcat.bundle": "a model bundle's own files, verified by their hashes",
-    "qcat.calibration": "a bundle's calibration map (hashed)",
-    "qcat.xmlq": "a bundle's ONNX network (hashed)",
-    "qcat.output": "/proc/self/status, the process's own memory",
+    "qcat.text.lines": "the layer's own line rules",
+    "qcat.bundles.bundle": "a model bundle's own files, verified by their hashes",
+    "qcat.models.calibration": "a bundle's calibration map (hashed)",
+    "qcat.models.xmlq": "a bundle's ONNX network (hashed)",
+    "qcat.console.output": "/proc/self/status, the process's own memory",
     "qcat.training.xmlq.checkpoint": "the trainer's own checkpoints",
     "qcat.training.xmlq.export": "the trainer's own exported network",
     "qcat.training.data.corpus": "a corpus's own meta.json",
@@ -233,11 +233,11 @@ LOW_LEVEL = {"decoded_lines", "physical_lines", "split_line"}
 
 
 def low_level_reads(path: Path) -> list[str]:
-    """What a module does that reads a file by itself: qcat.lines' line primitives imported, the csv
+    """What a module does that reads a file by itself: qcat.text.lines' line primitives imported, the csv
     module's readers, or a path's ``read_text``/``read_bytes`` or ``open``."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module == "qcat.lines":
+        if isinstance(node, ast.ImportFrom) and node.module == "qcat.text.lines":
             found += [f"imports {a.name}" for a in node.names if a.name in LOW_LEVEL]
         elif isinstance(node, ast.Call):
             func = node.func
@@ -277,6 +277,6 @@ def _writes(path: Path, found: str) -> bool:
 
 def test_the_reader_check_sees_a_reader_of_its_own(tmp_path) -> None:
     module = tmp_path / "sneaky.py"
-    module.write_text("from qcat.lines import split_line\nimport csv\n\ndef read(p):\n"
+    module.write_text("from qcat.text.lines import split_line\nimport csv\n\ndef read(p):\n"
                       "    return list(csv.reader(open(p))) + [p.read_text()]\n")
     assert len(low_level_reads(module)) == 4

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from qcat.errors import InputError
 from qcat.inputs import COMMENTS_ANYWHERE, COMMENTS_BEFORE_HEADER, REFUSE, SKIP, FileSchema, read_table
-from qcat.normalize import normalize
+from qcat.text.normalize import normalize
 from tests.test_inputs import READERS
 
 

@@ -19,7 +19,7 @@ from qcat.classifier import Classifier, load_model
 from qcat.judging.grading.selection import select_queries
 from qcat.judging.grading.selection.rank import rank
 from qcat.judging.grading.sessions import SEGMENTS
-from qcat.normalize import normalize
+from qcat.text.normalize import normalize
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = ROOT / "demo" / "qcat_demo" / "model"

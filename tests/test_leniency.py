@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from qcat.confusable import ConfusableMap, load_confusable, recorded_map
 from qcat.errors import InputError
 from qcat.measure.leniency import Leniency, leniency_summary, top1_outcomes
 from qcat.measure.metrics import Matched
 from qcat.taxonomy import from_paths
+from qcat.taxonomy.confusable import ConfusableMap, load_confusable, recorded_map
 
 # Two departments: Food (juice, fridge, cheese) and Toys (cars, models).
 TAXONOMY = from_paths(["Food > Juice", "Food > Fridge", "Food > Cheese", "Toys > Cars", "Toys > Models"])

@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from qcat.model import top_k
+from qcat.models.model import top_k
 
 
 def test_ties_break_by_lower_index():

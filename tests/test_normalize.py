@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qcat.normalize import IN_WORD, normalize, tokenize
+from qcat.text.normalize import IN_WORD, normalize, tokenize
 
 
 @pytest.mark.parametrize(

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import qcat
-from qcat.bundle import read_manifest
+from qcat.bundles.bundle import read_manifest
 from qcat.classifier import Classifier, load_model
 from qcat.cli import main
 from qcat.errors import BundleError, InputError
-from qcat.overrides import JUDGED, OVERRIDES_FILE, OverriddenModel
+from qcat.models.overrides import JUDGED, OVERRIDES_FILE, OverriddenModel
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO = REPO / "demo" / "qcat_demo" / "model"

@@ -181,7 +181,7 @@ def test_the_cli_knows_the_extras_pyproject_declares():
     """qcat.cli's list of the modules each extra brings matches pyproject.toml's extras."""
     import tomllib
 
-    from qcat.extras import DISTRIBUTIONS, EXTRA_INCLUDES, EXTRA_MODULES
+    from qcat.console.extras import DISTRIBUTIONS, EXTRA_INCLUDES, EXTRA_MODULES
 
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for extra, modules in EXTRA_MODULES.items():

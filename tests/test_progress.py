@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from qcat.progress import announce_compilation
+from qcat.console.progress import announce_compilation
 
 
 def run_on_terminal(args: list[str], env: dict | None = None) -> tuple[int, str, str]:

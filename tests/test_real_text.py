@@ -12,14 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qcat.calibration import CALIBRATION_FILE, Calibration, calibrated_sources
+from qcat.bundles.demo import demo_corpus_dir
 from qcat.classifier import Classifier, default_model_dir, load_model
-from qcat.demo import demo_corpus_dir
 from qcat.errors import BundleError
-from qcat.hybrid import HybridModel
-from qcat.model import Predictions
-from qcat.normalize import tokenize
+from qcat.models.calibration import CALIBRATION_FILE, Calibration, calibrated_sources
+from qcat.models.hybrid import HybridModel
+from qcat.models.model import Predictions
 from qcat.taxonomy import from_paths
+from qcat.text.normalize import tokenize
 from qcat.training.data.corpus import Corpus
 from qcat.training.data.listings import leaf_category_paths, load_catalog
 from qcat.training.data.real_text import map_bestbuy_clicks, table_from_pairs

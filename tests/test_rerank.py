@@ -13,14 +13,14 @@ import numpy as np
 import pytest
 from single_query_check import assert_same_answers
 
-from qcat.bundle import read_manifest
+from qcat.bundles.bundle import read_manifest
 from qcat.classifier import Classifier, load_model
 from qcat.errors import BundleError
-from qcat.normalize import tokenize
 from qcat.rerank.features import feature_names
 from qcat.rerank.model import RerankModel
 from qcat.rerank.neighbours import build_neighbour_index
 from qcat.rerank.trees import TreeEnsemble
+from qcat.text.normalize import tokenize
 
 BED = "c146"  # Furniture > Living Room Furniture > Sofa Beds & Futons
 LISTINGS = [("king size poster bed frame oak", BED), ("poster bed with canopy king", BED),
@@ -140,7 +140,7 @@ def test_cross_fitting_never_scores_a_query_with_a_ranker_that_saw_it(monkeypatc
 
 
 def test_bundle_round_trip_is_verified_and_pickle_free(first, tmp_path) -> None:
-    from qcat.calibration import Calibration
+    from qcat.models.calibration import Calibration
 
     model = hand_built(first)
     model = replace(model, calibration=Calibration({"rerank": (np.array([0.0, 1.0]), np.array([0.1, 0.9]))}, {}),

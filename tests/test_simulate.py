@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qcat.normalize import normalize
+from qcat.text.normalize import normalize
 from qcat.training.clicklogs.clicklog import ingest
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.clicklogs.logstats import table1_stats

@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from single_query_check import assert_same_answers
 
-from qcat import xreg
 from qcat.classifier import Classifier
 from qcat.errors import EmptyQueryError
+from qcat.models import xreg
 
 
 @pytest.fixture(scope="module")

@@ -91,7 +91,7 @@ def test_unseen_tokens_keep_the_networks_random_rows(vectors) -> None:
 
 
 def test_skipgram_text_leaves_out_the_held_out_listings() -> None:
-    from qcat.normalize import normalize
+    from qcat.text.normalize import normalize
     from qcat.training.data.corpus import Corpus
     from qcat.training.xmlq.embedding_init import simulator_titles
 

@@ -21,6 +21,14 @@ FOLDERS = {"qcat": "qcat", "training": "qcat.training", "evaluation": "qcat.eval
 # qcat/). The Alembic migrations belong to the judging store, so they sit in its layer.
 LAYERS = [("qcat.judging", "qcat.migrations"), ("qcat.evaluation",), ("qcat.training",), ("qcat.measure",)]
 
+# Issue 48: the serving core's own floors, bottom to top. A core module imports only its own floor
+# and those below (the front door, qcat/__init__.py with qcat.load and the old paths' aliases, is
+# the top). qcat.measure sits above the whole core in LAYERS.
+CORE_FLOORS = [("qcat.errors", "qcat.version"), ("qcat.text", "qcat.console"), ("qcat.inputs",), ("qcat.taxonomy",),
+               ("qcat.bundles",), ("qcat.models",), ("qcat.classifier",), ("qcat.rerank",), ("qcat.serve",),
+               ("qcat.cli",), ("qcat",)]
+# Every folder is held to the same rules (qcat/ too, since issue 48).
+RULED_FOLDERS = ("qcat", "training", "judging_app", "evaluation")
 
 def module_name(path: Path) -> str:
     folder, *parts = path.relative_to(REPO).with_suffix("").parts
@@ -64,6 +72,16 @@ def layer_of(module: str) -> int:
                  if module == package or module.startswith(package + ".")), len(LAYERS))
 
 
+def core_floor(module: str) -> int | None:
+    """The core module's floor: its index in CORE_FLOORS (the longest package that holds it), or
+    None outside the core (qcat.measure, training, ...)."""
+    if layer_of(module) != len(LAYERS):
+        return None
+    found = [(len(package), i) for i, floor in enumerate(CORE_FLOORS) for package in floor
+             if module == package or (package != "qcat" and module.startswith(package + "."))]
+    return max(found)[1] if found else None
+
+
 def every_module() -> dict[str, Path]:
     return {name: path for folder in FOLDERS for name, path in modules(FOLDERS[folder]).items()}
 
@@ -82,6 +100,25 @@ def test_the_layer_check_sees_an_upward_import() -> None:
     assert layer_of("qcat.judging.reporting.export") == layer_of("qcat.migrations.env") == 0
 
 
+def test_no_core_import_runs_up_its_floors() -> None:
+    """errors, version -> text, console -> inputs -> taxonomy -> bundles -> models -> classifier
+    -> rerank -> serve -> cli -> qcat (the front door): each imports only its floor and below."""
+    own = {name: path for name, path in modules("qcat").items() if core_floor(name) is not None}
+    assert {"qcat.models.model", "qcat.classifier", "qcat.cli", "qcat.serve.app", "qcat.text.normalize"} <= set(own)
+    unplaced = [name for name in own if core_floor(name) is None]
+    offenders = {name: sorted(n for n in imported(path) if n in own and core_floor(n) > core_floor(name))
+                 for name, path in own.items()}
+    assert unplaced == [] and {name: found for name, found in offenders.items() if found} == {}
+
+
+def test_the_floor_check_sees_an_upward_import() -> None:
+    assert core_floor("qcat.errors") < core_floor("qcat.text.lines") < core_floor("qcat.inputs.table") \
+        < core_floor("qcat.taxonomy.tree") < core_floor("qcat.bundles.bundle") < core_floor("qcat.models.nb") \
+        < core_floor("qcat.classifier") < core_floor("qcat.rerank.model") < core_floor("qcat.serve.app") \
+        < core_floor("qcat.cli.info") < core_floor("qcat")
+    assert core_floor("qcat.measure.metrics") is None and core_floor("qcat.training.api") is None
+
+
 def test_every_module_is_found_under_its_installed_name() -> None:
     names = every_module()
     assert {"qcat.training.api", "qcat.judging.pages.app", "qcat.evaluation.golden.cli", "qcat.measure.metrics",
@@ -89,16 +126,16 @@ def test_every_module_is_found_under_its_installed_name() -> None:
     assert not [n for n in names if n.split(".")[0] != "qcat"]
 
 
-@pytest.mark.parametrize("folder", ["training", "judging_app", "evaluation"])
+@pytest.mark.parametrize("folder", RULED_FOLDERS)
 def test_no_folder_holds_more_than_12_modules_side_by_side(folder: str) -> None:
-    """Issue 33's rule for the three folders it split (qcat/, the serving core, is not held to it)."""
+    """Issue 33's rule for the folders it split, and (issue 48) for qcat/, the serving core."""
     crowded = {str(d.relative_to(REPO)): n for d in [REPO / folder, *(REPO / folder).rglob("*")]
                if d.is_dir() and (n := len([p for p in d.glob("*.py") if p.name != "__init__.py"])) > MAX_MODULES_SIDE_BY_SIDE}
     assert crowded == {}
 
 
 def test_every_subpackage_says_what_lives_there() -> None:
-    for folder in ("training", "judging_app", "evaluation"):
+    for folder in RULED_FOLDERS:
         for init in (REPO / folder).rglob("__init__.py"):
             doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
             assert doc and doc.strip(), f"{init.relative_to(REPO)} has no docstring"
@@ -144,21 +181,22 @@ def test_migrate_and_store_do_not_import_each_other() -> None:
     assert not ("qcat.judging.store.connection" in migrate and "qcat.judging.store.migrate" in store)
 
 
-@pytest.mark.parametrize("package", ["qcat.judging", "qcat.training", "qcat.evaluation"])
+@pytest.mark.parametrize("package", ["qcat", "qcat.judging", "qcat.training", "qcat.evaluation"])
 def test_no_import_cycle(package: str) -> None:
     assert find_cycle(import_graph(package)) is None
 
 
-def subpackage_graph(package: str) -> dict[str, set[str]]:
+def subpackage_graph(package: str, modules_apart: bool = False) -> dict[str, set[str]]:
     """Subpackage -> the other subpackages of ``package`` its modules import (modules directly in
-    ``package`` count as one node, the package itself)."""
+    ``package`` count as one node, the package itself; with ``modules_apart`` each is a node of
+    its own: qcat's errors.py and classifier.py sit on different floors)."""
     depth = len(package.split(".")) + 1
     own = modules(package)
     subpackages = {n for n in own if len(n.split(".")) == depth and (own[n].name == "__init__.py")}
 
     def node(name: str) -> str:
         head = ".".join(name.split(".")[:depth])
-        return head if head in subpackages else package
+        return head if head in subpackages or (modules_apart and head in own) else package
 
     graph: dict[str, set[str]] = {node(n): set() for n in own}
     for name, path in own.items():
@@ -166,10 +204,12 @@ def subpackage_graph(package: str) -> dict[str, set[str]]:
     return graph
 
 
-@pytest.mark.parametrize("package", ["qcat.judging", "qcat.training", "qcat.evaluation"])
+@pytest.mark.parametrize("package", ["qcat", "qcat.judging", "qcat.training", "qcat.evaluation"])
 def test_no_import_cycle_between_subpackages(package: str) -> None:
     """Folders by concern read one way too: e.g. grading uses the store, never the other way."""
-    graph = subpackage_graph(package)
+    graph = subpackage_graph(package, modules_apart=package == "qcat")
+    if package == "qcat":  # every subpackage of the core is a node: qcat.training and friends are other folders
+        assert {"qcat.models", "qcat.bundles", "qcat.cli", "qcat.serve", "qcat.errors", "qcat.classifier"} <= set(graph)
     assert find_cycle(graph) is None
 
 

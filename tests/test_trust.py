@@ -105,8 +105,8 @@ def test_a_calibration_is_kept_only_where_it_lowers_the_held_out_ece():
     equal to the score) gain nothing from an isotonic map, which only fits noise: the cross-
     fitted ECE is worse and the source keeps its raw scores. Scores that are far off (a hit rate
     of score², all scores at least 0.5) are mapped."""
-    from qcat.calibration import RAW_SHARE
     from qcat.measure.metrics import calibration_bins
+    from qcat.models.calibration import RAW_SHARE
     from qcat.training.selection.calibrate import apply_maps, cross_fitted_ece, source_maps
 
     rng = np.random.default_rng(0)
@@ -147,7 +147,7 @@ def test_scores_say_whether_they_are_calibrated(trained):
 def test_a_calibration_verdict_says_no_better_when_its_printed_figures_are_equal() -> None:
     """Issue 45, item 21: a map refused for raising the held-out ECE in the fourth digit printed
     "calibrating made it worse: held-out ECE 0.111 raw -> 0.111"."""
-    from qcat.calibration import describe_verdict
+    from qcat.models.calibration import describe_verdict
 
     tied = {"kept": False, "ece_raw": 0.11104, "ece_calibrated_held_out": 0.11131}
     assert describe_verdict("nb", tied) == "nb raw (calibrating made it no better): held-out ECE 0.111 raw -> 0.111"

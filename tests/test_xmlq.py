@@ -17,7 +17,7 @@ from keras import ops  # noqa: E402
 from test_cli import qcat  # noqa: E402
 
 from qcat.errors import BundleError  # noqa: E402
-from qcat.query_encoding import END, PAD, UNKNOWN, encode, token_index  # noqa: E402
+from qcat.models.query_encoding import END, PAD, UNKNOWN, encode, token_index  # noqa: E402
 from qcat.training.xmlq.losses import StochasticNegativeMining, soft_f1  # noqa: E402
 from qcat.training.xmlq.model import PRESETS, build_xmlq  # noqa: E402
 
@@ -185,7 +185,7 @@ def test_onnx_scores_match_keras(tiny, tiny_model, tmp_path) -> None:
 def hybrid_dir(tiny, tiny_model, bestbuy_model_dir, tmp_path_factory):
     from dataclasses import replace
 
-    from qcat.bundle import read_manifest
+    from qcat.bundles.bundle import read_manifest
     from qcat.training.commands.bundles import save_bundle
     from qcat.training.data.provenance import data_source
 

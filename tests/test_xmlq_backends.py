@@ -195,7 +195,7 @@ def test_the_best_checkpoint_holds_the_network_weights_only(tiny_tf, one_epoch, 
     loads into a new network, and one written before (optimizer included) still loads."""
     import h5py
 
-    from qcat.query_encoding import RESERVED
+    from qcat.models.query_encoding import RESERVED
     from qcat.training.xmlq.checkpoint import Checkpoint
     from qcat.training.xmlq.model import PRESETS, build_xmlq
 

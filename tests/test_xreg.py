@@ -11,14 +11,14 @@ import pytest
 import scipy.sparse as sp
 
 from qcat.errors import BundleError
-from qcat.label_tree import LabelTree
-from qcat.sparse_rows import Rows
+from qcat.models.label_tree import LabelTree
+from qcat.models.sparse_rows import Rows
+from qcat.models.xreg import XRegModel
 from qcat.training.xreg.features import from_csr
 from qcat.training.xreg.solver import solve_batch, solve_joint
 from qcat.training.xreg.synthetic import generate
 from qcat.training.xreg.trainer import TreeTrainer, XRegConfig, fit_arrays
 from qcat.training.xreg.tree import build_tree, label_vectors, tree_depth
-from qcat.xreg import XRegModel
 
 CONFIG = XRegConfig(trees=2, leaf_size=4, beam=3, eps=1e-3, max_iter=200, prune=0.0)
 
@@ -32,8 +32,8 @@ def small():
 
 
 def model_of(trees, tail, n_labels, n_features, **config) -> XRegModel:
+    from qcat.models.xreg import TfidfFeatures
     from qcat.taxonomy import from_paths
-    from qcat.xreg import TfidfFeatures
 
     taxonomy = from_paths([f"Root > L{i}" for i in range(n_labels)])
     labels = tuple(taxonomy.id_of_path(f"Root > L{i}") for i in range(n_labels))

@@ -25,7 +25,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from qcat.query_encoding import encode, token_index  # noqa: E402
+from qcat.models.query_encoding import encode, token_index  # noqa: E402
 from qcat.taxonomy import load_taxonomy  # noqa: E402
 from qcat.training.clicklogs.clicklog import ingest  # noqa: E402
 from qcat.training.data.dataset import Dataset  # noqa: E402

@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from qcat.classifier import load_model
-from qcat.normalize import normalize
-from qcat.query_encoding import RESERVED, encode, token_index
+from qcat.models.query_encoding import RESERVED, encode, token_index
+from qcat.text.normalize import normalize
 from qcat.training.xmlq.checkpoint import Checkpoint
 from qcat.training.xmlq.model import PRESETS, build_xmlq
 

@@ -15,9 +15,9 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from qcat.cli import ArgumentParser, float_at_least, int_at_least, share
+from qcat.console.output import check_writable_file
 from qcat.errors import InputError
 from qcat.evaluation.report_files import clean_json
-from qcat.output import check_writable_file
 
 GOLDEN_SOURCES = "qcat.golden_sources"
 DEFAULT_OUT = Path("qcat-golden-report")

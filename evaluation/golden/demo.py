@@ -29,8 +29,8 @@ from qcat.evaluation.golden.inventory import build_inventory
 from qcat.evaluation.golden.query_sets import Demand, sample_query_sets
 from qcat.evaluation.golden.search import MiniSearch, SearchConfig
 from qcat.measure.segments import SEGMENTS
-from qcat.normalize import normalize, tokenize
 from qcat.taxonomy import Taxonomy
+from qcat.text.normalize import normalize, tokenize
 from qcat.training.data.corpus import Corpus
 from qcat.training.data.listings import Catalog
 

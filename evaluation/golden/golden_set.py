@@ -104,7 +104,7 @@ class GoldenSet:
 
     def save_csv(self, path: str | Path) -> None:
         """Write the set in qcat's golden CSV format (gzip when the name ends in .gz)."""
-        from qcat.output import atomic_file
+        from qcat.console.output import atomic_file
 
         path = Path(path)
         opener = gzip.open if path.suffix == ".gz" else open

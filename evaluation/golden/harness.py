@@ -13,6 +13,7 @@ from typing import Callable
 import numpy as np
 
 from qcat.classifier import load_model
+from qcat.console.progress import task
 from qcat.errors import InputError
 from qcat.evaluation.evaluate import check_labels
 from qcat.evaluation.golden.golden_set import GoldenPairs, GoldenSet
@@ -26,9 +27,8 @@ from qcat.evaluation.golden.system_metrics import (
     mean_defined,
     per_query_metrics,
 )
-from qcat.normalize import tokenize
-from qcat.progress import task
 from qcat.taxonomy import Taxonomy
+from qcat.text.normalize import tokenize
 from qcat.training.data.listings import Catalog
 from qcat.training.data.provenance import format_overlap, overlap, read_seen_fingerprints
 

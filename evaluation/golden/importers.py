@@ -21,7 +21,7 @@ from pathlib import Path
 from qcat.errors import InputError, shown
 from qcat.evaluation.golden.golden_set import GRADE_NAMES, NO_GRADE, RELEVANT_GRADE, GoldenSet, ImportReport, from_rows
 from qcat.inputs import COMMENTS_NONE, REFUSE, SKIP, Column, FileSchema, read_bytes, read_table
-from qcat.normalize import normalize
+from qcat.text.normalize import normalize
 
 FORMATS = ("csv", "esci")
 ESCI_GRADES = {100.0: 3, 10.0: 2, 1.0: 1, 0.0: 0}

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from qcat.errors import InputError
-from qcat.normalize import tokenize
 from qcat.taxonomy import Taxonomy
+from qcat.text.normalize import tokenize
 from qcat.training.data.listings import Catalog
 
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from qcat.errors import InputError
 from qcat.evaluation.golden.inventory import Inventory
-from qcat.model import Model
+from qcat.models.model import Model
 
 MODES = ("filter", "boost")
 CLASSIFIER_K = 10

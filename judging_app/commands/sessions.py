@@ -57,7 +57,7 @@ def run_create(args: argparse.Namespace) -> int:
     store = open_store(args.url)  # fail early when the database is not ready
     if args.results is not None:
         return create_from_results(args, store, guidelines)
-    from qcat.bundle import read_manifest
+    from qcat.bundles.bundle import read_manifest
     from qcat.evaluation.golden.search import SearchConfig
 
     for model in (args.baseline, args.target):
@@ -84,7 +84,7 @@ def run_create(args: argparse.Namespace) -> int:
 
 def create_categories(args: argparse.Namespace) -> int:
     """``create-session --kind categories``: one or two models' top categories for sampled queries."""
-    from qcat.bundle import read_manifest
+    from qcat.bundles.bundle import read_manifest
     from qcat.errors import InputError
     from qcat.judging.grading.categories import build_category_queries
     from qcat.judging.grading.selection.exclusions import never_ask
@@ -301,9 +301,9 @@ def run_export(args: argparse.Namespace) -> int:
     or a write error leaves nothing behind."""
     from contextlib import ExitStack
 
+    from qcat.console.output import atomic_file
     from qcat.errors import InputError
     from qcat.judging.store.connection import open_store
-    from qcat.output import atomic_file
 
     if not (args.csv or args.qrels or args.golden or args.gold):
         raise InputError("say what to write: --csv FILE, --qrels FILE, --golden FILE (a result session) and/or "

@@ -25,13 +25,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from qcat.console.progress import task
 from qcat.errors import InputError, shown
 from qcat.inputs import COMMENTS_NONE, Column, FileSchema
 from qcat.judging.grading.selection.exclusions import NeverAsk, say_left_out
 from qcat.judging.grading.selection.rank import rank, selection_record
 from qcat.judging.grading.selection.wording import say_selection
 from qcat.judging.grading.sessions import SEGMENTS, BuiltQueries, Listing, QuerySpec, split_evenly
-from qcat.progress import task
 
 DEFAULT_TOP_K = 3
 MAX_TOP_K = 5  # the panel shows at most 2 x 5 categories a query

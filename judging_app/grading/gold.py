@@ -42,7 +42,7 @@ from qcat.judging.store.models import (
     ResultList,
     SessionQuery,
 )
-from qcat.normalize import normalize
+from qcat.text.normalize import normalize
 
 COLUMNS = ("query", "listing_id", "grade")
 

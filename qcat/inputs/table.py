@@ -2,7 +2,7 @@
 (:class:`qcat.inputs.schema.FileSchema`), the same way for every kind.
 
 :func:`read_table` does, once for every reader: the path checked for what it is, gzip by suffix,
-UTF-8 with a byte order mark dropped, one physical line at a time (:mod:`qcat.lines`: a quote left
+UTF-8 with a byte order mark dropped, one physical line at a time (:mod:`qcat.text.lines`: a quote left
 open never swallows the lines after it), comments only where the kind allows them, directives
 (``# top_k: 3``) typed and given once, one header naming each declared column once (in any case),
 each cell parsed by its column's type and range, the 4,000-byte query limit, every query's
@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Iterator, NamedTuple
 
 from qcat.errors import InputError, shown
+from qcat.inputs.paths import file_problem
 from qcat.inputs.schema import COMMENTS_ANYWHERE, COMMENTS_BEFORE_HEADER, FileSchema, header_problem, parse_value
-from qcat.lines import MAX_LINE_BYTES, decoded_lines, query_too_long, split_line
-from qcat.normalize import normalize
-from qcat.paths import file_problem
+from qcat.text.lines import MAX_LINE_BYTES, decoded_lines, query_too_long, split_line
+from qcat.text.normalize import normalize
 
 BOM = b"\xef\xbb\xbf"
 NOT_WELL_FORMED = ("not well-formed (a field opens a quote that does not close on its line; quote a field with its "
@@ -130,7 +130,7 @@ def read_bytes(path: str | Path, flag: str | None) -> tuple[Path, bytes, str]:
 
 def text_lines(path: str | Path, flag: str) -> Iterator[tuple[int, str | None, str | None]]:
     """``(line number, text or None, why not)`` per physical line of a file: the layer's line rules
-    (:mod:`qcat.lines`) after its path, gzip and byte order mark rules."""
+    (:mod:`qcat.text.lines`) after its path, gzip and byte order mark rules."""
     _, raw, _ = read_bytes(path, flag)
     for number, text, why, _ in decoded_lines(raw):
         yield number, text, why

@@ -39,7 +39,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from qcat.measure.segments import SEGMENTS
-from qcat.model import Model
+from qcat.models.model import Model
 from qcat.taxonomy import Taxonomy
 
 EXACT, ACCEPTABLE, RELATED, WRONG = 3, 2, 1, 0

@@ -5,7 +5,7 @@ averages over), of the model's top-1 answer:
 
 - **strict**: it is a true category (the same as PR@1);
 - **lenient**: it is a true category or confusable with one, per a
-  :class:`~qcat.confusable.ConfusableMap` (pairs, not their closure);
+  :class:`~qcat.taxonomy.confusable.ConfusableMap` (pairs, not their closure);
 - **severe**: it sits under another top-level node of the taxonomy than every true category
   (the errors that send a search to the wrong department) and is not credited: an answer the map
   pairs with a true category is lenient-correct, never severe too, even where the pair crosses
@@ -27,9 +27,9 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from qcat.confusable import ConfusableMap
 from qcat.measure.metrics import Matched
 from qcat.taxonomy import Taxonomy
+from qcat.taxonomy.confusable import ConfusableMap
 
 CONFIDENT = 0.5
 FIGURES = ("top-1 strict", "top-1 lenient", "severe", "severe confident")

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from qcat.measure.metrics import Matched
-from qcat.model import Model
+from qcat.models.model import Model
 
 
 def match_to_truth(labels: np.ndarray, scores: np.ndarray, model_labels: Sequence[str], label_ids: Sequence[str],

@@ -41,7 +41,7 @@ class LabelFacts:
 
     @classmethod
     def of(cls, labels: Sequence[str], taxonomy: Taxonomy, prior: np.ndarray) -> "LabelFacts":
-        from qcat.normalize import tokenize
+        from qcat.text.normalize import tokenize
 
         paths = [taxonomy.paths[taxonomy.index(label)] for label in labels]
         parents = {}

@@ -23,15 +23,22 @@ from typing import Sequence
 
 import numpy as np
 
-from qcat.bundle import MANIFEST, Manifest, load_arrays, read_manifest, sha256_file, write_bundle
-from qcat.calibration import Calibration, calibrated, calibrated_one, describe, load_calibration, save_calibration
+from qcat.bundles.bundle import MANIFEST, Manifest, load_arrays, read_manifest, sha256_file, write_bundle
 from qcat.errors import BundleError
-from qcat.model import Model, Predictions
-from qcat.normalize import tokenize
+from qcat.models.calibration import (
+    Calibration,
+    calibrated,
+    calibrated_one,
+    describe,
+    load_calibration,
+    save_calibration,
+)
+from qcat.models.model import Model, Predictions
 from qcat.rerank.features import LabelFacts, QueryFacts, candidate_features, feature_names
 from qcat.rerank.neighbours import NeighbourIndex, search_one, vote
 from qcat.rerank.trees import TreeEnsemble
 from qcat.taxonomy import Taxonomy
+from qcat.text.normalize import tokenize
 
 BACKEND = "rerank"
 SOURCE = "rerank"
@@ -204,7 +211,7 @@ class RerankModel:
 
     @classmethod
     def from_manifest(cls, manifest: Manifest, taxonomy: Taxonomy) -> "RerankModel":
-        from qcat.classifier import model_from_manifest  # the first stage is a bundle of its own
+        from qcat.models.backends import model_from_manifest  # the first stage is a bundle of its own
 
         where = f"model bundle {manifest.directory}"
         recorded = manifest.data.get("first_stage", {})

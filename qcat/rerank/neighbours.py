@@ -18,9 +18,9 @@ from typing import Sequence
 import numpy as np
 from numba import njit
 
-from qcat.bm25 import bm25_postings, push_best
-from qcat.bundle import Manifest, load_arrays, load_lines, save_lines
+from qcat.bundles.bundle import Manifest, load_arrays, load_lines, save_lines
 from qcat.errors import BundleError
+from qcat.rerank.bm25 import bm25_postings, push_best
 
 ARRAYS_FILE = "neighbours.npz"
 VOCABULARY_FILE = "neighbours_vocabulary.txt"
@@ -77,7 +77,7 @@ class NeighbourIndex:
 
 def build_neighbour_index(doc_tokens: list[list[str]], doc_label: np.ndarray, k1: float = 1.2,
                           b: float = 0.75) -> NeighbourIndex:
-    """A BM25 index over tokenized titles (:func:`qcat.bm25.bm25_postings`)."""
+    """A BM25 index over tokenized titles (:func:`qcat.rerank.bm25.bm25_postings`)."""
     vocabulary, ptr, docs, weights = bm25_postings(doc_tokens, k1, b)
     return NeighbourIndex(vocabulary, ptr, docs, weights.astype(np.float32), np.asarray(doc_label, dtype=np.int32))
 

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from qcat import __version__
-from qcat.bundle import MANIFEST, sha256_file
+from qcat.bundles.bundle import MANIFEST, sha256_file
 from qcat.classifier import Classifier, default_model_dir
 from qcat.errors import BundleError
-from qcat.overrides import OverriddenModel
+from qcat.models.overrides import OverriddenModel
 from qcat.serve.config import ServeConfig
+from qcat.version import __version__
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@ validates and lists exactly the app's routes)."""
 
 from __future__ import annotations
 
-from qcat import __version__
 from qcat.serve.config import RELOAD_TOKEN_ENV, ServeConfig
+from qcat.version import __version__
 
 
 def _json(schema_ref: str, description: str) -> dict:

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from qcat.console.progress import task
 from qcat.errors import InputError
-from qcat.progress import task
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import Dataset, split_queries, subset_queries
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from qcat.confusable import FILE_NAME, HEADER
+from qcat.taxonomy.confusable import FILE_NAME, HEADER
 from qcat.training.audit.confusable_pairs import Audit
 from qcat.training.audit.gold_check import plural
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qcat.normalize import normalize
+from qcat.text.normalize import normalize
 from qcat.training.catalog.ingest import CatalogReport, Listings, ingest_catalog
 from qcat.training.catalog.short_forms import RULES, category_pairs, short_forms
 from qcat.training.catalog.source import (

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 from qcat.errors import InputError
-from qcat.normalize import normalize
-from qcat.paths import check_file
+from qcat.inputs.paths import check_file
 from qcat.taxonomy import Taxonomy
+from qcat.text.normalize import normalize
 from qcat.training.clicklogs.clicklog import (
     INTERNAL_NODE_RULES,
     MAX_EXAMPLES,

@@ -1,6 +1,6 @@
 """Click logs in: reading CSV, TSV, JSONL and Parquet, validating and aggregating them with DuckDB or
 Spark (one shared SQL), into the click table every trainer reads, and its query-set statistics."""
 
-from qcat.extras import require_extra
+from qcat.console.extras import require_extra
 
 require_extra("data", "qcat.training.clicklogs")

@@ -39,12 +39,12 @@ from pathlib import Path
 
 import numpy as np
 
+from qcat.console.progress import task
 from qcat.errors import InputError, TaxonomyError, shown
-from qcat.lines import MAX_QUERY_BYTES
-from qcat.normalize import normalize
-from qcat.paths import STDIN, check_file
-from qcat.progress import task
+from qcat.inputs.paths import STDIN, check_file
 from qcat.taxonomy import OTHER_SUFFIX, Taxonomy
+from qcat.text.lines import MAX_QUERY_BYTES
+from qcat.text.normalize import normalize
 from qcat.training.clicklogs import ingest_sql as sql
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.clicklogs.ingest_engine import FORMATS, IngestEngine

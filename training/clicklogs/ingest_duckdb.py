@@ -18,11 +18,11 @@ import duckdb
 import numpy as np
 
 from qcat.errors import InputError
-from qcat.lines import MAX_QUERY_BYTES, query_bytes
-from qcat.paths import check_file
+from qcat.inputs import read_bytes
+from qcat.inputs.paths import check_file
+from qcat.text.lines import MAX_QUERY_BYTES, query_bytes
 from qcat.training.clicklogs.ingest_engine import COLUMNS, REQUIRED, check_header
 from qcat.training.clicklogs.ingest_sql import DUCKDB_MACROS
-from qcat.inputs import read_bytes
 from qcat.training.clicklogs.ingest_text import read_delimited, read_jsonl
 
 MEMORY_LIMIT_ENV = "QCAT_DUCKDB_MEMORY_LIMIT"

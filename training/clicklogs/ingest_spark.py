@@ -9,7 +9,7 @@ reject examples carry none, and ``strict`` names the reason and value only. CSV 
 read line by line, as the Python reader reads them: a quoted field does not run across lines, so
 a quote left open makes one malformed row, never swallows the lines after it.
 
-Queries are normalized by :func:`qcat.normalize.normalize` itself, on the executors, over
+Queries are normalized by :func:`qcat.text.normalize.normalize` itself, on the executors, over
 the distinct queries (``mapInArrow``); the driver ships qcat's normalizer to them. The few
 distinct categories are resolved on the driver and broadcast-joined.
 """
@@ -30,7 +30,7 @@ from typing import Callable
 import numpy as np
 
 from qcat.errors import InputError
-from qcat.lines import MAX_QUERY_BYTES
+from qcat.text.lines import MAX_QUERY_BYTES
 from qcat.training.clicklogs.ingest_engine import COLUMNS, check_header
 
 INSTALL = 'pip install "qcat[spark]" and Java 17+ (Debian: apt-get install default-jre-headless)'
@@ -216,12 +216,12 @@ class SparkEngine:
         import pyarrow as pa
 
         self._ship(normalize)
-        limit = MAX_QUERY_BYTES  # a plain int in the closure: the executors need no qcat.lines
+        limit = MAX_QUERY_BYTES  # a plain int in the closure: the executors need no qcat.text.lines
 
         def normalized(batches):
             for batch in batches:
                 raw = batch.column(0).to_pylist()
-                size = [len(q.encode("utf-8", "surrogatepass")) for q in raw]  # qcat.lines.query_bytes
+                size = [len(q.encode("utf-8", "surrogatepass")) for q in raw]  # qcat.text.lines.query_bytes
                 yield pa.RecordBatch.from_arrays(
                     [pa.array(raw, pa.string()),
                      pa.array([normalize(q) if n <= limit else "" for q, n in zip(raw, size)], pa.string()),

@@ -14,8 +14,8 @@ Each engine provides three relations:
   ``impressions``, ``date`` (all text, null where absent), and ``bad`` / ``bad_value``: the
   reason and text of a row the reader could not decode or split (``bad_encoding``,
   ``malformed_row``), null otherwise;
-* ``query_map``: ``raw`` -> ``normalized``, from :func:`qcat.normalize.normalize`, and ``bytes``,
-  the query's size in UTF-8 (a query over :data:`qcat.lines.MAX_QUERY_BYTES` is too long);
+* ``query_map``: ``raw`` -> ``normalized``, from :func:`qcat.text.normalize.normalize`, and ``bytes``,
+  the query's size in UTF-8 (a query over :data:`qcat.text.lines.MAX_QUERY_BYTES` is too long);
 * ``category_map``: ``raw`` -> ``named_id`` (the taxonomy id the log names, null if unknown),
   ``category_id`` (the category it counts for once the internal-node rule is applied),
   ``ambiguous``.
@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from datetime import date
 
-from qcat.lines import MAX_QUERY_BYTES
+from qcat.text.lines import MAX_QUERY_BYTES
 
 # Numbers as both engines' casts read them alike: Spark alone would take "1.5d" or "Infinity",
 # DuckDB alone "1_000"; either would read "nan". Anything else is a bad value.

@@ -5,7 +5,7 @@ line number (the DuckDB engine's reader).
 The invariant: lines in the file = header lines + rows read + blank lines, and every row read is
 used or skipped under one reason. A quoted field never runs across lines: a line whose quote is
 not closed on it is a malformed row, and the next line is read as a row again, so one stray
-quote cannot swallow the rows after it. A line longer than :data:`qcat.lines.MAX_LINE_BYTES`
+quote cannot swallow the rows after it. A line longer than :data:`qcat.text.lines.MAX_LINE_BYTES`
 is a row that is too long, not parsed at all. Lines, cells and the header come from the input layer
 (:mod:`qcat.inputs`: its line rules, :func:`~qcat.inputs.split_cells` and the one header rule);
 what a click-log row means is checked after, in SQL.
@@ -20,7 +20,7 @@ import numpy as np
 
 from qcat.errors import InputError, shown
 from qcat.inputs import raw_lines, split_cells
-from qcat.lines import MAX_LINE_BYTES
+from qcat.text.lines import MAX_LINE_BYTES
 from qcat.training.clicklogs.ingest_engine import COLUMNS, REQUIRED, check_header
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from qcat.measure.segments import SEGMENTS, segment_by_impressions
-from qcat.normalize import normalize
+from qcat.text.normalize import normalize
 from qcat.training.clicklogs.clicktable import ClickTable
 
 MIN_CLICK_SHARE = 0.1  # a category "holds" a query's clicks from this share on

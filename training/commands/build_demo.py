@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from qcat.demo import demo_corpus_dir, demo_model_dir
+from qcat.bundles.demo import demo_corpus_dir, demo_model_dir
 from qcat.training.commands.bundles import save_bundle
 from qcat.training.commands.data_flags import print_objective
 from qcat.training.commands.train import print_selection_row
@@ -174,7 +174,7 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print, jud
     (:mod:`qcat.training.commands.judged`). Each part's ``data.judged`` records the files and weight.
     ``routing``: ``(cutoff, blend)`` to keep instead of choosing the hybrid's routing (a benchmark
     that holds the shipped routing while the parts learn)."""
-    from qcat.hybrid import CUTOFFS
+    from qcat.models.hybrid import CUTOFFS
     from qcat.training.commands.bundles import seen_queries
     from qcat.training.commands.judged import JudgedRun, fit_judged, read_and_exclude
     from qcat.training.data.judged import Judged, without_judged

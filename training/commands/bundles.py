@@ -6,8 +6,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 from pathlib import Path
 
+from qcat.console.output import check_new_directory
 from qcat.errors import InputError
-from qcat.output import check_new_directory
 from qcat.training.commands.data_flags import real_text_line
 
 
@@ -45,10 +45,10 @@ def save_bundle(model, out: Path, dataset, also_seen=(), overrides: dict[str, li
     """Write ``model``'s bundle to ``out`` (new or an empty directory) with the record of the queries it saw (those of
     ``dataset`` it trained or was tuned on, plus the fingerprints ``also_seen`` of its parts). ``overrides``
     (normalized query -> its judged-exact categories, best first; ``qcat train ... --overrides``) are written
-    as the bundle's ``overrides.tsv`` (:mod:`qcat.overrides`), served first by ``qcat classify``/``serve``;
+    as the bundle's ``overrides.tsv`` (:mod:`qcat.models.overrides`), served first by ``qcat classify``/``serve``;
     a query not in normalized form or a category that is not one of the model's is refused before any write."""
-    from qcat.output import write_directory
-    from qcat.overrides import check_overrides, save_overrides
+    from qcat.console.output import write_directory
+    from qcat.models.overrides import check_overrides, save_overrides
     from qcat.training.data.provenance import write_seen_queries
 
     queries = seen_queries(dataset)

@@ -99,7 +99,7 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def run_ingest(args: argparse.Namespace) -> int:
-    from qcat.output import atomic_file, check_writable_file
+    from qcat.console.output import atomic_file, check_writable_file
     from qcat.taxonomy import load_taxonomy
     from qcat.training.clicklogs.clicklog import ingest
     from qcat.training.clicklogs.clicktable import table_output, write_table
@@ -130,7 +130,7 @@ def run_ingest(args: argparse.Namespace) -> int:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    from qcat.output import atomic_file, check_writable_file
+    from qcat.console.output import atomic_file, check_writable_file
     from qcat.training.data.corpus import Corpus
     from qcat.training.data.listings import load_catalog
     from qcat.training.simulator.simulate import (
@@ -166,7 +166,7 @@ def run_audit(args: argparse.Namespace) -> int:
     import shlex
     import sys
 
-    from qcat.confusable import FILE_NAME
+    from qcat.taxonomy.confusable import FILE_NAME
     from qcat.training.audit.confusable_pairs import AuditSettings, audit
     from qcat.training.audit.report import write_audit
     from qcat.training.commands.data_flags import data_from_args, load_dataset

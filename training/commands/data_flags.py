@@ -10,7 +10,7 @@ from pathlib import Path
 
 from qcat.cli import float_at_least, int_at_least, positive_float
 from qcat.errors import InputError
-from qcat.paths import check_file
+from qcat.inputs.paths import check_file
 from qcat.training.clicklogs.clicklog import INTERNAL_NODE_RULES
 
 
@@ -55,7 +55,7 @@ def add_data_flags(parser: argparse.ArgumentParser, out_help: str = "model bundl
 
 def record_confusable(args: argparse.Namespace, model, taxonomy) -> None:
     """Record ``--confusable FILE`` (checked against ``taxonomy``) in the model's config."""
-    from qcat.confusable import CONFIG_KEY, load_confusable
+    from qcat.taxonomy.confusable import CONFIG_KEY, load_confusable
 
     if getattr(args, "confusable", None) is not None:
         model.config[CONFIG_KEY] = load_confusable(args.confusable, taxonomy).to_config()
@@ -80,7 +80,7 @@ def data_from_args(args: argparse.Namespace):
                              f"JSONL)")
         check_file(args.catalog, "--catalog")
     if getattr(args, "confusable", None) is not None:  # a bad map fails now, not after training
-        from qcat.confusable import load_confusable
+        from qcat.taxonomy.confusable import load_confusable
 
         load_confusable(args.confusable)
     data = _base_data(args)

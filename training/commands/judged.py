@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from qcat.errors import InputError
-from qcat.paths import check_file
+from qcat.inputs.paths import check_file
 
 JUDGED_WEIGHTS = (1.0, 3.0, 10.0, 30.0)
 DEFAULT_JUDGED_WEIGHT = 10.0  # an exact pair counts 10 clicks, an acceptable one 5

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from qcat.errors import InputError
-from qcat.paths import check_file
+from qcat.inputs.paths import check_file
 
 LEAVES = (4, 7)
 ROUNDS = (50, 100, 200)
@@ -73,7 +73,7 @@ def _numbers(text: str, flag: str) -> tuple[int, ...]:
 def first_stage_data(model_dir: Path):
     """The data the first stage was trained on: (corpus or log, the data block, the dataset, the
     validation sets), read as ``qcat train hybrid`` reads its parts' data."""
-    from qcat.bundle import read_manifest
+    from qcat.bundles.bundle import read_manifest
     from qcat.cli import ArgumentParser
     from qcat.training.commands.data_flags import add_data_flags, data_args_from, data_from_args, load_dataset
     from qcat.training.data.provenance import data_source
@@ -103,7 +103,7 @@ def neighbour_listings(corpus, catalog_file: Path | None):
     catalog = load_catalog(catalog_file)
     keep = np.ones(len(catalog), dtype=bool)
     if has_catalog:  # leave out the corpus's held-out listings, by id and by title
-        from qcat.normalize import normalize
+        from qcat.text.normalize import normalize
 
         own = base.catalog()
         held = base.holdout_split(own) != 0
@@ -140,7 +140,7 @@ class OutOfFold:
         self.labels, self._answers, self._source = labels, answers, source
 
     def predict(self, queries, k: int):
-        from qcat.model import Predictions
+        from qcat.models.model import Predictions
 
         labels = np.full((len(queries), k), -1, dtype=np.int32)
         scores = np.zeros((len(queries), k), dtype=np.float32)
@@ -164,12 +164,12 @@ def out_of_fold_answers(examples, scores) -> dict[str, tuple[np.ndarray, np.ndar
 
 
 def run_train_rerank(args: argparse.Namespace) -> int:
-    from qcat.bundle import read_manifest
+    from qcat.bundles.bundle import read_manifest
     from qcat.classifier import load_model
-    from qcat.confusable import CONFIG_KEY
-    from qcat.output import write_directory
+    from qcat.console.output import write_directory
     from qcat.rerank.features import feature_names
     from qcat.rerank.model import FIRST_DIR, SOURCE, RerankModel
+    from qcat.taxonomy.confusable import CONFIG_KEY
     from qcat.training.commands.bundles import seen_queries
     from qcat.training.commands.data_flags import print_objective
     from qcat.training.commands.judged import check_judged_flags, check_parts_judged, judged_for_selection

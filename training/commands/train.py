@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 from qcat.cli import MAX_THREADS, float_at_least, float_in, int_at_least, positive_float, share
+from qcat.console.output import OutputLock
 from qcat.errors import InputError
-from qcat.output import OutputLock
 from qcat.training.commands.bundles import check_bundle_out, print_real_text, save_bundle, terminate_cleanly
 from qcat.training.commands.data_flags import (
     add_data_flags,
@@ -281,10 +281,10 @@ def merged_taxonomy(nb, longs: dict, paths: dict):
 
 
 def run_train_hybrid(args: argparse.Namespace) -> int:
-    from qcat.calibration import calibrated_sources
     from qcat.classifier import load_model
-    from qcat.confusable import CONFIG_KEY, load_confusable, recorded_map
-    from qcat.hybrid import CUTOFFS
+    from qcat.models.calibration import calibrated_sources
+    from qcat.models.hybrid import CUTOFFS
+    from qcat.taxonomy.confusable import CONFIG_KEY, load_confusable, recorded_map
     from qcat.training.selection.calibrate import describe_fit
     from qcat.training.selection.objective import BLENDS, select_hybrid
     from qcat.training.selection.table_metrics import evaluate_pr
@@ -297,7 +297,7 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
         candidates = {name: candidates[name] for name in args.long_backend.split("+")}
     if not candidates:
         raise InputError("give the long-query model: --xmlq DIR and/or --xreg DIR")
-    from qcat.bundle import read_manifest
+    from qcat.bundles.bundle import read_manifest
     from qcat.training.data.provenance import check_same_data, check_same_source, read_seen_fingerprints
 
     manifests = {"--nb": read_manifest(args.nb)} | {f"--{n}": read_manifest(p) for n, p in candidates.items()}

@@ -32,7 +32,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from qcat.errors import InputError
-from qcat.normalize import tokenize
+from qcat.text.normalize import tokenize
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import split_queries, subset_queries
 

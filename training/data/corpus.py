@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qcat.demo import demo_corpus_dir
+from qcat.bundles.demo import demo_corpus_dir
 from qcat.errors import InputError
 from qcat.taxonomy import Taxonomy, load_taxonomy
 from qcat.training.clicklogs.clicklog import IngestResult, ingest
@@ -129,7 +129,7 @@ class Corpus:
     def confusable(self):
         """The confusable map that ships with the corpus (``qcat data audit`` on its base period's
         training split, ``"confusable"`` in corpus.json), or None."""
-        from qcat.confusable import load_confusable
+        from qcat.taxonomy.confusable import load_confusable
 
         return load_confusable(self.path("confusable"), self.taxonomy()) if self.meta.get("confusable") else None
 

@@ -24,10 +24,10 @@ from typing import Iterable
 
 import numpy as np
 
-from qcat.bundle import Manifest, read_manifest, sha256_file
-from qcat.demo import demo_root
+from qcat.bundles.bundle import Manifest, read_manifest, sha256_file
+from qcat.bundles.demo import demo_root
 from qcat.errors import InputError
-from qcat.normalize import normalize
+from qcat.text.normalize import normalize
 
 SEEN_FILE = "seen_queries.npz"
 # What makes two training sets the same data: content hashes and settings, never paths.

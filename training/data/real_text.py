@@ -25,8 +25,8 @@ import numpy as np
 
 from qcat.errors import InputError, shown
 from qcat.inputs import COMMENTS_NONE, Column, FileSchema, read_table
-from qcat.normalize import tokenize
 from qcat.taxonomy import Taxonomy
+from qcat.text.normalize import tokenize
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import split_queries
 from qcat.training.data.listings import Catalog

@@ -9,8 +9,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from qcat.nb import NaiveBayesModel, query_features
-from qcat.progress import task
+from qcat.console.progress import task
+from qcat.models.nb import NaiveBayesModel, query_features
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import Dataset, truth_matrix
 from qcat.training.selection.calibrate import fit_calibration
@@ -185,7 +185,7 @@ class _GridScorer:
     """
 
     def __init__(self, fc: FeatureCounts, train: ClickTable, sets: ValidationSets):
-        from qcat.normalize import tokenize
+        from qcat.text.normalize import tokenize
 
         feature_index = {feature: i for i, feature in enumerate(fc.vocabulary)}
         lookup_index = {query: i for i, query in enumerate(train.queries)}

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from qcat.errors import InputError
-from qcat.normalize import tokenize
 from qcat.rerank.model import RerankModel
 from qcat.rerank.neighbours import NeighbourIndex, build_neighbour_index
+from qcat.text.normalize import tokenize
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.listings import Catalog
 

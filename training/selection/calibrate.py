@@ -1,9 +1,9 @@
-"""Fitting the score calibration of a model (:mod:`qcat.calibration`) on validation queries.
+"""Fitting the score calibration of a model (:mod:`qcat.models.calibration`) on validation queries.
 
 For every validation query the model's top-1 category and raw score are taken; the map of
 each answering source (``lookup``, ``nb``, ``xmlq``, ``xreg``) is the isotonic regression of
 "the top-1 category is one the query's truth holds" on that score (pool-adjacent-violators),
-over all lengths and per query-length bin (``qcat.calibration.LENGTH_EDGES``),
+over all lengths and per query-length bin (``qcat.models.calibration.LENGTH_EDGES``),
 each query weighted so that every validation set counts with its objective weight whatever
 its size. A source with fewer than ``min_points`` validation queries keeps its raw scores.
 
@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from qcat.calibration import LENGTH_EDGES, Calibration, describe_verdict, length_bins, map_key
 from qcat.measure.metrics import calibration_bins
-from qcat.model import Model
+from qcat.models.calibration import LENGTH_EDGES, Calibration, describe_verdict, length_bins, map_key
+from qcat.models.model import Model
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import truth_matrix
 

@@ -27,12 +27,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from qcat.confusable import ConfusableMap
 from qcat.errors import InputError
-from qcat.hybrid import CUTOFFS, HybridModel
-from qcat.model import Model
-from qcat.nb import NaiveBayesModel
+from qcat.models.hybrid import CUTOFFS, HybridModel
+from qcat.models.model import Model
+from qcat.models.nb import NaiveBayesModel
 from qcat.taxonomy import Taxonomy
+from qcat.taxonomy.confusable import ConfusableMap
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import Dataset
 from qcat.training.selection.decide import Decision, Outcomes, decide, objective_of

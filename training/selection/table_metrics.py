@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from qcat.confusable import ConfusableMap
 from qcat.measure.metrics import pr_at_k
 from qcat.measure.predict import predict_matched
-from qcat.model import Model
+from qcat.models.model import Model
 from qcat.taxonomy import Taxonomy
+from qcat.taxonomy.confusable import ConfusableMap
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import truth_matrix
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
-from qcat.bm25 import bm25_postings, push_best
+from qcat.rerank.bm25 import bm25_postings, push_best
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
+from qcat.console.progress import task
 from qcat.errors import InputError
-from qcat.progress import task
 from qcat.taxonomy import Taxonomy
 from qcat.training.data.listings import Catalog
 from qcat.training.simulator.simulate_clicks import SearchEngine, click_model, sample_clicks

@@ -23,7 +23,7 @@ import numpy as np
 from scipy.stats import rankdata
 
 from qcat.errors import InputError
-from qcat.normalize import tokenize
+from qcat.text.normalize import tokenize
 from qcat.training.data.listings import Catalog
 from qcat.training.simulator.search_index import SearchIndex, build_index, search
 from qcat.training.simulator.simulate_config import SimulationConfig, random_stream
@@ -44,7 +44,7 @@ class SearchEngine:
 
     @classmethod
     def build(cls, catalog: Catalog, config: SimulationConfig) -> SearchEngine:
-        shopper_titles = catalog.title.tolist()  # qcat.normalize drops what shoppers never type (™, ®)
+        shopper_titles = catalog.title.tolist()  # qcat.text.normalize drops what shoppers never type (™, ®)
         title_tokens = [tokenize(t) for t in shopper_titles]
         weight = _listing_weights(catalog, config, random_stream(config, "listings"))
         index = build_index(title_tokens, _popularity_percentile(weight) * config.search_popularity_weight)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from qcat.normalize import normalize, tokenize
+from qcat.text.normalize import normalize, tokenize
 from qcat.training.data.listings import Catalog
 from qcat.training.simulator.simulate_config import SimulationConfig
 

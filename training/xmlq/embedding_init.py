@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from qcat.normalize import tokenize
-from qcat.query_encoding import RESERVED
+from qcat.models.query_encoding import RESERVED
+from qcat.text.normalize import tokenize
 from qcat.training.xmlq.skipgram import SkipGramConfig, train_skipgram
 
 RANDOM_INIT_LIMIT = 0.05  # build_xmlq's RandomUniform(-0.05, 0.05)

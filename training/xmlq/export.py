@@ -29,8 +29,8 @@ from pathlib import Path
 import keras
 import numpy as np
 
+from qcat.models.xmlq import XMLQModel
 from qcat.taxonomy import Taxonomy
-from qcat.xmlq import XMLQModel
 
 # backend -> the modules Keras' ONNX export needs under it, in the order they are preferred
 EXPORTERS = {"tensorflow": ("tensorflow", "tf2onnx"), "jax": ("jax", "jax2onnx")}

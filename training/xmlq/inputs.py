@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import keras
 import numpy as np
 
-from qcat.query_encoding import encode, token_index
+from qcat.models.query_encoding import encode, token_index
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import Dataset
 from qcat.training.xmlq.config import XMLQConfig, steps_per_epoch

@@ -23,7 +23,7 @@ import keras
 import numpy as np
 from keras import layers
 
-from qcat.query_encoding import SEQUENCE_LENGTH
+from qcat.models.query_encoding import SEQUENCE_LENGTH
 
 
 @dataclass(frozen=True)

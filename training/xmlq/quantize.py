@@ -146,7 +146,7 @@ def _prepend(graph, nodes: list) -> None:
 
 def top1(network: bytes, token_ids: np.ndarray) -> np.ndarray:
     """The top-1 output column of ``network`` for each row of token ids (onnxruntime, CPU)."""
-    from qcat.xmlq import new_session, onnxruntime_options
+    from qcat.models.xmlq import new_session, onnxruntime_options
 
     session = new_session(network, onnxruntime_options())  # as the bundle serves it
     name = session.get_inputs()[0].name
@@ -171,14 +171,14 @@ class AgreementError(ValueError):
 
 
 def quantized_model(model, kind: str, query_sets: dict, min_agreement: float):
-    """``model`` (an :class:`qcat.xmlq.XMLQModel`) with its network quantized to ``kind``, checked on
+    """``model`` (an :class:`qcat.models.xmlq.XMLQModel`) with its network quantized to ``kind``, checked on
     the queries of ``query_sets`` (name -> queries) together: refused (:class:`AgreementError`)
     when the top-1 agreement is below ``min_agreement``. The config and metrics record the
     quantization, the agreement (overall and per set), the number of queries and both sizes of
     ``model.onnx``."""
     from dataclasses import replace
 
-    from qcat.query_encoding import encode, token_index
+    from qcat.models.query_encoding import encode, token_index
 
     record = {"kind": kind, "float_bytes": len(model.network)}
     if kind == "none":

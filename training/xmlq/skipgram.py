@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 from numba import njit
 
-from qcat.progress import announce_compilation, task
+from qcat.console.progress import announce_compilation, task
 
 UNIGRAM_POWER = 0.75
 TABLE_SIZE = 1 << 20  # noise-token table; word2vec uses 1e8 for vocabularies a thousand times larger

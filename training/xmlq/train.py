@@ -36,8 +36,8 @@ import numpy as np
 
 from qcat.measure.metrics import gs_scores, pr_at_k
 from qcat.measure.predict import match_to_truth
-from qcat.model import top_k
-from qcat.query_encoding import RESERVED
+from qcat.models.model import top_k
+from qcat.models.query_encoding import RESERVED
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import truth_matrix
 from qcat.training.xmlq.checkpoint import Checkpoint, CheckpointError

@@ -1,5 +1,5 @@
 """Fitting XReg's tf-idf features on the training queries (the transform lives in
-:class:`qcat.xreg.TfidfFeatures`, shared with serving)."""
+:class:`qcat.models.xreg.TfidfFeatures`, shared with serving)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from qcat.nb import query_features
-from qcat.sparse_rows import Rows
-from qcat.xreg import TfidfFeatures
+from qcat.models.nb import query_features
+from qcat.models.sparse_rows import Rows
+from qcat.models.xreg import TfidfFeatures
 
 
 def fit_tfidf(queries: Sequence[str]) -> TfidfFeatures:

@@ -23,14 +23,14 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from qcat.label_tree import LabelTree
-from qcat.progress import announce_compilation, task
+from qcat.console.progress import announce_compilation, task
+from qcat.models.label_tree import LabelTree
+from qcat.models.xreg import TailClassifiers, XRegModel
 from qcat.training.data.dataset import Dataset
 from qcat.training.xreg.features import featurize, fit_tfidf
 from qcat.training.xreg.relevance import relevance_matrix
 from qcat.training.xreg.solver import solve_batch, solve_joint
 from qcat.training.xreg.tree import build_tree, label_vectors
-from qcat.xreg import TailClassifiers, XRegModel
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ with its file and line; :class:`Imported` counts them. A system none of whose ro
 refused, naming its file. Listings ranked below the top
 :data:`qcat.judging.grading.sessions.TOP_N` of a list are not shown (counted too).
 
-Queries are matched on qcat's normalized query (:func:`qcat.normalize.normalize`): ``TV`` in one
+Queries are matched on qcat's normalized query (:func:`qcat.text.normalize.normalize`): ``TV`` in one
 system's list and ``tv `` in the other's are one query, shown as first written; such merges are
 counted (:attr:`Imported.merged`) and reported.
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from qcat.errors import InputError, shown
 from qcat.inputs import COMMENTS_NONE, SKIP, Column, FileSchema, read_table, text_lines
-from qcat.paths import check_file
+from qcat.inputs.paths import check_file
 
 FIELDS = ("query", "system", "rank", "listing_id", "title", "category", "brand", "price", "image_url", "link",
           "segment", "impressions")

@@ -13,7 +13,7 @@ import numpy as np
 from qcat.errors import InputError, shown
 from qcat.judging.grading.imports.rows import Row
 from qcat.judging.grading.sessions import SEGMENTS, TOP_N, Listing, QuerySpec
-from qcat.normalize import normalize
+from qcat.text.normalize import normalize
 
 
 @dataclass

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from qcat.errors import InputError, shown
+from qcat.inputs.paths import check_file
 from qcat.judging.grading.imports.files import TREC_SUFFIXES, cell_text, read_records
 from qcat.judging.grading.imports.queries import Imported, assemble
 from qcat.judging.grading.imports.rows import Row, checked_row
-from qcat.paths import check_file
 
 MAX_BAD_SHOWN = 20
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from qcat.errors import shown
 from qcat.judging.grading.imports.files import FIELDS, REQUIRED, cell_text
 from qcat.judging.grading.sessions import SEGMENTS, Listing, known_brand, known_price
-from qcat.lines import query_too_long
+from qcat.text.lines import query_too_long
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The queries a session with ``--select`` never asks again: those already judged in the store (a
 judgment in any session, or a gold question with known grades) and those a graded gold file lists
 (``--exclude-gold FILE``, repeatable). Matched on the normalized query
-(:func:`qcat.normalize.normalize`): ``TV`` judged once is ``tv`` too."""
+(:func:`qcat.text.normalize.normalize`): ``TV`` judged once is ``tv`` too."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 from sqlalchemy import exists, or_, select
 
 from qcat.judging.store.models import Judgment, SessionQuery
-from qcat.normalize import normalize
+from qcat.text.normalize import normalize
 
 JUDGED = "judged in the store"
 

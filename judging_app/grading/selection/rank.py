@@ -160,7 +160,7 @@ def selection_record(select: str | None, n_queries: int | None, seed: int, pool:
     """How a session's sample was made, for its settings and report: the kind (``random`` when
     ``--select`` was not given), the budget, seed, pool size, the queries left out by reason, the
     rule, and for ``uncertain`` the model scored and whether its scores are calibrated."""
-    from qcat.calibration import calibrated_sources
+    from qcat.models.calibration import calibrated_sources
 
     kind = select or "random"
     record = {"kind": kind, "given": select is not None, "budget": n_queries, "seed": seed, "pool": pool,

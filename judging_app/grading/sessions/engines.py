@@ -10,6 +10,7 @@ from typing import Callable
 
 import numpy as np
 
+from qcat.console.progress import task
 from qcat.errors import InputError
 from qcat.judging.grading.sessions.specs import (
     DEFAULT_QUERIES,
@@ -23,7 +24,6 @@ from qcat.judging.grading.sessions.specs import (
     known_price,
     split_evenly,
 )
-from qcat.progress import task
 
 
 def build_queries(baseline_dir: Path, target_dir: Path, n_queries: int = DEFAULT_QUERIES, corpus_dir: Path | None = None,
@@ -39,7 +39,7 @@ def build_queries(baseline_dir: Path, target_dir: Path, n_queries: int = DEFAULT
     from qcat.evaluation.golden.query_sets import log_demand
     from qcat.evaluation.golden.search import MiniSearch, SearchConfig
     from qcat.measure.segments import segment_by_impressions
-    from qcat.normalize import tokenize
+    from qcat.text.normalize import tokenize
     from qcat.training.data.corpus import Corpus
 
     if n_queries < len(SEGMENTS):

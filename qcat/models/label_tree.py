@@ -9,7 +9,7 @@ nodes per level (§4.3); labelwise inference walks one label's path (§4.4, Algo
 
 Weights are kept per *group* of regressors (a node's two child edges, or a leaf's labels),
 keyed by ``group · D + feature`` in one sorted int64 array: scoring a batch of (query, group)
-pairs is a ``searchsorted`` plus a ``bincount``. :class:`qcat.xreg.XRegModel` averages the trees.
+pairs is a ``searchsorted`` plus a ``bincount``. :class:`qcat.models.xreg.XRegModel` averages the trees.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from qcat.sparse_rows import Rows, ranges
+from qcat.models.sparse_rows import Rows, ranges
 
 TREE_ARRAYS = ("leaf_indptr", "leaf_labels", "reg_bias", "keys", "key_ptr", "entry_offset", "entry_weight", "node_frac")
 

@@ -18,7 +18,7 @@ from numba import njit
 @njit(cache=True, nogil=True)
 def top_k(values, k, mask):
     """Positions and values of the k largest ``values`` (only where ``mask``), best first,
-    ties to the lower position: :func:`qcat.model.top_k` for one row."""
+    ties to the lower position: :func:`qcat.models.model.top_k` for one row."""
     m = min(k, values.shape[0])
     positions = np.empty(m, np.int64)
     top = np.empty(m, values.dtype)
@@ -45,7 +45,7 @@ def top_k(values, k, mask):
 
 @njit(cache=True, nogil=True)
 def nb_log_scores(feature_ids, feature_indptr, feature_labels, feature_delta, label_log_prior, label_unseen):
-    """Unnormalized log P(c | q) of every label: :meth:`qcat.nb.NaiveBayesModel.log_scores`."""
+    """Unnormalized log P(c | q) of every label: :meth:`qcat.models.nb.NaiveBayesModel.log_scores`."""
     n_labels = label_log_prior.shape[0]
     added = np.zeros(n_labels)
     for f in feature_ids:
@@ -69,7 +69,7 @@ def log_normalizer(log_scores):
 @njit(cache=True, nogil=True)
 def tfidf_row(feature_ids, idf):
     """A query's sorted unique features and their L2-normalized ``count · idf``:
-    :meth:`qcat.xreg.TfidfFeatures.transform` for one query."""
+    :meth:`qcat.models.xreg.TfidfFeatures.transform` for one query."""
     ids = np.sort(feature_ids)
     unique = np.empty(ids.shape[0], np.int64)
     values = np.empty(ids.shape[0])
@@ -215,7 +215,7 @@ def blend_top_k(labels, weighted_scores, n_labels, k):
 
 @njit(cache=True, nogil=True)
 def calibrate_row(labels, scores, x, y, raw_share):
-    """:meth:`qcat.calibration.Calibration.calibrate` of one row's float32 scores, in place
+    """:meth:`qcat.models.calibration.Calibration.calibrate` of one row's float32 scores, in place
     (0 where there is no category), with numpy's float32 arithmetic for the raw share."""
     share = np.float32(raw_share)
     for i in range(scores.shape[0]):

@@ -23,11 +23,11 @@ from typing import Sequence
 
 import numpy as np
 
-from qcat.bundle import Manifest
+from qcat.bundles.bundle import Manifest
 from qcat.errors import BundleError
-from qcat.model import Predictions
-from qcat.normalize import tokenize
-from qcat.overrides import JUDGED
+from qcat.models.model import Predictions
+from qcat.models.overrides import JUDGED
+from qcat.text.normalize import tokenize
 
 CALIBRATION_FILE = "calibration.json"
 METHOD = "isotonic"
@@ -109,13 +109,12 @@ def calibrated(calibration: "Calibration | None", predictions: Predictions, quer
 
 def calibrated_one(calibration: "Calibration | None", predictions: Predictions, query: str) -> Predictions:
     """:func:`calibrated` for the single-query path: ``predictions`` (one row, made by the
-    caller) has its scores calibrated in place by the compiled :func:`qcat.kernels.calibrate_row`."""
+    caller) has its scores calibrated in place by the compiled :func:`qcat.models.kernels.calibrate_row`."""
     if calibration is None:
         return predictions
     key = calibration.map_for(predictions.sources[0], bisect.bisect_left(LENGTH_EDGES, len(tokenize(query))))
     if key is not None:
-        from qcat import kernels
-
+        from qcat.models import kernels
         x, y = calibration.maps[key]
         kernels.calibrate_row(predictions.labels[0], predictions.scores[0], x, y, RAW_SHARE)
     return predictions
@@ -152,7 +151,7 @@ def describe(calibration: "Calibration | None", source: str) -> str:
 def scores_calibrated(model, source: str) -> bool:
     """Whether the scores of an answer ``model`` gave from ``source`` went through a calibration
     map (the model's own, or for a hybrid, that of the part that answered). A judged override's
-    answer (:data:`qcat.overrides.JUDGED`: its judged categories at 1.0, then the model's own
+    answer (:data:`qcat.models.overrides.JUDGED`: its judged categories at 1.0, then the model's own
     answers) counts as calibrated where the model calibrates any of its scores."""
     if source == JUDGED:
         return bool(calibrated_sources(model))

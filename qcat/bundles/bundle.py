@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from qcat import __version__
 from qcat.errors import BundleError
-from qcat.paths import why_missing
+from qcat.inputs.paths import why_missing
 from qcat.taxonomy import Taxonomy, load_taxonomy
+from qcat.version import __version__
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from qcat import __version__
-from qcat.overrides import OVERRIDES_FILE, has_overrides, with_overrides
+from qcat.models.overrides import OVERRIDES_FILE, has_overrides, with_overrides
+from qcat.version import __version__
 
 
 def describe_overrides(manifest, model) -> str:
@@ -19,7 +19,7 @@ def describe_overrides(manifest, model) -> str:
 
 def _unlisted(manifest) -> str:
     """``qcat info``'s note on entries of the bundle directory its manifest does not list (ignored)."""
-    from qcat.bundle import unlisted_entries
+    from qcat.bundles.bundle import unlisted_entries
     from qcat.errors import shown
 
     subbundles = set(manifest.data.get("parts", {}))
@@ -36,9 +36,9 @@ def _unlisted(manifest) -> str:
 
 
 def run_info(args) -> int:
-    from qcat.bundle import read_manifest
-    from qcat.calibration import describe_scores
+    from qcat.bundles.bundle import read_manifest
     from qcat.classifier import model_from_manifest
+    from qcat.models.calibration import describe_scores
 
     manifest = read_manifest(args.model)
     model = model_from_manifest(manifest)  # loads fully: catches inconsistent arrays too

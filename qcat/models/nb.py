@@ -11,7 +11,7 @@ Two parts, tried in order:
 
 Raw scores are probabilities over every category: a lookup hit's click shares of all its
 clicks, NB's posterior over all categories; so a category's score does not depend on how many
-are returned. A bundle fitted with a calibration (:mod:`qcat.calibration`) maps them to the
+are returned. A bundle fitted with a calibration (:mod:`qcat.models.calibration`) maps them to the
 probability that the category is right, per part (``lookup``, ``nb``).
 """
 
@@ -23,13 +23,28 @@ from typing import Sequence
 
 import numpy as np
 
-from qcat.bundle import Manifest, load_arrays, load_labels, load_lines, load_vocabulary, save_lines, write_bundle
-from qcat.calibration import Calibration, calibrated, calibrated_one, describe, load_calibration, save_calibration
+from qcat.bundles.bundle import (
+    Manifest,
+    load_arrays,
+    load_labels,
+    load_lines,
+    load_vocabulary,
+    save_lines,
+    write_bundle,
+)
 from qcat.errors import BundleError, EmptyQueryError
-from qcat.model import Predictions, top_k
-from qcat.normalize import tokenize
-from qcat.sparse_rows import ranges
+from qcat.models.calibration import (
+    Calibration,
+    calibrated,
+    calibrated_one,
+    describe,
+    load_calibration,
+    save_calibration,
+)
+from qcat.models.model import Predictions, top_k
+from qcat.models.sparse_rows import ranges
 from qcat.taxonomy import Taxonomy
+from qcat.text.normalize import tokenize
 
 BACKEND = "nb"
 ARRAYS_FILE = "nb.npz"
@@ -110,9 +125,8 @@ class NaiveBayesModel:
         return calibrated(self.calibration, Predictions(labels, scores, tuple(sources)), queries)
 
     def predict_one(self, query: str, k: int) -> Predictions:
-        """``predict([query], k)`` through the compiled single-query path (:mod:`qcat.kernels`)."""
-        from qcat import kernels
-
+        """``predict([query], k)`` through the compiled single-query path (:mod:`qcat.models.kernels`)."""
+        from qcat.models import kernels
         tokens = normalized_tokens(query)
         labels = np.full((1, k), -1, dtype=np.int32)
         scores = np.zeros((1, k), dtype=np.float32)

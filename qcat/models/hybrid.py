@@ -21,13 +21,13 @@ from typing import Sequence
 
 import numpy as np
 
-from qcat.bundle import MANIFEST, Manifest, read_manifest, sha256_file, write_bundle
-from qcat.calibration import Calibration, calibrated, calibrated_one, load_calibration, save_calibration
+from qcat.bundles.bundle import MANIFEST, Manifest, read_manifest, sha256_file, write_bundle
 from qcat.errors import BundleError, QcatError
-from qcat.model import Model, Predictions, top_k_sparse
-from qcat.nb import NaiveBayesModel
-from qcat.normalize import tokenize
+from qcat.models.calibration import Calibration, calibrated, calibrated_one, load_calibration, save_calibration
+from qcat.models.model import Model, Predictions, top_k_sparse
+from qcat.models.nb import NaiveBayesModel
 from qcat.taxonomy import Taxonomy
+from qcat.text.normalize import tokenize
 
 BACKEND = "hybrid"
 LONG_BACKENDS = ("xmlq", "xreg")
@@ -159,8 +159,7 @@ class HybridModel:
         """``predict([query], k)`` through the parts' compiled single-query paths. ``known``: parts'
         answers to this query already at hand (name -> ``predict_one(query, depth)``), used where
         their depth is the one needed (the re-ranker asks every part first)."""
-        from qcat import kernels
-
+        from qcat.models import kernels
         def answer(part: str, depth: int) -> Predictions:
             given = (known or {}).get(part)
             if given is not None and given.labels.shape[1] == depth:
@@ -253,7 +252,7 @@ class HybridModel:
 
     @classmethod
     def from_manifest(cls, manifest: Manifest, taxonomy: Taxonomy) -> "HybridModel":
-        from qcat.classifier import model_from_manifest  # the parts are bundles of their own
+        from qcat.models.backends import model_from_manifest  # the parts are bundles of their own
 
         where = f"model bundle {manifest.directory}"
         recorded = manifest.data.get("parts", {})

@@ -2,8 +2,8 @@
 logistic regressors, served with numpy only.
 
 - Features: tf-idf over the normalized query's unigrams and bigrams
-  (:func:`qcat.nb.query_features`), L2-normalized (:class:`TfidfFeatures`).
-- The T label trees (:mod:`qcat.label_tree`): pointwise inference is a beam search per tree
+  (:func:`qcat.models.nb.query_features`), L2-normalized (:class:`TfidfFeatures`).
+- The T label trees (:mod:`qcat.models.label_tree`): pointwise inference is a beam search per tree
   (all trees in one stacked search), vectorized over a batch; the trees' estimates are
   averaged (a label a tree's beam did not reach counts 0 for that tree). Labelwise
   inference (§4.4, Algorithm 1) walks one label's path in each tree.
@@ -22,13 +22,20 @@ from typing import Sequence
 
 import numpy as np
 
-from qcat.bundle import Manifest, load_arrays, load_labels, load_vocabulary, save_lines, write_bundle
-from qcat.calibration import Calibration, calibrated, calibrated_one, describe, load_calibration, save_calibration
+from qcat.bundles.bundle import Manifest, load_arrays, load_labels, load_vocabulary, save_lines, write_bundle
 from qcat.errors import BundleError, InputError
-from qcat.label_tree import TREE_ARRAYS, LabelTree
-from qcat.model import Predictions, top_k, top_k_sparse
-from qcat.nb import normalized_tokens, query_features
-from qcat.sparse_rows import Rows
+from qcat.models.calibration import (
+    Calibration,
+    calibrated,
+    calibrated_one,
+    describe,
+    load_calibration,
+    save_calibration,
+)
+from qcat.models.label_tree import TREE_ARRAYS, LabelTree
+from qcat.models.model import Predictions, top_k, top_k_sparse
+from qcat.models.nb import normalized_tokens, query_features
+from qcat.models.sparse_rows import Rows
 from qcat.taxonomy import Taxonomy
 
 BACKEND = "xreg"
@@ -155,9 +162,8 @@ class XRegModel:
         return calibrated(self.calibration, Predictions(labels, scores, (source,) * len(queries)), queries)
 
     def predict_one(self, query: str, k: int) -> Predictions:
-        """``predict([query], k)`` through the compiled single-query path (:mod:`qcat.kernels`)."""
-        from qcat import kernels
-
+        """``predict([query], k)`` through the compiled single-query path (:mod:`qcat.models.kernels`)."""
+        from qcat.models import kernels
         ids = self.features.ids(normalized_tokens(query))
         features, values = kernels.tfidf_row(np.array(ids, dtype=np.int64), self.features.idf)
         relevance = np.zeros(len(self.labels))
@@ -239,7 +245,7 @@ class XRegModel:
 
         With few labels (at most four times what the beams can reach per query) the trees'
         estimates are summed into a dense ``(n, L)`` block, chunk by chunk, and ranked with
-        :func:`qcat.model.top_k`; otherwise the reached (query, label) pairs are sorted."""
+        :func:`qcat.models.model.top_k`; otherwise the reached (query, label) pairs are sorted."""
         n_labels = len(self.labels)
         if self._sparse_top:
             return top_k_sparse(*self.relevance(rows), rows.n, k)

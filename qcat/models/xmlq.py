@@ -8,13 +8,20 @@ from typing import Sequence
 
 import numpy as np
 
-from qcat.bundle import Manifest, load_labels, load_vocabulary, save_lines, write_bundle
-from qcat.calibration import Calibration, calibrated, calibrated_one, describe, load_calibration, save_calibration
+from qcat.bundles.bundle import Manifest, load_labels, load_vocabulary, save_lines, write_bundle
 from qcat.errors import BundleError
-from qcat.model import Predictions, top_k
-from qcat.normalize import tokenize
-from qcat.query_encoding import UNKNOWN, encode, encode_tokens, token_index
+from qcat.models.calibration import (
+    Calibration,
+    calibrated,
+    calibrated_one,
+    describe,
+    load_calibration,
+    save_calibration,
+)
+from qcat.models.model import Predictions, top_k
+from qcat.models.query_encoding import UNKNOWN, encode, encode_tokens, token_index
 from qcat.taxonomy import Taxonomy
+from qcat.text.normalize import tokenize
 
 BACKEND = "xmlq"
 NETWORK_FILE = "model.onnx"
@@ -81,8 +88,7 @@ class XMLQModel:
     def predict_one(self, query: str, k: int) -> Predictions:
         """``predict([query], k)`` through the single-query path: one onnxruntime call on a
         session kept for single queries (one thread), then the compiled top-k."""
-        from qcat import kernels
-
+        from qcat.models import kernels
         if self._single_session is None:
             options = onnxruntime_options()
             options.intra_op_num_threads = options.inter_op_num_threads = 1

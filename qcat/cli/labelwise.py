@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from qcat.console.output import json_line
 from qcat.inputs.schema import COMMENTS_NONE, Column, FileSchema
-from qcat.output import json_line
 
 # `qcat labelwise --queries FILE`: a query per line (a line starting with "#" is a query too).
 QUERY_FILE = FileSchema(kind="queries", flag="--queries", delimiter=None, header="none", comments=COMMENTS_NONE,

@@ -5,7 +5,7 @@ line ``query<TAB>categories``, then one line per normalized query, its categorie
 (grade 3) after it, tab-separated, best first. The file is listed and hashed in the manifest like
 every other file, so a modified one is refused on load.
 
-:class:`OverriddenModel` wraps any model (every backend, through the one :class:`qcat.model.Model`
+:class:`OverriddenModel` wraps any model (every backend, through the one :class:`qcat.models.model.Model`
 protocol): a query whose normalized form has an override is answered with its judged categories
 first, at score :data:`JUDGED_SCORE`, then the model's own answers to it that are not among them
 (deduplicated, in the model's order and scores), with source :data:`JUDGED`; every other query
@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from qcat.bundle import Manifest, load_lines
+from qcat.bundles.bundle import Manifest, load_lines
 from qcat.errors import BundleError, InputError, shown
-from qcat.model import Model, Predictions
-from qcat.normalize import normalize
+from qcat.models.model import Model, Predictions
+from qcat.text.normalize import normalize
 
 OVERRIDES_FILE = "overrides.tsv"
 HEADER = "query\tcategories"
@@ -106,7 +106,7 @@ def with_overrides(model: Model, manifest: Manifest) -> Model:
 class OverriddenModel:
     """A model whose overridden queries are answered with their judged categories first.
 
-    Implements :class:`qcat.model.Model`; every other attribute (a hybrid's ``parts``, ``cutoff``,
+    Implements :class:`qcat.models.model.Model`; every other attribute (a hybrid's ``parts``, ``cutoff``,
     ``taxonomy``, ``calibration``...) is the wrapped model's, so callers that look at a backend's
     own settings see them unchanged."""
 

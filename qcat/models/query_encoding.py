@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from qcat.normalize import tokenize
+from qcat.text.normalize import tokenize
 
 SEQUENCE_LENGTH = 10
 PAD, END, UNKNOWN = 0, 1, 2

@@ -1,6 +1,6 @@
 """The ``qcat`` command line.
 
-``classify``, ``serve``, ``info`` (:mod:`qcat.info`) and ``labelwise`` (:mod:`qcat.labelwise`) import
+``classify``, ``serve``, ``info`` (:mod:`qcat.cli.info`) and ``labelwise`` (:mod:`qcat.cli.labelwise`) import
 only the serving runtime; the command groups of other packages (``data``, ``train``, ``evaluate``)
 are imported only when they are run, so that classifying stays fast and never loads training code.
 """
@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from qcat import __version__
+from qcat.console.extras import COMMAND_MODULES, EXTRA_INCLUDES, EXTRA_MODULES, first_missing
+from qcat.console.output import json_line
+from qcat.console.progress import QUIET_ENV
 from qcat.errors import EmptyQueryError, InputError, QcatError, printable_message
-from qcat.extras import COMMAND_MODULES, EXTRA_INCLUDES, EXTRA_MODULES, first_missing
-from qcat.lines import MAX_K as LIMIT_K
-from qcat.output import json_line
-from qcat.progress import QUIET_ENV
+from qcat.text.lines import MAX_K as LIMIT_K
+from qcat.version import __version__
 
 # command -> (module with main(command, argv) and build_parser(command), one-line help)
 DELEGATED = {
@@ -31,7 +31,7 @@ DELEGATED = {
     "db": ("qcat.judging.cli", "judging store migrations: upgrade, downgrade, current"),
     "judge": ("qcat.judging.cli", "side-by-side human judging: create-session, add-judge, app, report, export"),
 }
-# The extra each delegated command needs (the modules each brings: qcat/extras.py): a command
+# The extra each delegated command needs (the modules each brings: qcat/console/extras.py): a command
 # whose extra is missing names it, with the pip line, before it parses or imports anything. A
 # command whose actions use parts of it (qcat train xmlq, rerank) checks its action's part.
 COMMAND_EXTRAS = {"data": "data", "train": "train", "evaluate": "eval", "golden": "eval", "db": "judge", "judge": "judge"}
@@ -209,12 +209,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "classify":
             return run_classify(args)
         if args.command == "labelwise":
-            from qcat.labelwise import run_labelwise
+            from qcat.cli.labelwise import run_labelwise
 
             return run_labelwise(args)
         if args.command == "serve":
             return run_serve(args)
-        from qcat.info import run_info
+        from qcat.cli.info import run_info
 
         return run_info(args)
     except QcatError as exc:
@@ -241,7 +241,7 @@ def extra_error(command: str, extras: str, module: str) -> InputError:
 
 def require_extra(command: str, action: str | None = None) -> None:
     """Refuse a command whose extra is not installed, naming the extra: the modules that
-    ``command action`` uses (:data:`qcat.extras.COMMAND_MODULES`), or the whole extra for a
+    ``command action`` uses (:data:`qcat.console.extras.COMMAND_MODULES`), or the whole extra for a
     command not split by action. With no known action (``qcat train --help``), only the
     extras that the command's extra includes."""
     extra = COMMAND_EXTRAS[command]
@@ -279,7 +279,7 @@ def _batches(items: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple
 
 def run_classify(args: argparse.Namespace) -> int:
     from qcat.classifier import Classifier, Failure
-    from qcat.normalize import tokenize
+    from qcat.text.normalize import tokenize
 
     if args.queries:
         sources = [(f"argument {i}", q) for i, q in enumerate(args.queries, start=1)]
@@ -356,6 +356,3 @@ def run_serve(args: argparse.Namespace) -> int:
         micro_batch=not args.no_micro_batch, access_log=not args.no_access_log, drain_s=args.drain,
         keep_alive_s=args.keep_alive, max_connections=args.max_connections))
 
-
-if __name__ == "__main__":
-    sys.exit(main())
