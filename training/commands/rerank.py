@@ -200,7 +200,7 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     examples = [build_examples(model, table, name) for name, (table, _) in sets.items()]
     weights = [weight for _, weight in sets.values()]
     extra = judged_examples(args, model, clicked, judged, examples, weights)  # trained on, never chosen on
-    trained, trained_weights = examples + extra, weights + [judged.record["set_weight"]] * len(extra)
+    trained, trained_weights = examples + extra, weights + [judged.record["set_weight"] for _ in extra]
     no_leak_check(trained, args.folds)
     for ex in examples:
         print(f"  {ex.name}: {len(ex.queries):,} queries, {len(ex.relevant) / max(len(ex.queries), 1):.1f} candidates "
