@@ -27,8 +27,16 @@ from qcat.errors import InputError
 from qcat.evaluation.gold import segment_overlap
 from qcat.evaluation.html import html_document
 from qcat.evaluation.plots import figure_svg, plt
-from qcat.evaluation.report import (Table, cap_cell, figure_cell, markdown_document, seen_cell, ungraded_cell, wins_cell,
-                                    with_interval)
+from qcat.evaluation.report import (
+    Table,
+    cap_cell,
+    figure_cell,
+    markdown_document,
+    seen_cell,
+    ungraded_cell,
+    wins_cell,
+    with_interval,
+)
 from qcat.judging.grading.gold import gold_summary
 from qcat.judging.grading.selection.wording import sample_kind, sample_line
 from qcat.judging.grading.timing import timing_summary
@@ -126,7 +134,7 @@ def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, s
                     "judges_per_query": results.judges_per_query, "top_k": k, "settings": settings},
         "options": {"bootstrap": bootstrap, "seed": seed, "min_judges": selection.needed},
         "sample": {"kind": sample_kind(settings), "measures_precision": sample_kind(settings) == "random",
-                   "line": sample_line(settings)},
+                   "line": sample_line(settings, len(systems))},
         "coverage": {"queries": len(everything.queries), "complete": len(results.queries),
                      "partial": selection.left_out,
                      "unjudged": sum(1 for q in everything.queries if q.judges == 0),
@@ -238,7 +246,7 @@ def header_lines(report: dict) -> list[str]:
              f"judged by {report['options']['min_judges']} or more judges, {coverage['partial']:,} by fewer, "
              f"{coverage['unjudged']:,} by none; {coverage['judgments']:,} grades of {coverage['categories_graded']:,} "
              f"categories by {coverage['judges']:,} judges ({', '.join(coverage['judge_names'])})."]
-    lines.append(sample_line(settings))
+    lines.append(report["sample"]["line"])
     lines.append(training_line(report))
     if not (report.get("gold") or {}).get("queries"):
         lines.append("No gold questions (qcat judge add-gold adds queries with known grades, to check each judge).")

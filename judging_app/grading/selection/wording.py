@@ -18,7 +18,7 @@ def sample_kind(settings: dict) -> str:
     return str((settings.get("selection") or {}).get("kind", "random"))
 
 
-def sample_line(settings: dict) -> str:
+def sample_line(settings: dict, n_models: int | None = None) -> str:
     """One sentence for the report's header: which kind of sample the session is, how it was made,
     and, for a chosen (not random) sample, that its precision is not the model's."""
     record = settings.get("selection") or {}
@@ -27,6 +27,8 @@ def sample_line(settings: dict) -> str:
     left_text = ("; left out: " + ", ".join(f"{n:,} {reason}" for reason, n in left.items())
                  if left else "")
     pool = f" of a pool of {record['pool']:,} queries" if record.get("pool") is not None else ""
+    n_models = len(settings.get("models") or ()) if n_models is None else n_models
+    whose = "the model's" if n_models == 1 else "the models'"
     if kind == "uncertain":
         scores = "calibrated" if record.get("scores") != "raw" else "raw (the model has no calibration)"
         return (f"Sample: uncertain, the {record.get('budget', 0):,} queries{pool} on which {record.get('model')}'s "
@@ -38,14 +40,13 @@ def sample_line(settings: dict) -> str:
                 f"{left_text}): " + NOT_PRECISION["disagree"] + ".")
     if settings.get("traffic") and (record.get("budget") is None if record else
                                     settings.get("requested") == settings.get("available")):
-        return (f"Sample: every query of the traffic file{left_text}: its figures are the models' precision on that "
-                "traffic.")
+        return f"Sample: every query of the traffic file{left_text}: its figures are {whose} precision on that traffic."
     if not record:
-        return "Sample: random, a third per segment (a session made before --select): its figures estimate the " \
-            "models' precision on this traffic."
+        return ("Sample: random, a third per segment (a session made before --select): its figures estimate "
+                f"{whose} precision on this traffic.")
     split = "split evenly over the segments" if record.get("given") else "a third per segment"
-    return (f"Sample: random, {split} (seed {record.get('seed', 0)}{pool}{left_text}): its figures estimate the "
-            "models' precision on this traffic.")
+    return (f"Sample: random, {split} (seed {record.get('seed', 0)}{pool}{left_text}): its figures estimate "
+            f"{whose} precision on this traffic.")
 
 
 
