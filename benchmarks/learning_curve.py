@@ -111,8 +111,7 @@ class Scorer:
         for kind in OUTCOMES:
             cells = {}
             for name in POOLED:
-                diff = target[name][kind] - baseline[name][kind]
-                cells[name] = (float(diff.mean()), float(diff.std(ddof=1) / np.sqrt(len(diff))))
+                cells[name] = self.brt.mean_se(target[name][kind] - baseline[name][kind])
             total = sum(sizes.values())
             mean = sum(sizes[n] * cells[n][0] for n in POOLED) / total
             se = float(np.sqrt(sum((sizes[n] * cells[n][1]) ** 2 for n in POOLED))) / total

@@ -113,14 +113,15 @@ def neighbour_listings(corpus, catalog_file: Path | None):
     return catalog, keep, str(catalog_file)
 
 
-def judged_examples(args: argparse.Namespace, model, clicked, judged, examples, weights) -> list:
+def judged_examples(args: argparse.Namespace, model, clicked, judged, examples, weights) -> tuple[list, list]:
     """``--judged``: the judged queries' examples, one more set the ranker trains on (never chosen on),
-    each query weighing ``--judged-weight`` validation queries; its weight goes into ``judged.record``."""
+    each query weighing ``--judged-weight`` validation queries, and the set's weight (also recorded in
+    ``judged.record``); two empty lists without ``--judged``."""
     from qcat.training.commands.judged import DEFAULT_RERANK_JUDGED_WEIGHT, judged_table
     from qcat.training.rerank.data import build_examples
 
     if judged.judged is None:
-        return []
+        return [], []
     found = build_examples(model, judged_table(clicked, judged.judged), "judged")
     weight = DEFAULT_RERANK_JUDGED_WEIGHT if args.judged_weight is None else args.judged_weight
     per_query = sum(weights) / max(sum(len(ex.queries) for ex in examples), 1)
@@ -129,7 +130,7 @@ def judged_examples(args: argparse.Namespace, model, clicked, judged, examples, 
                       int(found.relevant.sum()), "candidates": len(found.relevant)}
     print(f"  judged: {len(found.queries):,} queries train the ranker (each weighing {weight:g} validation queries; "
           f"never chosen on), the right one among the candidates for {found.reachable.mean():.3f}")
-    return [found]
+    return [found], [judged.record["set_weight"]]
 
 
 class OutOfFold:
@@ -199,8 +200,8 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     names_of_features = list(feature_names(model.answers))
     examples = [build_examples(model, table, name) for name, (table, _) in sets.items()]
     weights = [weight for _, weight in sets.values()]
-    extra = judged_examples(args, model, clicked, judged, examples, weights)  # trained on, never chosen on
-    trained, trained_weights = examples + extra, weights + [judged.record["set_weight"] for _ in extra]
+    extra, extra_weights = judged_examples(args, model, clicked, judged, examples, weights)  # trained on, never chosen on
+    trained, trained_weights = examples + extra, weights + extra_weights
     no_leak_check(trained, args.folds)
     for ex in examples:
         print(f"  {ex.name}: {len(ex.queries):,} queries, {len(ex.relevant) / max(len(ex.queries), 1):.1f} candidates "

@@ -18,7 +18,7 @@ def sample_kind(settings: dict) -> str:
     return str((settings.get("selection") or {}).get("kind", "random"))
 
 
-def sample_line(settings: dict, n_models: int | None = None) -> str:
+def sample_line(settings: dict, n_models: int) -> str:
     """One sentence for the report's header: which kind of sample the session is, how it was made,
     and, for a chosen (not random) sample, that its precision is not the model's."""
     record = settings.get("selection") or {}
@@ -27,7 +27,6 @@ def sample_line(settings: dict, n_models: int | None = None) -> str:
     left_text = ("; left out: " + ", ".join(f"{n:,} {reason}" for reason, n in left.items())
                  if left else "")
     pool = f" of a pool of {record['pool']:,} queries" if record.get("pool") is not None else ""
-    n_models = len(settings.get("models") or ()) if n_models is None else n_models
     whose = "the model's" if n_models == 1 else "the models'"
     if kind == "uncertain":
         scores = "calibrated" if record.get("scores") != "raw" else "raw (the model has no calibration)"
