@@ -199,6 +199,9 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
     model_dirs, names, loaded = with_first_stages(list(model_dirs), names, loaded)
     corpus = corpus_dir if isinstance(corpus_dir, (Corpus, LogCorpus)) else Corpus.open(corpus_dir)
     chosen, notes = choose_query_sets(corpus, split, query_sets)
+    taxonomy = taxonomy_with_other_leaves(corpus.taxonomy(), loaded)
+    for model, directory in zip(loaded, model_dirs):  # a model on another taxonomy fails before the log is read
+        check_labels(model, taxonomy, Path(directory))
     dataset = with_other_leaves_of(corpus.dataset(period), loaded)
     given = None if confusable is None else load_confusable(confusable, dataset.taxonomy)
     evaluation = evaluation_set(dataset, split, corpus.source(period))

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 DATA = Path(__file__).parent / "data"
-pytest_plugins = ["judging_fixtures"]  # PostgreSQL server, judging stores
+pytest_plugins = ["judging_fixtures", "cpu_time"]  # PostgreSQL server, judging stores; --cpu-times FILE
 
 
 @pytest.fixture(scope="session")
@@ -102,6 +102,37 @@ def xmlq_cli_run(built_once) -> Path:
     return built_once("xmlq-cli", build)
 
 
+def xmlq_tiny_data():
+    """The Best Buy click sample as the XML-Q tests train on it (``--min-clicks 1``): ``(config,
+    dataset, prepared)``, 2 epochs in batches of 32."""
+    from qcat.taxonomy import load_taxonomy
+    from qcat.training.clicklogs.clicklog import ingest
+    from qcat.training.data.dataset import Dataset
+    from qcat.training.xmlq.train import XMLQConfig, prepare
+
+    result = ingest(DATA / "bestbuy_clicks_sample.csv", load_taxonomy(DATA / "bestbuy_categories_2016.json.gz"),
+                    min_clicks=1)
+    dataset = Dataset.from_table(result.table, result.taxonomy)
+    config = XMLQConfig(epochs=2, batch_size=32, min_token_count=1)
+    return config, dataset, prepare(dataset, config)
+
+
+@pytest.fixture(scope="session")
+def xmlq_two_epochs(built_once) -> Path:
+    """``xmlq_tiny_data`` trained for its 2 epochs under this process's Keras backend with a
+    checkpoint, once a session: the checkpoint directory. Copy it and ``train(..., resume=True)``
+    the copy for the network and its summary (nothing is left to train: the weights and history
+    are the run's). tests/test_xmlq.py's ``tiny`` and tests/test_xmlq_backends.py's uninterrupted
+    run, which each trained it before (about 10 CPU-s)."""
+    def build(directory: Path) -> None:
+        from qcat.training.xmlq.train import train
+
+        config, _, prepared = xmlq_tiny_data()
+        train(prepared, config, checkpoint=directory / "checkpoint", log=lambda message: None, verbose=0)
+
+    return built_once("xmlq-two-epochs", build) / "checkpoint"
+
+
 @pytest.fixture(scope="session")
 def jax_run(built_once) -> Path:
     """tests/xmlq_backend_job.py's output under JAX on two simulated CPU devices, once a session
@@ -124,21 +155,17 @@ def jax_run(built_once) -> Path:
     return built_once("xmlq-jax", build)
 
 
-# The costliest modules first (their order from `python -m pytest -n 2 --durations=0`, summed
-# per module): pytest-xdist hands each worker whole modules (--dist loadscope, pyproject.toml)
-# in collection order, so starting with the long ones keeps a worker from finishing alone.
-# test_xmlq_data_parallel.py is left to the end: it reads the JAX job test_xmlq_backends.py starts
-# (``jax_run``), and would only wait for it.
-COSTLIEST_FIRST = (
-    "test_xmlq.py", "test_xmlq_backends.py", "test_xmlq_without_tensorflow.py", "test_evaluate.py",
-    "test_xmlq_quantize.py", "test_ingest_engines.py", "test_judging_app.py",
-    "test_judging_own_engine.py", "test_judging_defects.py",
-    "test_judging_e2e.py", "test_judging_typeahead.py", "test_judging_screen.py", "test_trust_inputs.py", "test_demo_corpus.py", "test_judging_gold.py", "test_own_data.py", "test_catalog.py",
-    "test_serve_soak.py", "test_packaging.py", "test_judging_cli.py", "test_golden.py", "test_provenance.py",
-    "test_simulate.py", "test_serve.py",
-)
+# The costliest modules first: pytest-xdist hands each worker whole modules (--dist loadscope,
+# pyproject.toml) in collection order, so starting with the long ones keeps a worker from finishing
+# alone. tests/costliest_first.txt lists them by measured test time (`python -m pytest --cpu-times
+# FILE`, then `python tests/cpu_time.py FILE --order > tests/costliest_first.txt`); a module it does
+# not name yet (a new one) goes first, its cost unknown. test_xmlq_data_parallel.py is left to the
+# end: it reads the JAX job test_xmlq_backends.py starts (``jax_run``), and would only wait for it.
+COSTLIEST_FIRST = [line.strip() for line in (TESTS / "costliest_first.txt").read_text().splitlines() if line.strip()]
+LAST = ("test_xmlq_data_parallel.py",)
 
 
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(COSTLIEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the others keep their order
+    rank |= {name: len(rank) + i for i, name in enumerate(LAST)}
+    items.sort(key=lambda item: rank.get(item.path.name, -1))  # stable: a module's tests keep their order

@@ -59,21 +59,31 @@ REVISIONS = ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008"]  # 
 
 
 @pytest.fixture(scope="session")
-def demo_db(tmp_path_factory) -> tuple[Path, list[str]]:
-    """A SQLite store prepared by the CLI: migrated, 3 judges, a 6-query demo session."""
-    path = tmp_path_factory.mktemp("judging") / "demo.db"
-    assert qcat("db", "upgrade", "--url", path).returncode == 0
-    tokens = []
-    for name in ("ann", "bob", "cy"):
-        result = qcat("judge", "add-judge", name, "--url", path)
+def demo_db(tmp_path_factory, built_once) -> tuple[Path, list[str]]:
+    """A SQLite store prepared by the CLI: migrated, 3 judges, a 6-query demo session. Built once a
+    session (``built_once``: about 20 CPU-s of ``qcat`` commands, the demo models answering) and
+    copied for each pytest-xdist worker, whose tests share their copy."""
+    def build(directory: Path) -> None:
+        path = directory / "demo.db"
+        assert qcat("db", "upgrade", "--url", path).returncode == 0
+        tokens = []
+        for name in ("ann", "bob", "cy"):
+            result = qcat("judge", "add-judge", name, "--url", path)
+            assert result.returncode == 0, result.stderr
+            assert "shown only this once" in result.stderr
+            tokens.append(result.stdout.strip())
+        result = qcat("judge", "create-session", "--baseline", ROOT / "demo" / "qcat_demo" / "model", "--target",
+                      ROOT / "demo" / "qcat_demo" / "model", "--queries", DEMO_QUERIES, "--name", "demo", "--url",
+                      f"sqlite:///{path}")
         assert result.returncode == 0, result.stderr
-        assert "shown only this once" in result.stderr
-        tokens.append(result.stdout.strip())
-    result = qcat("judge", "create-session", "--baseline", ROOT / "demo" / "qcat_demo" / "model", "--target",
-                  ROOT / "demo" / "qcat_demo" / "model", "--queries", DEMO_QUERIES, "--name", "demo", "--url", f"sqlite:///{path}")
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "1"
-    return path, tokens
+        assert result.stdout.strip() == "1"
+        (directory / "tokens.txt").write_text("\n".join(tokens))
+
+    built = built_once("judging-demo-db", build)
+    path = tmp_path_factory.mktemp("judging") / "demo.db"
+    for file in built.glob("demo.db*"):  # with any -wal or -shm beside it
+        shutil.copyfile(file, path.with_name(file.name))
+    return path, (built / "tokens.txt").read_text().splitlines()
 
 
 def free_port() -> int:

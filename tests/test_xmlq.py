@@ -122,27 +122,30 @@ def test_batches_split_evenly_across_devices_leaving_out_other_queries_each_epoc
 
 
 @pytest.fixture(scope="module")
-def tiny(bestbuy_taxonomy, data_dir):
-    """XML-Q trained for 2 epochs on the real Best Buy click sample."""
-    from qcat.training.clicklogs.clicklog import ingest
-    from qcat.training.data.dataset import Dataset
-    from qcat.training.xmlq.train import XMLQConfig, prepare, train
+def tiny(xmlq_two_epochs, tmp_path_factory):
+    """XML-Q trained for 2 epochs on the real Best Buy click sample: the session's run
+    (``xmlq_two_epochs``, tests/conftest.py), its checkpoint resumed with nothing left to train."""
+    from conftest import xmlq_tiny_data
 
-    result = ingest(data_dir / "bestbuy_clicks_sample.csv", bestbuy_taxonomy, min_clicks=1)
-    dataset = Dataset.from_table(result.table, result.taxonomy)
-    config = XMLQConfig(epochs=2, batch_size=32, min_token_count=1)
-    prepared = prepare(dataset, config)
-    network, summary = train(prepared, config, log=lambda message: None, verbose=0)
+    from qcat.training.xmlq.train import train
+
+    config, dataset, prepared = xmlq_tiny_data()
+    checkpoint = tmp_path_factory.mktemp("tiny") / "checkpoint"
+    shutil.copytree(xmlq_two_epochs, checkpoint)
+    messages = []
+    network, summary = train(prepared, config, checkpoint=checkpoint, resume=True, log=messages.append, verbose=0)
+    assert messages[-1] == "nothing left to train: 2 of --epochs 2 done"
     return dataset, config, prepared, network, summary
 
 
 def test_training_is_deterministic_and_monitored(tiny) -> None:
     from qcat.training.xmlq.train import train
 
-    _, config, prepared, network, summary = tiny
+    _, config, prepared, network, summary = tiny  # trained with a checkpoint
     assert len(summary["history"]) == 2 and 1 <= summary["best_epoch"] <= 2
     assert set(summary["validation"]) >= {"f1", "pr@1", "pr@3"}
-    again, _ = train(prepared, config, log=lambda message: None, verbose=0)
+    again, again_summary = train(prepared, config, log=lambda message: None, verbose=0)  # without one
+    assert again_summary["history"] == summary["history"]
     for a, b in zip(network.get_weights(), again.get_weights()):
         np.testing.assert_array_equal(a, b)
 
@@ -255,7 +258,8 @@ def test_augmented_training_set_from_the_demo_corpus(demo_ingested) -> None:
     base = demo_ingested["dataset"]  # Corpus.open().dataset("base"), once a session (tests/conftest.py)
     args = argparse.Namespace(augment="rare,brand", log=None, period="base", corpus=None, brand_repeat=50,
                               worst_model=None)
-    dataset, train, weights, report = augmented_dataset(args, base)
+    # the candidate period read once a session too (on the corpus's taxonomy, which the base dataset's is)
+    dataset, train, weights, report = augmented_dataset(args, base, demo_ingested["candidate"].table)
     assert set(report["steps"]) == {"rare", "brand"}
     assert len(train.queries) == len(weights) and len(train.queries) >= len(base.train.queries)
     assert weights.min() == 1.0 and 50.0 <= weights.max() <= 51.0  # 51: picked by rare and brand

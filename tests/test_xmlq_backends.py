@@ -114,14 +114,11 @@ def test_a_jax_checkpoint_resumes_and_exports_under_this_backend(jax_run, tmp_pa
 
 
 @pytest.fixture(scope="module")
-def tiny_tf(bestbuy_taxonomy, data_dir):
-    from qcat.training.clicklogs.clicklog import ingest
-    from qcat.training.data.dataset import Dataset
-    from qcat.training.xmlq.train import XMLQConfig, prepare
+def tiny_tf():
+    from conftest import xmlq_tiny_data
 
-    result = ingest(data_dir / "bestbuy_clicks_sample.csv", bestbuy_taxonomy, min_clicks=1)
-    config = XMLQConfig(epochs=2, batch_size=32, min_token_count=1)
-    return config, prepare(Dataset.from_table(result.table, result.taxonomy), config)
+    config, _, prepared = xmlq_tiny_data()
+    return config, prepared
 
 
 @pytest.fixture(scope="module")
@@ -136,13 +133,17 @@ def one_epoch(tiny_tf, tmp_path_factory):
     return network, directory
 
 
-def test_resume_under_the_process_backend(tiny_tf, one_epoch, tmp_path) -> None:
+def test_resume_under_the_process_backend(tiny_tf, one_epoch, xmlq_two_epochs, tmp_path) -> None:
     from qcat.training.xmlq.checkpoint import CheckpointError
     from qcat.training.xmlq.train import train
 
     config, prepared = tiny_tf
     quiet = {"log": lambda message: None, "verbose": 0}
-    _, whole = train(prepared, config, checkpoint=tmp_path / "whole", **quiet)
+    # The uninterrupted run: train(prepared, config, checkpoint=whole), once a session (tests/conftest.py),
+    # its summary read back by resuming it with nothing left to train
+    shutil.copytree(xmlq_two_epochs, tmp_path / "whole")
+    _, whole = train(prepared, config, checkpoint=tmp_path / "whole", resume=True, **quiet)
+    assert whole["resumed_after_epoch"] == 2 and len(whole["history"]) == 2
     shutil.copytree(one_epoch[1], tmp_path / "part")  # train(prepared, replace(config, epochs=1), checkpoint=part)
     _, resumed = train(prepared, config, checkpoint=tmp_path / "part", resume=True, **quiet)
     assert resumed["history"] == whole["history"] and resumed["resumed_after_epoch"] == 1

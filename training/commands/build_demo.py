@@ -181,7 +181,7 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print, jud
     from qcat.training.data.provenance import catalog_source, corpus_source, fingerprints
     from qcat.training.nb import trainer as nb_trainer
     from qcat.training.selection.calibrate import fit_calibration
-    from qcat.training.selection.objective import BLENDS, select_hybrid, validation_sets
+    from qcat.training.selection.objective import BLENDS, forget, remember, select_hybrid, validation_sets
     from qcat.training.selection.table_metrics import evaluate_pr
     from qcat.training.xreg.trainer import XRegConfig
     from qcat.training.xreg.trainer import fit as fit_xreg
@@ -218,10 +218,11 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print, jud
     if judged is not None:
         data = data | {"judged": {"files": [f.as_dict() for f in judged.files], "queries": len(judged.grades)}}
     cutoffs, blends = ((routing[0],), (routing[1],)) if routing else (CUTOFFS, BLENDS)
-    hybrid = select_hybrid(nb, {"xreg": xreg}, sets, nb.taxonomy.merge(xreg.taxonomy), cutoffs, blends,
+    hybrid = select_hybrid(remember(nb), {"xreg": remember(xreg)}, sets, nb.taxonomy.merge(xreg.taxonomy), cutoffs, blends,
                            config={"data": data}, progress=print_selection_row(sets))
     test = nb_data.test
     for part in (hybrid.nb, *hybrid.longs):
         part.metrics["test"] = evaluate_pr(part, test)
     hybrid.metrics["test"] = evaluate_pr(hybrid, test)
+    hybrid = forget(hybrid)
     return hybrid, nb_data, [fingerprints(seen_queries(xreg_data))] + JudgedRun(judged).also_seen()

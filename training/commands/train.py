@@ -286,7 +286,7 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     from qcat.models.hybrid import CUTOFFS
     from qcat.taxonomy.confusable import CONFIG_KEY, load_confusable, recorded_map
     from qcat.training.selection.calibrate import describe_fit
-    from qcat.training.selection.objective import BLENDS, select_hybrid
+    from qcat.training.selection.objective import BLENDS, forget, remember, select_hybrid
     from qcat.training.selection.table_metrics import evaluate_pr
 
     candidates = {name: getattr(args, name) for name in ("xmlq", "xreg") if getattr(args, name) is not None}
@@ -308,8 +308,8 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     data_args_from(args, recorded, args.nb)
     data = data_from_args(args)
     check_same_source(recorded, data[1], f"the parts (--nb {args.nb})")
-    nb = load_model(args.nb)
-    longs = {name: load_model(path) for name, path in candidates.items()}
+    nb = remember(load_model(args.nb))  # the selection, calibration and summaries ask the parts the same batches
+    longs = {name: remember(load_model(path)) for name, path in candidates.items()}
     dataset, source, sets = load_dataset(args, data)
     dataset, sets, judged = judged_for_selection(args, dataset, sets)
     check_parts_judged(manifests, judged)
@@ -331,7 +331,7 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     if confusable is not None:  # --confusable, or the map the NB part was trained with
         hybrid.config[CONFIG_KEY] = confusable.to_config()
     hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)
-    save_bundle(hybrid, args.out, dataset, [f for f in seen if f is not None] + judged.also_seen(),
+    save_bundle(forget(hybrid), args.out, dataset, [f for f in seen if f is not None] + judged.also_seen(),
                 **judged.save_options(args))
     decision = hybrid.metrics["selection"]["decision"]
     print(decision["summary"])

@@ -193,9 +193,10 @@ def augment_steps(args: argparse.Namespace) -> list[str]:
     return steps
 
 
-def augmented_dataset(args: argparse.Namespace, dataset):
+def augmented_dataset(args: argparse.Namespace, dataset, candidate=None):
     """The base dataset with augmented training queries; each query's sample weight is the
-    largest repeat count of its pairs (a brand-step query weighs 50)."""
+    largest repeat count of its pairs (a brand-step query weighs 50). ``candidate``: the corpus's
+    candidate period on the dataset's taxonomy, where the caller has read it already."""
     import numpy as np
 
     from qcat.classifier import load_model
@@ -206,7 +207,7 @@ def augmented_dataset(args: argparse.Namespace, dataset):
 
     steps = augment_steps(args)
     corpus = Corpus.open(args.corpus)
-    candidate = corpus.ingest("candidate", dataset.taxonomy).table
+    candidate = corpus.ingest("candidate", dataset.taxonomy).table if candidate is None else candidate
     rates = rate_categories = None
     if "worst" in steps:
         if args.worst_model is None:

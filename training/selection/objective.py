@@ -103,7 +103,9 @@ def long_sides(long_models: dict[str, Model], only: str | None = None) -> list[t
 class _Remembered:
     """A part that answers a batch it was asked before from memory: the selection asks each part
     the same batches (the queries a cutoff routes to it, at the same depth) for every blend and
-    share it tries."""
+    share it tries, the calibration and the real-text summary after it ask them again (a blended
+    top-k of any k up to ``BLEND_DEPTH`` asks the parts at that one depth). Training only: a
+    bundle is saved from :func:`forget`'s hybrid."""
 
     def __init__(self, model: Model):
         self.model, self._answers = model, {}
@@ -116,6 +118,19 @@ class _Remembered:
         if key not in self._answers:
             self._answers[key] = self.model.predict(queries, k)
         return self._answers[key]
+
+
+def remember(model: Model) -> Model:
+    """``model`` answering the batches it was asked before from memory (itself if it already does)."""
+    return model if isinstance(model, _Remembered) else _Remembered(model)
+
+
+def forget(hybrid: HybridModel) -> HybridModel:
+    """``hybrid`` with its parts as they were before :func:`remember` (to save it)."""
+    def plain(part):
+        return part.model if isinstance(part, _Remembered) else part
+
+    return replace(hybrid, nb=plain(hybrid.nb), longs=tuple(plain(long) for long in hybrid.longs))
 
 
 def outcomes(model: Model, sets: ValidationSets, taxonomy: Taxonomy | None = None,
@@ -176,7 +191,7 @@ def choose_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], cutoffs: t
     only (every choice fixed by the caller), that setting is kept, and the decision still says how
     the others compare with it. With a ``confusable`` map the objective is lenient top-1 instead
     of PR@1."""
-    remembered = {id(model): _Remembered(model) for model in (nb, *long_models.values())}
+    remembered = {id(model): remember(model) for model in (nb, *long_models.values())}
     sides = long_sides(long_models, only)
     default_longs, default_shares, default_cutoff, default_blend = default_setting(sides, cutoffs, blends)
     alone = list({id(long): long for longs, _ in sides for long in longs}.values())  # each long model tried, once
@@ -217,10 +232,16 @@ def calibrate_hybrid(hybrid: HybridModel, sets: ValidationSets) -> HybridModel:
 def select_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], sets: ValidationSets, taxonomy: Taxonomy,
                   cutoffs: tuple[int, ...], blends: tuple[float, ...] = BLENDS, config: dict | None = None,
                   progress=None, only: str | None = None, confusable: ConfusableMap | None = None) -> HybridModel:
-    """Choose the hybrid on the objective, calibrate it, and record the choice in its metrics."""
+    """Choose the hybrid on the objective, calibrate it, and record the choice in its metrics. The
+    calibration reuses the parts' answers of the selection; the hybrid returned holds the parts as
+    given (give them through :func:`remember` to keep their answers for what follows)."""
+    answering = {id(model): remember(model) for model in (nb, *long_models.values())}
+    given = {id(answering[id(model)]): model for model in (nb, *long_models.values())}
+    nb, long_models = answering[id(nb)], {name: answering[id(model)] for name, model in long_models.items()}
     best, table, decision = choose_hybrid(nb, long_models, cutoffs, sets, taxonomy, blends, progress, only,
                                           confusable)
     hybrid = calibrate_hybrid(best, sets)
+    hybrid = replace(hybrid, nb=given[id(hybrid.nb)], longs=tuple(given[id(long)] for long in hybrid.longs))
     chosen = {"long_backend": hybrid.long_backend, "long_shares": list(hybrid.long_shares), "cutoff": hybrid.cutoff,
               "blend": hybrid.blend, "route_to": hybrid.route_to}
     return replace(hybrid, config=config or {}, metrics={"selection": {

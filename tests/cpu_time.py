@@ -1,0 +1,79 @@
+"""``python -m pytest --cpu-times FILE``: the CPU each test costs, written a line a test.
+
+Wall time (``--durations``) moves with the machine's load; CPU time hardly does, so it is the
+figure to compare when the suite is made cheaper (docs/development/testing.md). Each line is one
+test's setup, call and teardown together: ``{"test", "worker", "start", "wall", "cpu", "children_cpu"}`` (``start``: seconds since the epoch, to
+draw each worker's timeline), where
+``cpu`` is the pytest process's own (user + system) and ``children_cpu`` that of the processes it
+started and waited for in the meantime (``qcat`` commands, servers, browsers). A module-scoped
+fixture counts for the test that first asks for it. pytest-xdist workers append to the one file.
+``python tests/cpu_time.py FILE`` sums it by module; ``python tests/cpu_time.py FILE --order >
+tests/costliest_first.txt`` writes the order the modules are handed out in (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption("--cpu-times", metavar="FILE", help="append each test's CPU seconds to FILE (JSON lines)")
+
+
+def _cpu(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    path = item.config.getoption("--cpu-times")
+    if not path:
+        yield
+        return
+    began = time.time()
+    start = time.perf_counter(), _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
+    yield
+    record = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "master"),
+              "start": round(began, 3), "wall": round(time.perf_counter() - start[0], 3),
+              "cpu": round(_cpu(resource.RUSAGE_SELF) - start[1], 3),
+              "children_cpu": round(_cpu(resource.RUSAGE_CHILDREN) - start[2], 3)}
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(record) + "\n")
+
+
+def summary(path: str, top: int = 30) -> str:
+    records = [json.loads(line) for line in open(path, encoding="utf-8")]
+    cpu, wall, count = Counter(), Counter(), Counter()
+    for record in records:
+        module = record["test"].split("::")[0]
+        cpu[module] += record["cpu"] + record["children_cpu"]
+        wall[module] += record["wall"]
+        count[module] += 1
+    lines = [f"{len(records)} tests, {sum(cpu.values()):.0f} CPU-s, {sum(wall.values()):.0f} s of test time",
+             f"{'CPU-s':>8} {'test s':>8} {'tests':>5}  module"]
+    lines += [f"{cpu[m]:8.1f} {wall[m]:8.1f} {count[m]:5d}  {m}" for m, _ in cpu.most_common(top)]
+    return "\n".join(lines)
+
+
+def costliest_first(path: str) -> list[str]:
+    """The modules by their test time in ``path``, longest first: tests/costliest_first.txt."""
+    wall = Counter()
+    for line in open(path, encoding="utf-8"):
+        record = json.loads(line)
+        wall[record["test"].split("::")[0].rsplit("/", 1)[-1]] += record["wall"]
+    return [module for module, _ in wall.most_common()]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[2] == "--order":
+        print("\n".join(costliest_first(sys.argv[1])))
+    else:
+        print(summary(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 30))
