@@ -14,7 +14,6 @@ tests/costliest_first.txt`` writes the order the modules are handed out in (test
 from __future__ import annotations
 
 import json
-import os
 import resource
 import sys
 import time
@@ -41,7 +40,8 @@ def pytest_runtest_protocol(item, nextitem):
     began = time.time()
     start = time.perf_counter(), _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
     yield
-    record = {"test": item.nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "master"),
+    worker = getattr(item.config, "workerinput", {}).get("workerid", "master")  # not the environment: a
+    record = {"test": item.nodeid, "worker": worker,  # pytest started by a worker's test inherits it
               "start": round(began, 3), "wall": round(time.perf_counter() - start[0], 3),
               "cpu": round(_cpu(resource.RUSAGE_SELF) - start[1], 3),
               "children_cpu": round(_cpu(resource.RUSAGE_CHILDREN) - start[2], 3)}
