@@ -221,7 +221,6 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
     models, gold_base = [], None
     with task("scoring models", len(loaded)) as advance:
         for name, directory, model in zip(names, model_dirs, loaded):
-            check_labels(model, dataset.taxonomy, Path(directory))
             entry = {"name": name, "directory": str(directory), "backend": model.backend,
                      "calibrated": calibrated_sources(model)}
             seen = read_seen_fingerprints(directory)

@@ -49,8 +49,13 @@ def pytest_runtest_protocol(item, nextitem):
         out.write(json.dumps(record) + "\n")
 
 
+def _records(path: str) -> list[dict]:
+    with open(path, encoding="utf-8") as lines:
+        return [json.loads(line) for line in lines]
+
+
 def summary(path: str, top: int = 30) -> str:
-    records = [json.loads(line) for line in open(path, encoding="utf-8")]
+    records = _records(path)
     cpu, wall, count = Counter(), Counter(), Counter()
     for record in records:
         module = record["test"].split("::")[0]
@@ -66,8 +71,7 @@ def summary(path: str, top: int = 30) -> str:
 def costliest_first(path: str) -> list[str]:
     """The modules by their test time in ``path``, longest first: tests/costliest_first.txt."""
     wall = Counter()
-    for line in open(path, encoding="utf-8"):
-        record = json.loads(line)
+    for record in _records(path):
         wall[record["test"].split("::")[0].rsplit("/", 1)[-1]] += record["wall"]
     return [module for module, _ in wall.most_common()]
 

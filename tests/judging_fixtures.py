@@ -58,6 +58,17 @@ DEMO_QUERIES = 6
 REVISIONS = ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008"]  # the judging store's migrations, oldest first
 
 
+def add_judges(url, names) -> list[str]:
+    """``qcat judge add-judge`` for each name into a migrated store: their sign-in tokens, in order."""
+    tokens = []
+    for name in names:
+        result = qcat("judge", "add-judge", name, "--url", url)
+        assert result.returncode == 0, result.stderr
+        assert "shown only this once" in result.stderr
+        tokens.append(result.stdout.strip())
+    return tokens
+
+
 @pytest.fixture(scope="session")
 def demo_db(tmp_path_factory, built_once) -> tuple[Path, list[str]]:
     """A SQLite store prepared by the CLI: migrated, 3 judges, a 6-query demo session. Built once a
@@ -66,12 +77,7 @@ def demo_db(tmp_path_factory, built_once) -> tuple[Path, list[str]]:
     def build(directory: Path) -> None:
         path = directory / "demo.db"
         assert qcat("db", "upgrade", "--url", path).returncode == 0
-        tokens = []
-        for name in ("ann", "bob", "cy"):
-            result = qcat("judge", "add-judge", name, "--url", path)
-            assert result.returncode == 0, result.stderr
-            assert "shown only this once" in result.stderr
-            tokens.append(result.stdout.strip())
+        tokens = add_judges(path, ("ann", "bob", "cy"))
         result = qcat("judge", "create-session", "--baseline", ROOT / "demo" / "qcat_demo" / "model", "--target",
                       ROOT / "demo" / "qcat_demo" / "model", "--queries", DEMO_QUERIES, "--name", "demo", "--url",
                       f"sqlite:///{path}")

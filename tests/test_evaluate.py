@@ -107,7 +107,7 @@ def test_report_files_are_self_contained(report_dir) -> None:
 
 
 def test_evaluate_cli_json_and_fit(tmp_path) -> None:
-    # The real sets and the hybrid are the report fixture's: its NB part answers here (a third of the time)
+    # The real sets and the hybrid are the report fixture's: its NB part answers here (about two thirds of the CPU)
     result = qcat("evaluate", "--model", default_model_dir() / "nb", "--out", tmp_path / "r", "--json", "--fit-propensity",
                   "-k", "3", "--query-set", "simulated")
     assert result.returncode == 0, result.stderr

@@ -23,6 +23,7 @@ from judging_fixtures import (
     CHROMIUM,
     ROOT,
     SETTLED,
+    add_judges,
     launch_chromium,
     panel_shown,
     qcat,
@@ -52,11 +53,7 @@ def category_db(tmp_path_factory) -> tuple[Path, list[str]]:
     root = tmp_path_factory.mktemp("categories")
     db = root / "cats.db"
     assert qcat("db", "upgrade", "--url", db).returncode == 0
-    tokens = []
-    for name in ("ann", "bob", "cy"):
-        result = qcat("judge", "add-judge", name, "--url", db)
-        assert result.returncode == 0, result.stderr
-        tokens.append(result.stdout.strip())
+    tokens = add_judges(db, ("ann", "bob", "cy"))
     result = qcat("judge", "create-session", "--kind", "categories", "--model", MODEL, "--model", NB,
                   "--traffic", write_traffic(root / "traffic.csv"), "--top-k", "3", "--name", "shipped vs nb",
                   "--display-name", "Category check", "--url", db)

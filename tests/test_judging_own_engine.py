@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from judging_fixtures import CHROMIUM, panel_shown, qcat, running_judging_app, signed_in_panel, type_keys
+from judging_fixtures import CHROMIUM, add_judges, panel_shown, qcat, running_judging_app, signed_in_panel, type_keys
 from sqlalchemy import select
 
 from qcat.judging.store.connection import open_store
@@ -94,11 +94,7 @@ def own_engine_app(tmp_path, image_server):
         pytest.skip(f"no Chromium at {CHROMIUM}: install the 'chromium' system package (.ci/run does)")
     db = tmp_path / "own.db"
     assert qcat("db", "upgrade", "--url", db).returncode == 0
-    tokens = {}
-    for name in ("ann", "bob"):
-        result = qcat("judge", "add-judge", name, "--url", db)
-        assert result.returncode == 0, result.stderr
-        tokens[name] = result.stdout.strip()
+    tokens = dict(zip(("ann", "bob"), add_judges(db, ("ann", "bob"))))
     result = qcat("judge", "add-admin", "lead", "--url", db)
     tokens["lead"] = result.stdout.strip()
     guidelines = tmp_path / "guidelines.md"

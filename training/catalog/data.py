@@ -125,15 +125,7 @@ class CatalogData:
         return source, report
 
     def dataset(self, settings: CatalogSettings = CatalogSettings()) -> tuple[Dataset, dict]:
-        """The dataset of one catalog setting and the counts of its pairs (made once a setting: the
-        setting chosen is asked for again, and each trainer of a command asks for it)."""
-        key = ("dataset", settings)
-        if key not in self._loaded:
-            self._loaded[key] = self._dataset(settings)
-        dataset, counts = self._loaded[key]
-        return dataset, dict(counts)
-
-    def _dataset(self, settings: CatalogSettings) -> tuple[Dataset, dict]:
+        """The dataset of one catalog setting and the counts of its pairs."""
         source, _ = self.prepare()
         if self.catalog_only:
             dataset, counts = cold_start_dataset(source, self._loaded["held_table"], self._loaded["taxonomy"],

@@ -232,16 +232,12 @@ def calibrate_hybrid(hybrid: HybridModel, sets: ValidationSets) -> HybridModel:
 def select_hybrid(nb: NaiveBayesModel, long_models: dict[str, Model], sets: ValidationSets, taxonomy: Taxonomy,
                   cutoffs: tuple[int, ...], blends: tuple[float, ...] = BLENDS, config: dict | None = None,
                   progress=None, only: str | None = None, confusable: ConfusableMap | None = None) -> HybridModel:
-    """Choose the hybrid on the objective, calibrate it, and record the choice in its metrics. The
-    calibration reuses the parts' answers of the selection; the hybrid returned holds the parts as
-    given (give them through :func:`remember` to keep their answers for what follows)."""
-    answering = {id(model): remember(model) for model in (nb, *long_models.values())}
-    given = {id(answering[id(model)]): model for model in (nb, *long_models.values())}
-    nb, long_models = answering[id(nb)], {name: answering[id(model)] for name, model in long_models.items()}
+    """Choose the hybrid on the objective, calibrate it, and record the choice in its metrics. Parts
+    given through :func:`remember` answer the calibration (and the caller's summaries after it) from
+    the selection's answers; :func:`forget` the hybrid returned before saving it."""
     best, table, decision = choose_hybrid(nb, long_models, cutoffs, sets, taxonomy, blends, progress, only,
                                           confusable)
     hybrid = calibrate_hybrid(best, sets)
-    hybrid = replace(hybrid, nb=given[id(hybrid.nb)], longs=tuple(given[id(long)] for long in hybrid.longs))
     chosen = {"long_backend": hybrid.long_backend, "long_shares": list(hybrid.long_shares), "cutoff": hybrid.cutoff,
               "blend": hybrid.blend, "route_to": hybrid.route_to}
     return replace(hybrid, config=config or {}, metrics={"selection": {
