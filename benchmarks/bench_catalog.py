@@ -85,9 +85,9 @@ def load_or_build(name: str, directory: Path | None, work: Path, build) -> tuple
     if target.exists():
         return load_model(target), target, None
     started = time.perf_counter()
-    hybrid, dataset, also_seen = build()
+    hybrid, dataset, also_seen, nodes = build()
     seconds = time.perf_counter() - started
-    save_bundle(hybrid, target, dataset, also_seen)
+    save_bundle(hybrid, target, dataset, also_seen, nodes=nodes)
     return load_model(target), target, seconds
 
 

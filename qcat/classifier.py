@@ -6,7 +6,7 @@ import functools
 import math
 import numbers
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -17,6 +17,16 @@ from qcat.bundles.demo import demo_model_dir
 from qcat.errors import InputError, QcatError, shown
 from qcat.models.backends import BACKENDS, check_leaves, load_model, model_from_manifest  # noqa: F401 (also here)
 from qcat.models.calibration import scores_calibrated
+from qcat.models.calibration.nodes import (
+    NodeAnswer,
+    NodeCalibration,
+    NodeChains,
+    NodeTree,
+    check_precision,
+    load_node_calibration,
+    no_node_calibration,
+    node_chains,
+)
 from qcat.models.model import Model
 from qcat.models.overrides import with_overrides
 from qcat.taxonomy import Taxonomy
@@ -50,9 +60,12 @@ class Classification:
     source: str
     categories: tuple[Category, ...]
     calibrated: bool = False  # whether the scores are calibrated probabilities (else raw scores)
+    precision: float | None = None  # the precision a node answer was asked at (None: not asked)
+    node: NodeAnswer | None = None  # the deepest node right at least ``precision`` of the time
+    node_why: str | None = None  # why there is no node, when asked and none
 
     def to_json(self) -> dict:
-        return {
+        answer = {
             "query": self.query,
             "normalized": self.normalized,
             "backend": self.backend,
@@ -60,6 +73,12 @@ class Classification:
             "calibrated": self.calibrated,
             "categories": [{"id": c.id, "path": c.path, "score": round(c.score, 6)} for c in self.categories],
         }
+        if self.precision is not None:
+            answer["precision"] = self.precision
+            answer["node"] = self.node.to_json() if self.node is not None else None
+            if self.node is None:
+                answer["node_why"] = self.node_why
+        return answer
 
 
 def check_k(k: int) -> int:
@@ -112,11 +131,14 @@ def query_problem(query: str, max_length: int | None = None) -> str | None:
 class Classifier:
     """A loaded model plus its taxonomy: raw queries in, ranked categories out."""
 
-    def __init__(self, model: Model, taxonomy: Taxonomy, directory: Path, manifest: Manifest) -> None:
+    def __init__(self, model: Model, taxonomy: Taxonomy, directory: Path, manifest: Manifest,
+                 nodes: NodeCalibration | None = None) -> None:
         self.model = model
         self.taxonomy = taxonomy
         self.directory = directory
         self.manifest = manifest
+        self.nodes = nodes  # the bundle's node calibration (nodes.json), or None: no --precision
+        self._tree = NodeTree(taxonomy, model.labels) if nodes is not None else None
         self._label_paths = [taxonomy.path_of(label) for label in model.labels]
         self._calibrated = functools.cache(functools.partial(scores_calibrated, model))  # source -> bool
         self.compiled = False  # whether single queries take the compiled path (see compile)
@@ -140,7 +162,7 @@ class Classifier:
                 raise QcatError(f"{directory} is a {model.backend} model: --cutoff needs a hybrid bundle")
         if overrides:
             model = with_overrides(model, manifest)
-        return cls(model, model.taxonomy, directory, manifest)
+        return cls(model, model.taxonomy, directory, manifest, load_node_calibration(manifest))
 
     def compile(self) -> "Classifier":
         """Make the single-query path ready (its kernels compiled, or loaded from numba's cache,
@@ -160,35 +182,88 @@ class Classifier:
         self.compiled = True
         return self
 
-    def classify(self, queries: Sequence[str], k: int = 5, min_score: float | None = None) -> list[Classification]:
+    def classify(self, queries: Sequence[str], k: int = 5, min_score: float | None = None,
+                 precision: float | None = None) -> list[Classification]:
         """The top ``k`` categories of each query; with ``min_score``, only those scoring at least
-        that (none when no category does). The same answers whichever path they take: once
-        ``compile`` has run, a single query goes through the compiled single-query path, and so
-        does each query of a batch where the model is faster one by one (``faster_one_by_one``:
-        XReg and the demo hybrid are, at every batch size); otherwise the model's batch path,
-        which needs no compilation, answers."""
+        that (none when no category does); with ``precision`` P (0 < P < 1), also the deepest
+        taxonomy node the query's category lies beneath at least P of the time
+        (:mod:`qcat.models.calibration.nodes`; the bundle needs a node calibration). The same answers
+        whichever path they take: once ``compile`` has run, a single query goes through the
+        compiled single-query path, and so does each query of a batch where the model is faster
+        one by one (``faster_one_by_one``: XReg and the demo hybrid are, at every batch size);
+        otherwise the model's batch path, which needs no compilation, answers."""
         if isinstance(queries, str):
             raise TypeError(f"classify takes a list of queries, not one string: classify([{queries!r}])")
-        floor, k = check_min_score(min_score), check_k(k)
+        floor, k, precision = check_min_score(min_score), check_k(k), self.check_precision(precision)
         if self.compiled and (len(queries) == 1 or self.model.faster_one_by_one):
-            return [self._one(query, k, floor) for query in queries]
-        predictions = self.model.predict(queries, k)
-        return [self._classification(query, labels, scores, source, floor) for query, labels, scores, source
-                in zip(queries, predictions.labels, predictions.scores, predictions.sources)]
+            return [self._one(query, k, floor, precision) for query in queries]
+        depth, shared = self._depths(k, precision)
+        predictions = self.model.predict(queries, depth)
+        wide = predictions if shared else (self.model.predict(queries, self.nodes.top_k) if precision else None)
+        return [self._classification(query, predictions.labels[i, :k], predictions.scores[i, :k], predictions.sources[i],
+                                     floor, precision, wide and (wide.labels[i], wide.scores[i]))
+                for i, query in enumerate(queries)]
 
-    def classify_one(self, query: str, k: int = 5, min_score: float | None = None) -> Classification:
+    def classify_one(self, query: str, k: int = 5, min_score: float | None = None,
+                     precision: float | None = None) -> Classification:
         """One query through the compiled single-query path (compiled on first use)."""
-        return self._one(query, check_k(k), check_min_score(min_score))
+        return self._one(query, check_k(k), check_min_score(min_score), self.check_precision(precision))
 
-    def _one(self, query: str, k: int, floor: float) -> Classification:
-        predictions = self.model.predict_one(query, k)
-        return self._classification(query, predictions.labels[0], predictions.scores[0], predictions.sources[0], floor)
+    def check_precision(self, precision: float | None) -> float | None:
+        """``precision`` checked (None, or strictly between 0 and 1), and refused in one line for
+        a bundle without a node calibration."""
+        precision = check_precision(precision)
+        if precision is not None and self.nodes is None:
+            raise QcatError(no_node_calibration(self.directory))
+        return precision
 
-    def _classification(self, query: str, labels: np.ndarray, scores: np.ndarray, source: str,
-                        floor: float) -> Classification:
+    def _depths(self, k: int, precision: float | None) -> tuple[int, bool]:
+        """How many categories to ask the model for, and whether that one answer also holds the
+        node calibration's top leaves (else they take a second call): a hybrid that blends gives
+        the same top k at every depth of one ``k_group`` only."""
+        if precision is None:
+            return k, True
+        top = self.nodes.top_k
+        return (max(k, top), True) if self.k_group(k) == self.k_group(top) else (k, False)
+
+    def _one(self, query: str, k: int, floor: float, precision: float | None = None) -> Classification:
+        depth, shared = self._depths(k, precision)
+        predictions = self.model.predict_one(query, depth)
+        wide = predictions if shared else (self.model.predict_one(query, self.nodes.top_k) if precision else None)
+        return self._classification(query, predictions.labels[0, :k], predictions.scores[0, :k], predictions.sources[0],
+                                    floor, precision, wide and (wide.labels[0], wide.scores[0]))
+
+    def _classification(self, query: str, labels: np.ndarray, scores: np.ndarray, source: str, floor: float,
+                        precision: float | None = None, wide: tuple[np.ndarray, np.ndarray] | None = None) -> Classification:
         categories = tuple(Category(self.model.labels[label], self._label_paths[label], score)
                            for label, score in zip(labels.tolist(), scores.tolist()) if label >= 0 and score >= floor)
-        return Classification(query, normalize(query), self.model.backend, source, categories, self._calibrated(source))
+        answer = Classification(query, normalize(query), self.model.backend, source, categories, self._calibrated(source))
+        if precision is None:
+            return answer
+        node, why = self.node_answer(query, wide[0], wide[1], precision)
+        return replace(answer, precision=precision, node=node, node_why=why)
+
+    def node_chains(self, queries: Sequence[str]) -> NodeChains:
+        """The node chains of ``queries`` (:class:`qcat.models.calibration.nodes.NodeChains`): their
+        node at any precision from one call of the model (evaluation, the harness, judging)."""
+        self.check_precision(0.5)
+        predictions = self.model.predict(list(queries), self.nodes.top_k)
+        n_tokens = np.fromiter((len(tokenize(q)) for q in queries), dtype=np.int64, count=len(queries))
+        return node_chains(self.nodes, self._tree, predictions.labels, predictions.scores, n_tokens)
+
+    def node_answer(self, query: str, labels: np.ndarray, scores: np.ndarray,
+                    precision: float) -> tuple[NodeAnswer | None, str | None]:
+        """The node of ``query`` at ``precision`` from the model's top leaves (label positions and
+        scores, best first), or None and why."""
+        top = self.nodes.top_k
+        n_tokens = len(tokenize(query))
+        threshold = self.nodes.threshold(precision, n_tokens)
+        if threshold is None:
+            return None, self.nodes.unsupported(precision, n_tokens)
+        node = self.nodes.answer(self._tree, labels[:top], scores[:top], threshold)
+        if node is None:
+            return None, f"no department is right at least {precision:g} of the time for this query"
+        return node, None
 
     def k_group(self, k: int) -> int:
         """Requests for top-k whose k share a group can be answered by one call at the group's
@@ -196,11 +271,12 @@ class Classifier:
         return self.model.k_group(k) if self.model.backend == "hybrid" else 0
 
     def classify_each(self, queries: Sequence[str], k: int = 5, max_length: int | None = None,
-                      min_score: float | None = None) -> list["Classification | Failure"]:
+                      min_score: float | None = None, precision: float | None = None) -> list["Classification | Failure"]:
         """Like ``classify``, but a query that cannot be classified (see ``query_problem``) gets
         a ``Failure`` in its place instead of failing the batch."""
         problems = [query_problem(query, max_length) for query in queries]
-        answers = iter(self.classify([q for q, problem in zip(queries, problems) if problem is None], k, min_score))
+        answers = iter(self.classify([q for q, problem in zip(queries, problems) if problem is None], k, min_score,
+                                     precision))
         return [Failure(query, problem) if problem else next(answers) for query, problem in zip(queries, problems)]
 
     def explain(self, query: str, k: int = 5) -> list[str]:

@@ -275,12 +275,12 @@ def test_build_demo_ships_the_best_objective_that_fits_the_size_limit(tmp_path, 
     monkeypatch.setattr(build_demo, "SHIPPED_LIMIT", 20_000)
     for catalog_size, ships in ((3000, 3000), (30_000, 1000)):
         monkeypatch.setattr(build_demo, "build_demo_models", lambda corpus, catalog: {
-            "log": (Candidate(0.60, 1000), dataset, []), "log + catalog": (Candidate(0.61, catalog_size), dataset, [])})
+            "log": (Candidate(0.60, 1000), dataset, [], None), "log + catalog": (Candidate(0.61, catalog_size), dataset, [], None)})
         build_demo.write_demo_model(corpus, tmp_path / "model", 0.0)
         assert (tmp_path / "model" / "blob").stat().st_size == ships
         assert ("ships log + catalog" if ships == 3000 else "ships log (the others exceed 25 MiB)") in capsys.readouterr().out
     monkeypatch.setattr(build_demo, "build_demo_models", lambda corpus, catalog: {
-        "log": (Candidate(0.60, 30_000), dataset, [])})
+        "log": (Candidate(0.60, 30_000), dataset, [], None)})
     with pytest.raises(SystemExit, match="no demo model candidate"):
         build_demo.write_demo_model(corpus, tmp_path / "model", 0.0)
 

@@ -218,7 +218,8 @@ READERS = {
 NOT_USER_TABLES = {
     "qcat.text.lines": "the layer's own line rules",
     "qcat.bundles.bundle": "a model bundle's own files, verified by their hashes",
-    "qcat.models.calibration": "a bundle's calibration map (hashed)",
+    "qcat.models.calibration.leaves": "a bundle's calibration map (hashed)",
+    "qcat.models.calibration.nodes": "a bundle's node calibration (hashed)",
     "qcat.models.xmlq": "a bundle's ONNX network (hashed)",
     "qcat.console.output": "/proc/self/status, the process's own memory",
     "qcat.training.xmlq.checkpoint": "the trainer's own checkpoints",

@@ -99,6 +99,19 @@ def write_bundle(
     return Manifest(directory, data)
 
 
+def relist_files(directory: str | Path) -> Manifest:
+    """Hash and list again every regular file of a bundle directory in its manifest (after a file
+    was added to a copy of a bundle); the rest of the manifest stays as it was."""
+    directory = Path(directory)
+    data = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+    data["files"] = {entry.name: sha256_file(entry) for entry in sorted(directory.iterdir())
+                     if entry.is_file() and entry.name != MANIFEST}
+    tmp = directory / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, directory / MANIFEST)
+    return Manifest(directory, data)
+
+
 def read_manifest(directory: str | Path, verify: bool = True) -> Manifest:
     """Read ``manifest.json`` and (by default) verify the hash of every listed file."""
     directory = Path(directory)

@@ -138,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
     classify.add_argument("--no-overrides", action="store_true",
                           help="ignore the bundle's judged overrides (qcat train ... --judged FILE --overrides): "
                                "answer every query with the model alone")
+    classify.add_argument("--precision", type=float_in(0, 1, low_open=True, high_open=True), default=None, metavar="P",
+                          help="also answer the deepest taxonomy node (department, aisle, ... or leaf) that is right "
+                               "at least P of the time, in (0, 1), e.g. 0.9 (the bundle needs a node calibration)")
 
     info = commands.add_parser("info", help="show a model bundle's manifest summary (and verify it)")
     info.add_argument("model", type=Path, metavar="MODEL_DIR")
@@ -290,10 +293,11 @@ def run_classify(args: argparse.Namespace) -> int:
         sources = stdin_queries(sys.stdin.buffer)
     classifier = Classifier.load(args.model, backend=args.backend, cutoff=args.cutoff,
                                  overrides=not args.no_overrides)
+    classifier.check_precision(args.precision)  # a bundle that cannot answer it is refused before any query
     failures = classified = 0
     for batch in _batches(sources, BATCH):
         readable = [query for _, query in batch if not isinstance(query, Failure)]
-        answers = iter(classifier.classify_each(readable, args.k, min_score=args.min_score))
+        answers = iter(classifier.classify_each(readable, args.k, min_score=args.min_score, precision=args.precision))
         for where, query in batch:
             answer = query if isinstance(query, Failure) else next(answers)
             if isinstance(answer, Failure):
@@ -343,6 +347,11 @@ def print_result(result, classifier, args: argparse.Namespace) -> None:
         print(f"  {rank:>2}. {category.score:.3f}  {category.id:<10} {category.path}")
     if not result.categories and getattr(args, "min_score", None) is not None:
         print(f"      (no category scores at least {args.min_score:g})")
+    if result.precision is not None:
+        node = result.node
+        print(f"  node at precision {result.precision:g}: " + (
+            f"{node.probability:.3f}  {node.id:<10} {node.path}  (depth {node.depth}{', a leaf' if node.leaf else ''})"
+            if node is not None else f"none ({result.node_why})"))
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from qcat.errors import QcatError
+from qcat.models.calibration.nodes import no_node_calibration
 from qcat.serve import loading, memory
 from qcat.serve.access_log import AccessLog
 from qcat.serve.batching import DeadlineExceeded, DirectRunner, MicroBatcher
@@ -192,8 +193,10 @@ def create_app(config: ServeConfig, loaded: LoadedModel, reloads=None, lifecycle
             return error_response(problem.status, problem.message)
         request.state.queries = len(parsed.queries)
         loaded = slot.current  # this request's model, whatever a reload does meanwhile
+        if parsed.precision is not None and loaded.classifier.nodes is None:
+            return error_response(400, no_node_calibration(loaded.configured))
         try:
-            answers = await runner.classify(loaded, parsed.queries, parsed.k, parsed.min_score, deadline)
+            answers = await runner.classify(loaded, parsed.queries, parsed.k, parsed.min_score, deadline, parsed.precision)
         except DeadlineExceeded:
             return error_response(503, f"the service is overloaded: the request waited more than "
                                        f"{config.timeout_s:g} s for the model", {"Retry-After": "1"})

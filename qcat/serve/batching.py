@@ -28,8 +28,9 @@ class DeadlineExceeded(Exception):
     pass
 
 
-def _run(loaded: LoadedModel, queries: list[str], k: int, max_length: int, metrics: ServiceMetrics) -> list[Answer]:
-    answers = loaded.classifier.classify_each(queries, k, max_length)
+def _run(loaded: LoadedModel, queries: list[str], k: int, max_length: int, metrics: ServiceMetrics,
+         precision: float | None = None) -> list[Answer]:
+    answers = loaded.classifier.classify_each(queries, k, max_length, precision=precision)
     metrics.model_calls.observe(len(queries))
     return answers
 
@@ -58,10 +59,10 @@ class DirectRunner:
         pass
 
     async def classify(self, loaded: LoadedModel, queries: list[str], k: int, min_score: float | None,
-                       deadline: float) -> list[Answer]:
+                       deadline: float, precision: float | None = None) -> list[Answer]:
         if asyncio.get_running_loop().time() > deadline:
             raise DeadlineExceeded()
-        return cut(_run(loaded, queries, k, self.max_length, self.metrics), k, min_score)
+        return cut(_run(loaded, queries, k, self.max_length, self.metrics, precision), k, min_score)
 
 
 @dataclass
@@ -72,6 +73,7 @@ class _Job:
     min_score: float | None
     deadline: float
     future: asyncio.Future = field(repr=False)
+    precision: float | None = None
 
 
 class MicroBatcher:
@@ -100,9 +102,9 @@ class MicroBatcher:
         self._jobs.clear()
 
     async def classify(self, loaded: LoadedModel, queries: list[str], k: int, min_score: float | None,
-                       deadline: float) -> list[Answer]:
+                       deadline: float, precision: float | None = None) -> list[Answer]:
         loop = asyncio.get_running_loop()
-        job = _Job(loaded, queries, k, min_score, deadline, loop.create_future())
+        job = _Job(loaded, queries, k, min_score, deadline, loop.create_future(), precision)
         self._jobs.append(job)
         self._wakeup.set()
         try:
@@ -111,13 +113,13 @@ class MicroBatcher:
             raise DeadlineExceeded() from None
 
     def _take_batch(self) -> list[_Job]:
-        """The oldest job and the waiting jobs with its model and k group, up to ``max_queries``."""
+        """The oldest job and the waiting jobs with its model, k group and precision, up to ``max_queries``."""
         first = self._jobs[0]
         group = first.loaded.classifier.k_group(first.k)
         batch, size, rest = [], 0, []
         for job in self._jobs:
             fits = (job.loaded is first.loaded and job.loaded.classifier.k_group(job.k) == group
-                    and (not batch or size + len(job.queries) <= self.max_queries))
+                    and job.precision == first.precision and (not batch or size + len(job.queries) <= self.max_queries))
             if fits:
                 batch.append(job)
                 size += len(job.queries)
@@ -142,7 +144,7 @@ class MicroBatcher:
                     queries = [query for job in batch for query in job.queries]
                     k = max(job.k for job in batch)
                     try:
-                        answers = _run(batch[0].loaded, queries, k, self.max_length, self.metrics)
+                        answers = _run(batch[0].loaded, queries, k, self.max_length, self.metrics, batch[0].precision)
                     except Exception as exc:  # a model failure fails its batch's requests, not the service
                         for job in batch:
                             job.future.set_exception(exc)

@@ -42,6 +42,7 @@ class LoadedModel:
             "qcat_version": manifest.data.get("qcat_version"),  # the qcat that built the bundle
             "served_by": f"qcat {__version__}",
             "labels": len(model.labels),
+            "node_calibration": self.classifier.nodes is not None,  # whether it answers `precision`
             "loaded_at": self.loaded_at,
             "load_seconds": round(self.load_seconds, 4),
         }

@@ -19,6 +19,11 @@ def openapi_document(config: ServeConfig) -> dict:
     min_score = {"type": "number", "minimum": 0, "maximum": 1,
                  "description": "only categories scoring at least this (a calibrated probability where the "
                                 "result says calibrated); a query may then get none. Default: the top k."}
+    precision = {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1,
+                 "description": "also answer `node`: the deepest taxonomy node (department, aisle, ... or leaf) "
+                                "the query's category lies beneath, right at least this share of the time on data "
+                                "the bundle's node calibration never saw; null when even a department is not "
+                                "(`node_why` says why). 400 for a bundle without a node calibration."}
     return {
         "openapi": "3.1.0",
         "info": {"title": "qcat query categorization", "version": __version__,
@@ -39,6 +44,7 @@ def openapi_document(config: ServeConfig) -> dict:
                         {"name": "q", "in": "query", "required": True, "schema": {"type": "string"}},
                         {"name": "k", "in": "query", "required": False, "schema": k},
                         {"name": "min_score", "in": "query", "required": False, "schema": min_score},
+                        {"name": "precision", "in": "query", "required": False, "schema": precision},
                     ],
                     "responses": {"200": classified, "400": error, "408": error, "503": error},
                 },
@@ -92,7 +98,15 @@ def openapi_document(config: ServeConfig) -> dict:
                     "properties": {"queries": {"type": "array", "minItems": 1, "maxItems": config.max_batch,
                                                "items": {"type": "string"}}, "k": k,
                                    "min_score": {**min_score, "type": ["number", "null"],
-                                                 "description": min_score["description"] + " null: the same."}}},
+                                                 "description": min_score["description"] + " null: the same."},
+                                   "precision": {**precision, "type": ["number", "null"],
+                                                 "description": precision["description"] + " null: no node."}}},
+                "Node": {"type": "object", "required": ["id", "path", "depth", "probability", "leaf"], "properties": {
+                    "id": {"type": "string"}, "path": {"type": "string", "description": "A > B"},
+                    "depth": {"type": "integer", "minimum": 1, "description": "a department is 1"},
+                    "probability": {"type": "number", "description": "the calibrated probability that the query's "
+                                                                     "category lies beneath the node"},
+                    "leaf": {"type": "boolean", "description": "whether the node is a leaf category"}}},
                 "Category": {"type": "object", "required": ["id", "path", "score"], "properties": {
                     "id": {"type": "string"}, "path": {"type": "string", "description": "A > B > C"},
                     "score": {"type": "number", "description": "the probability that the category is right where "
@@ -106,7 +120,11 @@ def openapi_document(config: ServeConfig) -> dict:
                                    "normalized query, its categories first at score 1.0"},
                         "calibrated": {"type": "boolean", "description": "whether the scores are calibrated "
                                                                          "probabilities (else raw scores)"},
-                        "categories": {"type": "array", "items": {"$ref": "#/components/schemas/Category"}}}},
+                        "categories": {"type": "array", "items": {"$ref": "#/components/schemas/Category"}},
+                        "precision": {"type": "number", "description": "present when asked: the precision of `node`"},
+                        "node": {"oneOf": [{"$ref": "#/components/schemas/Node"}, {"type": "null"}],
+                                 "description": "present when `precision` was asked"},
+                        "node_why": {"type": "string", "description": "present when `node` is null: why"}}},
                     {"type": "object", "required": ["query", "error"], "properties": {
                         "query": {"type": "string"}, "error": {"type": "string"}}},
                 ]},

@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl
 
 from qcat.serve.config import ServeConfig
 
-CLASSIFY_FIELDS = ("queries", "k", "min_score")
+CLASSIFY_FIELDS = ("queries", "k", "min_score", "precision")
 ASCII_DIGITS = re.compile(r"[0-9]{1,9}")
 # A JSON number in the ASCII digits (as OpenAPI clients write a `number` parameter, 1e-05 included);
 # float() alone would also take "nan", "inf", "١" and "1_0".
@@ -32,6 +32,7 @@ class ClassifyRequest:
     queries: list[str]
     k: int
     min_score: float | None = None  # only categories scoring at least this
+    precision: float | None = None  # also the deepest node right at least this often (qcat.models.calibration.nodes)
 
 
 def _json_type(value) -> str:
@@ -66,6 +67,17 @@ def check_min_score(value, field: str = "min_score") -> float | None:
     return float(value)
 
 
+def check_precision(value, field: str = "precision") -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise HTTPProblem(400, f"{field} must be a number strictly between 0 and 1, got {_json_type(value)}")
+    if not 0 < value < 1:
+        raise HTTPProblem(400, f"{field} must lie strictly between 0 and 1 (the share of node answers that are right), "
+                               f"got {value}")
+    return float(value)
+
+
 def parse_classify_body(body: bytes, config: ServeConfig) -> ClassifyRequest:
     """``{"queries": [...], "k": 5}`` from a POST body."""
     try:
@@ -97,7 +109,7 @@ def parse_classify_body(body: bytes, config: ServeConfig) -> ClassifyRequest:
         if not isinstance(query, str):
             raise HTTPProblem(400, f"queries[{i}] must be a string, got {_json_type(query)}")
     k = check_k(data.get("k", config.default_k), config)
-    return ClassifyRequest(queries, k, check_min_score(data.get("min_score")))
+    return ClassifyRequest(queries, k, check_min_score(data.get("min_score")), check_precision(data.get("precision")))
 
 
 def parse_classify_query_string(raw: bytes, config: ServeConfig) -> ClassifyRequest:
@@ -110,9 +122,9 @@ def parse_classify_query_string(raw: bytes, config: ServeConfig) -> ClassifyRequ
     fields: dict[str, list[str]] = {}
     for name, value in pairs:
         fields.setdefault(name, []).append(value)
-    unknown = sorted(set(fields) - {"q", "k", "min_score"})
+    unknown = sorted(set(fields) - {"q", "k", "min_score", "precision"})
     if unknown:
-        raise HTTPProblem(400, f"unknown parameter {unknown[0]!r}; the parameters are q, k and min_score")
+        raise HTTPProblem(400, f"unknown parameter {unknown[0]!r}; the parameters are q, k, min_score and precision")
     for name, values in fields.items():
         if len(values) > 1:
             raise HTTPProblem(400, f"parameter {name} is given {len(values)} times; GET classifies one query "
@@ -124,10 +136,10 @@ def parse_classify_query_string(raw: bytes, config: ServeConfig) -> ClassifyRequ
         if not ASCII_DIGITS.fullmatch(fields["k"][0]):  # int() also takes "5_0", " 5" and "٥"
             raise HTTPProblem(400, f"k must be an integer written in the digits 0-9, got {fields['k'][0]!r}")
         k = check_k(int(fields["k"][0]), config)
-    min_score = None
-    if "min_score" in fields:
-        if not ASCII_DECIMAL.fullmatch(fields["min_score"][0]):
-            raise HTTPProblem(400, f"min_score must be a number in [0, 1] written in the digits 0-9, "
-                                   f"got {fields['min_score'][0]!r}")
-        min_score = check_min_score(float(fields["min_score"][0]))
-    return ClassifyRequest(fields["q"], k, min_score)
+    numbers = {}
+    for name, check in (("min_score", check_min_score), ("precision", check_precision)):
+        if name in fields:
+            if not ASCII_DECIMAL.fullmatch(fields[name][0]):
+                raise HTTPProblem(400, f"{name} must be a number written in the digits 0-9, got {fields[name][0]!r}")
+            numbers[name] = check(float(fields[name][0]))
+    return ClassifyRequest(fields["q"], k, numbers.get("min_score"), numbers.get("precision"))

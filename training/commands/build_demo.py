@@ -93,9 +93,9 @@ def write_demo_model(corpus, model_dir: Path, started: float, catalog: str = "ch
     corpus_bytes = _bytes(corpus.directory)
     with tempfile.TemporaryDirectory(prefix="qcat-demo-", dir=model_dir.parent) as scratch:
         fits, lines = {}, []
-        for name, (model, dataset, also_seen) in candidates.items():
+        for name, (model, dataset, also_seen, nodes) in candidates.items():
             directory = Path(scratch) / name.replace(" ", "_").replace("+", "and")
-            save_bundle(model, directory, dataset, also_seen)
+            save_bundle(model, directory, dataset, also_seen, nodes=nodes)
             total = corpus_bytes + _bytes(directory)
             objective = hybrid_objective(model.metrics)
             lines.append(f"{name}: validation objective {objective:.4f}, corpus + model {total / 2**20:.1f} MiB")
@@ -165,7 +165,8 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print, jud
     (a :class:`qcat.training.catalog.data.CatalogData`: catalog settings chosen per part on the objective
     except those ``fixed``, given for both parts or per part as ``{"nb": ..., "xreg": ...}``), and
     the hybrid of the two chosen on the objective. Returns the hybrid, the NB part's dataset and
-    the fingerprints of the XReg part's seen queries (and of the judged queries, with ``judged``).
+    the fingerprints of the XReg part's seen queries (and of the judged queries, with ``judged``), and
+    the hybrid's node calibration (:func:`qcat.training.commands.bundles.fit_nodes`, on the same sets).
 
     ``judged``: graded gold files (a list of paths) or a :class:`qcat.training.data.judged.Judged`,
     as ``qcat train ... --judged``: their queries leave the validation sets (the hybrid's selection
@@ -175,7 +176,7 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print, jud
     ``routing``: ``(cutoff, blend)`` to keep instead of choosing the hybrid's routing (a benchmark
     that holds the shipped routing while the parts learn)."""
     from qcat.models.hybrid import CUTOFFS
-    from qcat.training.commands.bundles import seen_queries
+    from qcat.training.commands.bundles import fit_nodes, seen_queries
     from qcat.training.commands.judged import JudgedRun, fit_judged, read_and_exclude
     from qcat.training.data.judged import Judged, without_judged
     from qcat.training.data.provenance import catalog_source, corpus_source, fingerprints
@@ -224,5 +225,6 @@ def build_hybrid(corpus, catalog=None, fixed: dict | None = None, log=print, jud
     for part in (hybrid.nb, *hybrid.longs):
         part.metrics["test"] = evaluate_pr(part, test)
     hybrid.metrics["test"] = evaluate_pr(hybrid, test)
+    nodes = fit_nodes(hybrid, sets, log)  # before forget: the parts answer the validation sets from memory
     hybrid = forget(hybrid)
-    return hybrid, nb_data, [fingerprints(seen_queries(xreg_data))] + JudgedRun(judged).also_seen()
+    return hybrid, nb_data, [fingerprints(seen_queries(xreg_data))] + JudgedRun(judged).also_seen(), nodes

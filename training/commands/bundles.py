@@ -41,13 +41,16 @@ def check_bundle_out(path: Path) -> None:
         raise InputError(f"--out {path}: {path.parent} is not a directory")
 
 
-def save_bundle(model, out: Path, dataset, also_seen=(), overrides: dict[str, list[str]] | None = None) -> None:
+def save_bundle(model, out: Path, dataset, also_seen=(), overrides: dict[str, list[str]] | None = None,
+                nodes=None) -> None:
     """Write ``model``'s bundle to ``out`` (new or an empty directory) with the record of the queries it saw (those of
     ``dataset`` it trained or was tuned on, plus the fingerprints ``also_seen`` of its parts). ``overrides``
     (normalized query -> its judged-exact categories, best first; ``qcat train ... --overrides``) are written
     as the bundle's ``overrides.tsv`` (:mod:`qcat.models.overrides`), served first by ``qcat classify``/``serve``;
-    a query not in normalized form or a category that is not one of the model's is refused before any write."""
+    a query not in normalized form or a category that is not one of the model's is refused before any write.
+    ``nodes``: the model's node calibration (:func:`fit_nodes`), written as ``nodes.json``."""
     from qcat.console.output import write_directory
+    from qcat.models.calibration.nodes import save_node_calibration
     from qcat.models.overrides import check_overrides, save_overrides
     from qcat.training.data.provenance import write_seen_queries
 
@@ -60,11 +63,21 @@ def save_bundle(model, out: Path, dataset, also_seen=(), overrides: dict[str, li
         write_seen_queries(directory, queries, also_seen)
         if overrides is not None:  # before the model's manifest, which lists and hashes every file
             save_overrides(directory, overrides, model.labels)
+        save_node_calibration(nodes, directory)
         model.save(directory)
 
     # Written into a temporary sibling and renamed to ``out`` when complete: a failed write
     # (a full disk) or an interrupted run leaves nothing at ``out``.
     write_directory(Path(out), write)
+
+
+def fit_nodes(model, sets, log=print):
+    """The node calibration a bundle ships (``--precision``), fitted on ``sets``, said in one line."""
+    from qcat.training.selection.nodes import describe_nodes, fit_node_calibration
+
+    nodes = fit_node_calibration(model, sets)
+    log(describe_nodes(nodes))
+    return nodes
 
 
 def seen_queries(dataset) -> list[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from qcat.cli import MAX_THREADS, float_at_least, float_in, int_at_least, positive_float, share
 from qcat.console.output import OutputLock
 from qcat.errors import InputError
-from qcat.training.commands.bundles import check_bundle_out, print_real_text, save_bundle, terminate_cleanly
+from qcat.training.commands.bundles import check_bundle_out, fit_nodes, print_real_text, save_bundle, terminate_cleanly
 from qcat.training.commands.data_flags import (
     add_data_flags,
     data_args_from,
@@ -150,9 +150,11 @@ def _add_train_commands(sub: argparse._SubParsersAction) -> None:
     add_data_flags(hybrid)
     add_judged_flags(hybrid, "hybrid")
     hybrid.set_defaults(run=run_train_hybrid)
+    from qcat.training.commands.nodes import add_nodes_command
     from qcat.training.commands.rerank import add_rerank_command
 
     add_rerank_command(sub)
+    add_nodes_command(sub)
 
 
 def run_train_nb(args: argparse.Namespace) -> int:
@@ -182,7 +184,7 @@ def run_train_nb(args: argparse.Namespace) -> int:
     model.config["data"] = source
     record_confusable(args, model, dataset.taxonomy)
     model.metrics["test"] = evaluate_pr(model, dataset.test)
-    save_bundle(model, args.out, dataset, judged.also_seen(), **judged.save_options(args))
+    save_bundle(model, args.out, dataset, judged.also_seen(), **judged.save_options(args), nodes=fit_nodes(model, sets))
     print(model.metrics["tuning_decision"]["summary"])
     verb = "chose" if model.metrics["tuning_decision"]["decided_by_validation"] else "kept the default"
     print(f"{verb} threshold {model.config['threshold']:g}, alpha {model.config['alpha']:g} "
@@ -225,7 +227,7 @@ def run_train_xreg(args: argparse.Namespace) -> int:
         scored = model.with_options(rerank=rerank)
         model.metrics[f"validation_{name}"] = evaluate_pr(scored, dataset.validation)
         model.metrics[f"test_{name}"] = evaluate_pr(scored, dataset.test)
-    save_bundle(model, args.out, dataset, judged.also_seen(), **judged.save_options(args))
+    save_bundle(model, args.out, dataset, judged.also_seen(), **judged.save_options(args), nodes=fit_nodes(model, sets))
     size = sum(f.stat().st_size for f in args.out.iterdir() if f.is_file())
     print(f"{len(model.labels):,} labels, {model.features.dimension:,} features, {model.metrics['weights']:,} weights "
           f"(|w| >= {config.prune:g}), bundle {size / 1e6:.1f} MB")
@@ -331,8 +333,9 @@ def run_train_hybrid(args: argparse.Namespace) -> int:
     if confusable is not None:  # --confusable, or the map the NB part was trained with
         hybrid.config[CONFIG_KEY] = confusable.to_config()
     hybrid.metrics["test"] = evaluate_pr(hybrid, dataset.test)
+    nodes = fit_nodes(hybrid, sets)  # before forget: the parts answer the validation sets from memory
     save_bundle(forget(hybrid), args.out, dataset, [f for f in seen if f is not None] + judged.also_seen(),
-                **judged.save_options(args))
+                **judged.save_options(args), nodes=nodes)
     decision = hybrid.metrics["selection"]["decision"]
     print(decision["summary"])
     verb = "chose" if decision["decided_by_validation"] else "kept the setting fixed by flags" \

@@ -9,7 +9,7 @@ import sys
 import time
 
 from qcat.errors import InputError
-from qcat.training.commands.bundles import print_real_text, save_bundle
+from qcat.training.commands.bundles import fit_nodes, print_real_text, save_bundle
 from qcat.training.commands.data_flags import data_from_args, record_confusable
 from qcat.training.commands.judged import check_judged_flags, fit_on_judged_data
 
@@ -133,7 +133,7 @@ def run_train_xmlq(args: argparse.Namespace) -> int:
     from qcat.training.data.provenance import fingerprints
 
     save_bundle(model, args.out, dataset, ([fingerprints(sorted(form_queries))] if form_queries else [])
-                + judged.also_seen(), **judged.save_options(args))
+                + judged.also_seen(), **judged.save_options(args), nodes=fit_nodes(model, sets))
     print(f"best epoch {summary['best_epoch']}: validation {json.dumps(summary['validation'])}")
     print("test (onnxruntime) " + json.dumps(model.metrics["test"]))
     print_real_text(model, sets)

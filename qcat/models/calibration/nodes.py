@@ -1,0 +1,308 @@
+"""Node answers: the deepest taxonomy node a query's category lies beneath, at a stated precision.
+
+A model's top :attr:`NodeCalibration.top_k` leaf scores (calibrated probabilities where the model
+calibrates them) are summed up the tree: a node's *mass* is the sum of the scores beneath it,
+divided by the sum of all of them or by :data:`MASS_FLOOR` where that sum is smaller. A
+department's mass is the sum of its children's; the departments' masses sum to 1, or to less for
+a query whose scores are all small (a query of unknown words: "dior gaudron" against the demo
+model, top score 0.04, holds 0.08 anywhere rather than 1 under its top leaf). A node's *probability* that the
+query's category lies beneath it is its mass through an isotonic map of its depth (fitted on
+validation queries: "the gold leaf is beneath this node" against the node's mass), raised to the
+highest probability among its children, so that a parent is never less likely than a child. The
+implicit root above the departments holds 1. A node outside the top leaves' ancestors has mass 0
+and probability 0.
+
+The answer at precision P is the deepest node whose probability reaches the *threshold* of P for
+the query's length (a leaf when a leaf reaches it; none when no department does). The maps are
+fitted on one half of the validation queries and the thresholds chosen on the other half (split
+conformal: the thresholds are measured on queries the maps never saw), per query-length bin: the
+lowest threshold at which, on every validation set
+with enough queries of that length, the one-sided Clopper-Pearson lower bound (at
+:attr:`NodeCalibration.confidence`) of the answers' precision is at least P, scanning from the
+highest threshold down and stopping at the first that fails. Where no threshold passes, the
+data cannot support P for queries of that length, and the answer says so. Thresholds are kept
+for P on :data:`LEVELS` (0.50 to 0.99); a P between two levels takes the next level up.
+
+Fitted by :mod:`qcat.training.selection.nodes`, stored in the bundle as ``nodes.json`` (hashed
+like every bundle file). Serving needs numpy only.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import numbers
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from qcat.bundles.bundle import Manifest
+from qcat.errors import BundleError, InputError
+from qcat.taxonomy import SEPARATOR, Taxonomy
+
+NODES_FILE = "nodes.json"
+METHOD = "isotonic by depth; Clopper-Pearson thresholds per query-length bin"
+TOP_K = 50  # leaves whose scores are summed up the tree
+MASS_FLOOR = 0.5  # scores summing to less than this are divided by it, not by their sum
+LEVELS = tuple(round(0.5 + 0.01 * i, 2) for i in range(50))  # the precisions thresholds are kept for
+LENGTH_EDGES = (1, 2, 5)  # the thresholds' length bins: 1, 2, 3-5 and 6+ tokens (titles in one bin)
+ALL_LENGTHS = "all"  # the thresholds' key over all lengths (for a bin with too few validation queries)
+
+
+def check_precision(precision: float | None) -> float | None:
+    """``precision`` as every entry point takes it: None, or a number strictly between 0 and 1."""
+    if precision is None:
+        return None
+    if isinstance(precision, bool) or not isinstance(precision, numbers.Real) or math.isnan(precision) \
+            or not 0 < precision < 1:
+        raise InputError(f"precision {precision!r}: must be a number strictly between 0 and 1 (e.g. 0.9)")
+    return float(precision)
+
+
+def level_index(precision: float) -> int | None:
+    """The position in :data:`LEVELS` of the lowest level at least ``precision``, or None above 0.99."""
+    position = bisect.bisect_left(LEVELS, precision - 1e-9)
+    return position if position < len(LEVELS) else None
+
+
+def bin_name(key: str) -> str:
+    """``"2"`` -> ``"3-token queries"``: a thresholds key as a person reads it."""
+    if key == ALL_LENGTHS:
+        return "queries of any length"
+    number, low = int(key), (0,) + LENGTH_EDGES
+    first = low[number] + 1
+    last = LENGTH_EDGES[number] if number < len(LENGTH_EDGES) else None
+    span = f"{first}" if last == first else (f"{first}-{last}" if last else f"{first}+")
+    return f"{span}-token queries"
+
+
+class NodeTree:
+    """The ancestors of a model's labels in its taxonomy, as arrays: ``ancestors[label]`` the
+    taxonomy positions of the label's path, department first, ``-1`` padded to the deepest."""
+
+    def __init__(self, taxonomy: Taxonomy, labels: tuple[str, ...]) -> None:
+        self.taxonomy = taxonomy
+        self.depth = np.array([len(path) for path in taxonomy.paths], dtype=np.int64)
+        self.parents = np.array(taxonomy.parents, dtype=np.int64)
+        self.max_depth = max(int(self.depth.max()) if len(self.depth) else 0, 1)
+        self.ancestors = np.full((len(labels), self.max_depth), -1, dtype=np.int64)
+        for row, label in enumerate(labels):
+            chain = self.path_positions(taxonomy.index(label))
+            self.ancestors[row, :len(chain)] = chain
+
+    def path_positions(self, node: int) -> list[int]:
+        """The taxonomy positions from ``node``'s department down to ``node``."""
+        chain = []
+        while node >= 0:
+            chain.append(node)
+            node = int(self.parents[node])
+        return chain[::-1]
+
+    def ancestors_of(self, nodes) -> set[int]:
+        """Taxonomy positions of ``nodes`` and of every node above them."""
+        return {position for node in np.asarray(nodes).tolist() for position in self.path_positions(int(node))}
+
+    def masses(self, labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """One query's top leaves (label positions, -1 padded) and scores -> the nodes beneath
+        which any of them lies (taxonomy positions, ascending) and each node's mass."""
+        present = (labels >= 0) & (scores > 0)
+        weights = scores[present].astype(np.float64)
+        total = weights.sum()
+        if total <= 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        chains = self.ancestors[labels[present]]
+        filled = chains >= 0
+        nodes, inverse = np.unique(chains[filled], return_inverse=True)
+        spread = np.broadcast_to((weights / max(total, MASS_FLOOR))[:, None], chains.shape)[filled]
+        return nodes, np.bincount(inverse, weights=spread, minlength=len(nodes))
+
+
+@dataclass(frozen=True)
+class NodeAnswer:
+    """The node a query was answered at, with its calibrated probability."""
+
+    id: str
+    path: str
+    depth: int
+    probability: float
+    leaf: bool
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "path": self.path, "depth": self.depth, "probability": round(self.probability, 6),
+                "leaf": self.leaf}
+
+
+@dataclass(frozen=True)
+class NodeCalibration:
+    """``maps[depth] = (x, y)``: knots of a non-decreasing map from a node's mass to its
+    probability; ``thresholds[key][i]``: the probability a node needs for precision ``LEVELS[i]``
+    (key: a length bin's number as text, or :data:`ALL_LENGTHS`), None where validation cannot
+    support that precision."""
+
+    maps: dict[int, tuple[np.ndarray, np.ndarray]]
+    thresholds: dict[str, tuple[float | None, ...]]
+    top_k: int = TOP_K
+    confidence: float = 0.7
+    fitted_on: dict | None = None
+
+    def probabilities(self, tree: NodeTree, labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(nodes, mass, probability) of one query's top leaves: every node with mass, taxonomy
+        positions ascending; probabilities nest (a parent's is at least each child's)."""
+        nodes, mass = tree.masses(labels, scores)
+        probability = np.zeros(len(nodes))
+        depth = tree.depth[nodes]
+        for d in np.unique(depth).tolist():
+            at = depth == d
+            x, y = self.map_at(d)
+            probability[at] = np.interp(mass[at], x, y)
+        parent_at = np.searchsorted(nodes, tree.parents[nodes])  # a node with mass has a parent with mass
+        for d in range(int(depth.max()) if len(depth) else 0, 1, -1):
+            children = np.flatnonzero(depth == d)
+            np.maximum.at(probability, parent_at[children], probability[children])
+        return nodes, mass, probability
+
+    def map_at(self, depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """The map of ``depth``, else that of the nearest depth fitted (the deeper on a tie)."""
+        if depth in self.maps:
+            return self.maps[depth]
+        return self.maps[min(self.maps, key=lambda d: (abs(d - depth), -d))]
+
+    def chain(self, tree: NodeTree, labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per depth (1 first): the most probable node at that depth (ties: the heavier, then the
+        first; a taxonomy position, -1 where no node of that depth has mass) and its probability.
+        Probabilities nest, so they never rise with depth: the answer at a threshold is the last
+        node of the chain that reaches it."""
+        nodes, mass, probability = self.probabilities(tree, labels, scores)
+        best = np.full(tree.max_depth, -1, dtype=np.int64)
+        best_probability = np.zeros(tree.max_depth)
+        if len(nodes):
+            depth = tree.depth[nodes]
+            order = np.lexsort((nodes, -mass, -probability, depth))
+            first = order[np.r_[True, depth[order][1:] != depth[order][:-1]]]
+            best[depth[first] - 1], best_probability[depth[first] - 1] = nodes[first], probability[first]
+        return best, best_probability
+
+    def answer(self, tree: NodeTree, labels: np.ndarray, scores: np.ndarray, threshold: float) -> NodeAnswer | None:
+        """The deepest node whose probability reaches ``threshold``, or None."""
+        best, probability = self.chain(tree, labels, scores)
+        reached = int((probability >= threshold).sum())
+        if reached == 0:
+            return None
+        node, taxonomy = int(best[reached - 1]), tree.taxonomy
+        return NodeAnswer(taxonomy.ids[node], SEPARATOR.join(taxonomy.paths[node]), int(tree.depth[node]),
+                          float(probability[reached - 1]), taxonomy.is_leaf(taxonomy.ids[node]))
+
+    def threshold_key(self, n_tokens: int) -> str:
+        key = str(bisect.bisect_left(LENGTH_EDGES, n_tokens))
+        return key if key in self.thresholds else ALL_LENGTHS
+
+    def threshold(self, precision: float, n_tokens: int) -> float | None:
+        """The probability a node needs to be answered at ``precision`` for a query of
+        ``n_tokens`` tokens, or None where validation cannot support that precision."""
+        level = level_index(precision)
+        return None if level is None else self.thresholds[self.threshold_key(n_tokens)][level]
+
+    def unsupported(self, precision: float, n_tokens: int) -> str:
+        """Why no node can be answered at ``precision`` for a query of this length."""
+        key = self.threshold_key(n_tokens)
+        supported = [p for p, t in zip(LEVELS, self.thresholds[key]) if t is not None]
+        most = f"at most {max(supported):.2f}" if supported else f"not even {LEVELS[0]:.2f}"
+        return f"the validation data cannot support precision {precision:g} for {bin_name(key)} ({most})"
+
+    def to_json(self) -> dict:
+        return {"method": METHOD, "top_k": self.top_k, "mass_floor": MASS_FLOOR, "confidence": self.confidence,
+                "levels": list(LEVELS),
+                "length_edges": list(LENGTH_EDGES),
+                "maps": {str(d): {"x": x.tolist(), "y": y.tolist()} for d, (x, y) in sorted(self.maps.items())},
+                "thresholds": {key: list(values) for key, values in self.thresholds.items()},
+                "fitted_on": self.fitted_on or {}}
+
+    @classmethod
+    def from_json(cls, data: dict, where: str) -> "NodeCalibration":
+        try:
+            maps = {int(d): (np.asarray(m["x"], dtype=np.float64), np.asarray(m["y"], dtype=np.float64))
+                    for d, m in data["maps"].items()}
+            thresholds = {str(key): tuple(None if t is None else float(t) for t in values)
+                          for key, values in data["thresholds"].items()}
+            top_k, confidence = int(data["top_k"]), float(data["confidence"])
+            levels, edges = tuple(data["levels"]), tuple(data["length_edges"])
+            floor = float(data["mass_floor"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise BundleError(f"{where}: not a node calibration ({exc})") from None
+        if (levels != LEVELS or edges != LENGTH_EDGES or floor != MASS_FLOOR or not maps or ALL_LENGTHS not in thresholds
+                or top_k < 1):
+            raise BundleError(f"{where}: not a node calibration this qcat reads (its levels, length bins, mass "
+                              f"floor, maps, thresholds or top_k differ): fit it again with qcat train nodes")
+        for depth, (x, y) in maps.items():
+            if (x.ndim != 1 or x.shape != y.shape or len(x) == 0 or np.any(np.diff(x) < 0) or np.any(np.diff(y) < 0)
+                    or not np.all(np.isfinite(x)) or np.any(y < 0) or np.any(y > 1)):
+                raise BundleError(f"{where}: the map of depth {depth} is not a non-decreasing map into [0, 1]")
+        for key, values in thresholds.items():
+            if len(values) != len(LEVELS) or any(t is not None and not 0 <= t <= 1 for t in values):
+                raise BundleError(f"{where}: the thresholds of {key!r} are not {len(LEVELS)} probabilities")
+        return cls(maps, thresholds, top_k, confidence, data.get("fitted_on", {}))
+
+
+@dataclass(frozen=True)
+class NodeChains:
+    """Many queries' chains at once (:meth:`NodeCalibration.chain`), to answer them at any precision
+    without asking the model again: ``nodes[i, d]`` the taxonomy position of query i's most
+    probable node at depth d + 1 (-1: none), ``probability[i, d]`` its probability,
+    ``thresholds[i, j]`` what a node needs for precision ``LEVELS[j]`` at query i's length (NaN:
+    validation cannot support it)."""
+
+    nodes: np.ndarray  # int64 (n, max depth)
+    probability: np.ndarray  # float64 (n, max depth)
+    thresholds: np.ndarray  # float64 (n, len(LEVELS))
+
+    def answers(self, precision: float) -> np.ndarray:
+        """Each query's node at ``precision``: a taxonomy position, -1 for none (unsupported, or no
+        department reaches it); the same nodes as :meth:`NodeCalibration.answer`."""
+        level = level_index(check_precision(precision))
+        threshold = self.thresholds[:, level] if level is not None else np.full(len(self.nodes), np.nan)
+        with np.errstate(invalid="ignore"):
+            reached = (self.probability >= threshold[:, None]).sum(axis=1)
+        picked = np.take_along_axis(self.nodes, np.maximum(reached - 1, 0)[:, None], axis=1)[:, 0]
+        return np.where(reached > 0, picked, -1)
+
+
+def node_chains(calibration: NodeCalibration, tree: NodeTree, labels: np.ndarray, scores: np.ndarray,
+                n_tokens: np.ndarray) -> NodeChains:
+    """:class:`NodeChains` of a batch: its top leaves (label positions and scores, one row a query,
+    best first) and each query's number of tokens."""
+    top = calibration.top_k
+    chains = [calibration.chain(tree, row_labels[:top], row_scores[:top]) for row_labels, row_scores in zip(labels, scores)]
+    nodes = np.array([c[0] for c in chains], dtype=np.int64).reshape(len(chains), tree.max_depth)
+    probability = np.array([c[1] for c in chains], dtype=np.float64).reshape(len(chains), tree.max_depth)
+    rows = {key: np.array([np.nan if t is None else t for t in values]) for key, values in calibration.thresholds.items()}
+    thresholds = np.array([rows[calibration.threshold_key(int(n))] for n in n_tokens]).reshape(len(chains), len(LEVELS))
+    return NodeChains(nodes, probability, thresholds)
+
+
+def save_node_calibration(calibration: NodeCalibration | None, directory: str | Path) -> None:
+    """Write ``nodes.json`` into a bundle directory (before its manifest is written)."""
+    path = Path(directory) / NODES_FILE
+    if calibration is None:
+        path.unlink(missing_ok=True)
+        return
+    path.write_text(json.dumps(calibration.to_json(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def load_node_calibration(manifest: Manifest) -> NodeCalibration | None:
+    """The bundle's node calibration (verified with its other files by ``read_manifest``), or
+    None for a bundle without one."""
+    if NODES_FILE not in manifest.data["files"]:
+        return None
+    try:
+        data = json.loads(manifest.file(NODES_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BundleError(f"model bundle {manifest.directory}: cannot read {NODES_FILE}: {exc}") from None
+    return NodeCalibration.from_json(data, f"model bundle {manifest.directory}: {NODES_FILE}")
+
+
+def no_node_calibration(directory) -> str:
+    """The one line that refuses ``--precision`` for a bundle without ``nodes.json``."""
+    return (f"model bundle {directory} has no node calibration, so it cannot answer --precision: retrain it "
+            f"with this qcat, or add one: qcat train nodes --model {directory} --out NEW_DIR")
