@@ -7,6 +7,8 @@ passes with the tokenizer's cache emptied before each (so normalization is paid 
 - the shipped demo model (hybrid: NB + XReg blend) through the compiled single-query path
   (``Classifier.compile()``, as ``qcat serve`` loads it) and through the batch path with one
   query (what every single-query call paid before the compiled path);
+- the same with ``precision=0.9`` (its node answer too: the top leaves summed up the tree, where
+  the bundle has a node calibration);
 - its own NB part (``--backend nb``), both ways, and its XReg part (``--backend xreg``) through the
   compiled path;
 - any ``--xmlq DIR`` bundle (repeatable: e.g. the float, fp16 and int8 exports of one network)
@@ -243,6 +245,9 @@ def main() -> None:
         "its NB part, batch path with one query": lambda q: nb.model.predict([q], K),
         "its XReg part, compiled single-query path": lambda q: xreg.classify([q], K),
     }
+    if hybrid.nodes is not None:  # the node answer too (qcat classify --precision 0.9, issue 52)
+        rows["shipped model (hybrid), compiled single-query path, precision 0.9"] = \
+            lambda q: hybrid.classify([q], K, precision=0.9)
     for directory in args.xmlq:
         xmlq = Classifier.load(directory).compile()
         rows[f"XML-Q {directory}, compiled single-query path"] = lambda q, xmlq=xmlq: xmlq.classify([q], K)

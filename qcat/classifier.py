@@ -139,6 +139,7 @@ class Classifier:
         self.manifest = manifest
         self.nodes = nodes  # the bundle's node calibration (nodes.json), or None: no --precision
         self._tree = NodeTree(taxonomy, model.labels) if nodes is not None else None
+        self._chain = None  # the node calibration's compiled chain, once compile has run
         self._label_paths = [taxonomy.path_of(label) for label in model.labels]
         self._calibrated = functools.cache(functools.partial(scores_calibrated, model))  # source -> bool
         self.compiled = False  # whether single queries take the compiled path (see compile)
@@ -179,6 +180,10 @@ class Classifier:
         for part in [model] + parts:
             for query in WARM_UP_QUERIES:
                 part.predict_one(query, 1)
+        if self.nodes is not None:
+            self._chain = self.nodes.compiled_chain(self._tree)
+            for query in WARM_UP_QUERIES:
+                self.classify_one(query, 1, precision=0.9)
         self.compiled = True
         return self
 
@@ -255,12 +260,11 @@ class Classifier:
                     precision: float) -> tuple[NodeAnswer | None, str | None]:
         """The node of ``query`` at ``precision`` from the model's top leaves (label positions and
         scores, best first), or None and why."""
-        top = self.nodes.top_k
         n_tokens = len(tokenize(query))
         threshold = self.nodes.threshold(precision, n_tokens)
         if threshold is None:
             return None, self.nodes.unsupported(precision, n_tokens)
-        node = self.nodes.answer(self._tree, labels[:top], scores[:top], threshold)
+        node = self.nodes.answer(self._tree, labels, scores, threshold, self._chain)
         if node is None:
             return None, f"no department is right at least {precision:g} of the time for this query"
         return node, None

@@ -242,3 +242,68 @@ def test_node_probabilities_nest_for_the_demo_backends():
                 assert model.taxonomy.parents[node] < 0 or p[model.taxonomy.parents[node]] >= value
             departments = [m for n, m in zip(nodes.tolist(), mass.tolist()) if model.taxonomy.parents[n] < 0]
             assert sum(departments) <= 1 + 1e-9
+
+
+@needs_demo_nodes
+@pytest.mark.slow
+def test_the_service_answers_the_same_node_and_refuses_a_bundle_without_calibration():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from serve_load import ServerProcess
+    from test_serve import call
+
+    expected = [a.to_json() for a in Classifier.load().classify(QUERIES, k=3, precision=0.9)]
+    server = ServerProcess(["--model", str(DEMO)])
+    try:
+        status, _, body = call(server.port, "POST", "/v1/classify", {"queries": QUERIES, "k": 3, "precision": 0.9})
+        assert status == 200 and body["results"] == expected
+        status, _, single = call(server.port, "GET", "/v1/classify?q=lego%20star%20wars&k=3&precision=0.9")
+        assert status == 200 and single["results"] == expected[:1]
+        status, _, bad = call(server.port, "GET", "/v1/classify?q=lego&precision=1")
+        assert status == 400 and "strictly between 0 and 1" in bad["error"]
+        assert call(server.port, "GET", "/v1/model")[2]["node_calibration"] is True
+        document = call(server.port, "GET", "/openapi.json")[2]
+        assert "precision" in document["components"]["schemas"]["ClassifyRequest"]["properties"]
+    finally:
+        server.stop()
+    part = ServerProcess(["--model", str(DEMO / "nb")])  # a hybrid's part: no node calibration of its own
+    try:
+        status, _, body = call(part.port, "POST", "/v1/classify", {"queries": ["lego"], "precision": 0.9})
+        assert status == 400 and "has no node calibration" in body["error"]
+        assert call(part.port, "POST", "/v1/classify", {"queries": ["lego"]})[0] == 200
+    finally:
+        part.stop()
+
+
+def test_train_nodes_adds_a_node_calibration_to_a_bundle_without_one(bestbuy_model_dir, tmp_path):
+    assert NODES_FILE not in read_manifest(bestbuy_model_dir).data["files"]
+    out = tmp_path / "with-nodes"
+    result = qcat("train", "nodes", "--model", bestbuy_model_dir, "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert "node calibration (--precision)" in result.stdout
+    assert NODES_FILE in read_manifest(out).data["files"]  # listed, hashed and verified
+    queries = ["iphone case", "tv", "usb cable"]
+    before, after = Classifier.load(bestbuy_model_dir), Classifier.load(out)
+    assert [a.categories for a in before.classify(queries)] == [a.categories for a in after.classify(queries)]
+    answers = after.classify(queries, precision=0.8)
+    assert all(a.precision == 0.8 and (a.node is not None or a.node_why) for a in answers)
+    again = qcat("train", "nodes", "--model", bestbuy_model_dir, "--out", out)
+    assert again.returncode != 0 and "Traceback" not in again.stderr  # --out exists: refused, nothing overwritten
+
+
+def test_the_compiled_chain_equals_the_batch_one():
+    """The single-query kernel (qcat serve, Classifier.compile) and the numpy path give the same
+    nodes and probabilities, to the bit, including ties and scores below the mass floor."""
+    model, _ = generated(7, {"a": 1})
+    tree = NodeTree(model.taxonomy, model.labels)
+    rng = np.random.default_rng(3)
+    maps = {d: (np.sort(rng.uniform(0, 1, 6)), np.sort(rng.uniform(0, 1, 6))) for d in (1, 3)}  # depth 2 borrows
+    calibration = NodeCalibration(maps, {ALL_LENGTHS: tuple(LEVELS)}, top_k=8)
+    compiled = calibration.compiled_chain(tree)
+    for case in range(300):
+        labels = rng.permutation(len(model.labels))[:10].astype(np.int32)
+        labels[rng.uniform(size=10) < 0.1] = -1
+        scores = np.round(rng.uniform(0, 1 if case % 3 else 0.05, 10), 2).astype(np.float32)
+        for (a, b) in zip(calibration.chain(tree, labels, scores), compiled(labels, scores)):
+            assert np.array_equal(a, b), case

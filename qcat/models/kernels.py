@@ -224,3 +224,64 @@ def calibrate_row(labels, scores, x, y, raw_share):
         else:
             mapped = np.interp(np.float64(scores[i]), x, y)
             scores[i] = np.float32((1.0 - raw_share) * mapped + np.float64(share * scores[i]))
+
+
+@njit(cache=True, nogil=True)
+def node_chain(labels, scores, top, ancestors, node_depth, parents, knots_x, knots_y, knot_start, knot_end, floor):
+    """:meth:`qcat.models.calibration.nodes.NodeCalibration.chain` of one query: its top ``top``
+    leaves' mass summed up the tree, the depth maps (depth d's knots are
+    ``knots_*[knot_start[d]:knot_end[d]]``), probabilities nested, and per depth the most probable
+    node (ties: the heavier, then the first) and its probability."""
+    max_depth = ancestors.shape[1]
+    best = np.full(max_depth, -1, np.int64)
+    best_probability = np.zeros(max_depth)
+    n = min(top, labels.shape[0])
+    total = 0.0
+    for i in range(n):
+        if labels[i] >= 0 and scores[i] > 0:
+            total += np.float64(scores[i])
+    if total <= 0:
+        return best, best_probability
+    denominator = max(total, floor)
+    entry_node = np.empty(n * max_depth, np.int64)
+    entry_weight = np.empty(n * max_depth)
+    count = 0
+    for i in range(n):
+        if labels[i] < 0 or not scores[i] > 0:
+            continue
+        weight = np.float64(scores[i]) / denominator
+        for d in range(max_depth):
+            node = ancestors[labels[i], d]
+            if node < 0:
+                break
+            entry_node[count] = node
+            entry_weight[count] = weight
+            count += 1
+    order = np.argsort(entry_node[:count], kind="mergesort")  # stable: each node's weights add in order
+    nodes = np.empty(count, np.int64)
+    mass = np.zeros(count)
+    size = 0
+    for j in range(count):
+        node = entry_node[order[j]]
+        if size == 0 or nodes[size - 1] != node:
+            nodes[size] = node
+            size += 1
+        mass[size - 1] += entry_weight[order[j]]
+    probability = np.empty(size)
+    for j in range(size):
+        d = node_depth[nodes[j]]
+        start, end = knot_start[d], knot_end[d]
+        probability[j] = np.interp(mass[j], knots_x[start:end], knots_y[start:end])
+    for d in range(max_depth, 1, -1):
+        for j in range(size):
+            if node_depth[nodes[j]] == d:
+                parent = np.searchsorted(nodes[:size], parents[nodes[j]])
+                if probability[j] > probability[parent]:
+                    probability[parent] = probability[j]
+    best_mass = np.zeros(max_depth)
+    for j in range(size):
+        d = node_depth[nodes[j]] - 1
+        if (best[d] < 0 or probability[j] > best_probability[d]
+                or (probability[j] == best_probability[d] and mass[j] > best_mass[d])):
+            best[d], best_probability[d], best_mass[d] = nodes[j], probability[j], mass[j]
+    return best, best_probability

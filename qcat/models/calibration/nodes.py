@@ -44,7 +44,7 @@ from qcat.taxonomy import SEPARATOR, Taxonomy
 
 NODES_FILE = "nodes.json"
 METHOD = "isotonic by depth; Clopper-Pearson thresholds per query-length bin"
-TOP_K = 50  # leaves whose scores are summed up the tree
+TOP_K = 20  # leaves whose scores are summed up the tree (a blending hybrid's depth: one call answers both)
 MASS_FLOOR = 0.5  # scores summing to less than this are divided by it, not by their sum
 LEVELS = tuple(round(0.5 + 0.01 * i, 2) for i in range(50))  # the precisions thresholds are kept for
 LENGTH_EDGES = (1, 2, 5)  # the thresholds' length bins: 1, 2, 3-5 and 6+ tokens (titles in one bin)
@@ -109,7 +109,7 @@ class NodeTree:
         which any of them lies (taxonomy positions, ascending) and each node's mass."""
         present = (labels >= 0) & (scores > 0)
         weights = scores[present].astype(np.float64)
-        total = weights.sum()
+        total = float(np.cumsum(weights)[-1]) if len(weights) else 0.0  # summed in order, as the kernel does
         if total <= 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         chains = self.ancestors[labels[present]]
@@ -148,9 +148,10 @@ class NodeCalibration:
     fitted_on: dict | None = None
 
     def probabilities(self, tree: NodeTree, labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(nodes, mass, probability) of one query's top leaves: every node with mass, taxonomy
-        positions ascending; probabilities nest (a parent's is at least each child's)."""
-        nodes, mass = tree.masses(labels, scores)
+        """(nodes, mass, probability) of one query's top leaves (the first ``top_k``): every node
+        with mass, taxonomy positions ascending; probabilities nest (a parent's is at least each
+        child's)."""
+        nodes, mass = tree.masses(labels[:self.top_k], scores[:self.top_k])
         probability = np.zeros(len(nodes))
         depth = tree.depth[nodes]
         for d in np.unique(depth).tolist():
@@ -184,9 +185,26 @@ class NodeCalibration:
             best[depth[first] - 1], best_probability[depth[first] - 1] = nodes[first], probability[first]
         return best, best_probability
 
-    def answer(self, tree: NodeTree, labels: np.ndarray, scores: np.ndarray, threshold: float) -> NodeAnswer | None:
-        """The deepest node whose probability reaches ``threshold``, or None."""
-        best, probability = self.chain(tree, labels, scores)
+    def compiled_chain(self, tree: NodeTree):
+        """:meth:`chain` through the compiled kernel (:func:`qcat.models.kernels.node_chain`): the
+        same nodes and probabilities, for the single-query path (``Classifier.compile``)."""
+        from qcat.models import kernels
+
+        maps = [self.map_at(d) for d in range(tree.max_depth + 1)]
+        ends = np.cumsum([len(x) for x, _ in maps])
+        arrays = (tree.ancestors, tree.depth, tree.parents, np.concatenate([x for x, _ in maps]),
+                  np.concatenate([y for _, y in maps]), ends - [len(x) for x, _ in maps], ends)
+
+        def chain(labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return kernels.node_chain(labels, scores, self.top_k, *arrays, MASS_FLOOR)
+
+        return chain
+
+    def answer(self, tree: NodeTree, labels: np.ndarray, scores: np.ndarray, threshold: float,
+               chain=None) -> NodeAnswer | None:
+        """The deepest node whose probability reaches ``threshold``, or None (``chain``: the
+        compiled :meth:`compiled_chain`, else :meth:`chain`)."""
+        best, probability = chain(labels, scores) if chain is not None else self.chain(tree, labels, scores)
         reached = int((probability >= threshold).sum())
         if reached == 0:
             return None
@@ -272,8 +290,7 @@ def node_chains(calibration: NodeCalibration, tree: NodeTree, labels: np.ndarray
                 n_tokens: np.ndarray) -> NodeChains:
     """:class:`NodeChains` of a batch: its top leaves (label positions and scores, one row a query,
     best first) and each query's number of tokens."""
-    top = calibration.top_k
-    chains = [calibration.chain(tree, row_labels[:top], row_scores[:top]) for row_labels, row_scores in zip(labels, scores)]
+    chains = [calibration.chain(tree, row_labels, row_scores) for row_labels, row_scores in zip(labels, scores)]
     nodes = np.array([c[0] for c in chains], dtype=np.int64).reshape(len(chains), tree.max_depth)
     probability = np.array([c[1] for c in chains], dtype=np.float64).reshape(len(chains), tree.max_depth)
     rows = {key: np.array([np.nan if t is None else t for t in values]) for key, values in calibration.thresholds.items()}
