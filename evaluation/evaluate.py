@@ -25,10 +25,12 @@ from qcat.console.progress import task
 from qcat.errors import InputError
 from qcat.evaluation.gold import compare_gold, describe, score_gold
 from qcat.evaluation.metrics import reliability
+from qcat.evaluation.nodes import no_nodes_note, node_classifier, node_sets, score_nodes
 from qcat.evaluation.propensity import PropensityModel, fit_propensity, label_counts
 from qcat.evaluation.report import SIMULATED
 from qcat.evaluation.scoring import ScoringOptions, pr_curve, score_model, summarize
 from qcat.measure.graded_gold import GradedGold
+from qcat.measure.hierarchy import NodeTable
 from qcat.measure.leniency import Leniency
 from qcat.measure.predict import predict_matched
 from qcat.measure.segments import DEFAULT_SHARES, LENGTH_BINS, SEGMENTS, segment_by_impressions, segment_by_length
@@ -185,7 +187,9 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
     ships) and the severe-error rate (:mod:`qcat.measure.leniency`). With ``gold`` (a graded gold,
     :mod:`qcat.evaluation.gold`), each model's top ``gold_k`` (default: the file's) on its queries
     is scored against people's grades too: the report's ``gold`` block and each model's ``gold``
-    (and, after the first, ``gold_paired``)."""
+    (and, after the first, ``gold_paired``). A model whose bundle has a node calibration has its
+    node answers measured (:mod:`qcat.evaluation.nodes`: each model's ``nodes``; None and a note
+    for a model without one)."""
     if not model_dirs:
         raise InputError("give at least one --model")
     names = list(names or [])
@@ -213,6 +217,7 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
     progress(f"{evaluation.source['queries']:,} {split} queries, {len(evaluation.label_ids):,} labels"
              + "".join(f"; {name} {len(queries):,} queries" for name, (queries, _) in real.items())
              + f" ({time.perf_counter() - started:.1f} s)")
+    node_table, nodes_on = NodeTable.build(dataset.taxonomy), node_sets(evaluation if SIMULATED in chosen else None, real)
     if fit:
         propensity = fit_from_corpus(corpus, period, dataset, evaluation)
         progress(f"fitted propensity A={propensity.a:.3f} B={propensity.b:.3f}")
@@ -262,6 +267,10 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
                 progress(f"{name}: {set_name} PR@1 {summary['PR@1']:.4f}, ECE {summary['ECE raw']:.3f} raw -> "
                          f"{summary['ECE']:.3f} calibrated ({format_overlap(entry['overlap'][set_name])})")
                 progress(f"{name}: {set_name} {leniency_line(summary)}")
+            classifier = node_classifier(model, directory)  # None: the bundle has no node calibration
+            entry["nodes"] = None if classifier is None else score_nodes(
+                classifier, node_table, evaluation.label_ids, nodes_on, lambda message: progress(f"{name}: {message}"))
+            notes += [no_nodes_note(name, directory)] if classifier is None else []
             models.append(entry)
             advance()
     return {

@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
 import numpy as np  # noqa: E402
 
+from qcat.evaluation.nodes import REPORTED  # noqa: E402
 from qcat.evaluation.report import SEGMENT_ORDER, has_simulated, real_sets  # noqa: E402
 from qcat.evaluation.scoring import CURVE_KS  # noqa: E402
 
@@ -82,6 +83,30 @@ def reliability_diagram(report: dict) -> str:
     return figure_svg(figure)
 
 
+def node_precision_depth(report: dict) -> str:
+    """Node answers from P = 0.50 to 0.99, a line per model and query set: measured precision
+    against mean depth (left; P = 0.8, 0.9, 0.95 marked) and against the P promised (right)."""
+    figure, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    right.plot([50, 100], [50, 100], color="grey", linestyle="--", linewidth=1, label="precision = P")
+    for model in report["models"]:
+        for qset, curve in (model.get("nodes") or {}).get("curves", {}).items():
+            precision = np.array([np.nan if v is None else 100 * v for v in curve["precision"]])
+            depth = np.array([np.nan if v is None else v for v in curve["mean_depth"]])
+            (line,) = left.plot(depth, precision, linewidth=1.2, label=legend_label(f"{model['name']} · {qset}"))
+            marked = [curve["P"].index(p) for p in REPORTED if p in curve["P"]]
+            left.plot(depth[marked], precision[marked], linestyle="none", marker="o", markersize=4, color=line.get_color())
+            right.plot([100 * p for p in curve["P"]], precision, linewidth=1.2, color=line.get_color())
+    left.set_xlabel("mean depth (no node = 0; dots: P = " + ", ".join(f"{p:g}" for p in REPORTED) + ")")
+    left.set_ylabel("node precision (%)")
+    right.set_xlabel("P, the precision the bundle promises (%)")
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+    handles = left.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0][:1]
+    figure.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3)  # below: no curve hidden
+    figure.tight_layout()
+    return figure_svg(figure)
+
+
 PLOTS = {
     "PR@k by segment": ("pr_at_k_by_segment.svg", pr_at_k_by_segment),
     "PR@1 by query length": ("pr_at_1_by_length.svg", pr_at_1_by_length),
@@ -89,7 +114,13 @@ PLOTS = {
 }
 
 
+NODE_PLOT = "Node answers: precision against depth"
+
+
 def draw_all(report: dict) -> dict[str, tuple[str, str]]:
-    """Plot title -> (file name, SVG text); without the simulated split, only the PR@k curves."""
+    """Plot title -> (file name, SVG text); without the simulated split, only the PR@k curves; and
+    the node answers' curve where a model has a node calibration."""
     plots = PLOTS if has_simulated(report) else dict(list(PLOTS.items())[:1])
+    if any(model.get("nodes") for model in report["models"]):  # a model with a node calibration
+        plots = plots | {NODE_PLOT: ("node_precision_depth.svg", node_precision_depth)}
     return {title: (file_name, draw(report)) for title, (file_name, draw) in plots.items()}

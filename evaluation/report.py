@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from html import escape
 
+from qcat.evaluation.nodes import node_tables
+
 SEGMENT_ORDER = ("all", "head", "torso", "tail")
 DELTA_SEGMENTS = ("head", "torso", "tail", "all")  # eBay Table 4 lists head, torso, tail
 SIMULATED = "simulated"  # the click log's split, reported by head/torso/tail
@@ -154,6 +156,8 @@ def tables(report: dict) -> list[Table]:
             ("models", "QSet") + tuple(f"δ {c}" for c in columns),
             rows,
         ))
+    out += [Table(**fields) for fields in node_tables(report, (list(SEGMENT_ORDER) if has_simulated(report) else [])
+                                                      + real_sets(report))]
     if not has_simulated(report):
         return out
     extras = extra_columns(k)
