@@ -2,19 +2,21 @@
 
 - ``generate``: simulated golden judgments for the demo corpus's queries;
 - ``import``: read golden data (qcat CSV or ESCI JSON), report skipped rows, write qcat CSV;
-- ``evaluate``: baseline vs target classifier (and no classifier) through the mini search.
+- ``evaluate``: baseline vs target classifier (and no classifier) through the mini search;
+  ``--baseline-precision``/``--target-precision`` P: that side answers by node at precision P.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from qcat.cli import ArgumentParser, float_at_least, int_at_least, share
+from qcat.cli import ArgumentParser, float_at_least, float_in, int_at_least, share
 from qcat.console.output import check_writable_file
 from qcat.errors import InputError
 from qcat.evaluation.report_files import clean_json
@@ -91,6 +93,12 @@ def build_parser(command: str = "") -> argparse.ArgumentParser:
     evaluate.add_argument("--boost-weight", type=float_at_least(0), default=1.0, help="weight of the category score (default 1)")
     evaluate.add_argument("--categories", type=int_at_least(1), default=3, help="categories a filtered search keeps (default 3)")
     evaluate.add_argument("-n", "--top-n", type=int_at_least(1), default=5, help="listings returned per query (default 5)")
+    for side in ("baseline", "target"):
+        evaluate.add_argument(f"--{side}-precision", type=float_in(0, 1, low_open=True, high_open=True), default=None,
+                              metavar="P", help=f"the {side} answers each query by its deepest taxonomy node right at "
+                              "least P of the time (the bundle's node calibration) instead of its top categories: "
+                              "the listings beneath it are boosted or kept, a query without a node is left "
+                              "unboosted/unfiltered (default: top categories)")
     evaluate.add_argument("--candidates", type=int_at_least(1), default=200, help="BM25 candidates re-ranked (default 200)")
     evaluate.add_argument("--sample-fraction", type=share(), default=0.1,
                           help="share of the catalog added to the inventory (default 0.1)")
@@ -156,7 +164,10 @@ def run_evaluate(args: argparse.Namespace, say) -> int:
     from qcat.training.data.corpus import Corpus
 
     started = time.perf_counter()
-    names = tuple(args.names) if args.names else (args.baseline.resolve().name, args.target.resolve().name)
+    precisions = (args.baseline_precision, args.target_precision)
+    names = tuple(args.names) if args.names else tuple(
+        directory.resolve().name + ("" if precision is None else f" node@{precision:g}")
+        for directory, precision in zip((args.baseline, args.target), precisions))
     if names[0] == names[1] and not args.names:
         names = (f"{names[0]} (baseline)", f"{names[1]} (target)")
     check_names(names)
@@ -164,13 +175,14 @@ def run_evaluate(args: argparse.Namespace, say) -> int:
         search=SearchConfig(top_n=args.top_n, candidates=args.candidates, mode=args.mode,
                             boost_weight=args.boost_weight, categories=args.categories),
         per_segment=args.per_segment, sample_fraction=args.sample_fraction, bootstrap=args.bootstrap, seed=args.seed,
+        precisions=precisions,
     )
     corpus = Corpus.open(args.corpus)
     if args.golden_session is not None and args.golden is None:
         raise InputError("--golden-session needs --golden: the judging store's URL or SQLite file")
     taxonomy = corpus.taxonomy()
     # Models on another taxonomy are refused before golden data is read or simulated (which takes long).
-    models = load_checked_models(names, (args.baseline, args.target), taxonomy)
+    models = load_checked_models(names, (args.baseline, args.target), taxonomy, precisions)
     golden = load_golden_source(args.golden, args) if args.golden else None
     catalog = corpus.catalog()
     demand = None if args.no_demand and golden is not None else log_demand(corpus, args.period)
@@ -184,7 +196,35 @@ def run_evaluate(args: argparse.Namespace, say) -> int:
                              names, progress=say, models=models)
     report["seconds"]["end_to_end"] = round(time.perf_counter() - started, 2)
     written = write_report_files(report, args.out, draw_all(report), render_markdown, render_html)
+    for line in node_summary(report):
+        say(line)
     say(f"wrote {', '.join(str(p) for p in written)} ({time.perf_counter() - started:.1f} s)")
     if args.json:
         print(json.dumps(clean_json(report), indent=2))
     return 0
+
+
+def node_summary(report: dict) -> list[str]:
+    """With a side answering by node, per set: each such side's node (mean depth, no node) and the
+    target − baseline PR@k and NDCG* (points, 95% intervals); nothing otherwise."""
+    from qcat.evaluation.golden.report import interval, label, node_systems
+    from qcat.evaluation.golden.system_metrics import PR_AT_K
+
+    def number(value: float | None) -> str:
+        return "–" if value is None or math.isnan(value) else f"{value:.2f}"
+
+    by_node = node_systems(report)
+    if not by_node:
+        return []
+    first = report["deltas"][0]
+    lines = [f"{first['target']} − {first['baseline']} (points, {report['options']['bootstrap']:,}-draw 95% intervals):"]
+    for entry in report["deltas"]:
+        if (entry["target"], entry["baseline"]) != (first["target"], first["baseline"]):
+            continue
+        segment = entry["segment"]
+        figures = [(s["name"], s["node"]["segments"][segment]) for s in by_node]
+        nodes = "; ".join(f"{name}: mean depth {number(f['mean_depth'])}, no node {100 * f['no_node_share']:.1f}%"
+                          for name, f in figures)
+        deltas = ", ".join(f"δ {label(report, m)} {interval(entry[m])}" for m in (PR_AT_K, "NDCG*"))
+        lines.append(f"  {segment} ({by_node[0]['node']['segments'][segment]['queries']:,} queries): {deltas}; {nodes}")
+    return lines

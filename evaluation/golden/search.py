@@ -11,6 +11,11 @@ returned:
   ``boost_weight`` times the classifier's score of the listing's category (0 when the
   category is not in the classifier's top 10).
 
+A classifier may instead answer each query by one taxonomy *node* at a stated precision
+(:class:`NodeAnswers`, a department, an aisle, ... or a leaf): ``filter`` then keeps the
+listings whose category lies beneath the node, and ``boost`` adds ``boost_weight`` times the
+node's probability to theirs; a query without a node is searched as without a classifier.
+
 Ties keep BM25 order, and BM25 ties keep inventory order (among the retrieved candidates), so
 results are deterministic.
 """
@@ -25,6 +30,7 @@ import numpy as np
 from qcat.errors import InputError
 from qcat.evaluation.golden.inventory import Inventory
 from qcat.models.model import Model
+from qcat.taxonomy import Taxonomy
 
 MODES = ("filter", "boost")
 CLASSIFIER_K = 10
@@ -59,6 +65,34 @@ class Candidates:
 
 
 @dataclass(frozen=True)
+class NodeAnswers:
+    """Each query's node answer: its taxonomy id ("" where no node) and calibrated probability
+    (0 where no node), its depth (1 a department, 0 where no node) and whether it is a leaf;
+    ``unsupported``: no node because the calibration cannot support the precision for the
+    query's length (rather than no department reaching it)."""
+
+    ids: np.ndarray  # object
+    probability: np.ndarray  # float64
+    depth: np.ndarray  # int64
+    leaf: np.ndarray  # bool
+    unsupported: np.ndarray  # bool
+
+    @property
+    def answered(self) -> np.ndarray:
+        return self.depth > 0
+
+    def summary(self, rows: np.ndarray) -> dict:
+        """Over the queries ``rows``: how many, the node's mean depth (over those with a node), and
+        the shares with no node, with no node for want of support, and answered by a leaf."""
+        answered = self.answered[rows]
+        share = (lambda mask: float(mask.mean())) if len(rows) else (lambda mask: float("nan"))
+        return {"queries": len(rows), "answered": int(answered.sum()),
+                "mean_depth": float(self.depth[rows][answered].mean()) if answered.any() else float("nan"),
+                "no_node_share": share(~answered), "unsupported_share": share(self.unsupported[rows]),
+                "leaf_share": share(self.leaf[rows])}
+
+
+@dataclass(frozen=True)
 class ResultLists:
     docs: np.ndarray  # int64 (queries, top_n): inventory rows, best first, -1 padded
     scores: np.ndarray  # float64
@@ -69,13 +103,16 @@ class ResultLists:
 
 
 class MiniSearch:
-    def __init__(self, inventory: Inventory, config: SearchConfig = SearchConfig()):
+    def __init__(self, inventory: Inventory, config: SearchConfig = SearchConfig(), taxonomy: Taxonomy | None = None):
+        """``taxonomy``: the inventory's categories' taxonomy, needed to search by node answers."""
         if len(inventory) == 0:
             raise InputError("the inventory is empty: no listing of the golden set is in the catalog and the sample is empty")
         self.inventory, self.config = inventory, config
         self.retriever = bm25s.BM25()
         self.retriever.index(inventory.tokens, show_progress=False)
         self.category_names, self.category_codes = np.unique(inventory.category.astype(str), return_inverse=True)
+        self.taxonomy = taxonomy
+        self._chains: np.ndarray | None = None
 
     def retrieve(self, token_lists: list[list[str]]) -> Candidates:
         k = min(self.config.candidates, len(self.inventory))
@@ -108,19 +145,58 @@ class MiniSearch:
             in_top[rows] = same[:, :, : self.config.categories].any(axis=2)
         return score, in_top
 
+    def node_scores(self, nodes: NodeAnswers, candidates: Candidates) -> tuple[np.ndarray, np.ndarray]:
+        """For every candidate: whether its category lies beneath the query's node (never for a query
+        without one), and then the node's probability (else 0)."""
+        chains = self._category_chains()
+        taxonomy = self.taxonomy
+        names, inverse = np.unique(nodes.ids.astype(str), return_inverse=True)
+        known = np.array([taxonomy.index(n) if n in taxonomy else -2 for n in names.tolist()], dtype=np.int64)
+        position = np.where(nodes.answered, known[inverse.reshape(-1)], -2) if len(names) else np.zeros(0, np.int64)
+        docs = candidates.docs
+        codes = np.where(docs >= 0, self.category_codes[np.maximum(docs, 0)], 0)
+        # The ancestor of each candidate's category at the depth of the query's node, -1 where none.
+        at_depth = np.minimum(np.maximum(nodes.depth - 1, 0), chains.shape[1] - 1)
+        beneath = (chains[codes, at_depth[:, None]] == position[:, None]) & (docs >= 0)
+        return beneath, np.where(beneath, nodes.probability[:, None], 0.0)
+
+    def _category_chains(self) -> np.ndarray:
+        """Per inventory category: the taxonomy positions of its path, department first, -1 padded."""
+        if self._chains is None:
+            if self.taxonomy is None:
+                raise InputError("searching by node answers needs the inventory's taxonomy")
+            paths = []
+            for category in self.category_names.tolist():
+                node, path = self.taxonomy.index(category), []
+                while node >= 0:
+                    path.append(node)
+                    node = self.taxonomy.parents[node]
+                paths.append(path[::-1])
+            self._chains = np.full((len(paths), max(map(len, paths), default=1)), -1, dtype=np.int64)
+            for row, path in enumerate(paths):
+                self._chains[row, :len(path)] = path
+        return self._chains
+
     def _label_codes(self, model: Model) -> np.ndarray:
         index = {name: i for i, name in enumerate(self.category_names)}
         return np.array([index.get(label, -3) for label in model.labels], dtype=np.int64)
 
     def search(self, queries: list[str], token_lists: list[list[str]], model: Model | None = None,
-               candidates: Candidates | None = None) -> ResultLists:
-        """Top-N listings per query, with ``model``'s categories or (None) BM25 alone."""
+               candidates: Candidates | None = None, nodes: NodeAnswers | None = None) -> ResultLists:
+        """Top-N listings per query, with ``model``'s categories, or with ``nodes`` (each query's
+        node answer; ``model`` None), or (both None) BM25 alone."""
+        if model is not None and nodes is not None:
+            raise InputError("search by a model's categories or by node answers, not both")
         candidates = candidates or self.retrieve(token_lists)
         valid = candidates.docs >= 0
-        if model is None:
+        if model is None and nodes is None:
             final = np.where(valid, candidates.scores, -np.inf)
         else:
-            category_score, in_top = self.category_scores(model, queries, candidates)
+            if nodes is not None:
+                beneath, category_score = self.node_scores(nodes, candidates)
+                in_top = beneath | ~nodes.answered[:, None]  # no node: nothing filtered out
+            else:
+                category_score, in_top = self.category_scores(model, queries, candidates)
             if self.config.mode == "filter":
                 final = np.where(valid & in_top, candidates.scores, -np.inf)
             else:

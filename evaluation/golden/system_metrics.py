@@ -14,6 +14,10 @@ DCG = Σ 2^rel_i / log2(i + 1) with rel_i the listing's grade (an unjudged listi
 Off-topic, 0), and IDCG the same sum with Excellent (3) at every position. A query with no
 result scores 0.
 
+PR@k (eBay's PR@k, §4.2.1, over search results; reported when a system answers by node): the
+relevant judged listings among the returned top N divided by min(N, the query's relevant judged
+listings), NaN when none is relevant.
+
 Segment figures are means over the queries where the metric is defined;
 :func:`bootstrap_delta` gives percentile confidence intervals of a paired difference.
 """
@@ -29,6 +33,8 @@ from qcat.evaluation.metrics import roc_auc_by_group
 NDCG_DEPTH = 5
 EXCELLENT = 3
 METRICS = ("accuracy", "precision", "recall", "F1", "AUC", "NDCG*")
+PR_AT_K = "PR@k"
+NODE_METRICS = (PR_AT_K, *METRICS)  # what a report shows when a system answers by node
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,7 @@ def judged_positions(judgments: QueryJudgments, docs: np.ndarray) -> np.ndarray:
 
 
 def per_query_metrics(judgments: QueryJudgments, docs: np.ndarray) -> dict[str, np.ndarray]:
-    """Every metric of :data:`METRICS` (NDCG* NaN when no pair has a grade) per query, plus
+    """Every metric of :data:`NODE_METRICS` (NDCG* NaN when no pair has a grade) per query, plus
     ``returned`` and ``judged_share`` (the share of returned listings that are judged)."""
     n_queries, depth = docs.shape
     position = judged_positions(judgments, docs)
@@ -89,6 +95,7 @@ def per_query_metrics(judgments: QueryJudgments, docs: np.ndarray) -> dict[str, 
             "precision": np.where(tp + fp > 0, tp / (tp + fp), np.nan),
             "recall": np.where(tp + fn > 0, tp / (tp + fn), np.nan),
             "F1": np.where(2 * tp + fp + fn > 0, 2 * tp / (2 * tp + fp + fn), np.nan),
+            PR_AT_K: np.where(tp + fn > 0, tp / np.minimum(depth, tp + fn), np.nan),
             "AUC": roc_auc_by_group(query, np.where(returned_pair, depth - position, 0).astype(np.float64), relevant, n_queries),
             "NDCG*": ndcg_star(judgments, position, returned) if np.any(~np.isnan(judgments.grade)) else np.full(n_queries, np.nan),
             "returned": returned,
