@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from qcat.cli import ArgumentParser, float_at_least, int_at_least, positive_float
+from qcat.cli import ArgumentParser, float_at_least, float_in, int_at_least, positive_float
 from qcat.errors import InputError
 from qcat.evaluation.report_files import clean_json
 
@@ -55,6 +55,12 @@ def build_parser(command: str = "") -> argparse.ArgumentParser:
     judged.add_argument("--gold-k", type=int_at_least(1, 100), default=None, metavar="K",
                         help="how many answers per query to take and score for --gold's precision@k (default: the "
                              "file's `# top_k` line, the k its judges saw, else 5)")
+    judged.add_argument("--precision", type=float_in(0, 1, low_open=True, high_open=True), default=None, metavar="P",
+                        help="with --gold: score each model's node answers at precision P (0 < P < 1) against the "
+                             "file's grades: people's acceptable rate of the graded nodes, the share of queries with "
+                             "no node, the nodes nobody graded counted apart (default: the file's `# precision` line, "
+                             "the P its session showed judges; neither: no node figures). A model without a node "
+                             "calibration has none")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"report directory (default: ./{DEFAULT_OUT})")
     parser.add_argument("--json", action="store_true", help="also print the report JSON on stdout")
     parser.add_argument("--threshold", type=float, default=0.5,
@@ -86,6 +92,8 @@ def main(command: str, argv: list[str]) -> int:
         raise InputError(f"--out {args.out} is a file; give a directory for the report")
     if args.gold_k is not None and args.gold is None:
         raise InputError("--gold-k is the k of --gold FILE: give the graded gold file too")
+    if args.precision is not None and args.gold is None:
+        raise InputError("--precision scores node answers against --gold FILE's grades: give the graded gold file too")
     gold = None
     if args.gold is not None:
         from qcat.measure.graded_gold import read_graded_gold
@@ -95,6 +103,7 @@ def main(command: str, argv: list[str]) -> int:
 
         if (warning := sample_warning(gold)) is not None:
             print(warning, file=sys.stderr)
+        check_node_precision(args.model, args.precision, gold)
     data = args.corpus
     if args.log is not None:
         from qcat.inputs.paths import check_file
@@ -123,6 +132,7 @@ def main(command: str, argv: list[str]) -> int:
         gold=gold, gold_k=args.gold_k,
     )
     if gold is not None:
+        add_gold_nodes(report, gold, args.precision)
         print_gold(report, sys.stderr if args.json else sys.stdout)  # stdout stays one JSON document with --json
     written = write_report(report, args.out)
     print(f"wrote {', '.join(str(p) for p in written)} ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
@@ -143,11 +153,46 @@ def write_report(report: dict, out: Path) -> list[Path]:
 
 def print_gold(report: dict, stream) -> None:
     """One line per model of its human-judged figures on all the gold's queries, then one per
-    model after the first against the first."""
-    from qcat.evaluation.gold import gold_line, paired_line
+    model after the first against the first; with node answers (``gold_nodes``), each model's
+    line of them after its own."""
+    from qcat.evaluation.gold import gold_line, node_line, paired_line
 
     models = report["models"]
+    precision = report["gold"].get("precision")
     for model in models:
         print(gold_line(model["name"], model["gold"]["all"], report["gold"]), file=stream)
+        if precision is not None:
+            nodes = model.get("gold_nodes")
+            print(node_line(model["name"], nodes and nodes["all"], model["gold"]["all"]["acceptable"], precision,
+                            report["gold"]["source"]), file=stream)
     for model in models[1:]:
         print(paired_line(model["name"], models[0]["name"], model["gold_paired"]["all"]), file=stream)
+
+
+def check_node_precision(model_dirs: list[Path], given: float | None, gold) -> None:
+    """Before any work: ``--precision`` for models none of which has a node calibration is refused,
+    in one line; a ``--precision`` other than the one the file's nodes were shown at is warned of."""
+    from qcat.bundles.bundle import read_manifest
+    from qcat.models.calibration.nodes import NODES_FILE, no_node_calibration
+
+    if given is None:
+        return
+    if not any(NODES_FILE in read_manifest(d, verify=False).data["files"] for d in model_dirs):
+        raise InputError(no_node_calibration(model_dirs[0]))
+    shown = gold.precision()
+    if shown is not None and abs(shown - given) > 1e-9:
+        print(f"warning: --precision {given:g}, but {gold.source}'s judges saw node answers at precision {shown:g}: "
+              "nodes at another precision may not have been graded (they are counted as ungraded)", file=sys.stderr)
+
+
+def add_gold_nodes(report: dict, gold, given: float | None) -> None:
+    """Each model's node answers on the gold's queries (``gold_nodes``; None without a node
+    calibration) at ``--precision``, else the file's ``# precision``; nothing when neither."""
+    from qcat.evaluation.gold import gold_precision, score_gold_nodes
+
+    precision, origin = gold_precision(gold, given)
+    if precision is None:
+        return
+    report["gold"] |= {"precision": precision, "precision_from": origin}
+    for model in report["models"]:
+        model["gold_nodes"] = score_gold_nodes(model["directory"], gold, precision)

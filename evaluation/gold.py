@@ -7,6 +7,11 @@ with :func:`~qcat.measure.judged.query_outcomes` and :func:`~qcat.measure.judged
 (bootstrap :data:`DRAWS` draws, seed :data:`SEED`): the calls, k and draws the judging report
 makes, so both give the same figures for the same model. In the report, **strict** is the judged
 exact top-1 (grade 3), **lenient** the judged acceptable one (grade 2 or 3).
+
+A model with a node calibration also has its node answers at a precision P scored
+(:func:`score_gold_nodes`, issue 52): P is ``--precision``, else the file's ``# precision`` (the P
+its session showed judges, ``create-session --precision``); people's acceptable rate of the nodes
+graded, the share of queries with no node, and the nodes nobody graded counted apart, never guessed.
 """
 
 from __future__ import annotations
@@ -145,3 +150,46 @@ def paired_line(name: str, base: str, paired: dict) -> str:
             f"δ strict {interval(paired['exact'], '+')}, δ lenient "
             f"{interval(paired['acceptable'], '+')}, δ severe {interval(paired['severe'], '+')}, δ precision "
             f"{interval(paired['precision'], '+')}")
+
+
+# Node answers (issue 52): a model's node answer at a precision P, scored against the file's grades.
+def gold_precision(gold: GradedGold, given: float | None) -> tuple[float | None, str]:
+    """The precision of the node answers to score, and where it came from: ``--precision``, else the
+    file's ``# precision`` (the P its session showed judges), else None (no node figures)."""
+    if given is not None:
+        return given, "--precision"
+    return gold.precision(), "the file's # precision"
+
+
+def score_gold_nodes(directory: str | Path, gold: GradedGold, precision: float) -> dict | None:
+    """A model's node answers at ``precision`` on the gold's queries (the bundle in ``directory``
+    without its judged overrides, as a session takes them), against every node graded for them:
+    leaves and, in a file of node answers, inner nodes (a path resolved against the model's
+    taxonomy). Per segment, :func:`qcat.measure.judged.segment_node_figures` with the category
+    report's draws; a node the file does not grade is counted as ungraded, never guessed. None for
+    a model without a node calibration."""
+    from qcat.classifier import Classifier
+    from qcat.measure.judged import node_outcomes, segment_node_figures
+
+    classifier = Classifier.load(directory, overrides=False)
+    if classifier.nodes is None:
+        return None
+    taxonomy, queries = classifier.taxonomy, gold.queries
+    answers = [None if p < 0 else (taxonomy.ids[p], len(taxonomy.paths[p]), taxonomy.is_leaf(taxonomy.ids[p]))
+               for p in classifier.node_chains(queries).answers(precision).tolist()]
+    # the file as read (every node graded), or a checked gold's leaves and, apart, its inner nodes
+    graded = [{(c if c in taxonomy else taxonomy.resolve(c) or c): g for c, g in gold.grades[q].items()}
+              | gold.nodes.get(q, {}) for q in queries]
+    return segment_node_figures(node_outcomes(answers, graded), [gold.segments.get(q) for q in queries], DRAWS, SEED)
+
+
+def node_line(name: str, figures: dict | None, top1: dict, precision: float, source: str) -> str:
+    """One model's node answers on all the gold's queries, in one line, beside its top-1's lenient figure."""
+    if figures is None:
+        return f"{name}: no node answers at precision {precision:g} (its bundle has no node calibration)"
+    mix = ", ".join(f"{n:,} {kind}" for kind, n in figures["mix"].items())
+    return (f"{name}: node answers at precision {precision:g} ({Path(source).name}, {figures['queries']:,} queries): "
+            f"acceptable {interval(figures['acceptable'])}{bounds(figures['acceptable'])}, exact "
+            f"{interval(figures['exact'])}{bounds(figures['exact'])} of {figures['graded']:,} graded node answers; "
+            f"no node {interval(figures['no_node'])}; nodes: {mix}; never graded: {figures['ungraded']:,} of "
+            f"{figures['answered']:,} node answers; top-1 lenient {interval(top1)} (95% bootstrap intervals)")

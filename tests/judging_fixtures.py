@@ -55,7 +55,7 @@ def postgres_bin() -> Path | None:
 
 
 DEMO_QUERIES = 6
-REVISIONS = ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008"]  # the judging store's migrations, oldest first
+REVISIONS = ["0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009"]  # the judging store's migrations, oldest first
 
 
 def add_judges(url, names) -> list[str]:

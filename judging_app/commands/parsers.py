@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from qcat.cli import ArgumentParser, float_at_least, int_at_least, positive_float
+from qcat.cli import ArgumentParser, float_at_least, float_in, int_at_least, positive_float
 from qcat.judging.store.connection import URL_ENV
 
 DEFAULT_REPORT = Path("qcat-judging-report")
@@ -134,6 +134,12 @@ def judge_parser() -> argparse.ArgumentParser:
                              "top-1 and top-2 calibrated scores) or disagree (the two models' top-1 categories differ, "
                              "most impressions first). With --select, queries already judged in the store are left "
                              "out. uncertain and disagree pick training data: their precision is not the model's")
+    create.add_argument("--precision", type=float_in(0, 1, low_open=True, high_open=True), default=None, metavar="P",
+                        help="--kind categories: also show each model's node answer at precision P (0 < P < 1): the "
+                             "deepest taxonomy node (department, aisle, ..., leaf) its node calibration says the query "
+                             "lies beneath at least P of the time, blind among the categories shown (once where it is "
+                             "one of them); the report gives people's acceptable rate of those nodes. Every --model "
+                             "needs a node calibration (nodes.json)")
     create.add_argument("--exclude-gold", type=Path, action="append", default=None, metavar="FILE",
                         help="--kind categories: leave out the queries of this graded gold file (`qcat judge export "
                              "--gold`, a test set you keep apart); repeatable")

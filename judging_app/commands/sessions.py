@@ -34,7 +34,7 @@ def run_create(args: argparse.Namespace) -> int:
                        ("--top-k", args.top_k != 3), ("--log", args.log is not None),
                        ("--include-training-queries", args.include_training_queries),
                        ("--taxonomy", args.taxonomy is not None), ("--select", args.select is not None),
-                       ("--exclude-gold", args.exclude_gold is not None)):
+                       ("--exclude-gold", args.exclude_gold is not None), ("--precision", args.precision is not None)):
         if used:
             raise InputError(f"{flag} applies to --kind categories only (a result session compares --baseline and "
                              "--target, or --results files)")
@@ -129,13 +129,18 @@ def create_categories(args: argparse.Namespace) -> int:
     store = open_store(args.url)  # fail early when the database is not ready
     for model in args.model:
         read_manifest(model)  # a missing or tampered bundle fails before any work
+    if args.precision is not None:
+        from qcat.judging.grading.nodes import check_node_calibrations
+
+        check_node_calibrations(args.model)  # a model that cannot answer a node is refused in one line
     baseline, target = str(args.model[0]), str(args.model[1]) if len(args.model) == 2 else ""
     name = args.name if args.name is not None else default_name(baseline, target)
     check_session_name_free(store, name, args.display_name)
     never = never_ask(store, args.exclude_gold or (), judged=args.select is not None)
     built = build_category_queries(args.model, args.top_k, args.queries if args.traffic is not None else
                                    (args.queries or 4500), source, args.period, args.seed, args.traffic,
-                                   args.default_segment, say, args.include_training_queries, args.select, never)
+                                   args.default_segment, say, args.include_training_queries, args.select, never,
+                                   args.precision)
     if guidelines is not None:
         built.stats["guidelines"] = guidelines
     session_id = store_session(store, name, baseline, target, built.queries, judges_per_query=args.judges_per_query,
@@ -145,6 +150,7 @@ def create_categories(args: argparse.Namespace) -> int:
     say(f"session {session_id} {name!r} (judges see {judge_facing_name(session_id, args.display_name)!r}): "
         f"{len(built.queries):,} queries, each with " + (f"the union of both models' top {args.top_k} categories"
                                                          if target else f"the model's top {args.top_k} categories")
+        + (f" and {'each' if target else 'its'} node answer at precision {args.precision:g}" if args.precision else "")
         + ", in an order drawn per judge")
     print(session_id)
     return 0

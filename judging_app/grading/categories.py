@@ -13,7 +13,8 @@ The queries come from a file of sampled traffic (:func:`read_traffic`: a query p
 line one more impression, or a table with a ``query`` column and ``impressions`` or ``segment``) or
 from a corpus's click log, a third each from head, torso and tail by impressions
 (:func:`build_category_queries`). Queries for which no model answers a category are passed over
-and counted.
+and counted. With ``precision`` (``--precision P``), each model's node answer at P joins its
+categories (:mod:`qcat.judging.grading.nodes`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 from qcat.console.progress import task
 from qcat.errors import InputError, shown
 from qcat.inputs import COMMENTS_NONE, Column, FileSchema
+from qcat.judging.grading.nodes import node_answers, node_classifiers, node_stats, say_nodes, with_node
 from qcat.judging.grading.selection.exclusions import NeverAsk, say_left_out
 from qcat.judging.grading.selection.rank import rank, selection_record
 from qcat.judging.grading.selection.wording import say_selection
@@ -108,7 +110,7 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
                            traffic: Path | None = None, default_segment: str | None = None,
                            progress: Callable[[str], None] = lambda message: None,
                            include_training: bool = False, select: str | None = None,
-                           never: NeverAsk | None = None) -> BuiltQueries:
+                           never: NeverAsk | None = None, precision: float | None = None) -> BuiltQueries:
     """The session's queries (a third per segment when ``n_queries`` is given; every traffic query
     otherwise) and each model's top ``top_k`` categories (:func:`qcat.measure.judged.top_k_categories`,
     the answers ``qcat evaluate --gold`` takes too). ``corpus_dir``: a corpus directory (None: the
@@ -123,7 +125,11 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
     ``select`` (:mod:`qcat.judging.grading.selection`): None, a seeded sample as always; with a
     budget ``n_queries``, ``random`` a seeded sample and ``uncertain`` or ``disagree`` the first of
     each segment's ranking, the budget split over the segments the pool holds. ``never``: queries never to ask (already judged), left out of the pool and counted;
-    ``stats["selection"]`` records how the sample was made, for the report."""
+    ``stats["selection"]`` records how the sample was made, for the report.
+
+    ``precision``: each model's node answer at that precision joins its list (after its top
+    categories, or marking the one it is; :mod:`qcat.judging.grading.nodes`), and
+    ``stats["nodes"]`` records how many queries got one; a model without a node calibration is refused."""
     from qcat.classifier import load_model
     from qcat.evaluation.evaluate import check_labels, taxonomy_with_other_leaves
     from qcat.evaluation.golden.query_sets import log_demand
@@ -138,7 +144,8 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
     if not 1 <= len(model_dirs) <= 2:
         raise InputError(f"a category session judges one or two models, got {len(model_dirs)} --model")
     started = time.perf_counter()
-    models = [load_model(directory) for directory in model_dirs]
+    classifiers = node_classifiers(model_dirs) if precision is not None else None
+    models = [c.model for c in classifiers] if classifiers else [load_model(directory) for directory in model_dirs]
     # A traffic file needs no corpus: the first model's taxonomy names the categories.
     corpus = (corpus_dir if isinstance(corpus_dir, LogCorpus) else Corpus.open(corpus_dir)
               if traffic is None or corpus_dir is not None else None)
@@ -204,6 +211,7 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
                 start += len(chunk)
                 chunk_texts = [str(q) for q in texts[chunk]]
                 answers = [top_k_categories(model, chunk_texts, top_k) for model in models]
+                nodes = [node_answers(c, chunk_texts, precision) for c in classifiers] if classifiers else None
                 for i, row in enumerate(chunk):
                     if len(kept) == want:
                         break
@@ -211,6 +219,9 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
                     if not any(lists):
                         skipped += 1
                         continue
+                    if nodes is not None:
+                        lists = [with_node(group, answered[i], taxonomy, c.taxonomy)
+                                 for group, answered, c in zip(lists, nodes, classifiers)]
                     kept.append(QuerySpec(chunk_texts[i], name, lists[0], lists[1] if len(lists) > 1 else [],
                                           float(counts[row])))
                     advance()
@@ -234,6 +245,9 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
         stats["selection"]["candidates"] = dict(stats["available"])
     if select in ("uncertain", "disagree"):
         progress(say_selection(stats["selection"], len(queries)))
+    if precision is not None:
+        stats["nodes"] = node_stats(queries, precision, model_dirs)
+        say_nodes(stats["nodes"], progress)
     stats["seen_in_training"] = seen_in_training([q.text for q in queries], seen)
     say_training(stats, model_dirs, progress)
     stats["seconds_building"] = round(time.perf_counter() - started, 2)

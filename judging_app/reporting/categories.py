@@ -11,6 +11,9 @@ grade and paired differences (:func:`qcat.measure.judged.paired`). Inter-rater a
 of one category of one query. ``qcat judge export --gold`` writes the same grades, so ``qcat
 evaluate --gold`` recomputes the same figures from a model.
 
+A session made with ``--precision P`` also shows each model's node answer at P; the report then
+gives people's acceptable rate of those nodes beside the top-1's (:mod:`qcat.judging.reporting.nodes`).
+
 Gold questions count in none of that: a table of their own compares each judge with the known
 grades, as in the search report.
 """
@@ -41,9 +44,11 @@ from qcat.judging.grading.gold import gold_summary
 from qcat.judging.grading.selection.wording import sample_kind, sample_line
 from qcat.judging.grading.timing import timing_summary
 from qcat.judging.reporting.agreement import agreement
+from qcat.judging.reporting.nodes import leaf_grades, node_block, node_header, node_table
 from qcat.judging.reporting.report import agreement_table, gold_table, timing_table
 from qcat.judging.reporting.results import SessionResults, judged_by_enough, load_results
 from qcat.judging.store.connection import Store
+from qcat.judging.store.models import TOP_ANSWERS
 from qcat.measure.judged import (
     ALL,
     GRADE_NAMES,
@@ -87,9 +92,12 @@ def systems_of(results: SessionResults) -> list[str]:
 
 
 def ranked_answers(results: SessionResults) -> dict[str, dict[int, list[str]]]:
-    """Per system, each query's categories as the model ranked them (its stored top-k)."""
+    """Per system, each query's categories as the model ranked them (its stored top-k, without a
+    node answer shown after it)."""
     ranked: dict[str, dict[int, list[tuple[int, str]]]] = defaultdict(lambda: defaultdict(list))
     for item in results.items:
+        if item.answer not in TOP_ANSWERS:
+            continue
         ranked[item.system][item.query_id].append((item.position, item.listing_id))
     return {system: {q: [c for _, c in sorted(items)] for q, items in by_query.items()}
             for system, by_query in ranked.items()}
@@ -114,7 +122,8 @@ def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, s
     answers = ranked_answers(results)
     ids = [q.id for q in results.queries]
     segments = [q.segment for q in results.queries]
-    outcomes = {s: query_outcomes([answers.get(s, {}).get(q, []) for q in ids], [grades.get(q, {}) for q in ids],
+    leaves = leaf_grades(grades, results)  # a department graded acceptable is no leaf a model could answer
+    outcomes = {s: query_outcomes([answers.get(s, {}).get(q, []) for q in ids], [leaves.get(q, {}) for q in ids],
                                   lambda c: top_level(paths.get(c, "")), k) for s in systems}
     per_model = {s: segment_figures(outcomes[s], segments, bootstrap, seed) for s in systems}
     seen = recorded_training_queries(settings, systems)
@@ -144,6 +153,7 @@ def build_category_report(store: Store, key: str | int, bootstrap: int = 1000, s
                      "skips": sum(q.skipped for q in everything.queries),
                      "flagged_queries": sum(1 for q in everything.queries if q.flagged)},
         "segments": by_segment,
+        "nodes": node_block(results, grades, systems, bootstrap, seed),
         "agreement": [{"segment": name, **agreement(units[name], results.judges_per_query)}
                       for name in masks],
         "grade_counts": {GRADE_NAMES[g]: n for g, n in sorted(Counter(j.grade for j in results.judgments).items())},
@@ -201,6 +211,8 @@ def tables(report: dict) -> list[Table]:
                  "No intervals (--bootstrap 0).")),
     )
     out = [main]
+    if (nodes := node_table(report, interval_title(options))) is not None:
+        out.append(nodes)
     if any("paired" in s for s in report["segments"]):
         first, second = session["models"]["baseline"], session["models"]["target"]  # as --model gave them
         out.append(Table(
@@ -246,6 +258,8 @@ def header_lines(report: dict) -> list[str]:
              f"judged by {report['options']['min_judges']} or more judges, {coverage['partial']:,} by fewer, "
              f"{coverage['unjudged']:,} by none; {coverage['judgments']:,} grades of {coverage['categories_graded']:,} "
              f"categories by {coverage['judges']:,} judges ({', '.join(coverage['judge_names'])})."]
+    if (nodes := node_header(report)) is not None:
+        lines.append(nodes)
     lines.append(report["sample"]["line"])
     lines.append(training_line(report))
     if not (report.get("gold") or {}).get("queries"):

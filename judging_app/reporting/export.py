@@ -11,7 +11,8 @@ finished judgment.
   judgment of that listing for that query (all judges, both sides where it was shown on both),
   rounded half up; ``qid`` is the query's id in the store;
 - :func:`write_graded_gold_file`: a category session's judged categories as a graded gold file for
-  ``qcat evaluate --gold`` (one row per query and category, the grade the category report uses);
+  ``qcat evaluate --gold`` (one row per query and category, the grade the category report uses; a
+  session made with ``--precision P`` adds its node answers' rows and a ``# precision: P`` line);
 - :func:`golden_from_store`: a :class:`qcat.evaluation.golden.golden_set.GoldenSet`, one row per
   (query, listing, judge) (a judge who saw the listing on both sides gives the rounded mean of
   the two grades), relevant when Good or better, so ``qcat golden evaluate --golden URL
@@ -96,7 +97,8 @@ def write_graded_gold_file(store: Store, key: str | int, path: Path, min_judges:
     with _open(Path(path)) as handle:
         return write_graded_gold(handle, rows, {"qcat graded gold": f"judging session {results.name}",
                                                 "session": results.id, "top_k": settings.get("top_k", 3),
-                                                "sample": sample_kind(settings)})
+                                                "sample": sample_kind(settings)}
+                                 | ({"precision": settings["nodes"]["precision"]} if settings.get("nodes") else {}))
 
 
 def qrels(store: Store, key: str | int, min_judges: int | None = None) -> list[tuple[int, str, int]]:

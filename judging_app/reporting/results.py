@@ -54,6 +54,7 @@ class ItemRow:
     position: int
     listing_id: str
     category: str = ""  # the listing's category path (a category session: the category's own path)
+    answer: str = "top"  # which of the model's answers (qcat.judging.store.models.ANSWERS): top, or a node answer
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def load_results(store: Store, key: str | int) -> SessionResults:
                                             .order_by(SessionQuery.position))]
         items = [ItemRow(*row) for row in session.execute(
             select(ResultList.query_id, ResultList.system, ResultList.side, ResultItem.position, ResultItem.listing_id,
-                   ResultItem.category)
+                   ResultItem.category, ResultItem.answer)
             .join(ResultItem, ResultItem.list_id == ResultList.id)
             .join(SessionQuery, SessionQuery.id == ResultList.query_id)
             .where(SessionQuery.session_id == record.id, ~SessionQuery.gold)

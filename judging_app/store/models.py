@@ -17,6 +17,11 @@
   in, so the app needs no catalog; brand and price are NULL when the catalog does not know them).
   In a category session a list is one model's top-k categories (``listing_id`` the category id,
   ``title`` and ``category`` its full path), and every judgment of it is stored on the left.
+  ``result_items.answer`` says which of the model's answers a category is (:data:`ANSWERS`): one
+  of its top k (``top``; every listing of a result session), or, in a session made with
+  ``create-session --precision P``, its *node answer* at P (issue 52): ``top+node`` a top-k
+  category that is also its node answer, ``leaf-node`` a leaf node answer not among its top k and
+  ``inner-node`` a department, aisle or other inner node, both listed after its top k.
 - ``assignments``: a query given to a judge (open, done or skipped; flagged with a note), or
   ``released``: an open claim given up because the judge was idle longer than the claim timeout
   or by ``qcat judge release`` (it no longer counts in ``claims``; the judge may still submit).
@@ -69,6 +74,11 @@ GRADE_NAMES = ("Off-topic", "Acceptable", "Good", "Excellent")
 CATEGORY_GRADE_NAMES = ("Wrong", "Related", "Acceptable", "Exact")  # qcat.measure.judged.GRADE_NAMES
 SESSION_KINDS = ("results", "categories")
 SIDES = ("left", "right")
+# What a result item is of its list's model's answers (result_items.answer): one of its top k, that
+# and its node answer at the session's precision, or only its node answer (a leaf, or an inner node).
+ANSWERS = ("top", "top+node", "leaf-node", "inner-node")
+TOP_ANSWERS = ("top", "top+node")  # the model's ranked top k, in position order
+NODE_ANSWERS = ("top+node", "leaf-node", "inner-node")  # the model's node answer (one per list at most)
 SYSTEMS = ("baseline", "target")
 ASSIGNMENT_STATES = ("open", "done", "skipped", "released")
 
@@ -204,6 +214,7 @@ class ResultItem(Base):
     price: Mapped[float | None] = mapped_column(Float, nullable=True)  # as in the catalog (no currency); None: not known
     image_url: Mapped[str | None] = mapped_column(Text, nullable=True)  # imported result lists only
     link: Mapped[str | None] = mapped_column(Text, nullable=True)
+    answer: Mapped[str] = mapped_column(String(16), default="top", server_default="top")  # see ANSWERS
 
     __table_args__ = (
         UniqueConstraint("list_id", "position", name="uq_result_items_list_position"),

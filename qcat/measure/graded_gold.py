@@ -16,7 +16,10 @@ with ``#`` is a comment only above the header (below it, ``#1 dad mug`` is a que
 only a random sample measures precision, and ``qcat evaluate --gold`` warns of any other) are
 directives kept in :attr:`GradedGold.meta`, each given once; queries are matched on their normalized form
 (``TV`` and ``tv`` are one query, the merge counted) and at most 4,000 bytes; only leaves may be
-graded. ``qcat judge export --gold FILE`` of a category session writes one
+graded, except in a file of node answers (issue 52: ``# precision: P``, the precision at which a
+session made with ``create-session --precision P`` showed the models' node answers), whose inner
+nodes (departments, aisles, ...) are kept apart in :attr:`GradedGold.nodes`, so that everything
+that scores leaves sees leaves only. ``qcat judge export --gold FILE`` of a category session writes one
 (:func:`write_graded_gold`); ``qcat evaluate --gold FILE`` and ``qcat data audit --gold FILE``
 read it. A category a file does not list for a query is not judged (neither acceptable nor wrong).
 """
@@ -39,13 +42,14 @@ TOP_K_RANGE = (1, 5)
 SCHEMA = FileSchema(
     kind="graded gold", flag="--gold",
     columns=(Column("query", "query", True, "the query as judged"),
-             Column("category", "text", True, "a leaf's id or full path"),
+             Column("category", "text", True, "a leaf's id or full path (any node's under # precision)"),
              Column("grade", "int", True, "0 wrong, 1 related, 2 acceptable, 3 exact", 0, 3),
              Column("segment", "choice", False, "head, torso or tail", choices=SEGMENTS)),
     delimiter="\t", comments=COMMENTS_BEFORE_HEADER, literal_quotes=True,
     directives=(Directive("top_k", "int", "the k judges saw per model", *TOP_K_RANGE),
                 Directive("session", "text", "the judging session it was exported from"),
-                Directive("sample", "text", "how the session's queries were chosen: random, uncertain or disagree")))
+                Directive("sample", "text", "how the session's queries were chosen: random, uncertain or disagree"),
+                Directive("precision", "number", "the precision of the node answers the session showed", 0, 1)))
 WRITTEN = ("query", "category", "grade", "segment", "category_path", "mean_grade", "judges")
 
 
@@ -61,6 +65,12 @@ class GradedGold:
     lines: dict[tuple[str, str], int] = field(default_factory=dict)  # (query, category as written) -> line
     flag: str = "--gold"  # the flag that named the file, for errors
     merged: dict[str, list[str]] = field(default_factory=dict)  # normalized query -> its written forms
+    nodes: dict[str, dict[str, int]] = field(default_factory=dict)  # checked: per query, its graded inner nodes
+
+    def precision(self) -> float | None:
+        """The precision of the node answers its session showed (``# precision: P``), else None."""
+        value = self.meta.get("precision")
+        return None if value is None else float(value)
 
     def top_k(self, default: int = 5) -> int:
         """The k the judges saw per model (``# top_k: K``), else ``default``."""
@@ -87,27 +97,32 @@ class GradedGold:
 
     def check_against(self, taxonomy: Taxonomy, which: str = "the taxonomy") -> "GradedGold":
         """The gold with every category as a taxonomy node id; an :class:`InputError` naming the
-        file, line and category of the first one the taxonomy (called ``which`` in the error) lacks."""
+        file, line and category of the first one the taxonomy (called ``which`` in the error) lacks.
+        A file of node answers (``# precision``) keeps its inner nodes apart, in :attr:`nodes`."""
         resolved: dict[str, dict[str, int]] = {}
+        inner: dict[str, dict[str, int]] = {}
         lines: dict[tuple[str, str], int] = {}
         for query, grades in self.grades.items():
-            out: dict[str, int] = {}
+            leaves = resolved.setdefault(query, {})
             for category, grade in grades.items():
                 node = category if category in taxonomy else taxonomy.resolve(category)
                 if node is None:
                     raise InputError(f"{self.where(query, category)}: query {shown(query)}: category "
                                      f"{shown(category)} is not in {which} (give a node id or its full path)")
-                if not taxonomy.is_leaf(node):
+                leaf = taxonomy.is_leaf(node)
+                if not leaf and self.precision() is None:
                     raise InputError(f"{self.where(query, category)}: query {shown(query)}: category {shown(category)} "
-                                     f"({taxonomy.path_of(node)}) is not a leaf: models answer leaves, so grade a leaf")
+                                     f"({taxonomy.path_of(node)}) is not a leaf: models answer leaves, so grade a leaf "
+                                     "(only a file of node answers, with a '# precision: P' line, grades inner nodes)")
+                out = leaves if leaf else inner.setdefault(query, {})
                 if node in out and out[node] != grade:
                     raise InputError(f"{self.where(query, category)}: query {shown(query)}: category {shown(node)} is "
                                      f"graded twice ({out[node]} and {grade})")
                 out[node] = grade
                 if (query, category) in self.lines:
                     lines.setdefault((query, node), self.lines[(query, category)])
-            resolved[query] = out
-        return GradedGold(resolved, self.segments, self.source, self.sha256, self.meta, lines, self.flag, self.merged)
+        return GradedGold(resolved, self.segments, self.source, self.sha256, self.meta, lines, self.flag, self.merged,
+                          inner)
 
 
 def read_graded_gold(path: str | Path, flag: str = "--gold") -> GradedGold:
@@ -132,6 +147,9 @@ def read_graded_gold(path: str | Path, flag: str = "--gold") -> GradedGold:
             raise InputError(f"{where}: query {shown(row.query.text)} is in segment {shown(segment)} here and "
                              f"{shown(segments[query])} on an earlier line")
     meta = {name: str(value) for name, value in table.directives.items()}
+    if table.directives.get("precision") in (0, 1):
+        raise InputError(f"{flag} {table.path}: '# precision:' {meta['precision']} is not a precision strictly "
+                         "between 0 and 1")
     return GradedGold(grades, segments, str(table.path), table.sha256, meta, lines, flag, table.merged)
 
 

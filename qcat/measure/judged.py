@@ -29,6 +29,11 @@ difference of each figure, whose interval resamples the per-query differences. T
 report and ``qcat evaluate --gold`` both call :func:`query_outcomes` and :func:`figures` (per
 segment: :func:`segment_figures` and :func:`segment_paired`, with :func:`top_level_of` the
 taxonomy's departments), so they give the same numbers for the same answers.
+
+A model's *node answer* at a precision (issue 52: the deepest node its calibration places the
+query beneath) is scored the same way on both sides: :func:`node_outcomes` and
+:func:`segment_node_figures` give people's acceptable and exact rates of the graded node answers,
+the share of queries with no node, and the nodes nobody graded, counted apart.
 """
 
 from __future__ import annotations
@@ -223,3 +228,70 @@ def segment_paired(baseline: Mapping[str, np.ndarray], target: Mapping[str, np.n
     """:func:`paired` for all queries and per segment."""
     return {name: paired(subset(baseline, mask), subset(target, mask), draws, seed)
             for name, mask in segment_masks(segments).items()}
+
+
+# Node answers (issue 52): the deepest taxonomy node a model says a query's category lies beneath at
+# a stated precision (qcat.models.calibration.nodes), graded by people like any category: a broader
+# node that fits is acceptable. The category report and `qcat evaluate --gold` both score them here.
+MIX_NAMES = ("departments", "aisles", "deeper nodes", "leaves")
+NODE_FIGURES = ("acceptable", "exact")
+
+
+def mix_name(depth: int, leaf: bool) -> str:
+    """What a node answer is, for counting: a leaf, else a department (depth 1), an aisle (2) or a deeper node."""
+    return "leaves" if leaf else MIX_NAMES[min(max(depth, 1), 3) - 1]
+
+
+def node_outcomes(nodes: Sequence[tuple[str, int, bool] | None],
+                  graded: Sequence[Mapping[str, int]]) -> dict[str, np.ndarray]:
+    """Per query, from a model's node answer (``(node id, depth, leaf)``, None for none) and the
+    query's graded nodes (leaves and inner nodes, node id -> grade): ``answered``, ``graded`` (its
+    node has a grade), ``acceptable`` (graded 2 or more) and ``exact`` (3), 0/1 each, and ``mix``
+    (:func:`mix_name`, "" for no node). A node nobody graded is not guessed: it is answered, not graded."""
+    if len(nodes) != len(graded):
+        raise ValueError(f"{len(nodes)} node answers for {len(graded)} graded queries")
+    n = len(nodes)
+    out = {name: np.zeros(n) for name in ("answered", "graded") + NODE_FIGURES}
+    out["mix"] = np.full(n, "", dtype=object)
+    for i, (node, grades) in enumerate(zip(nodes, graded)):
+        if node is None:
+            continue
+        node_id, depth, leaf = node
+        out["answered"][i] = 1.0
+        out["mix"][i] = mix_name(depth, leaf)
+        if node_id in grades:
+            out["graded"][i] = 1.0
+            out["acceptable"][i] = grades[node_id] >= ACCEPTABLE
+            out["exact"][i] = grades[node_id] == EXACT
+    return out
+
+
+def node_figures(outcomes: Mapping[str, np.ndarray], draws: int = 1000, seed: int = 0) -> dict[str, dict]:
+    """``no_node``: the share of queries without a node answer, its interval over all queries;
+    ``acceptable`` and ``exact``: the share of the graded node answers graded 2 or more (3), their
+    intervals over the queries whose node was graded (:func:`bootstrap_interval`, as every figure),
+    with ``as_wrong`` and ``as_right``: over every node answer, those nobody graded counted wrong
+    and right; the counts ``queries``, ``answered``, ``graded``, ``ungraded`` and ``mix`` (per
+    :data:`MIX_NAMES`)."""
+    answered = np.asarray(outcomes["answered"], dtype=np.float64)
+    graded = np.asarray(outcomes["graded"], dtype=bool)
+    n, n_answered, n_graded = len(answered), int(answered.sum()), int(graded.sum())
+    low, high = bootstrap_interval(1 - answered, draws, seed)
+    out: dict = {"no_node": {"value": float(np.mean(1 - answered)) if n else float("nan"), "low": low, "high": high}}
+    for name in NODE_FIGURES:
+        values = np.asarray(outcomes[name], dtype=np.float64)
+        hits = float(values[graded].sum())
+        low, high = bootstrap_interval(values[graded], draws, seed)
+        out[name] = {"value": hits / n_graded if n_graded else float("nan"), "low": low, "high": high,
+                     "as_wrong": hits / n_answered if n_answered else float("nan"),
+                     "as_right": (hits + n_answered - n_graded) / n_answered if n_answered else float("nan")}
+    mix = list(outcomes["mix"])
+    out |= {"queries": n, "answered": n_answered, "graded": n_graded, "ungraded": n_answered - n_graded,
+            "mix": {name: int(sum(m == name for m in mix)) for name in MIX_NAMES}}
+    return out
+
+
+def segment_node_figures(outcomes: Mapping[str, np.ndarray], segments: Sequence[str | None], draws: int = 1000,
+                         seed: int = 0) -> dict[str, dict]:
+    """:func:`node_figures` for all queries and per segment."""
+    return {name: node_figures(subset(outcomes, mask), draws, seed) for name, mask in segment_masks(segments).items()}

@@ -21,6 +21,7 @@ class Listing:
     price: float | None = None  # as in the catalog, which names no currency; None: not known
     image_url: str | None = None  # imported result lists (qcat.judging.grading.imports) only
     link: str | None = None
+    answer: str = "top"  # a category session: which of the model's answers (qcat.judging.store.models.ANSWERS)
 
 
 UNKNOWN_BRANDS = {"", "unknown"}

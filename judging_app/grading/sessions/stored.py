@@ -15,7 +15,10 @@ from qcat.judging.grading.judges import check_name, find_judge
 from qcat.judging.grading.sessions.specs import SEGMENTS, TOP_N, QuerySpec, known_brand, known_price
 from qcat.judging.store.connection import Store
 from qcat.judging.store.models import (
+    ANSWERS,
+    NODE_ANSWERS,
     SESSION_KINDS,
+    TOP_ANSWERS,
     Judge,
     JudgingSession,
     ResultItem,
@@ -89,8 +92,13 @@ def store_session(store: Store, name: str, baseline_model: str, target_model: st
         if q.segment not in SEGMENTS:
             raise InputError(f"query {q.text!r}: unknown segment {q.segment!r}; expected one of {', '.join(SEGMENTS)}")
         for group in (q.baseline, q.target):
-            if len(group) > TOP_N or len({item.listing_id for item in group}) != len(group):
+            tops = [item.answer in TOP_ANSWERS for item in group]
+            if sum(tops) > TOP_N or len({item.listing_id for item in group}) != len(group):
                 raise InputError(f"query {q.text!r}: a result list holds at most {TOP_N} distinct listings")
+            if (any(item.answer not in ANSWERS for item in group) or sum(i.answer in NODE_ANSWERS for i in group) > 1
+                    or tops != sorted(tops, reverse=True) or (kind != "categories" and not all(tops))):
+                raise InputError(f"query {q.text!r}: a list holds its top listings, then at most one node answer, "
+                                 f"which a category session only has (answers: {', '.join(ANSWERS)})")
     baseline_left = np.random.default_rng(seed).random(len(queries)) < 0.5
     with store.transaction() as session:
         _check_name_free(session, name)
@@ -120,7 +128,8 @@ def store_session(store: Store, name: str, baseline_model: str, target_model: st
             .join(SessionQuery, SessionQuery.id == ResultList.query_id).where(SessionQuery.session_id == record.id))}
         items = [{"list_id": list_ids[(query_ids[i], system)], "position": rank, "listing_id": item.listing_id,
                   "title": item.title, "category": item.category, "brand": known_brand(item.brand),
-                  "price": known_price(item.price), "image_url": item.image_url, "link": item.link}
+                  "price": known_price(item.price), "image_url": item.image_url, "link": item.link,
+                  "answer": item.answer}
                  for i, q in enumerate(queries) for system, group in (("baseline", q.baseline), ("target", q.target))
                  for rank, item in enumerate(group, start=1)]
         if items:
