@@ -205,7 +205,8 @@ class Classifier:
         depth, shared = self._depths(k, precision)
         predictions = self.model.predict(queries, depth)
         wide = predictions if shared else (self.model.predict(queries, self.nodes.top_k) if precision else None)
-        return [self._classification(query, predictions.labels[i, :k], predictions.scores[i, :k], predictions.sources[i],
+        return [self._classification(query, predictions.labels[i, :k], predictions.scores[i, :k],
+                                     predictions.sources[i],
                                      floor, precision, wide and (wide.labels[i], wide.scores[i]))
                 for i, query in enumerate(queries)]
 
@@ -239,10 +240,12 @@ class Classifier:
                                     floor, precision, wide and (wide.labels[0], wide.scores[0]))
 
     def _classification(self, query: str, labels: np.ndarray, scores: np.ndarray, source: str, floor: float,
-                        precision: float | None = None, wide: tuple[np.ndarray, np.ndarray] | None = None) -> Classification:
+                        precision: float | None = None,
+                        wide: tuple[np.ndarray, np.ndarray] | None = None) -> Classification:
         categories = tuple(Category(self.model.labels[label], self._label_paths[label], score)
                            for label, score in zip(labels.tolist(), scores.tolist()) if label >= 0 and score >= floor)
-        answer = Classification(query, normalize(query), self.model.backend, source, categories, self._calibrated(source))
+        answer = Classification(query, normalize(query), self.model.backend, source, categories,
+                                self._calibrated(source))
         if precision is None:
             return answer
         node, why = self.node_answer(query, wide[0], wide[1], precision)
@@ -275,7 +278,8 @@ class Classifier:
         return self.model.k_group(k) if self.model.backend == "hybrid" else 0
 
     def classify_each(self, queries: Sequence[str], k: int = 5, max_length: int | None = None,
-                      min_score: float | None = None, precision: float | None = None) -> list["Classification | Failure"]:
+                      min_score: float | None = None,
+                      precision: float | None = None) -> list["Classification | Failure"]:
         """Like ``classify``, but a query that cannot be classified (see ``query_problem``) gets
         a ``Failure`` in its place instead of failing the batch."""
         problems = [query_problem(query, max_length) for query in queries]

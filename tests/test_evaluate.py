@@ -96,7 +96,8 @@ def test_delta_table_is_laid_out_like_table_4(report_dir) -> None:
 
 def test_report_files_are_self_contained(report_dir) -> None:
     html = (report_dir / "report.html").read_text()
-    assert html.count("<svg") == 3
+    calibrated = "nodes.json" in json.loads((default_model_dir() / "manifest.json").read_text())["files"]
+    assert html.count("<svg") == 3 + calibrated  # the node answers' curve with a node calibration (issue 52)
     assert not re.search(r'(src|href)="(http|//|plots/)', html)  # nothing to fetch: plots are inline
     for title in ("all queries", "head queries", "torso queries", "tail queries", "Differences against NB"):
         assert title in html

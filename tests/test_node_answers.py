@@ -50,7 +50,8 @@ def position(taxonomy, path: str) -> int:
 def test_masses_sum_up_the_tree_and_the_floor_keeps_small_scores_small():
     taxonomy, labels, tree = hand_tree()
     row = np.array([labels.index(taxonomy.id_of_path(p)) for p in
-                    ("Toys > Lego > City", "Toys > Lego > Star Wars", "Phones > Chargers > USB", "Toys > Dolls")] + [-1])
+                    ("Toys > Lego > City", "Toys > Lego > Star Wars", "Phones > Chargers > USB",
+                     "Toys > Dolls")] + [-1])
     nodes, mass = tree.masses(row, np.array([0.4, 0.3, 0.2, 0.1, 0.0]))
     held = dict(zip(nodes.tolist(), mass.tolist()))
     assert held[position(taxonomy, "Toys > Lego")] == pytest.approx(0.7)
@@ -143,7 +144,8 @@ def node_precision(model, calibration, table, precision):
     tree = NodeTree(model.taxonomy, model.labels)
     predictions = model.predict(list(table.queries), calibration.top_k)
     right = answered = 0
-    for row, (query, category) in enumerate(zip(table.queries[table.pair_query], table.categories[table.pair_category])):
+    pairs = zip(table.queries[table.pair_query], table.categories[table.pair_category])
+    for row, (query, category) in enumerate(pairs):
         answer = calibration.answer(tree, predictions.labels[row], predictions.scores[row],
                                     calibration.threshold(precision, 1))
         if answer is not None:
@@ -307,3 +309,20 @@ def test_the_compiled_chain_equals_the_batch_one():
         scores = np.round(rng.uniform(0, 1 if case % 3 else 0.05, 10), 2).astype(np.float32)
         for (a, b) in zip(calibration.chain(tree, labels, scores), compiled(labels, scores)):
             assert np.array_equal(a, b), case
+
+
+def test_answers_at_lower_precision_lie_beneath_those_at_higher():
+    """The walk down from the root: a lower threshold only ever answers deeper on the same path,
+    beneath the most probable department (never a stray leaf of another department)."""
+    model, _ = generated(8, {"a": 1})
+    tree = NodeTree(model.taxonomy, model.labels)
+    rng = np.random.default_rng(4)
+    calibration = NodeCalibration({d: (np.array([0.0, 1.0]), np.array([0.0, 1.0])) for d in (1, 2, 3)},
+                                  {ALL_LENGTHS: tuple(LEVELS)}, top_k=10)
+    for _ in range(200):
+        labels = rng.permutation(len(model.labels))[:10].astype(np.int32)
+        scores = np.sort(rng.dirichlet(np.ones(10) * 0.3))[::-1].astype(np.float32)
+        answers = [calibration.answer(tree, labels, scores, t) for t in (0.9, 0.6, 0.3, 0.05, 0.0)]
+        paths = [a.path for a in answers if a is not None]
+        for higher, lower in zip(paths, paths[1:]):
+            assert lower == higher or lower.startswith(higher + " > ")

@@ -39,6 +39,7 @@ def run_info(args) -> int:
     from qcat.bundles.bundle import read_manifest
     from qcat.classifier import model_from_manifest
     from qcat.models.calibration import describe_scores
+    from qcat.models.calibration.nodes import describe_nodes, load_node_calibration
 
     manifest = read_manifest(args.model)
     model = model_from_manifest(manifest)  # loads fully: catches inconsistent arrays too
@@ -56,6 +57,7 @@ def run_info(args) -> int:
     print(f"taxonomy hash  {data['taxonomy_hash'][:16]}…   vocabulary hash {vocabulary}")
     print(f"files          {len(data['files'])}, all hashes verified{_unlisted(manifest)}")
     print(f"scores         {describe_scores(model)}")
+    print(f"nodes          {describe_nodes(load_node_calibration(manifest))}")
     overrides = describe_overrides(manifest, model)
     if overrides:
         print(f"overrides      {overrides}")

@@ -230,8 +230,9 @@ def calibrate_row(labels, scores, x, y, raw_share):
 def node_chain(labels, scores, top, ancestors, node_depth, parents, knots_x, knots_y, knot_start, knot_end, floor):
     """:meth:`qcat.models.calibration.nodes.NodeCalibration.chain` of one query: its top ``top``
     leaves' mass summed up the tree, the depth maps (depth d's knots are
-    ``knots_*[knot_start[d]:knot_end[d]]``), probabilities nested, and per depth the most probable
-    node (ties: the heavier, then the first) and its probability."""
+    ``knots_*[knot_start[d]:knot_end[d]]``), probabilities nested, and the path down from the root
+    through the most probable child at each depth (ties: the heavier, then the first), with each
+    node's probability."""
     max_depth = ancestors.shape[1]
     best = np.full(max_depth, -1, np.int64)
     best_probability = np.zeros(max_depth)
@@ -278,10 +279,17 @@ def node_chain(labels, scores, top, ancestors, node_depth, parents, knots_x, kno
                 parent = np.searchsorted(nodes[:size], parents[nodes[j]])
                 if probability[j] > probability[parent]:
                     probability[parent] = probability[j]
-    best_mass = np.zeros(max_depth)
-    for j in range(size):
-        d = node_depth[nodes[j]] - 1
-        if (best[d] < 0 or probability[j] > best_probability[d]
-                or (probability[j] == best_probability[d] and mass[j] > best_mass[d])):
-            best[d], best_probability[d], best_mass[d] = nodes[j], probability[j], mass[j]
+    current = -1
+    for d in range(1, max_depth + 1):
+        pick = -1
+        for j in range(size):
+            if node_depth[nodes[j]] != d or parents[nodes[j]] != current:
+                continue
+            if (pick < 0 or probability[j] > probability[pick]
+                    or (probability[j] == probability[pick] and mass[j] > mass[pick])):
+                pick = j
+        if pick < 0:
+            break
+        current = nodes[pick]
+        best[d - 1], best_probability[d - 1] = current, probability[pick]
     return best, best_probability

@@ -73,7 +73,8 @@ def save_bundle(model, out: Path, dataset, also_seen=(), overrides: dict[str, li
 
 def fit_nodes(model, sets, log=print):
     """The node calibration a bundle ships (``--precision``), fitted on ``sets``, said in one line."""
-    from qcat.training.selection.nodes import describe_nodes, fit_node_calibration
+    from qcat.models.calibration.nodes import describe_nodes
+    from qcat.training.selection.nodes import fit_node_calibration
 
     nodes = fit_node_calibration(model, sets)
     log(describe_nodes(nodes))

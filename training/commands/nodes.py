@@ -15,7 +15,7 @@ from qcat.training.commands.data_flags import add_data_flags, data_args_from, da
 
 
 def add_nodes_command(sub: argparse._SubParsersAction) -> None:
-    nodes = sub.add_parser("nodes", help="fit a bundle's node calibration (qcat classify --precision) into a copy of it")
+    nodes = sub.add_parser("nodes", help="fit a bundle's node calibration (qcat classify --precision) into a copy")
     nodes.add_argument("--model", type=Path, required=True, help="the model bundle (any backend)")
     nodes.add_argument("--confidence", type=float_in(0, 1, low_open=True, high_open=True), default=None,
                        help="confidence of the lower bound each precision's threshold keeps on every validation set "
@@ -28,9 +28,9 @@ def run_train_nodes(args: argparse.Namespace) -> int:
     from qcat.bundles.bundle import read_manifest, relist_files
     from qcat.classifier import load_model
     from qcat.console.output import write_directory
-    from qcat.models.calibration.nodes import save_node_calibration
+    from qcat.models.calibration.nodes import describe_nodes, save_node_calibration
     from qcat.training.data.provenance import check_same_source
-    from qcat.training.selection.nodes import CONFIDENCE, describe_nodes, fit_node_calibration
+    from qcat.training.selection.nodes import CONFIDENCE, fit_node_calibration
 
     check_bundle_out(args.out)
     manifest = read_manifest(args.model)

@@ -11,8 +11,9 @@ conformal): the validation queries are cut into two halves (every other query of
 maps are fitted on the first, and for each query-length bin and each precision P of
 :data:`qcat.models.calibration.nodes.LEVELS`, the threshold is the lowest at which every validation
 set with at least ``min_queries`` queries of that length in the second half keeps the one-sided
-Clopper-Pearson lower bound of its answers' precision at least P (at ``confidence``), scanned from the highest threshold down and stopping at the first that
-fails (thresholds answering fewer than ``min_answers`` queries of a set are not tested). Taking
+Clopper-Pearson lower bound of its answers' precision at least P (at ``confidence``), scanned
+from the highest threshold down and stopping at the first that fails (thresholds answering fewer
+than ``min_answers`` queries of a set are not tested). Taking
 the highest threshold over the sets keeps the promise for each kind of traffic validation holds
 (the demo: real titles, their first two tokens, the simulated log), not only for their mix.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import beta
 
-from qcat.models.calibration.nodes import ALL_LENGTHS, LENGTH_EDGES, LEVELS, TOP_K, NodeCalibration, NodeTree, bin_name
+from qcat.models.calibration.nodes import ALL_LENGTHS, LENGTH_EDGES, LEVELS, TOP_K, NodeCalibration, NodeTree
 from qcat.models.model import Model
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import truth_matrix
@@ -73,7 +74,8 @@ def fit_maps(tree: NodeTree, sets: list[SetPoints], rows: list[np.ndarray]) -> d
     return {int(d): isotonic(mass[depth == d], right[depth == d], weight[depth == d]) for d in np.unique(depth)}
 
 
-def chains(calibration: NodeCalibration, tree: NodeTree, points: SetPoints, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def chains(calibration: NodeCalibration, tree: NodeTree, points: SetPoints,
+           rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per query row: the chain's probability per depth and whether each depth's node is right."""
     probability = np.zeros((len(rows), tree.max_depth))
     right = np.zeros((len(rows), tree.max_depth), dtype=bool)
@@ -153,16 +155,3 @@ def fit_node_calibration(model: Model, sets: dict[str, tuple[ClickTable, float]]
                  "queries_by_length": counts, "min_queries": min_queries, "min_answers": MIN_ANSWERS}
     return NodeCalibration(maps, thresholds, top_k, confidence, fitted_on)
 
-
-def describe_nodes(calibration: NodeCalibration | None) -> str:
-    """One line on a fitted node calibration: what it was fitted on and the highest precision
-    each query length can be promised."""
-    if calibration is None:
-        return "node calibration: none (no validation queries): this bundle cannot answer --precision"
-    highest = []
-    for key, values in calibration.thresholds.items():
-        supported = [p for p, t in zip(LEVELS, values) if t is not None]
-        highest.append(f"{bin_name(key)} {max(supported):.2f}" if supported else f"{bin_name(key)} none")
-    sets = ", ".join(calibration.fitted_on.get("sets", {}))
-    return (f"node calibration (--precision): depths {min(calibration.maps)}-{max(calibration.maps)} on the validation "
-            f"sets {sets}; highest precision kept at confidence {calibration.confidence:g}: " + "; ".join(highest))

@@ -12,8 +12,11 @@ highest probability among its children, so that a parent is never less likely th
 implicit root above the departments holds 1. A node outside the top leaves' ancestors has mass 0
 and probability 0.
 
-The answer at precision P is the deepest node whose probability reaches the *threshold* of P for
-the query's length (a leaf when a leaf reaches it; none when no department does). The maps are
+The answer at precision P walks down from the root, taking at each depth the most probable child
+of the node it stands on, and stops at the last node whose probability reaches the *threshold* of P
+for the query's length (a leaf when the walk reaches one; none when no department reaches it): the
+answer always lies beneath the most probable department, and a lower P only ever answers deeper on
+the same path. The maps are
 fitted on one half of the validation queries and the thresholds chosen on the other half (split
 conformal: the thresholds are measured on queries the maps never saw), per query-length bin: the
 lowest threshold at which, on every validation set
@@ -147,7 +150,8 @@ class NodeCalibration:
     confidence: float = 0.7
     fitted_on: dict | None = None
 
-    def probabilities(self, tree: NodeTree, labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def probabilities(self, tree: NodeTree, labels: np.ndarray,
+                      scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(nodes, mass, probability) of one query's top leaves (the first ``top_k``): every node
         with mass, taxonomy positions ascending; probabilities nest (a parent's is at least each
         child's)."""
@@ -171,18 +175,23 @@ class NodeCalibration:
         return self.maps[min(self.maps, key=lambda d: (abs(d - depth), -d))]
 
     def chain(self, tree: NodeTree, labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per depth (1 first): the most probable node at that depth (ties: the heavier, then the
-        first; a taxonomy position, -1 where no node of that depth has mass) and its probability.
-        Probabilities nest, so they never rise with depth: the answer at a threshold is the last
-        node of the chain that reaches it."""
+        """The path down from the root, one node per depth (1 first): the most probable department,
+        then its most probable child, and so on (ties: the heavier, then the first; -1 past the
+        path's end), and each node's probability. Probabilities nest, so they never rise along the
+        path: the answer at a threshold is the last node of the path that reaches it, and every
+        answer at a lower threshold lies beneath every answer at a higher one."""
         nodes, mass, probability = self.probabilities(tree, labels, scores)
         best = np.full(tree.max_depth, -1, dtype=np.int64)
         best_probability = np.zeros(tree.max_depth)
-        if len(nodes):
-            depth = tree.depth[nodes]
-            order = np.lexsort((nodes, -mass, -probability, depth))
-            first = order[np.r_[True, depth[order][1:] != depth[order][:-1]]]
-            best[depth[first] - 1], best_probability[depth[first] - 1] = nodes[first], probability[first]
+        depth, parent = tree.depth[nodes], tree.parents[nodes]
+        current = -1
+        for d in range(1, tree.max_depth + 1):
+            children = np.flatnonzero((depth == d) & (parent == current))
+            if len(children) == 0:
+                break
+            pick = children[np.lexsort((nodes[children], -mass[children], -probability[children]))[0]]
+            current = int(nodes[pick])
+            best[d - 1], best_probability[d - 1] = current, probability[pick]
         return best, best_probability
 
     def compiled_chain(self, tree: NodeTree):
@@ -249,8 +258,8 @@ class NodeCalibration:
             floor = float(data["mass_floor"])
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise BundleError(f"{where}: not a node calibration ({exc})") from None
-        if (levels != LEVELS or edges != LENGTH_EDGES or floor != MASS_FLOOR or not maps or ALL_LENGTHS not in thresholds
-                or top_k < 1):
+        if (levels != LEVELS or edges != LENGTH_EDGES or floor != MASS_FLOOR or not maps
+                or ALL_LENGTHS not in thresholds or top_k < 1):
             raise BundleError(f"{where}: not a node calibration this qcat reads (its levels, length bins, mass "
                               f"floor, maps, thresholds or top_k differ): fit it again with qcat train nodes")
         for depth, (x, y) in maps.items():
@@ -289,11 +298,14 @@ class NodeChains:
 def node_chains(calibration: NodeCalibration, tree: NodeTree, labels: np.ndarray, scores: np.ndarray,
                 n_tokens: np.ndarray) -> NodeChains:
     """:class:`NodeChains` of a batch: its top leaves (label positions and scores, one row a query,
-    best first) and each query's number of tokens."""
-    chains = [calibration.chain(tree, row_labels, row_scores) for row_labels, row_scores in zip(labels, scores)]
+    best first) and each query's number of tokens. Through the compiled chain (numba): evaluation
+    and the harness ask it of tens of thousands of queries."""
+    chain = calibration.compiled_chain(tree)
+    chains = [chain(row_labels, row_scores) for row_labels, row_scores in zip(labels, scores)]
     nodes = np.array([c[0] for c in chains], dtype=np.int64).reshape(len(chains), tree.max_depth)
     probability = np.array([c[1] for c in chains], dtype=np.float64).reshape(len(chains), tree.max_depth)
-    rows = {key: np.array([np.nan if t is None else t for t in values]) for key, values in calibration.thresholds.items()}
+    rows = {key: np.array([np.nan if t is None else t for t in values])
+            for key, values in calibration.thresholds.items()}
     thresholds = np.array([rows[calibration.threshold_key(int(n))] for n in n_tokens]).reshape(len(chains), len(LEVELS))
     return NodeChains(nodes, probability, thresholds)
 
@@ -317,6 +329,20 @@ def load_node_calibration(manifest: Manifest) -> NodeCalibration | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BundleError(f"model bundle {manifest.directory}: cannot read {NODES_FILE}: {exc}") from None
     return NodeCalibration.from_json(data, f"model bundle {manifest.directory}: {NODES_FILE}")
+
+
+def describe_nodes(calibration: NodeCalibration | None) -> str:
+    """One line on a fitted node calibration: what it was fitted on and the highest precision
+    each query length can be promised."""
+    if calibration is None:
+        return "node calibration: none: this bundle cannot answer --precision (qcat train nodes adds one)"
+    highest = []
+    for key, values in calibration.thresholds.items():
+        supported = [p for p, t in zip(LEVELS, values) if t is not None]
+        highest.append(f"{bin_name(key)} {max(supported):.2f}" if supported else f"{bin_name(key)} none")
+    sets = ", ".join(calibration.fitted_on.get("sets", {}))
+    return (f"node calibration (--precision): depths {min(calibration.maps)}-{max(calibration.maps)} on the validation "
+            f"sets {sets}; highest precision kept at confidence {calibration.confidence:g}: " + "; ".join(highest))
 
 
 def no_node_calibration(directory) -> str:
