@@ -4,6 +4,7 @@ On the demo corpus's real-text test sets (``real-title``: whole titles of held-o
 ``real-2tok``: their first two tokens), none of which the bundle's node calibration saw (it is fitted
 on the validation halves), a bundle (default: the shipped demo model) answers each query:
 
+- the bundle's **top leaf** (what answering a leaf to every query gives);
 - **the baseline**, the plain sum of scores: the bundle's top 50 leaf scores, divided by their sum,
   summed up the tree, and the deepest node holding at least τ of the mass (τ = 0.5, 0.7, 0.9);
 - **node answers at precision P** (``qcat classify --precision P``) for P = 0.8, 0.9, 0.95, and
@@ -105,14 +106,17 @@ def main() -> int:
         def at(precision: float) -> list[str | None]:
             return [ids[p] if p >= 0 else None for p in chains.answers(precision).tolist()]
 
-        row = {"queries": len(data.queries),
+        top = classifier.model.predict(data.queries, 1).labels[:, 0]
+        leaves = [classifier.model.labels[label] if label >= 0 else None for label in top.tolist()]
+        row = {"queries": len(data.queries), "top_leaf": figures(data, leaves),
                "baseline": {str(tau): figures(data, plain_sum_answers(classifier, data.queries, tau)) for tau in TAUS},
                "precision": {str(p): figures(data, at(p)) for p in PRECISIONS},
                "curve": {str(p): figures(data, at(p)) for p in CURVE}}
         results["sets"][name] = row
         print(f"\n{name} test: {len(data.queries):,} queries\n")
         print("| answer | precision [95% interval] | mean depth | at a leaf | no node |\n|---|---:|---:|---:|---:|")
-        for label, block in [(f"plain sum, τ = {t}", row["baseline"][str(t)]) for t in TAUS] + \
+        for label, block in [("top leaf", row["top_leaf"])] + \
+                            [(f"plain sum, τ = {t}", row["baseline"][str(t)]) for t in TAUS] + \
                             [(f"node at P = {p}", row["precision"][str(p)]) for p in PRECISIONS]:
             interval = f"{block['precision']:.3f} [{block['precision_low']:.3f}, {block['precision_high']:.3f}]" \
                 if block["precision"] is not None else "–"
