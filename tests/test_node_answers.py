@@ -228,7 +228,7 @@ def test_a_changed_node_calibration_is_refused_on_load(tmp_path):
 
 
 def test_node_probabilities_nest_for_the_demo_backends():
-    """Every backend through the one protocol: NB, XReg and their hybrid (XML-Q: tests/test_xmlq_backends.py)."""
+    """Every backend through the one protocol: NB, XReg and their hybrid (XML-Q: the test below)."""
     from qcat.training.data.corpus import Corpus
 
     table = Corpus.open().query_set("real-2tok", "validation")
@@ -326,3 +326,20 @@ def test_answers_at_lower_precision_lie_beneath_those_at_higher():
         paths = [a.path for a in answers if a is not None]
         for higher, lower in zip(paths, paths[1:]):
             assert lower == higher or lower.startswith(higher + " > ")
+
+
+@pytest.mark.slow
+def test_an_xmlq_bundle_ships_a_node_calibration_whose_probabilities_nest(xmlq_cli_run):
+    """`qcat train xmlq` fits the node calibration like every train command (the suite's one-epoch run)."""
+    pytest.importorskip("tensorflow")
+    classifier = Classifier.load(xmlq_cli_run / "xmlq")
+    assert classifier.nodes is not None
+    tree = NodeTree(classifier.taxonomy, classifier.model.labels)
+    predictions = classifier.model.predict(["iphone case", "hdmi cable", "tv"], classifier.nodes.top_k)
+    for labels, scores in zip(predictions.labels, predictions.scores):
+        nodes, mass, probability = classifier.nodes.probabilities(tree, labels, scores)
+        p = dict(zip(nodes.tolist(), probability.tolist()))
+        for node, value in p.items():
+            assert classifier.taxonomy.parents[node] < 0 or p[classifier.taxonomy.parents[node]] >= value
+    answers = classifier.classify(["iphone case", "hdmi cable"], precision=0.8)
+    assert all(a.node is not None or a.node_why for a in answers)

@@ -233,9 +233,9 @@ def test_overrides_pass_the_judged_exact_categories_to_the_bundle(judged_file, t
     saved = {}
     real = train.save_bundle
 
-    def spy(model, out, dataset, also_seen=(), overrides=None):
+    def spy(model, out, dataset, also_seen=(), overrides=None, nodes=None):
         saved["overrides"] = overrides
-        return real(model, out, dataset, also_seen, overrides=overrides)
+        return real(model, out, dataset, also_seen, overrides=overrides, nodes=nodes)
 
     monkeypatch.setattr(train, "save_bundle", spy)
     assert train.main("train", ["nb", *map(str, LOG), "--judged", str(judged_file), "--judged-weight", "10",
@@ -250,9 +250,9 @@ def test_overrides_reach_save_bundle(judged_file, tmp_path, monkeypatch):
 
     saved, real = {}, bundles.save_bundle
 
-    def spy(model, out, dataset, also_seen=(), overrides=None):
+    def spy(model, out, dataset, also_seen=(), overrides=None, nodes=None):
         saved["overrides"] = overrides
-        return real(model, out, dataset, also_seen)
+        return real(model, out, dataset, also_seen, nodes=nodes)
 
     monkeypatch.setattr(bundles, "save_bundle", spy)
     monkeypatch.setattr(train, "save_bundle", spy)

@@ -137,9 +137,11 @@ def parse_classify_query_string(raw: bytes, config: ServeConfig) -> ClassifyRequ
             raise HTTPProblem(400, f"k must be an integer written in the digits 0-9, got {fields['k'][0]!r}")
         k = check_k(int(fields["k"][0]), config)
     numbers = {}
-    for name, check in (("min_score", check_min_score), ("precision", check_precision)):
+    for name, check, bounds in (("min_score", check_min_score, "in [0, 1]"),
+                                ("precision", check_precision, "strictly between 0 and 1")):
         if name in fields:
             if not ASCII_DECIMAL.fullmatch(fields[name][0]):
-                raise HTTPProblem(400, f"{name} must be a number written in the digits 0-9, got {fields[name][0]!r}")
+                raise HTTPProblem(400, f"{name} must be a number {bounds} written in the digits 0-9, "
+                                       f"got {fields[name][0]!r}")
             numbers[name] = check(float(fields[name][0]))
     return ClassifyRequest(fields["q"], k, numbers.get("min_score"), numbers.get("precision"))
