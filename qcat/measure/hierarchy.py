@@ -42,13 +42,7 @@ class NodeTable:
     def build(cls, taxonomy: Taxonomy) -> NodeTable:
         n = len(taxonomy)
         parents = np.asarray(taxonomy.parents, dtype=np.int64).reshape(n)
-        depth = np.zeros(n + 1, dtype=np.int64)
-        depth[:n] = [len(path) for path in taxonomy.paths]
-        ancestors = np.full((n + 1, max(int(depth.max()), 1)), -1, dtype=np.int64)
-        for d in range(1, int(depth.max()) + 1):  # parents (depth d - 1) are filled before children
-            at = np.flatnonzero(depth[:n] == d)
-            ancestors[at, :d - 1] = ancestors[parents[at], :d - 1]
-            ancestors[at, d - 1] = at
+        ancestors, depth = taxonomy.ancestor_table()
         leaf = np.zeros(n + 1, dtype=bool)
         leaf[:n] = True
         leaf[parents[parents >= 0]] = False

@@ -10,6 +10,8 @@ import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from qcat.errors import TaxonomyError
 
 SEPARATOR = " > "
@@ -129,6 +131,22 @@ class Taxonomy:
 
     def is_leaf(self, node_id: str) -> bool:
         return self.index(node_id) not in self._parent_positions
+
+    def ancestor_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(ancestors, depth)`` of every node, as arrays with one row more than the taxonomy has
+        nodes: ``ancestors[i]`` the positions of node i's path, department first, -1 padded;
+        ``depth[i]`` its length (a department 1). The last row, which position -1 reads, stands for
+        no node (depth 0, no ancestors)."""
+        n = len(self.ids)
+        parents = np.asarray(self.parents, dtype=np.int64).reshape(n)
+        depth = np.zeros(n + 1, dtype=np.int64)
+        depth[:n] = [len(path) for path in self.paths]
+        ancestors = np.full((n + 1, max(int(depth.max()), 1)), -1, dtype=np.int64)
+        for d in range(1, int(depth.max()) + 1):  # parents (depth d - 1) are filled before children
+            at = np.flatnonzero(depth[:n] == d)
+            ancestors[at, :d - 1] = ancestors[parents[at], :d - 1]
+            ancestors[at, d - 1] = at
+        return ancestors, depth
 
     def with_other_leaves(self, node_ids) -> tuple[Taxonomy, dict[str, str]]:
         """This taxonomy with an explicit ``Other`` leaf under each internal node of

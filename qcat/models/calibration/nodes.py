@@ -87,25 +87,17 @@ class NodeTree:
 
     def __init__(self, taxonomy: Taxonomy, labels: tuple[str, ...]) -> None:
         self.taxonomy = taxonomy
-        self.depth = np.array([len(path) for path in taxonomy.paths], dtype=np.int64)
+        table, depth = taxonomy.ancestor_table()  # one row more: -1, no node
+        self.depth = depth[:-1]
         self.parents = np.array(taxonomy.parents, dtype=np.int64)
-        self.max_depth = max(int(self.depth.max()) if len(self.depth) else 0, 1)
-        self.ancestors = np.full((len(labels), self.max_depth), -1, dtype=np.int64)
-        for row, label in enumerate(labels):
-            chain = self.path_positions(taxonomy.index(label))
-            self.ancestors[row, :len(chain)] = chain
-
-    def path_positions(self, node: int) -> list[int]:
-        """The taxonomy positions from ``node``'s department down to ``node``."""
-        chain = []
-        while node >= 0:
-            chain.append(node)
-            node = int(self.parents[node])
-        return chain[::-1]
+        self.max_depth = table.shape[1]
+        self.ancestors = table[[taxonomy.index(label) for label in labels]].reshape(len(labels), self.max_depth)
+        self._table = table
 
     def ancestors_of(self, nodes) -> set[int]:
         """Taxonomy positions of ``nodes`` and of every node above them."""
-        return {position for node in np.asarray(nodes).tolist() for position in self.path_positions(int(node))}
+        rows = self._table[np.asarray(nodes, dtype=np.int64).reshape(-1)]
+        return set(rows[rows >= 0].tolist())
 
     def masses(self, labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One query's top leaves (label positions, -1 padded) and scores -> the nodes beneath
