@@ -6,7 +6,7 @@ import pytest
 
 from qcat.errors import InputError
 from qcat.taxonomy import from_paths
-from qcat.training.clicklogs.clicklog import ingest
+from qcat.training.clicklogs.clicklog import detect_format, ingest
 
 TAXONOMY = from_paths(["Toys > Trains", "Toys > Dolls", "Home > Beds"])
 TRAINS, DOLLS, BEDS = (TAXONOMY.id_of_path(p) for p in ("Toys > Trains", "Toys > Dolls", "Home > Beds"))
@@ -131,6 +131,26 @@ def test_missing_columns_and_files(tmp_path):
         ingest(tmp_path / "nothere.csv", TAXONOMY)
     with pytest.raises(InputError, match="cannot tell the click-log format"):
         ingest(tmp_path / "log.xlsx", TAXONOMY)
+
+
+def test_standard_input_is_told_that_a_named_file_or_format_is_needed(tmp_path):
+    """Issue 53, item 8: `qcat data ingest /dev/stdin < log.csv` (a regular file on standard input)
+    was told only that the name did not tell the format: it says what name is needed, or --format."""
+    import subprocess
+    import sys
+
+    write_csv(tmp_path / "log.csv", "query,category,clicks\ntv,Toys,3\n")
+    (tmp_path / "taxonomy.tsv").write_text("id\tpath\tparent\nT\tToys\t\n")
+    with open(tmp_path / "log.csv", "rb") as stdin:
+        result = subprocess.run([sys.executable, "-m", "qcat.cli", "data", "ingest", "/dev/stdin", "--taxonomy",
+                                 tmp_path / "taxonomy.tsv"], stdin=stdin, capture_output=True, text=True, timeout=60,
+                                check=False)
+    assert result.returncode == 2 and result.stderr.strip().endswith(
+        "/dev/stdin: cannot tell the click-log format from the name: give a file named .csv, .tsv, .parquet or .jsonl "
+        "(.gz after it too), or --format (qcat data ingest)"), result.stderr
+    with pytest.raises(InputError, match=r"from the name: give a file named .csv, .tsv, .parquet or .jsonl \(.gz after "
+                                         r"it too\)$"):
+        detect_format(tmp_path / "listings.xlsx", "catalog")  # a catalog's readers have no --format: none offered
 
 
 TOYS = TAXONOMY.id_of_path("Toys")

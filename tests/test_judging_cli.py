@@ -305,3 +305,33 @@ def test_export_counts_the_queries_the_report_counts_unless_min_judges_says_othe
     assert len({line.split()[0] for line in (tmp_path / "all.txt").read_text().splitlines()}) == QUERIES
     too_many = qcat("judge", "export", "demo", "--url", db, "--qrels", tmp_path / "x.txt", "--min-judges", 4)
     assert too_many.returncode == 2 and "--min-judges must lie in 1..3, got 4" in too_many.stderr
+
+
+def test_report_of_a_session_nobody_graded_says_nothing_graded_yet(demo_db, tmp_path):
+    """Issue 53, item 5: `qcat judge report` on a fresh session wrote tables of nan; it exits 2 as
+    export does, saying nothing is graded yet, and writes nothing. Graded by fewer judges than the
+    report counts: the same, naming --min-judges 1; with it, a report without a nan."""
+    path, tokens = demo_db
+    db = tmp_path / "fresh.db"
+    shutil.copy(path, db)
+    out = tmp_path / "report"
+    refused = qcat("judge", "report", "demo", "--url", db, "--out", out, "--bootstrap", 40)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+    assert ("judging session 'demo': nothing graded yet: no report written. Judges grade its queries first "
+            "(qcat judge app --session demo)") in refused.stderr
+    assert not out.exists()
+    store = open_store(str(db))  # one judge grades everything: 1 of 3 judges per query
+    judge = authenticate(store, tokens[0])
+    while (shown := assignment.next_query(store, judge.id, 1)) is not None:
+        judgments.submit(store, judge.id, shown.query_id, {(i.listing_id, side): 2 for side, group in
+                                                           (("left", shown.left), ("right", shown.right)) for i in group})
+    store.dispose()
+    too_few = qcat("judge", "report", "demo", "--url", db, "--out", out, "--bootstrap", 40)
+    assert too_few.returncode == 2 and (f"nothing graded yet by 3 judges ({QUERIES} queries by fewer): no report "
+                                        "written; --min-judges 1 reports on every judgment") in too_few.stderr
+    assert not out.exists()
+    one = qcat("judge", "report", "demo", "--url", db, "--out", out, "--bootstrap", 40, "--min-judges", 1, "--json")
+    assert one.returncode == 0, one.stderr
+    for name in ("report.md", "report.html"):
+        assert "nan" not in (out / name).read_text().lower().replace("nanoseconds", ""), name
+    assert "NaN" not in one.stdout

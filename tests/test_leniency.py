@@ -99,6 +99,15 @@ def test_bad_map_lines_are_refused_naming_the_line(tmp_path, text, message) -> N
         load_confusable(tmp_path / "map.tsv", TAXONOMY)
 
 
+@pytest.mark.parametrize("text", ["", "leaf_a\tleaf_b\n", "# qcat data audit: 0 pairs\nleaf_a\tleaf_b\tpath_a\n# x\n"])
+def test_a_map_holding_no_pair_is_refused_unless_asked_for(tmp_path, text) -> None:
+    """Issue 53 item 4: an empty or header-only --confusable map made lenient silently equal strict."""
+    (tmp_path / "map.tsv").write_text(text)
+    with pytest.raises(InputError, match=r"^--confusable .*map\.tsv: holds no pair .*lenient top-1 would equal strict"):
+        load_confusable(tmp_path / "map.tsv", TAXONOMY)
+    assert load_confusable(tmp_path / "map.tsv", TAXONOMY, allow_empty=True).pairs == ()  # an audit's own read-back
+
+
 def test_missing_map_file_is_one_line(tmp_path) -> None:
     with pytest.raises(InputError, match="no such file"):
         load_confusable(tmp_path / "none.tsv")

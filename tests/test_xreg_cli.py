@@ -58,7 +58,7 @@ def test_labelwise_ranks_the_queries_of_a_file(xreg_dir, queries_file):
     assert all(q["line"] in (1, 2, 5, 6, 7) for q in record["queries"])
     scores = [q["score"] for q in record["queries"]]
     assert scores == sorted(scores, reverse=True)
-    assert "skipped 2 line(s)" in result.stderr and "1 blank, 1 no query" in result.stderr and "line 4)" in result.stderr
+    assert "skipped 2 line(s)" in result.stderr and "1 blank, 1 unusable (line 4: " in result.stderr
     text = qcat("labelwise", category, "--queries", queries_file, "--model", xreg_dir, "--factor", "100")
     assert text.returncode == 0 and text.stdout.startswith(f"{category}  ")
 
@@ -113,3 +113,17 @@ def test_user_errors_are_one_line(args, message, xreg_dir, queries_file, tmp_pat
 def test_labelwise_needs_an_xreg_model(bestbuy_model_dir, queries_file):
     result = qcat("labelwise", "abcat0101001", "--queries", queries_file, "--model", bestbuy_model_dir)
     assert result.returncode == 2 and "is a nb model: labelwise inference needs an xreg bundle" in result.stderr
+
+
+def test_labelwise_names_why_a_query_line_is_skipped(tmp_path, capsys):
+    """Issue 53, item 7: a line of --queries that is not UTF-8 was called "no query"; it is named
+    as the input layer names it (invalid UTF-8 and the byte), and so is an empty one."""
+    from qcat.cli.labelwise import read_query_file
+
+    (tmp_path / "q.txt").write_bytes(b"tv\nab\xff cd\n!!!\n\nlaptop\n")
+    queries, lines = read_query_file(tmp_path / "q.txt")
+    assert (queries, lines) == (["tv", "laptop"], [1, 5])
+    said = capsys.readouterr().err
+    assert f"qcat: skipped 3 line(s) of {tmp_path / 'q.txt'}: 1 blank, 2 unusable (line 2: not valid UTF-8 (byte 3 " \
+           "of the line, b'\\xff'); line 3: the query '!!!' is empty once normalized" in said
+    assert "no query" not in said

@@ -275,6 +275,13 @@ def run_report(args: argparse.Namespace) -> int:
     if kind == "categories":
         build_report, draw_all = categories.build_category_report, categories.draw_all
         render_markdown, render_html = categories.render_markdown, categories.render_html
+    from qcat.errors import InputError
+    from qcat.judging.reporting.export import selected
+
+    selection = selected(store, args.session, args.min_judges)
+    if not selection.results.judgments:  # its tables would be nan: say so, as export does (issue 53, item 5)
+        store.dispose()
+        raise InputError(nothing_to_report(selection, args.session))
     report = build_report(store, args.session, bootstrap=args.bootstrap, seed=args.seed, min_judges=args.min_judges)
     store.dispose()
     written = write_report_files(report, args.out, draw_all(report), render_markdown, render_html)
@@ -379,3 +386,13 @@ def nothing_to_export(selection, session: str) -> str:
                 f"({selection.left_out:,} by fewer): nothing written; --min-judges 1 exports every judgment")
     return (f"judging session {name!r} has no finished judgments yet: nothing written. Judges grade its queries "
             f"first (qcat judge app --session {shlex.quote(str(session))}); qcat judge sessions shows the progress")
+
+
+def nothing_to_report(selection, session: str) -> str:
+    """Why a report of no graded query is refused (its tables would be nan), and what to do first."""
+    name = selection.results.name
+    if selection.left_out:
+        return (f"judging session {name!r}: nothing graded yet by {selection.needed} judges ({selection.left_out:,} "
+                "queries by fewer): no report written; --min-judges 1 reports on every judgment")
+    return (f"judging session {name!r}: nothing graded yet: no report written. Judges grade its queries first "
+            f"(qcat judge app --session {shlex.quote(str(session))}); qcat judge sessions shows the progress")

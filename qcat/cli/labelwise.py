@@ -16,16 +16,18 @@ QUERY_FILE = FileSchema(kind="queries", flag="--queries", delimiter=None, header
 
 def read_query_file(path: Path) -> tuple[list[str], list[int]]:
     """Queries of a file, one per line, with their line numbers, read through the input layer
-    (:data:`QUERY_FILE`); blank lines and lines that are no query (empty after normalization, too
-    long) are skipped and reported on stderr."""
+    (:data:`QUERY_FILE`); blank lines and lines that are no usable query (not valid UTF-8, empty
+    after normalization, too long) are skipped and reported on stderr, each of the first five with
+    its line and the input layer's reason (the byte offset of bad UTF-8, as every reader says it)."""
     from qcat.inputs import SKIP, read_table
 
     table = read_table(path, QUERY_FILE, on_bad=SKIP)
     skipped = table.blank_lines + len(table.skipped)
     if skipped:
-        examples = ", ".join(str(skipped.line) for skipped in table.skipped[:5]) + (", ..." if len(table.skipped) > 5 else "")
-        print(f"qcat: skipped {skipped} line(s) of {path}: {table.blank_lines} blank, {len(table.skipped)} no query "
-              f"(empty after normalization or too long{'; line ' + examples if examples else ''})", file=sys.stderr)
+        examples = "; ".join(f"line {bad.line}: {bad.why}" for bad in table.skipped[:5]) + \
+            ("; ..." if len(table.skipped) > 5 else "")
+        print(f"qcat: skipped {skipped} line(s) of {path}: {table.blank_lines} blank, {len(table.skipped)} unusable"
+              f"{' (' + examples + ')' if examples else ''}", file=sys.stderr)
     return [row.query.text for row in table.rows], [row.line for row in table.rows]
 
 

@@ -63,10 +63,17 @@ class ConfusableMap:
             raise InputError(f"{where}: its recorded confusable map is malformed (want pairs and sha256)") from None
 
 
-def load_confusable(path: str | Path, taxonomy: Taxonomy | None = None, flag: str = "--confusable") -> ConfusableMap:
+def load_confusable(path: str | Path, taxonomy: Taxonomy | None = None, flag: str = "--confusable",
+                    allow_empty: bool = False) -> ConfusableMap:
     """A confusable map file read through the input layer (:data:`SCHEMA`), refusing a line it
-    cannot use; with ``taxonomy``, every id must be a leaf of it."""
+    cannot use; with ``taxonomy``, every id must be a leaf of it. A map that holds no pair (empty,
+    or a header and comments only) is refused: lenient top-1 would silently equal strict. Only
+    ``allow_empty`` takes one: a reader of what ``qcat data audit`` wrote when it found no pair."""
     table = read_table(path, SCHEMA, flag, allow_empty=True)
+    if not table.rows and not allow_empty:
+        raise InputError(f"{table.where()}: holds no pair (a confusable map; want lines of two leaf ids, leaf_a and "
+                         "leaf_b): lenient top-1 would equal strict. qcat data audit writes a map with a header only "
+                         "when it finds no pair; then there is no map to give")
     pairs = []
     for row in table.rows:
         where = table.where(row.line)

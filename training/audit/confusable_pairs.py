@@ -72,6 +72,10 @@ class Audit:
     def confusable(self) -> list[dict]:
         return [pair for pair in self.pairs if pair["confusable"]]
 
+    def nothing_mapped(self) -> str | None:
+        """Why the map holds no pair (None when it holds one): see :func:`why_no_pair`."""
+        return None if self.confusable else why_no_pair(self)
+
     def explained_share(self) -> float:
         """The share of the cross-fitted errors the map's pairs explain."""
         return sum(p["confusions"] for p in self.confusable) / max(self.held_out_errors, 1)
@@ -235,3 +239,35 @@ def _examples(table: ClickTable, pairs: list[dict], n: int) -> dict[tuple[int, i
         weight = np.asarray(col_a[common].todense()).ravel() + np.asarray(col_b[common].todense()).ravel()
         out[(a, b)] = [str(table.queries[q]) for q in common[np.argsort(-weight, kind="stable")[:n]]]
     return out
+
+
+def why_no_pair(found: Audit) -> str:
+    """Why no pair reached the map: no pair had evidence, every one was a hub's, or the bars the
+    best-evidenced pair missed (issue 53, item 10). With two leaves chance already puts one leaf's
+    confusions and split texts on the other: a confusion's lift cannot pass 1, a split text's 2 (its
+    chance is the mean of its two sides'), said so."""
+    s = found.settings
+    if not found.pairs:
+        return (f"no two leaves share {s.min_shared} clicked texts (--min-shared) and the fast model confused no two "
+                "leaves")
+    if any(p.get("left_out") for p in found.pairs):
+        return f"every pair that cleared the bars has a leaf with more than {s.max_partners} partners (--max-partners)"
+
+    def missed(p: dict, count: int, lift: float | None, rate: float, kind: str) -> list[str]:
+        return [why for failed, why in (
+            (count < s.min_confusions, f"{count} {kind} (--min-confusions {s.min_confusions})"),
+            (lift is not None and lift < s.min_lift, f"{kind} lift {lift:.1f} over chance (--min-lift {s.min_lift:g})"),
+            (rate < s.min_rate, f"{kind} on {rate:.1%} of the two leaves' queries (--min-rate {s.min_rate:g})"),
+            (p["shared_texts"] < s.min_shared, f"{p['shared_texts']} shared texts (--min-shared {s.min_shared})"))
+            if failed]
+
+    best = max(found.pairs, key=lambda p: (max(p["split_texts"], p["confusions"]), p["shared_texts"]))
+    use_split = best["split_texts"] >= best["confusions"]
+    bars = (missed(best, best["split_texts"], best["split_lift"], best["split_rate"], "split texts") if use_split
+            else missed(best, best["confusions"], best["lift"], best["confusion_rate"], "confusions"))
+    reason = (f"no pair cleared the bars; the best, {best['path_a']} and {best['path_b']}, has "
+              + ", ".join(dict.fromkeys(bars)))
+    if len(found.categories) == 2 and s.min_lift > 2:
+        reason += (f". With 2 leaves chance alone puts what one leaf shares on the other, so lift cannot pass 2 "
+                   f"(--min-lift {s.min_lift:g}): a log of more leaves, or a lower --min-lift, can map them")
+    return reason

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from qcat.taxonomy.confusable import FILE_NAME, HEADER
@@ -23,6 +24,7 @@ def to_json(audit: Audit, source: dict, gold: dict | None = None) -> dict:
         "cross_fitted": {"held_out_queries": audit.held_out_queries, "errors": audit.held_out_errors,
                          "error_rate": round(audit.held_out_errors / max(audit.held_out_queries, 1), 5)},
         "confusable_pairs": len(audit.confusable),
+        "nothing_mapped": audit.nothing_mapped(),  # why the map holds no pair, else None
         "errors_explained_by_the_map": round(audit.explained_share(), 5),
         "hubs": audit.hubs,
         "pairs": audit.pairs,
@@ -34,6 +36,7 @@ def tsv_text(audit: Audit, command: str) -> str:
              f"# Made by: {command}",
              "# The first two columns are the two leaves' ids; the rest is evidence for people. Delete a line to stop",
              "# crediting a pair, add one (two ids, tab-separated) to credit it; qcat evaluate --confusable reads it.",
+             *([] if audit.confusable else [f"# No pair: {audit.nothing_mapped()}."]),
              "\t".join(TSV_COLUMNS)]
     for pair in audit.confusable:
         lines.append("\t".join(str(pair[c] if c != HEADER else pair["leaf_a"]) for c in TSV_COLUMNS))
@@ -91,6 +94,7 @@ def markdown(audit: Audit, source: dict, command: str, gold: dict | None = None)
         f"{s.min_confusions} cross-fitted confusions, or at least {s.min_confusions} split texts, at a lift ≥ "
         f"{s.min_lift:g} over chance on ≥ {100 * s.min_rate:g}% of the two leaves' queries); together they explain "
         f"{audit.explained_share():.1%} of the cross-fitted errors.",
+        *([] if audit.confusable else [f"- Nothing mapped: {cell(audit.nothing_mapped())}."]),
         f"- Made by: `{command}`", "",
         f"## Pairs, ranked (first {min(SHOWN, len(audit.pairs))} of {len(audit.pairs):,} with evidence)", "",
         *rows, "",
@@ -120,4 +124,6 @@ def write_audit(audit: Audit, out: Path, source: dict, command: str, gold: dict 
              "report.md": markdown(audit, source, command, gold)}
     for name, text in files.items():
         (out / name).write_text(text, encoding="utf-8")
+    if not audit.confusable:  # said where the command's user reads it, not only in the files
+        print(f"nothing mapped: {audit.nothing_mapped()}", file=sys.stderr)
     return [out / name for name in files]

@@ -201,7 +201,8 @@ def detect_format(path: str | Path, kind: str = "click-log") -> str:
     for suffix, fmt in ((".parquet", "parquet"), (".jsonl", "jsonl"), (".ndjson", "jsonl"), (".json", "jsonl"), (".tsv", "tsv"), (".csv", "csv")):
         if name.endswith(suffix):
             return fmt
-    raise InputError(f"{path}: cannot tell the {kind} format from the name; use .csv, .tsv, .parquet or .jsonl")
+    raise InputError(f"{path}: cannot tell the {kind} format from the name: give a file named .csv, .tsv, .parquet "
+                     f"or .jsonl (.gz after it too){', or --format (qcat data ingest)' * (kind == 'click-log')}")
 
 
 def ingest(
