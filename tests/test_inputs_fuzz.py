@@ -229,3 +229,43 @@ def test_checks_md_lists_every_file_kinds_rules_as_the_schema_declares_them() ->
     page = (Path(__file__).resolve().parent.parent / "docs" / "guide" / "checks.md").read_text(encoding="utf-8")
     missing = [name for name, schema in SCHEMAS if describe_schema(schema) not in page]
     assert missing == [], "docs/guide/checks.md is out of step with these schemas: " + ", ".join(missing)
+
+
+def weight_texts():
+    """``--judged-weight`` texts around and between its bounds (issue 53 item 1), as people write numbers."""
+    from qcat.training.data.judged import MAX_JUDGED_WEIGHT, MIN_JUDGED_WEIGHT
+
+    edges = st.sampled_from([MIN_JUDGED_WEIGHT, MAX_JUDGED_WEIGHT, 0.0, 1e39, 1e308, 1e-300, 2.0 ** 24, -1.0])
+    near = edges.map(lambda v: v * (1 + 1e-9)) | edges.map(lambda v: v * (1 - 1e-9))
+    values = st.floats(allow_nan=True, allow_infinity=True) | st.floats(-10.0, 2e6) | edges | near
+    return st.tuples(values, st.sampled_from(["{!r}", "{:g}", "{:.3e}", "{:.0f}"])).map(
+        lambda pair: pair[1].format(pair[0]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=weight_texts())
+def test_judged_weight_takes_exactly_the_weights_a_float32_click_table_holds(text) -> None:
+    """Every train action's ``--judged-weight`` parser takes a weight iff it lies in the bounds, names
+    them when it refuses, and what it takes (and an acceptable pair's half) is finite and exact to
+    float32's precision, a whole number exactly."""
+    import argparse
+
+    import numpy as np
+
+    from qcat.training.commands.judged import _positive
+    from qcat.training.data.judged import ACCEPTABLE_SHARE, MAX_JUDGED_WEIGHT, MIN_JUDGED_WEIGHT
+
+    value = float(text)
+    inside = math.isfinite(value) and MIN_JUDGED_WEIGHT <= value <= MAX_JUDGED_WEIGHT
+    try:
+        weight = _positive(text)
+    except argparse.ArgumentTypeError as exc:
+        assert not inside, (text, str(exc))
+        assert f"from {MIN_JUDGED_WEIGHT:g} to {MAX_JUDGED_WEIGHT:,.0f}, got {text}" in str(exc)
+        return
+    assert inside and weight == value
+    for clicks in (weight, weight * ACCEPTABLE_SHARE):
+        held = float(np.float32(clicks))
+        assert math.isfinite(held) and held > 0 and math.isclose(held, clicks, rel_tol=2.0 ** -23)
+        if clicks == int(clicks):
+            assert held == clicks

@@ -136,7 +136,7 @@ def test_nb_trains_on_judged_pairs_and_records_them(nb_run, judged_file):
     answers = model.predict(["zzq widget", "amp", "13 3 case"], 1)
     assert [model.labels[i] for i in answers.labels[:, 0]] == [TV, TV, TV]
     record = json.loads((out / "manifest.json").read_text())["config"]["data"]["judged"]
-    assert record["files"] == [{"path": str(judged_file.resolve()), "queries": 6, "pairs": 4, "negatives": 2,
+    assert record["files"] == [{"name": judged_file.name, "queries": 6, "pairs": 4, "negatives": 2,
                                 "sha256": hashlib.sha256(judged_file.read_bytes()).hexdigest()}]
     assert record["weight"] in (1.0, 3.0, 10.0, 30.0) and record["chosen_by"] == "validation objective"
     assert [row["name"] for row in record["selection"]] == [f"judged weight {w}" for w in (1, 3, 10, 30)]
@@ -200,7 +200,8 @@ def test_a_hybrid_leaves_judged_queries_out_of_its_choice_and_records_them(judge
     assert "XReg: judged weight 10 (flags)" in result.stdout.decode()
     assert json.loads((xreg / "manifest.json").read_text())["config"]["data"]["judged"]["negatives_removed"] == 2
     error = one_line_error(qcat("train", "hybrid", "--nb", nb, "--xreg", xreg, "--out", tmp_path / "h"))
-    assert f"was trained on --judged {judged_file.resolve()}: give it to the hybrid too" in error
+    digest = hashlib.sha256(judged_file.read_bytes()).hexdigest()[:12]
+    assert f"was trained on --judged {judged_file.name} (sha256 {digest}…): give it to the hybrid too" in error
     result = qcat("train", "hybrid", "--nb", nb, "--xreg", xreg, "--judged", judged_file, "--out", tmp_path / "h")
     assert result.returncode == 0, result.stderr.decode()
     printed = result.stdout.decode()
@@ -217,7 +218,7 @@ def test_a_reranker_over_a_judged_first_stage_needs_its_files(nb_run, judged_fil
     nb, _ = nb_run
     error = one_line_error(qcat("train", "rerank", "--model", nb, "--catalog", tmp_path / "none.csv",
                                 "--out", tmp_path / "rr"))
-    assert f"--model {nb} was trained on --judged {judged_file.resolve()}: give it" in error
+    assert f"--model {nb} was trained on --judged {judged_file.name} (sha256 " in error and ": give it" in error
 
 
 def _save_bundle_takes_overrides() -> bool:

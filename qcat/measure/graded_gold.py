@@ -15,7 +15,8 @@ with ``#`` is a comment only above the header (below it, ``#1 dad mug`` is a que
 (how the session chose its queries, ``create-session --select``: random, uncertain or disagree;
 only a random sample measures precision, and ``qcat evaluate --gold`` warns of any other) are
 directives kept in :attr:`GradedGold.meta`, each given once; queries are matched on their normalized form
-(``TV`` and ``tv`` are one query, the merge counted) and at most 4,000 bytes; only leaves may be
+(``TV`` and ``tv`` are one query, the merge counted and said; a row repeating an earlier row is
+dropped and said) and at most 4,000 bytes; only leaves may be
 graded, except in a file of node answers (issue 52: ``# precision: P``, the precision at which a
 session made with ``create-session --precision P`` showed the models' node answers), whose inner
 nodes (departments, aisles, ...) are kept apart in :attr:`GradedGold.nodes`, so that everything
@@ -27,6 +28,7 @@ read it. A category a file does not list for a query is not judged (neither acce
 from __future__ import annotations
 
 import csv
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -66,6 +68,8 @@ class GradedGold:
     flag: str = "--gold"  # the flag that named the file, for errors
     merged: dict[str, list[str]] = field(default_factory=dict)  # normalized query -> its written forms
     nodes: dict[str, dict[str, int]] = field(default_factory=dict)  # checked: per query, its graded inner nodes
+    duplicates: dict[int, int] = field(default_factory=dict)  # line of a row repeating an earlier one -> that line
+    forms: dict[str, list[str]] = field(default_factory=dict)  # normalized query -> its written forms, first first
 
     def precision(self) -> float | None:
         """The precision of the node answers its session showed (``# precision: P``), else None."""
@@ -89,6 +93,20 @@ class GradedGold:
         merged = (f", {len(self.merged):,} written several ways merged (e.g. "
                   f"{' / '.join(map(shown, next(iter(self.merged.values()))[:3]))})" if self.merged else "")
         return f"{self.source} ({len(self):,} queries{merged}, {graded:,} graded categories, sha256 {self.sha256[:12]})"
+
+    def notes(self) -> list[str]:
+        """What reading the file did silently otherwise (issue 53 item 6): queries written several ways
+        merged into one, rows repeating an earlier row dropped; each said once, naming the file."""
+        out = []
+        if self.merged:
+            example = " / ".join(map(shown, next(iter(self.merged.values()))[:3]))
+            out.append(f"{self.flag} {self.source}: {len(self.merged):,} quer{'y' if len(self.merged) == 1 else 'ies'} "
+                       f"written several ways merged into one (e.g. {example}): queries are matched normalized")
+        if self.duplicates:
+            line, first = next(iter(self.duplicates.items()))
+            out.append(f"{self.flag} {self.source}: {len(self.duplicates):,} row(s) repeating an earlier row's query, "
+                       f"category and grade dropped (e.g. line {line} repeats line {first})")
+        return out
 
     def where(self, query: str, category: str) -> str:
         """``FLAG FILE:LINE`` of a (query, category) row (without the line for a gold not read from a file)."""
@@ -122,17 +140,24 @@ class GradedGold:
                 if (query, category) in self.lines:
                     lines.setdefault((query, node), self.lines[(query, category)])
         return GradedGold(resolved, self.segments, self.source, self.sha256, self.meta, lines, self.flag, self.merged,
-                          inner)
+                          inner, self.duplicates, self.forms)
 
 
-def read_graded_gold(path: str | Path, flag: str = "--gold") -> GradedGold:
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def read_graded_gold(path: str | Path, flag: str = "--gold", say=_stderr) -> GradedGold:
     """A graded gold file read through the input layer (:data:`SCHEMA`); errors name the file and line.
     Queries are matched on their normalized form: ``TV`` and ``tv`` are one query (counted in
-    :attr:`GradedGold.merged`), and a category they grade differently is refused naming both lines."""
+    :attr:`GradedGold.merged`), and a category they grade differently is refused naming both lines; a
+    row repeating an earlier one is dropped (:attr:`GradedGold.duplicates`). Both are said through
+    ``say`` (stderr; None: the caller says :meth:`GradedGold.notes` itself)."""
     table = read_table(path, SCHEMA, flag)
     grades: dict[str, dict[str, int]] = {}
     segments: dict[str, str] = {}
     lines: dict[tuple[str, str], int] = {}
+    duplicates: dict[int, int] = {}
     for row in table.rows:
         where = table.where(row.line)
         query, category, grade = row.query.normalized, str(row["category"]), int(row["grade"])
@@ -140,6 +165,8 @@ def read_graded_gold(path: str | Path, flag: str = "--gold") -> GradedGold:
         if category in per_query and per_query[category] != grade:
             raise InputError(f"{where}: query {shown(row.query.text)} grades category {shown(category)} {grade} here "
                              f"and {per_query[category]} on line {lines[(query, category)]}: give one grade")
+        if category in per_query:
+            duplicates[row.line] = lines[(query, category)]
         per_query[category] = grade
         lines.setdefault((query, category), row.line)
         segment = row["segment"]
@@ -150,7 +177,11 @@ def read_graded_gold(path: str | Path, flag: str = "--gold") -> GradedGold:
     if table.directives.get("precision") in (0, 1):
         raise InputError(f"{flag} {table.path}: '# precision:' {meta['precision']} is not a precision strictly "
                          "between 0 and 1")
-    return GradedGold(grades, segments, str(table.path), table.sha256, meta, lines, flag, table.merged)
+    gold = GradedGold(grades, segments, str(table.path), table.sha256, meta, lines, flag, table.merged,
+                      duplicates=duplicates, forms=dict(table.forms))
+    for note in gold.notes() if say is not None else ():
+        say(note)
+    return gold
 
 
 def write_graded_gold(handle, rows: Iterable[tuple], meta: dict[str, object] | None = None) -> int:

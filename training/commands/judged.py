@@ -8,8 +8,14 @@ the weight is chosen on the validation objective by the paired 2-SE rule
 beats it by more than 2 paired standard errors. With a catalog, its settings are chosen first (at the
 default weight), then the weight at those settings. XML-Q does not try the grid (one network per
 weight): it trains at the default unless ``--judged-weight`` gives one. The manifest's
-``data.judged`` records each file (path, sha256, queries, pairs, negatives), the weight and how it was
-set; every judged query is recorded as seen in training.
+``data.judged`` records each file (name, sha256, queries, pairs, negatives: never the trainer's
+directories), the weight and how it was set; every judged query is recorded as seen in training.
+
+``--judged-weight`` lies in [:data:`MIN_JUDGED_WEIGHT`, :data:`MAX_JUDGED_WEIGHT`], refused at parse
+time otherwise (issue 53 item 1): the pseudo-clicks of a pair (the weight, half of it for an
+acceptable one, added to the log's clicks) go into float32 click tables, which hold whole numbers
+exactly only up to 2**24, and a weight of 1e39 overflows them. What the weight does to each part
+(:data:`WEIGHT_EFFECT`) is in the flag's help and printed by training.
 """
 
 from __future__ import annotations
@@ -23,10 +29,21 @@ import numpy as np
 
 from qcat.errors import InputError
 from qcat.inputs.paths import check_file
+from qcat.training.data.judged import MAX_JUDGED_WEIGHT, MIN_JUDGED_WEIGHT
 
 JUDGED_WEIGHTS = (1.0, 3.0, 10.0, 30.0)
 DEFAULT_JUDGED_WEIGHT = 10.0  # an exact pair counts 10 clicks, an acceptable one 5
 DEFAULT_RERANK_JUDGED_WEIGHT = 1.0  # qcat train rerank: a judged query weighs as much as a validation query
+XREG_FULL_WEIGHT = 10.0  # qcat.training.data.dataset.MIN_SEARCHES: a new judged query's searches
+# What the weight does to each part (issue 53's measure on the demo's real titles), for the help and the output.
+WEIGHT_EFFECT = {
+    "NB": "NB: the pair's clicks in its counts; large weights cost accuracy on other titles (measured on real "
+          "titles: -1.2 points at 1,000, -5.5 at 10,000)",
+    "XReg": f"XReg: relevance is clicks over searches capped at 1, a judged query counting at least "
+            f"{XREG_FULL_WEIGHT:g} searches, so above {XREG_FULL_WEIGHT:g} the weight changes nothing for a "
+            "query new to the log (measured on the demo's real titles: nothing at all)",
+    "XML-Q": "XML-Q: ignored (its targets are each query's categories, whatever their clicks)",
+}
 
 
 def add_judged_flags(parser: argparse.ArgumentParser, kind: str = "model") -> None:
@@ -48,7 +65,9 @@ def add_judged_flags(parser: argparse.ArgumentParser, kind: str = "model") -> No
                   f"{DEFAULT_JUDGED_WEIGHT:g} kept unless another wins by more than 2 paired SE" if kind == "model"
                   else f"default {DEFAULT_JUDGED_WEIGHT:g}, not chosen: a grid would train one network per weight")
         group.add_argument("--judged-weight", type=_positive, default=None, metavar="W",
-                           help=f"clicks a judged exact pair counts for (acceptable: half); {choice}")
+                           help=f"clicks a judged exact pair counts for (acceptable: half), from "
+                                f"{MIN_JUDGED_WEIGHT:g} to {MAX_JUDGED_WEIGHT:,.0f}; {choice}. "
+                                + "; ".join(WEIGHT_EFFECT.values()))
     group.add_argument("--overrides", action="store_true",
                        help="store the judged exact categories in the bundle, so serving answers a judged query with "
                             "them first (needs --judged)")
@@ -61,14 +80,37 @@ def add_rerank_judged_flags(parser: argparse.ArgumentParser) -> None:
                             "graded exact or acceptable is relevant, one graded wrong is not, even if clicked) and "
                             "leave the validation sets the settings are chosen on and the test figures")
     group.add_argument("--judged-weight", type=_positive, default=None, metavar="W",
-                       help=f"a judged query's weight in the ranker's training, in validation queries (default "
+                       help=f"a judged query's weight in the ranker's training, in validation queries, from "
+                            f"{MIN_JUDGED_WEIGHT:g} to {MAX_JUDGED_WEIGHT:,.0f} (default "
                             f"{DEFAULT_RERANK_JUDGED_WEIGHT:g}, not chosen: a grid would cross-fit once per weight)")
 
 
 def _positive(text: str) -> float:
-    from qcat.cli import positive_float
+    """``--judged-weight``'s type: a number in [MIN_JUDGED_WEIGHT, MAX_JUDGED_WEIGHT] (module docstring)."""
+    from qcat.cli import float_in
 
-    return positive_float()(text)
+    try:
+        return float_in(MIN_JUDGED_WEIGHT, MAX_JUDGED_WEIGHT)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"must be a number from {MIN_JUDGED_WEIGHT:g} to {MAX_JUDGED_WEIGHT:,.0f}, got {text} (the clicks of a "
+            "judged pair go into float32 click tables, which hold whole numbers exactly only up to 2**24)") from None
+
+
+def weight_notes(name: str, weight: float, given: bool = True) -> list[str]:
+    """What ``weight`` does to the part ``name`` (NB, XReg, XML-Q), said when training; where the part
+    ignores it (XML-Q; XReg above its cap for the judged queries new to the log), said so."""
+    effect = WEIGHT_EFFECT.get(name)
+    if effect is None:
+        return []
+    notes = [f"judged weight {weight:g}: {effect}"]
+    if name == "XML-Q" and given:
+        notes.append(f"XML-Q: --judged-weight {weight:g} is ignored: the judged pairs are targets at any weight")
+    if name == "XReg" and weight > XREG_FULL_WEIGHT:
+        notes.append(f"XReg: judged weight {weight:g} is above {XREG_FULL_WEIGHT:g}: an exact pair of a judged query "
+                     f"new to the log is fully relevant from {XREG_FULL_WEIGHT:g}, the rest of the weight changes "
+                     "nothing for it")
+    return notes
 
 
 def check_judged_flags(args: argparse.Namespace) -> None:
@@ -85,7 +127,7 @@ def check_judged_flags(args: argparse.Namespace) -> None:
         return
     for path in judged:
         check_file(path, "--judged")
-        read_graded_gold(path, flag="--judged")
+        read_graded_gold(path, flag="--judged", say=None)  # said once, when read for training (read_judged)
     if getattr(args, "overrides", False) and "overrides" not in _save_bundle_parameters():
         raise InputError("--overrides: this qcat's bundles cannot store overrides yet (save_bundle has no overrides)")
 
@@ -122,10 +164,26 @@ def read_and_exclude(paths: list[Path], taxonomy, sets, log=print):
 
     judged = read_judged(paths, taxonomy)
     log(judged.describe())
+    for note in judged.notes:
+        log(note)
+    before = {name: len(table.queries) for name, (table, _) in sets.items()}
     sets, removed = without_judged(sets, judged)
+    check_validation_left(before, removed)
     log("judged queries removed from the validation sets choices are made on: "
         + ", ".join(f"{name} {count:,}" for name, count in removed.items()))
     return judged, sets, removed
+
+
+def check_validation_left(before: dict[str, int], removed: dict[str, int]) -> None:
+    """Refuse, naming the counts, judged files that took every query of the data's own validation split
+    (the first set): nothing would be left to choose a setting on (issue 53 item 3)."""
+    name = next(iter(before), None)
+    if name is None or before[name] == 0 or removed.get(name, 0) < before[name]:
+        return
+    raise InputError(f"--judged: the judged files hold all {before[name]:,} queries of the {name} validation split "
+                     f"(they leave it, since the model trains on them), so no validation query is left to choose "
+                     f"settings on: give fewer judged queries of this data, or more data (a log with more queries "
+                     f"than the judged files cover)")
 
 
 def describe_moved(counts: dict) -> str:
@@ -160,8 +218,10 @@ def fit_judged(fit_one, dataset, sets, judged, weight: float | None, negatives: 
     weight = start if weight is None else weight
     trained, counts = with_judged(base, judged, weight, negatives)
     log(f"{name}: judged weight {weight:g} ({chosen_by}); " + describe_moved(counts))
+    for note in weight_notes(name, weight, given=chosen_by == "flags"):
+        log(note)
     record = {"files": [f.as_dict() for f in judged.files], "queries": len(judged.grades), "weight": weight,
-              "acceptable_share": ACCEPTABLE_SHARE, "chosen_by": chosen_by,
+              "acceptable_share": ACCEPTABLE_SHARE, "chosen_by": chosen_by, "weight_effect": WEIGHT_EFFECT.get(name),
               "negatives": "relevance 0: the pair left out of training" if negatives else "ignored",
               "selection": rows} | counts
     return model, trained, catalog_record, record
@@ -237,7 +297,9 @@ def check_parts_judged(manifests: dict, judged: JudgedRun) -> None:
     for flag, manifest in manifests.items():
         for recorded in manifest.config.get("data", {}).get("judged", {}).get("files", []):
             if recorded.get("sha256") not in given:
-                raise InputError(f"{flag} {manifest.directory} was trained on --judged {recorded.get('path')}: give it "
+                named = recorded.get("name") or recorded.get("path")
+                raise InputError(f"{flag} {manifest.directory} was trained on --judged {named} (sha256 "
+                                 f"{str(recorded.get('sha256'))[:12]}…): give it "
                                  f"to the hybrid too (--judged FILE), so the hybrid is not chosen on its queries")
 
 

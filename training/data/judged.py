@@ -38,22 +38,29 @@ from qcat.training.data.dataset import SPLITS, Dataset, merge_pairs, subset_quer
 
 EXACT, ACCEPTABLE, WRONG = 3, 2, 0
 ACCEPTABLE_SHARE = 0.5  # an acceptable pair counts half the clicks of an exact one
+# --judged-weight's bounds (issue 53 item 1): an exact pair's pseudo-clicks (an acceptable pair's half, added to
+# the log's own clicks) held exactly by a float32 click table (whole numbers up to 2**24 = 16,777,216) and far
+# from its overflow (1e39 overflowed it); at the bottom an acceptable pair still counts 0.005 clicks.
+MIN_JUDGED_WEIGHT, MAX_JUDGED_WEIGHT = 0.01, 1_000_000.0
 FLAG = "--judged"
 
 
 @dataclass(frozen=True)
 class JudgedFile:
-    """One ``--judged`` file, as the manifest records it."""
+    """One ``--judged`` file, as the manifest records it: by name and sha256 (never the trainer's
+    directories, :func:`qcat.training.data.provenance.named_file`)."""
 
-    path: str
+    path: str  # as given, for messages; not recorded
     sha256: str
     queries: int
     pairs: int  # exact and acceptable
     negatives: int  # wrong
 
     def as_dict(self) -> dict:
-        return {"path": self.path, "sha256": self.sha256, "queries": self.queries, "pairs": self.pairs,
-                "negatives": self.negatives}
+        from qcat.training.data.provenance import named_file
+
+        return named_file(self.path, self.sha256) | {"queries": self.queries, "pairs": self.pairs,
+                                                     "negatives": self.negatives}
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,7 @@ class Judged:
 
     grades: dict[str, dict[str, int]]
     files: tuple[JudgedFile, ...]
+    notes: tuple[str, ...] = ()  # merges, repeated rows and files given twice: said once (issue 53 item 6)
 
     @property
     def queries(self) -> frozenset[str]:
@@ -85,8 +93,8 @@ class Judged:
         return {q: cats for q, cats in out.items() if cats}
 
     def describe(self) -> str:
-        pairs = sum(f.pairs for f in self.files)
-        negatives = sum(f.negatives for f in self.files)
+        graded = [g for grades in self.grades.values() for g in grades.values()]  # merged: a pair counted once
+        pairs, negatives = sum(g >= ACCEPTABLE for g in graded), sum(g == WRONG for g in graded)
         return (f"judged: {len(self.grades):,} queries from {len(self.files)} file(s) ({pairs:,} exact or acceptable "
                 f"pairs, {negatives:,} graded wrong)")
 
@@ -95,9 +103,21 @@ def read_judged(paths: list[Path], taxonomy: Taxonomy) -> Judged:
     """The graded gold files ``paths`` checked against ``taxonomy`` and merged (module docstring)."""
     grades: dict[str, dict[str, int]] = {}
     where: dict[tuple[str, str], str] = {}
-    files = []
+    files, notes, read, said = [], [], {}, set()
+    forms: dict[str, list[str]] = {}  # normalized query -> its written forms across the files
     for path in paths:
-        gold = read_graded_gold(path, flag=FLAG).check_against(taxonomy, "the training taxonomy")
+        gold = read_graded_gold(path, flag=FLAG, say=None)
+        if gold.sha256 in read:
+            notes.append(f"{FLAG} {path} is the same file as {FLAG} {read[gold.sha256]} (sha256 {gold.sha256[:12]}…): "
+                         "read, counted and recorded once")
+            continue
+        read[gold.sha256] = path
+        notes += gold.notes()
+        said.update(gold.merged)
+        for query, written in gold.forms.items():
+            ours = forms.setdefault(query, [])
+            ours += [form for form in written if form not in ours]
+        gold = gold.check_against(taxonomy, "the training taxonomy")
         for query, graded in gold.grades.items():
             ours = grades.setdefault(query, {})
             for category, grade in graded.items():
@@ -108,9 +128,14 @@ def read_judged(paths: list[Path], taxonomy: Taxonomy) -> Judged:
                 ours[category] = grade
                 where.setdefault((query, category), here)
         all_grades = [g for graded in gold.grades.values() for g in graded.values()]
-        files.append(JudgedFile(str(Path(path).resolve()), gold.sha256, len(gold.grades),
+        files.append(JudgedFile(str(path), gold.sha256, len(gold.grades),
                                 sum(g >= ACCEPTABLE for g in all_grades), sum(g == WRONG for g in all_grades)))
-    return Judged(grades, tuple(files))
+    across = {q: f for q, f in forms.items() if len(f) > 1 and q not in said}
+    if across:
+        example = " / ".join(map(shown, next(iter(across.values()))[:3]))
+        notes.append(f"{FLAG}: {len(across):,} quer{'y' if len(across) == 1 else 'ies'} written differently in "
+                     f"different files merged into one (e.g. {example}): queries are matched normalized")
+    return Judged(grades, tuple(files), tuple(notes))
 
 
 def is_judged(queries: np.ndarray, judged: Judged) -> np.ndarray:
@@ -130,8 +155,9 @@ def drop_pairs(table: ClickTable, pairs: frozenset[tuple[str, str]]) -> ClickTab
 def with_judged(dataset: Dataset, judged: Judged, weight: float, negatives: bool = False) -> tuple[Dataset, dict]:
     """``dataset`` with the judged pairs in its training split (module docstring) and the counts:
     judged queries moved from validation and from test, pairs added, negative pairs removed."""
-    if not (np.isfinite(weight) and weight > 0):
-        raise InputError(f"--judged-weight {weight:g}: must be a positive number")
+    if not (np.isfinite(weight) and MIN_JUDGED_WEIGHT <= weight <= MAX_JUDGED_WEIGHT):
+        raise InputError(f"--judged-weight {weight:g}: must be a number from {MIN_JUDGED_WEIGHT:g} to "
+                         f"{MAX_JUDGED_WEIGHT:,.0f} (pseudo-clicks a float32 click table holds exactly)")
     moved = is_judged(dataset.table.queries, judged)
     counts = {f"moved_from_{name}": int((moved & (dataset.split == SPLITS.index(name))).sum())
               for name in ("validation", "test")}

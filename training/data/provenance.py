@@ -40,6 +40,12 @@ def file_source(kind: str, path: Path) -> dict:
     return {kind: str(Path(path).resolve()), f"{kind}_sha256": sha256_file(path)}
 
 
+def named_file(path: str | Path, sha256: str) -> dict:
+    """``{"name": file name, "sha256": hash}``: a file recorded by what identifies its bytes, never the
+    trainer's directories (a ``--judged`` file, issue 53 item 9); the checks compare the hash."""
+    return {"name": Path(path).name, "sha256": sha256}
+
+
 def log_source(log) -> dict:
     """The ``data`` block of a model trained on a click log (a :class:`qcat.training.data.corpus.LogCorpus`)."""
     return (file_source("log", log.log) | file_source("taxonomy", log.taxonomy_path)
