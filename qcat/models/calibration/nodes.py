@@ -5,7 +5,7 @@ calibrates them) are summed up the tree: a node's *mass* is the sum of the score
 divided by the sum of all of them or by :data:`MASS_FLOOR` where that sum is smaller. A
 department's mass is the sum of its children's; the departments' masses sum to 1, or to less for
 a query whose scores are all small (a query of unknown words: "dior gaudron" against the demo
-model, top score 0.04, holds 0.08 anywhere rather than 1 under its top leaf). A node's *probability* that the
+model, top score 0.04, holds 0.07 anywhere rather than 1 under its top leaf). A node's *probability* that the
 query's category lies beneath it is its mass through an isotonic map of its depth (fitted on
 validation queries: "the gold leaf is beneath this node" against the node's mass), raised to the
 highest probability among its children, so that a parent is never less likely than a child. The
