@@ -204,10 +204,10 @@ class Classifier:
             return [self._one(query, k, floor, precision) for query in queries]
         depth, shared = self._depths(k, precision)
         predictions = self.model.predict(queries, depth)
-        wide = predictions if shared else (self.model.predict(queries, self.nodes.top_k) if precision else None)
+        wide = self._node_leaves(predictions, shared, precision, lambda top: self.model.predict(queries, top))
         return [self._classification(query, predictions.labels[i, :k], predictions.scores[i, :k],
-                                     predictions.sources[i],
-                                     floor, precision, wide and (wide.labels[i], wide.scores[i]))
+                                     predictions.sources[i], floor, precision,
+                                     None if wide is None else (wide.labels[i], wide.scores[i]))
                 for i, query in enumerate(queries)]
 
     def classify_one(self, query: str, k: int = 5, min_score: float | None = None,
@@ -235,9 +235,16 @@ class Classifier:
     def _one(self, query: str, k: int, floor: float, precision: float | None = None) -> Classification:
         depth, shared = self._depths(k, precision)
         predictions = self.model.predict_one(query, depth)
-        wide = predictions if shared else (self.model.predict_one(query, self.nodes.top_k) if precision else None)
+        wide = self._node_leaves(predictions, shared, precision, lambda top: self.model.predict_one(query, top))
         return self._classification(query, predictions.labels[0, :k], predictions.scores[0, :k], predictions.sources[0],
-                                    floor, precision, wide and (wide.labels[0], wide.scores[0]))
+                                    floor, precision, None if wide is None else (wide.labels[0], wide.scores[0]))
+
+    def _node_leaves(self, predictions, shared: bool, precision: float | None, ask):
+        """The answer a node is read from: none without ``precision``; the leaves' own answer where
+        it holds the node calibration's top leaves (``shared``); else ``ask(top_k)``, a second call."""
+        if precision is None:
+            return None
+        return predictions if shared else ask(self.nodes.top_k)
 
     def _classification(self, query: str, labels: np.ndarray, scores: np.ndarray, source: str, floor: float,
                         precision: float | None = None,

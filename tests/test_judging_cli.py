@@ -73,6 +73,15 @@ def test_listing_report_export_and_golden_import_of_a_judged_session(demo_db, tm
     assert "session 'demo'" in imported.stderr and "0 skipped" in imported.stderr
     assert (tmp_path / "g.csv").read_text().startswith("query,listing_id,relevance,grade,judge,simulated")
 
+def one_judge_grades_everything(db, token) -> None:
+    """The judge of ``token`` grades, Good (2), every listing of every query the store hands it."""
+    store = open_store(str(db))
+    judge = authenticate(store, token)
+    while (shown := assignment.next_query(store, judge.id, 1)) is not None:
+        judgments.submit(store, judge.id, shown.query_id, {(i.listing_id, side): 2 for side, group in
+                                                           (("left", shown.left), ("right", shown.right)) for i in group})
+    store.dispose()
+
 
 def test_issue_41_export_of_a_session_without_judgments_writes_nothing_and_says_what_to_do_first(demo_db, tmp_path):
     """Issue 41 item 7: the guide's export right after create-session wrote a header-only CSV and an
@@ -88,12 +97,7 @@ def test_issue_41_export_of_a_session_without_judgments_writes_nothing_and_says_
     assert ("judging session 'demo' has no finished judgments yet: nothing written. Judges grade its queries first "
             "(qcat judge app --session demo)") in refused.stderr
     assert not out.exists()  # not even the folder: nothing written
-    store = open_store(str(db))  # one judge grades everything: 1 of 3 judges per query
-    judge = authenticate(store, tokens[0])
-    while (shown := assignment.next_query(store, judge.id, 1)) is not None:
-        judgments.submit(store, judge.id, shown.query_id, {(i.listing_id, side): 2 for side, group in
-                                                           (("left", shown.left), ("right", shown.right)) for i in group})
-    store.dispose()
+    one_judge_grades_everything(db, tokens[0])  # 1 of 3 judges per query
     too_few = qcat("judge", "export", "demo", "--url", db, *files)
     assert too_few.returncode == 2 and (f"no query is graded by 3 judges yet ({QUERIES} by fewer): nothing written; "
                                         "--min-judges 1 exports every judgment") in too_few.stderr
@@ -320,12 +324,7 @@ def test_report_of_a_session_nobody_graded_says_nothing_graded_yet(demo_db, tmp_
     assert ("judging session 'demo': nothing graded yet: no report written. Judges grade its queries first "
             "(qcat judge app --session demo)") in refused.stderr
     assert not out.exists()
-    store = open_store(str(db))  # one judge grades everything: 1 of 3 judges per query
-    judge = authenticate(store, tokens[0])
-    while (shown := assignment.next_query(store, judge.id, 1)) is not None:
-        judgments.submit(store, judge.id, shown.query_id, {(i.listing_id, side): 2 for side, group in
-                                                           (("left", shown.left), ("right", shown.right)) for i in group})
-    store.dispose()
+    one_judge_grades_everything(db, tokens[0])  # 1 of 3 judges per query
     too_few = qcat("judge", "report", "demo", "--url", db, "--out", out, "--bootstrap", 40)
     assert too_few.returncode == 2 and (f"nothing graded yet by 3 judges ({QUERIES} queries by fewer): no report "
                                         "written; --min-judges 1 reports on every judgment") in too_few.stderr
