@@ -37,11 +37,11 @@ DEFAULT_RERANK_JUDGED_WEIGHT = 1.0  # qcat train rerank: a judged query weighs a
 XREG_FULL_WEIGHT = 10.0  # qcat.training.data.dataset.MIN_SEARCHES: a new judged query's searches
 # What the weight does to each part (issue 53's measure on the demo's real titles), for the help and the output.
 WEIGHT_EFFECT = {
-    "NB": "NB: the pair's clicks in its counts; large weights cost accuracy on other titles (measured on real "
-          "titles: -1.2 points at 1,000, -5.5 at 10,000)",
+    "NB": "NB: the pair's clicks in its counts; large weights cost accuracy on other titles (measured on the "
+          "demo's real titles when issue 53 was filed: -1.2 points at 1,000, -5.5 at 10,000)",
     "XReg": f"XReg: relevance is clicks over searches capped at 1, a judged query counting at least "
             f"{XREG_FULL_WEIGHT:g} searches, so above {XREG_FULL_WEIGHT:g} the weight changes nothing for a "
-            "query new to the log (measured on the demo's real titles: nothing at all)",
+            "query new to the log (measured on the demo's real titles when issue 53 was filed: nothing at all)",
     "XML-Q": "XML-Q: ignored (its targets are each query's categories, whatever their clicks)",
 }
 
