@@ -155,18 +155,22 @@ def print_gold(report: dict, stream) -> None:
     """One line per model of its human-judged figures on all the gold's queries, then one per
     model after the first against the first; with node answers (``gold_nodes``), each model's
     line of them after its own."""
-    from qcat.evaluation.gold import gold_line, node_line, paired_line
+    from qcat.evaluation.gold import UNSEEN, gold_line, node_line, paired_line
 
     models = report["models"]
     precision = report["gold"].get("precision")
     for model in models:
         print(gold_line(model["name"], model["gold"]["all"], report["gold"]), file=stream)
+        if UNSEEN in model["gold"]:
+            print(gold_line(f"{model['name']} on unseen queries", model["gold"][UNSEEN], report["gold"]), file=stream)
         if precision is not None:
             nodes = model.get("gold_nodes")
             print(node_line(model["name"], nodes and nodes["all"], model["gold"]["all"]["acceptable"], precision,
                             report["gold"]["source"]), file=stream)
     for model in models[1:]:
-        print(paired_line(model["name"], models[0]["name"], model["gold_paired"]["all"]), file=stream)
+        on_unseen = UNSEEN in model["gold_paired"]
+        print(paired_line(model["name"] + (" on unseen queries" if on_unseen else ""), models[0]["name"],
+                          model["gold_paired"][UNSEEN if on_unseen else "all"]), file=stream)
 
 
 def check_node_precision(model_dirs: list[Path], given: float | None, gold) -> None:

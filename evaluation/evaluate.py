@@ -23,12 +23,19 @@ import scipy.sparse as sp
 from qcat.classifier import load_model
 from qcat.console.progress import task
 from qcat.errors import InputError
-from qcat.evaluation.gold import compare_gold, describe, score_gold
+from qcat.evaluation.gold import add_unseen_gold, compare_gold, describe, score_gold
 from qcat.evaluation.metrics import reliability
 from qcat.evaluation.nodes import no_nodes_note, node_classifier, node_sets, score_nodes
 from qcat.evaluation.propensity import PropensityModel, fit_propensity, label_counts
 from qcat.evaluation.report import SIMULATED
-from qcat.evaluation.scoring import ScoringOptions, pr_curve, score_model, summarize
+from qcat.evaluation.scoring import (
+    ScoringOptions,
+    add_unseen_scores,
+    differing_sets,
+    pr_curve,
+    score_model,
+    summarize,
+)
 from qcat.measure.graded_gold import GradedGold
 from qcat.measure.hierarchy import NodeTable
 from qcat.measure.leniency import Leniency
@@ -40,7 +47,7 @@ from qcat.taxonomy import OTHER_LEAF, Taxonomy
 from qcat.taxonomy.confusable import ConfusableMap, load_confusable, recorded_map
 from qcat.training.data.corpus import Corpus, LogCorpus
 from qcat.training.data.dataset import Dataset, subset_queries
-from qcat.training.data.provenance import format_overlap, overlap, read_seen_fingerprints
+from qcat.training.data.provenance import format_overlap, overlap, read_seen_fingerprints, unseen_by_every
 from qcat.training.selection.table_metrics import label_space, truth_over
 
 PREDICTION_K = 10
@@ -224,11 +231,14 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
     propensity = propensity or PropensityModel()
     inverse = propensity.inverse(evaluation.train_label_counts, max(evaluation.n_train, 1))
     models, gold_base = [], None
+    seens, matched_of, judged_of = [], [], []  # per model, for the figures on queries no model saw
     with task("scoring models", len(loaded)) as advance:
         for name, directory, model in zip(names, model_dirs, loaded):
             entry = {"name": name, "directory": str(directory), "backend": model.backend,
                      "calibrated": calibrated_sources(model)}
             seen = read_seen_fingerprints(directory)
+            seens.append(seen)
+            matched_of.append({})
             entry["overlap"] = training_overlap(seen, evaluation, real, chosen)
             notes += overlap_notes(name, entry["overlap"])
             confusable_map, origin = confusable_for(model, given, corpus)
@@ -240,6 +250,7 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
                 tick = time.perf_counter()
                 matched = predict_matched(model, evaluation.queries, evaluation.label_ids, evaluation.truth, PREDICTION_K)
                 entry["predict_seconds"] = time.perf_counter() - tick
+                matched_of[-1]["all"] = matched
                 scores = score_model(matched, evaluation.segment, evaluation.length_bin, _weights(inverse, matched), options,
                                      leniency)
                 raw = predict_matched(model.uncalibrated(), evaluation.queries, evaluation.label_ids, evaluation.truth, PREDICTION_K)
@@ -250,6 +261,7 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
                 progress(f"{name}: {leniency_line(scores.segments['all'])}")
             if gold is not None:
                 judged = score_gold(model, gold, dataset.taxonomy, gold_block["k"], seen)
+                judged_of.append(judged)
                 entry["gold"] = judged["figures"]
                 gold_block["seen_in_training"][name] = judged["figures"]["all"]["seen_in_training"]
                 if gold_base is None:
@@ -259,6 +271,7 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
             entry["query_sets"] = {}
             for set_name, (queries, truth) in real.items():
                 matched = predict_matched(model, queries, evaluation.label_ids, truth, PREDICTION_K)
+                matched_of[-1][set_name] = matched
                 summary = summarize(matched, _weights(inverse, matched), options, leniency)
                 raw = predict_matched(model.uncalibrated(), queries, evaluation.label_ids, truth, PREDICTION_K)
                 summary["ECE raw"] = reliability(raw, options.reliability_bins).expected_calibration_error
@@ -273,6 +286,8 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
             notes += [no_nodes_note(name, directory)] if classifier is None else []
             models.append(entry)
             advance()
+    queries_of = {"all": evaluation.queries} | {name: queries for name, (queries, _) in real.items()}
+    notes += add_unseen(models, seens, queries_of, matched_of, gold, judged_of, progress)
     return {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "source": evaluation.source,
@@ -287,6 +302,32 @@ def evaluate(model_dirs: list[Path], names: list[str] | None = None, corpus_dir:
                        "N": evaluation.n_train},
         "models": models,
     } | ({} if gold_block is None else {"gold": gold_block})
+
+
+def add_unseen(models: list[dict], seens: list, queries_of: dict, matched_of: list[dict], gold: GradedGold | None,
+               judged_of: list[dict], progress: Callable[[str], None]) -> list[str]:
+    """Where the models saw different numbers of a set's queries in training, their headline figures
+    on the queries none of them saw, and paired differences on those (issue 53); the report's note."""
+    unseen = {s: unseen_by_every(queries_of[s], seens) for s in differing_sets(models) if s in queries_of}
+    if unseen:
+        add_unseen_scores(models, matched_of, unseen)
+        for entry in models:
+            for s, figures in entry["unseen"].items():
+                paired = entry.get("unseen_paired", {}).get(s)
+                progress(f"{entry['name']} on unseen queries ({figures['queries']:,} of the "
+                         f"{entry['overlap'][s]['queries']:,} {'simulated split' if s == 'all' else s} queries, those "
+                         f"no model saw): PR@1 {figures['PR@1']:.4f}" + ("" if paired is None else
+                         f"; δ PR@1 vs {models[0]['name']} {paired['value']:+.4f} ± {paired['se']:.4f} (paired SE)"))
+    gold_seen = {m["gold"]["all"]["seen_in_training"]["seen"] for m in models} if gold is not None else set()
+    gold_unseen = unseen_by_every(gold.queries, seens) if len(gold_seen) > 1 and None not in gold_seen else None
+    if gold_unseen is not None:
+        add_unseen_gold(models, judged_of, gold_unseen)
+    named = [("simulated split" if s == "all" else s) for s in unseen] + (["--gold"] if gold_unseen is not None else [])
+    if not named:
+        return []
+    return [f"the models saw different numbers of the {' and '.join(named)} queries in training: every headline figure "
+            "there is also given on unseen queries (those no model saw), and the paired differences are computed "
+            "on those"]
 
 
 def leniency_line(scores: dict) -> str:

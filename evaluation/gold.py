@@ -23,10 +23,13 @@ import numpy as np
 from qcat.evaluation.report import bounds, unjudged, with_interval
 from qcat.measure.graded_gold import GradedGold
 from qcat.measure.judged import (
+    figures,
+    paired,
     query_outcomes,
     segment_figures,
     segment_masks,
     segment_paired,
+    subset,
     top_k_categories,
     top_level_of,
 )
@@ -102,6 +105,24 @@ def compare_gold(baseline: dict, target: dict, gold: GradedGold) -> dict:
     """Wins, ties, losses and paired differences of ``target`` against ``baseline`` per segment."""
     return segment_paired(baseline["outcomes"], target["outcomes"], [gold.segments.get(q) for q in gold.queries],
                           DRAWS, SEED)
+
+
+UNSEEN = "all, on unseen queries"
+
+
+def add_unseen_gold(models: list[dict], judged_of: list[dict], unseen: np.ndarray) -> None:
+    """Beside ``all``, each model's figures on the gold's queries no model saw in training (``unseen``,
+    a mask over them) and, after the first model, its paired differences from the first on them."""
+    def after_all(block: dict, value: dict) -> dict:
+        return {"all": block["all"], UNSEEN: value} | {key: v for key, v in block.items() if key != "all"}
+
+    base = subset(judged_of[0]["outcomes"], unseen)
+    for i, (entry, judged) in enumerate(zip(models, judged_of)):
+        mine = subset(judged["outcomes"], unseen)
+        entry["gold"] = after_all(entry["gold"], figures(mine, DRAWS, SEED) | {
+            "seen_in_training": {"queries": int(unseen.sum()), "seen": 0, "share": 0.0}})
+        if i:
+            entry["gold_paired"] = after_all(entry["gold_paired"], paired(base, mine, DRAWS, SEED))
 
 
 def interval(figure: dict, sign: str = "") -> str:

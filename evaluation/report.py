@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from html import escape
 
 from qcat.evaluation.nodes import node_tables
+from qcat.evaluation.scoring import unseen_table
 
 SEGMENT_ORDER = ("all", "head", "torso", "tail")
 DELTA_SEGMENTS = ("head", "torso", "tail", "all")  # eBay Table 4 lists head, torso, tail
@@ -123,6 +124,8 @@ def tables(report: dict) -> list[Table]:
                   "served (calibrated where the bundle has a calibration); ECE raw: of the uncalibrated scores. "
                   + SEEN_NOTE),
         ))
+    unseen = unseen_table(report)
+    out += [] if unseen is None else [Table(**unseen)]
     leniency_rows = []
     for qset in ((list(SEGMENT_ORDER) if has_simulated(report) else []) + real_sets(report)):
         for i, m in enumerate(models):

@@ -118,3 +118,79 @@ def score_model(matched: Matched, segment: np.ndarray, length_bin: np.ndarray, i
         by_length=by_length,
         reliability=M.reliability(matched, options.reliability_bins),
     )
+
+
+# Issue 53: when models saw different numbers of the evaluated queries in training, their headline
+# figures are repeated on the queries none of them saw, and paired differences are taken there.
+UNSEEN_FIGURES = ("PR@1", "PR@3", "PR@10")
+
+
+def unseen_figures(matched: Matched, unseen: np.ndarray) -> dict[str, float]:
+    """The headline figures of ``matched`` on its rows in the boolean mask ``unseen``."""
+    rows = matched.subset(unseen)
+    return {"queries": len(rows) - rows.n_skipped} | {name: pr_at_k(rows, int(name[3:])) for name in UNSEEN_FIGURES}
+
+
+def paired_pr1(baseline: Matched, target: Matched, rows: np.ndarray) -> dict[str, float]:
+    """``target``'s PR@1 minus ``baseline``'s on the same rows (a boolean mask), with the paired
+    standard error (the standard deviation of the per-query differences / sqrt(n))."""
+    base, other = baseline.subset(rows), target.subset(rows)
+    valid = base.valid & other.valid
+    difference = (other.hits[valid, 0].astype(float) - base.hits[valid, 0].astype(float)) if base.k and other.k \
+        else np.zeros(int(valid.sum()))
+    n = len(difference)
+    se = float(difference.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+    return {"queries": n, "value": float(difference.mean()) if n else float("nan"), "se": se}
+
+
+def differing_sets(models: list[dict]) -> list[str]:
+    """The query sets (``all`` for the simulated split, real-text sets) whose seen-in-training counts
+    differ between the report's models; none when a model records no training queries."""
+    sets = list(models[0].get("overlap", {}))
+    if any(entry["seen"] is None for m in models for entry in m.get("overlap", {}).values()):
+        return []
+    return [s for s in sets if len({m["overlap"][s]["seen"] for m in models}) > 1]
+
+
+def add_unseen_scores(models: list[dict], matched_of: list[dict[str, Matched]], unseen: dict[str, np.ndarray]) -> None:
+    """Each model entry's ``unseen`` figures per set of ``unseen`` (set -> mask of the queries no model
+    saw) and, after the first, ``unseen_paired``: its PR@1 difference from the first on them."""
+    for i, (entry, matched) in enumerate(zip(models, matched_of)):
+        entry["unseen"] = {s: unseen_figures(matched[s], mask) for s, mask in unseen.items()}
+        if i:
+            entry["unseen_paired"] = {s: paired_pr1(matched_of[0][s], matched[s], mask) for s, mask in unseen.items()}
+
+
+def unseen_table(report: dict) -> dict | None:
+    """The report's table of headline figures beside their values on the queries no model saw
+    (fields of ``qcat.evaluation.report.Table``), or None when the models' seen counts agree."""
+    models = report["models"]
+    sets = list(models[0].get("unseen", {}))
+    if not sets:
+        return None
+
+    def cell(value: float) -> str:
+        return "–" if value is None or np.isnan(value) else f"{100 * value:.2f}"
+
+    rows = []
+    for s in sets:
+        for i, m in enumerate(models):
+            every = m["segments"]["all"] if s == "all" else m["query_sets"][s]
+            unseen = m["unseen"][s]
+            paired = m.get("unseen_paired", {}).get(s)
+            delta = "–" if paired is None else f"{100 * paired['value']:+.2f} ± {100 * paired['se']:.2f}"
+            label = "simulated split" if s == "all" else s
+            rows.append((f"{label} ({m['overlap'][s]['queries']:,}; {unseen['queries']:,} unseen)" if i == 0 else "",
+                         m["name"], f"{m['overlap'][s]['seen']:,}")
+                        + tuple(x for name in UNSEEN_FIGURES for x in (cell(every[name]), cell(unseen[name])))
+                        + (delta,))
+    return {
+        "title": "Headline figures on unseen queries (the models saw different numbers of the evaluated queries)",
+        "header": ("query set (queries; unseen by every model)", "model", "seen in training")
+        + tuple(f"{name} (%) {where}" for name in UNSEEN_FIGURES for where in ("all", "on unseen queries"))
+        + (f"δ PR@1 vs {models[0]['name']} on unseen queries (points ± paired SE)",),
+        "rows": rows,
+        "note": ("The models saw different numbers of these queries while they were trained, so their figures on "
+                 "all queries are not comparable: each is given again on the queries none of them saw, and the "
+                 "paired difference (per query, against the first model) is computed on those."),
+    }

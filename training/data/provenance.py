@@ -115,6 +115,18 @@ def seen_mask(queries: Iterable[str], seen: np.ndarray | None) -> np.ndarray | N
     return None if seen is None else np.isin(each_fingerprint(queries), seen)
 
 
+def unseen_by_every(queries: Iterable[str], seens: list[np.ndarray | None]) -> np.ndarray | None:
+    """Which of ``queries`` (each normalized) none of the models saw in training (``seens``: each
+    bundle's fingerprints), in order; None when a bundle records nothing."""
+    if any(seen is None for seen in seens):
+        return None
+    queries = list(queries)
+    unseen = np.ones(len(queries), dtype=bool)
+    for seen in seens:
+        unseen &= ~seen_mask(queries, seen)
+    return unseen
+
+
 def write_seen_queries(directory: Path, queries: Iterable[str], also: Iterable[np.ndarray] = ()) -> None:
     """Write the fingerprints of the queries a model saw (and the fingerprints ``also``, a
     hybrid's parts') into its bundle directory, before the bundle's manifest is written, so
