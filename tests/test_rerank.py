@@ -58,7 +58,7 @@ def hand_built(first, trees=None) -> RerankModel:
 
 
 def test_the_features_flip_a_wrong_first_stage_answer(first) -> None:
-    query = "king poster bed"
+    query = "king size poster bed"
     assert first.labels[first.predict([query], 1).labels[0, 0]] != BED  # the first stage is wrong
     model = hand_built(first)
     candidates, rows = model.query_rows(query, model.answer_one(query))

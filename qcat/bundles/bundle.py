@@ -19,6 +19,7 @@ import numpy as np
 from qcat.errors import BundleError
 from qcat.inputs.paths import why_missing
 from qcat.taxonomy import Taxonomy, load_taxonomy
+from qcat.text.normalize import NORMALIZER
 from qcat.version import __version__
 
 FORMAT_VERSION = 1
@@ -85,6 +86,7 @@ def write_bundle(
         "format_version": FORMAT_VERSION,
         "backend": backend,
         "qcat_version": __version__,
+        "normalizer": NORMALIZER,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "files": files,
         "taxonomy_hash": taxonomy.content_hash,
@@ -97,6 +99,18 @@ def write_bundle(
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(tmp, directory / MANIFEST)
     return Manifest(directory, data)
+
+
+def normalizer_mismatch(manifest: Manifest) -> str:
+    """"" when the bundle was trained under this qcat's query normalizer, else what differs and what
+    to do (a bundle from before folding answers a folded query it may never have seen that way)."""
+    trained = manifest.data.get("normalizer", 1)
+    if trained == NORMALIZER:
+        return ""
+    return (f"model bundle {manifest.directory} was trained under query normalizer {trained} and this qcat "
+            f"normalizes with {NORMALIZER} (it folds accents, hyphens, possessives and HTML entities), so "
+            "queries holding them reach the model in a form it was not trained on: retrain the bundle with "
+            "this qcat")
 
 
 def relist_files(directory: str | Path) -> Manifest:

@@ -281,6 +281,7 @@ def _batches(items: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple
 
 
 def run_classify(args: argparse.Namespace) -> int:
+    from qcat.bundles.bundle import normalizer_mismatch
     from qcat.classifier import Classifier, Failure
     from qcat.text.normalize import tokenize
 
@@ -294,6 +295,9 @@ def run_classify(args: argparse.Namespace) -> int:
     classifier = Classifier.load(args.model, backend=args.backend, cutoff=args.cutoff,
                                  overrides=not args.no_overrides)
     classifier.check_precision(args.precision)  # a bundle that cannot answer it is refused before any query
+    mismatch = normalizer_mismatch(classifier.manifest)
+    if mismatch:
+        print(f"qcat: warning: {mismatch}", file=sys.stderr)
     failures = classified = 0
     for batch in _batches(sources, BATCH):
         readable = [query for _, query in batch if not isinstance(query, Failure)]

@@ -36,7 +36,7 @@ def _unlisted(manifest) -> str:
 
 
 def run_info(args) -> int:
-    from qcat.bundles.bundle import read_manifest
+    from qcat.bundles.bundle import normalizer_mismatch, read_manifest
     from qcat.classifier import model_from_manifest
     from qcat.models.calibration import describe_scores
     from qcat.models.calibration.nodes import describe_nodes, load_node_calibration
@@ -51,6 +51,8 @@ def run_info(args) -> int:
     print(f"backend        {data['backend']}  (format {data['format_version']}, built by qcat {data.get('qcat_version')}; "
           f"read by qcat {__version__})")
     print(f"created        {data.get('created')}")
+    print(f"normalizer     {data.get('normalizer', 1)}" + (f"  (warning: {mismatch})" if (mismatch := normalizer_mismatch(manifest))
+                                                          else "  (this qcat's)"))
     print(f"labels         {len(model.labels):,} categories")
     vocabulary = data.get("vocabulary_hash")
     vocabulary = f"{vocabulary[:16]}…" if vocabulary else "none (its parts' are below)" if data.get("parts") else "none"

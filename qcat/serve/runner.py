@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 
+from qcat.bundles.bundle import normalizer_mismatch
 from qcat.errors import InputError, QcatError
 from qcat.serve import loading, memory
 from qcat.serve.config import ServeConfig
@@ -30,6 +31,9 @@ def serve(config: ServeConfig) -> int:
     _configure_logging()
     memory.keep_large_allocations_returnable()
     loaded = loading.load(config)
+    mismatch = normalizer_mismatch(loaded.classifier.manifest)
+    if mismatch:
+        print(f"qcat serve: warning: {mismatch}", file=sys.stderr, flush=True)
     if config.workers == 1:
         sock = _listen(config)
         _announce(config, loaded, sock.getsockname()[:2])
