@@ -8,7 +8,8 @@ component's one inline module (:func:`panel_js`).
 Keys: 0-3 grade the listing in focus and move on; Up/Down (Tab/Shift+Tab) move; Left/Right change
 the grade in focus; Backspace takes back the last grade; Enter submits (or saves a review); S skips;
 F flags (the note field: Enter there flags and skips, Esc goes back); R sends again what the store
-could not take; ? opens the guidelines (Esc closes them); Esc leaves a review.
+could not take; ? opens the guidelines (? or Esc closes them; any other key but the arrows and Tab
+closes them and acts); Esc leaves a review.
 """
 
 from __future__ import annotations
@@ -94,9 +95,13 @@ def markdown_html(text: str) -> str:
     return _markdown.render(text)
 
 
-# The page around the panel: less empty space above it, so that 5 + 5 listings fit at 1280x800; and
-# no "Connection error" box over the panel while the app restarts: the panel's message line says it.
-PAGE_STYLE = ("<style>[data-testid='stMainBlockContainer'] { padding-top: 2.5rem; padding-bottom: 0; }\n"
+# The page around the panel: less empty space above it, so that 5 + 5 listings fit at 1280x800, its top
+# line just below Streamlit's header (3.75rem high); and no "Connection error" box over the panel while
+# the app restarts: the panel's message line says it. A script-only st.html (the sign-in cookie, drawn
+# in the run after a sign-in, not after a reload or an app restart) takes no room: its element and the
+# gap after it had moved the panel 16 px between the two.
+PAGE_STYLE = ("<style>[data-testid='stMainBlockContainer'] { padding-top: 3.75rem; padding-bottom: 0; }\n"
+              "[data-testid='stElementContainer']:has(> [data-testid='stHtml'] > script:only-child) { display: none; }\n"
               "body:has([data-testid='stConnectionStatus']) [data-testid='stDialog'] { display: none; }</style>")
 
 

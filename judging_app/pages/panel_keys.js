@@ -93,13 +93,16 @@ export function onKey(event) {
     return;
   }
   if (typing(event) || dialogOpen()) return;  // the sidebar's fields keep their keys
-  const help = $('.help');
-  if (help && !help.hidden) {
-    if (key === '?' || key === 'Escape') { event.preventDefault(); help.hidden = true; }
-    return;
-  }
   const ours = /^[0-3]$/.test(key) || ['Enter', 'Backspace', 'ArrowUp', 'ArrowDown', 'ArrowLeft', 'ArrowRight',
                                       'Tab', '?', 's', 'S', 'f', 'F', 'r', 'R', 'Escape'].includes(key);
+  const help = $('.help');
+  if (help && !help.hidden) {
+    if (key === '?' || key === 'Escape') { event.preventDefault(); help.hidden = true; return; }
+    // The arrows and Tab scroll the guidelines; any other key of the panel closes them and acts
+    // (a judge who starts grading over the first-visit guidelines loses no key).
+    if (!ours || /^(Arrow|Tab)/.test(key)) return;
+    help.hidden = true;
+  }
   if (!ours) return;
   event.preventDefault();
   if (['Enter', 's', 'S'].includes(key)) paced(performance.now());

@@ -26,8 +26,9 @@ export function drawMessages() {
   const box = $('.messages'), m = P.messages[P.messages.length - 1];
   if (P.offline) {
     const kept = P.outbox.length + P.failed.length;
+    // short enough for one line in the panel's column at 1280 px beside the sidebar, count included
     const text = 'The app is restarting or the connection dropped: your grades are kept in this window'
-      + (kept ? ` (${kept} quer${kept === 1 ? 'y' : 'ies'} waiting to be sent)` : '') + ' and go to the server when it is back. Go on grading.';
+      + (kept ? ` (${kept} quer${kept === 1 ? 'y' : 'ies'} to send).` : ' and sent when it is back.') + ' Go on grading.';
     box.innerHTML = `<p class="msg warn" role="status"><span class="text">${text}</span></p>`;
     box.title = text;
   } else if (P.failed.length) {
