@@ -212,7 +212,10 @@ def test_the_report_and_the_gold_file_say_which_kind_of_sample(tmp_path, capsys)
                                     "two calibrated scores were closest")
     assert "its precision is not the model's precision" in lines["u"][2]
     assert "Only a random sample (create-session --select random) measures precision" in lines["u"][2]
-    assert lines["d"][2].startswith("Sample: disagree, the 6 queries of a pool of 40 queries with the most impressions")
+    # 5 of the budget of 6: the tail holds one disagreement (issue 53 item 12: the line said "the 6 queries")
+    assert lines["d"][2].startswith("Sample: disagree, 5 queries (budget 6; ")
+    assert " of the pool of 40 with the two models disagreeing, but only 1 in the tail (its share 2)) with the most " \
+        "impressions" in lines["d"][2]
     assert "its precision is not either model's precision" in lines["d"][2]
     assert {n: (r["sample"]["kind"], r["sample"]["measures_precision"]) for n, r in reports.items()} == {
         "r": ("random", True), "u": ("uncertain", False), "d": ("disagree", False)}

@@ -88,6 +88,17 @@ def test_a_well_hashed_but_wrong_overrides_file_is_refused_naming_what(bundle, t
         Classifier.load(copy)
 
 
+def test_a_wrong_overrides_file_is_named_once(bundle, demo, tmp_path, capsys):
+    """Issue 53 item 13b: the message read `overrides.tsv: overrides.tsv: query ...`."""
+    copy = rehashed(Path(shutil.copytree(bundle, tmp_path / "once")), "query\tcategories\ntv\tc99999\n")
+    assert main(["classify", "--model", str(copy), "tv"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"qcat: error: model bundle {copy}: overrides.tsv: query 'tv': category 'c99999' is "), err
+    assert err.count(OVERRIDES_FILE) == 1
+    with pytest.raises(InputError, match=r"^overrides: query 'tv': category 'c99999'"):  # a dict, in Python
+        OverriddenModel(demo, {"tv": ["c99999"]})
+
+
 def test_save_bundle_refuses_unknown_categories_and_unnormalized_queries(demo, tmp_path):
     from qcat.training.commands.bundles import save_bundle
 

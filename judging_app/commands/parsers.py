@@ -112,7 +112,10 @@ def judge_parser() -> argparse.ArgumentParser:
                         help="Markdown guidelines shown to each judge on first sign-in, and one click away after, "
                              "above qcat's own for the session's kind (`qcat judge guidelines --kind KIND` prints them)")
     create.add_argument("--queries", type=int_at_least(1), default=None,
-                        help="queries, one third per segment (default 4500; with --results: every query)")
+                        help="how many queries, one third per segment (with --select: split evenly over the "
+                             "segments the pool holds). Without it: 4500 from a log or corpus, every query of "
+                             "--traffic or --results, and --select uncertain or disagree refuse to run (their "
+                             "budget has no default)")
     create.add_argument("--name", type=session_name, default=None,
                         help="session name (default: 'BASELINE vs TARGET, time'); not all digits (read as an id)")
     create.add_argument("--display-name", default=None,

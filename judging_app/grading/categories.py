@@ -32,7 +32,7 @@ from qcat.inputs import COMMENTS_NONE, Column, FileSchema
 from qcat.judging.grading.nodes import node_answers, node_classifiers, node_stats, say_nodes, with_node
 from qcat.judging.grading.selection.exclusions import NeverAsk, say_left_out
 from qcat.judging.grading.selection.rank import rank, selection_record
-from qcat.judging.grading.selection.wording import say_selection
+from qcat.judging.grading.selection.wording import CANDIDATES, say_selection, say_short_segment
 from qcat.judging.grading.sessions import SEGMENTS, BuiltQueries, Listing, QuerySpec, split_evenly
 
 DEFAULT_TOP_K = 3
@@ -196,6 +196,7 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
     with task(f"taking {whose} top categories for the session's queries", total) as advance:
         for s, name in enumerate(SEGMENTS):
             members = np.nonzero(segment == s)[0]
+            held, never_n = len(members), int((left_out[members] & ~trained[members]).sum())
             stats["training_left_out"][name] = int(trained[members].sum())
             members = members[~trained[members] & ~left_out[members]]
             if ranking is not None:
@@ -226,9 +227,9 @@ def build_category_queries(model_dirs: Sequence[Path], top_k: int = DEFAULT_TOP_
                                           float(counts[row])))
                     advance()
             if len(kept) < want and wanted:
-                progress(f"warning: the {name} segment has {len(members):,} queries"
-                         + (f", {skipped:,} of them without any category from the models" if skipped else "")
-                         + f": {len(kept):,} taken, fewer than the {want:,} asked for")
+                chosen = (select, len(members)) if ranking is not None and select in CANDIDATES else None
+                progress(say_short_segment(name, held, stats["training_left_out"][name], never_n, chosen, skipped,
+                                           len(kept), want))
             stats["sampled"][name], stats["no_answer_skipped"][name] = len(kept), skipped
             queries += kept
     if not queries and not sum(stats["available"].values()):

@@ -137,16 +137,22 @@ def describe_schema(schema: FileSchema) -> str:
 
 
 def header_problem(names: Sequence[str], required: Sequence[str | tuple[str, ...]]) -> str | None:
-    """Why a header (its names in lower case) cannot be read, or None: the one header rule of every
-    file kind. A name given twice is refused (which copy counts would be a guess; unnamed columns
-    from trailing delimiters may repeat), and every ``required`` name must be there (a tuple inside
-    ``required`` is met by any one of its names: a catalog's ``category`` or ``category_path``)."""
-    repeated = sorted({name for name in names if name and list(names).count(name) > 1})
+    """Why a header cannot be read, or None: the one header rule of every file kind. ``names`` are
+    the header's names as the file writes them; they compare in lower case. A name given twice
+    (``grade`` and ``Grade``) is refused, quoting each copy as written (which copy counts would be a
+    guess; unnamed columns from trailing delimiters may repeat), and every ``required`` name must be
+    there (a tuple inside ``required`` is met by any one of its names: a catalog's ``category`` or
+    ``category_path``)."""
+    lowered = [name.lower() for name in names]
+    repeated = sorted({name for name in lowered if name and lowered.count(name) > 1})
     if repeated:
+        copies = "; ".join(" and ".join(shown(written) for written in names if written.lower() == name)
+                           for name in repeated)
         return (f"the header names the column{'s' * (len(repeated) > 1)} {', '.join(shown(name) for name in repeated)} "
-                f"twice (found: {shown(', '.join(names))}): which one counts would be a guess; remove or rename the copy")
+                f"twice (as {copies}; found: {shown(', '.join(names))}): which one counts would be a guess; remove or "
+                "rename the copy")
     missing = [c if isinstance(c, str) else " or ".join(c) for c in required
-               if not (c in names if isinstance(c, str) else any(name in names for name in c))]
+               if not (c in lowered if isinstance(c, str) else any(name in lowered for name in c))]
     if missing:
         return (f"missing column(s) {', '.join(missing)} in the header "
                 f"(found: {shown(', '.join(names)) if names else 'none'})")

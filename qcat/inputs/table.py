@@ -261,8 +261,9 @@ class _Reader:
 
     def header(self, number: int, cells: list[str]) -> None:
         table, schema = self.table, self.schema
-        names = [cell.strip().lower() for cell in cells]
-        problem = header_problem(names, schema.required)
+        written = [cell.strip() for cell in cells]
+        problem = header_problem(written, schema.required)
+        names = [name.lower() for name in written]
         if problem is not None:
             raise InputError(f"{table.where(number)}: {problem}; want {_wanted(schema)}")
         table.header, table.header_line = tuple(names), number

@@ -78,7 +78,7 @@ def load_overrides(manifest: Manifest) -> dict[str, tuple[str, ...]]:
     """The bundle's overrides (verified with its other files by ``read_manifest``); empty if it has none."""
     if not has_overrides(manifest):
         return {}
-    where = f"model bundle {manifest.directory}: {OVERRIDES_FILE}"
+    where = _where(manifest)
     lines = load_lines(manifest, OVERRIDES_FILE) or [""]
     if lines[0] != HEADER:
         raise BundleError(f"{where}: the first line must be the header {HEADER!r}, not {shown(lines[0])}")
@@ -93,14 +93,20 @@ def load_overrides(manifest: Manifest) -> dict[str, tuple[str, ...]]:
     return overrides
 
 
+def _where(manifest: Manifest) -> str:
+    """What an error about a bundle's overrides names: the bundle and its file, once."""
+    return f"model bundle {manifest.directory}: {OVERRIDES_FILE}"
+
+
 def with_overrides(model: Model, manifest: Manifest) -> Model:
     """``model`` answering the bundle's overrides first, or ``model`` itself if it has none."""
     if not has_overrides(manifest):
         return model
-    try:
-        return OverriddenModel(model, load_overrides(manifest))
+    where = _where(manifest)
+    try:  # the file named once (issue 53 item 13b: it was `overrides.tsv: overrides.tsv: ...`)
+        return OverriddenModel(model, load_overrides(manifest), where=where)
     except InputError as exc:
-        raise BundleError(f"model bundle {manifest.directory}: {OVERRIDES_FILE}: {exc}") from None
+        raise BundleError(str(exc)) from None
 
 
 class OverriddenModel:
@@ -110,11 +116,12 @@ class OverriddenModel:
     ``taxonomy``, ``calibration``...) is the wrapped model's, so callers that look at a backend's
     own settings see them unchanged."""
 
-    def __init__(self, model: Model, overrides: Mapping[str, Sequence[str]]) -> None:
+    def __init__(self, model: Model, overrides: Mapping[str, Sequence[str]], where: str = "overrides") -> None:
+        """``where``: what an error names (the bundle's file, for overrides read from one)."""
         self.model = model
         self.backend = model.backend
         self.labels = model.labels
-        self.overrides = check_overrides(overrides, model.labels, OVERRIDES_FILE)
+        self.overrides = check_overrides(overrides, model.labels, where)
         position = {label: i for i, label in enumerate(model.labels)}
         self._judged = {query: tuple(position[c] for c in categories) for query, categories in self.overrides.items()}
         self.most = max((len(c) for c in self.overrides.values()), default=0)

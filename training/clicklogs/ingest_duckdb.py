@@ -85,11 +85,16 @@ class DuckDBEngine:
 
     def _view_parquet(self, path: Path, columns: tuple[str, ...], required: tuple) -> None:
         """``raw`` as a view over the file: one scan per query, no copy of the log."""
+        import pyarrow.parquet
+
         try:
-            names = [r[0].lower() for r in self.con.execute("describe select * from read_parquet(?)", [str(path)]).fetchall()]
+            self.con.execute("describe select * from read_parquet(?)", [str(path)]).fetchall()
         except duckdb.Error as exc:
             raise InputError(f"cannot read Parquet: {str(exc).splitlines()[0]}") from None
-        check_header(names, required)
+        # The file's own names: DuckDB renames a second `category` or `Category` to `category_1`.
+        written = pyarrow.parquet.read_schema(str(path)).names
+        check_header(written, required)
+        names = [name.lower() for name in written]
         self.present = frozenset(names)
         select = ", ".join(
             f'cast("{c}" as varchar) as "{c}"' if c in names else f'cast(null as varchar) as "{c}"' for c in columns

@@ -66,8 +66,8 @@ class IngestEngine(Protocol):
 
 def check_header(header: Sequence[str], required: Sequence[str] = REQUIRED) -> None:
     """Refuse a header by the input layer's one header rule (:func:`qcat.inputs.header_problem`): a
-    column named twice, or a ``required`` one missing. Names compare as lower case, as the readers
-    read them."""
+    column named twice, or a ``required`` one missing. ``header``: the names as the file writes them
+    (an error quotes them so); they compare in lower case, as the readers read them."""
     problem = header_problem(list(header), required)
     if problem is not None:
         raise InputError(problem)

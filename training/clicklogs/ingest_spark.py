@@ -141,7 +141,7 @@ class SparkEngine:
             self.spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
             if fmt == "parquet":
                 frame = self.spark.read.parquet(path)
-                check_header([c.lower() for c in frame.columns])
+                check_header(frame.columns)
                 names = {c.lower(): c for c in frame.columns}
                 self.present = frozenset(names)
                 texts = [(F.col(f"`{names[c]}`").cast("string") if c in names else F.lit(None).cast("string")).alias(c)
@@ -192,8 +192,9 @@ class SparkEngine:
             return frame, fields
         options = dict(sep="\t" if fmt == "tsv" else ",", quote='"', escape='"', encoding="UTF-8", multiLine=False)
         header = self.spark.read.csv(path, header=True, **options).columns
-        fields = [h.strip().lstrip("\ufeff").strip().lower() for h in header]
-        check_header(fields)
+        written = [h.strip().lstrip("\ufeff").strip() for h in header]
+        check_header(written)
+        fields = [h.lower() for h in written]
         schema = StructType([StructField(f"_c{i}_{c}", StringType()) for i, c in enumerate(fields)]
                             + [StructField(CORRUPT, StringType())])
         frame = self.spark.read.csv(path, header=True, schema=schema, mode="PERMISSIVE",

@@ -100,8 +100,9 @@ def read_delimited(raw: bytes, delimiter: str, columns: tuple[str, ...] = COLUMN
                       if "\r" in text else "")
                 raise InputError(f"line 1 (the header) is not well-formed {'TSV' if delimiter == chr(9) else 'CSV'}: "
                                  f"{shown(text)}{cr}")
-            header = [h.strip().lower() for h in fields]
-            check_header(header, required)
+            written = [h.strip() for h in fields]
+            check_header(written, required)
+            header = [h.lower() for h in written]
             rows.present = frozenset(header)
             continue
         if not text.strip():

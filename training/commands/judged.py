@@ -201,7 +201,13 @@ def fit_judged(fit_one, dataset, sets, judged, weight: float | None, negatives: 
     from qcat.training.data.judged import ACCEPTABLE_SHARE, with_judged
 
     def at(w: float):
-        return lambda data, sets_: fit_one(with_judged(data, judged, w, negatives)[0] if judged else data, sets_)
+        def fit(data, sets_):
+            if judged is None:
+                return fit_one(data, sets_)
+            # Each weight tried trains once, on the same counts: say which (issue 53 item 13d)
+            log(f"{name} at judged weight {w:g}" + (" (the default)" if weight is None and w == start else "") + ":")
+            return fit_one(with_judged(data, judged, w, negatives)[0], sets_)
+        return fit
 
     start = DEFAULT_JUDGED_WEIGHT if weight is None else weight
     catalog_record = None

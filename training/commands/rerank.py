@@ -178,7 +178,7 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     from qcat.training.rerank.data import build_examples, label_prior, neighbour_index
     from qcat.training.rerank.trainer import BASE_PARAMS, crossfit, export_trees, no_leak_check, stack, train_booster
     from qcat.training.selection.calibrate import describe_fit, fit_calibration
-    from qcat.training.selection.decide import MARGIN_SE, clears, decide, paired_difference
+    from qcat.training.selection.decide import clears, decide, in_paired_se, paired_difference, told_apart_worse
     from qcat.training.selection.table_metrics import evaluate_pr
 
     started = time.perf_counter()
@@ -240,9 +240,10 @@ def run_train_rerank(args: argparse.Namespace) -> int:
     print(f"chose {leaves} leaves, {rounds} rounds: objective {value:.4f} out of fold (first stage {first_objective:.4f}, "
           f"{gain:+.4f} ± {gain_se:.4f} paired SE)")
     if not versus_first["told_apart"]:
-        print(f"warning: validation ({decision.queries:,} queries) cannot tell the re-ranker from its first stage "
-              f"({gain:+.4f} ± {gain_se:.4f}, a gain needs more than {MARGIN_SE:g} paired SE): prefer the first stage",
-              file=sys.stderr)
+        verdict = ("finds the re-ranker worse than its first stage" if told_apart_worse(gain, gain_se) else
+                   "cannot tell the re-ranker from its first stage")
+        print(f"warning: validation ({decision.queries:,} queries) {verdict} ({gain:+.4f} ± {gain_se:.4f}, "
+              f"{in_paired_se(gain, gain_se)}): prefer the first stage", file=sys.stderr)
     stacked = stack(trained, args.folds, trained_weights)
     params = BASE_PARAMS | {"num_leaves": leaves, "min_data_in_leaf": 100}
     booster = train_booster(stacked.rows, stacked.relevant, stacked.group_sizes, stacked.weight, params, rounds,

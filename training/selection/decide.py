@@ -47,6 +47,26 @@ def clears(difference: float, se: float, margin: float = MARGIN_SE) -> bool:
     return difference > 0 and difference > margin * se
 
 
+def told_apart_worse(difference: float, se: float, margin: float = MARGIN_SE) -> bool:
+    """Whether a paired difference is a loss validation can tell: below 0 by more than ``margin`` SEs."""
+    return clears(-difference, se, margin)
+
+
+def in_paired_se(difference: float, se: float, margin: float = MARGIN_SE) -> str:
+    """A paired difference in the words of the test :func:`clears` makes (a gain of more than
+    ``margin`` SEs): ``more than 2 paired SE``, ``better by 1.4 paired SE, not more than 2``, ``worse
+    by 3.4 paired SE`` or ``the same objective``. Never ``not more than 2`` for a loss of 3.4 SEs (issue
+    53 item 13e)."""
+    if clears(difference, se, margin):
+        return f"more than {margin:g} paired SE"
+    if difference == 0:
+        return "the same objective"
+    if se == 0:
+        return "worse on every query alike"  # a gain with no spread clears any margin
+    size = f"{abs(difference) / se:.1f} paired SE"
+    return f"better by {size}, not more than {margin:g}" if difference > 0 else f"worse by {size}"
+
+
 @dataclass(frozen=True)
 class Decision:
     """The outcome of comparing candidates with a default on validation."""
@@ -69,9 +89,8 @@ class Decision:
             if not others:
                 return line
             best = max(others, key=lambda r: r["objective"])
-            verdict = "more" if best["wins"] else "not more"
             return (line + f"; the best other, {best['name']}, differs by {best['difference']:+.4f} ± "
-                    f"{best['paired_se']:.4f} ({verdict} than {self.margin:g} paired SE)")
+                    f"{best['paired_se']:.4f} ({in_paired_se(best['difference'], best['paired_se'], self.margin)})")
         if self.decided:
             row = self.rows[self.chosen]
             return (f"validation ({self.queries:,} queries) chose {row['name']}: objective {row['objective']:.4f} against "
@@ -80,6 +99,11 @@ class Decision:
         if not others:
             return f"validation ({self.queries:,} queries): only the default {default['name']} was tried"
         best = max(others, key=lambda r: r["objective"])
+        if told_apart_worse(best["difference"], best["paired_se"], self.margin):  # so every other scores lower
+            return (f"validation ({self.queries:,} queries) kept the default {default['name']} (objective "
+                    f"{default['objective']:.4f}): every other scores lower; the best other, {best['name']}, differs "
+                    f"by {best['difference']:+.4f} ± {best['paired_se']:.4f} "
+                    f"({in_paired_se(best['difference'], best['paired_se'], self.margin)})")
         return (f"validation ({self.queries:,} queries) cannot tell these apart: kept the default {default['name']} "
                 f"(objective {default['objective']:.4f}); the best other, {best['name']}, differs by "
                 f"{best['difference']:+.4f} ± {best['paired_se']:.4f} (a change needs more than {self.margin:g} paired SE)")
