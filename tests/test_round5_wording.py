@@ -18,6 +18,7 @@ from tests.test_own_data import BESTBUY, CLICKS, qcat
 
 # Item 12: a --select disagree session short of its budget.
 
+@pytest.mark.slow  # over 3 s: the demo model and NB loaded, a session made and graded
 def test_a_disagree_session_short_of_its_budget_says_what_it_holds_and_why(tmp_path, capsys) -> None:
     """A pool of one segment (40 queries, n of them with the models disagreeing) and a budget of n + 3:
     the session holds n. The line said "the n + 3 queries of a pool of 40" and the warning "the tail
@@ -109,6 +110,7 @@ def test_the_queries_help_says_the_default_applies_only_without_select_uncertain
 
 # Item 13d: the dataset line of each judged weight tried says its weight.
 
+@pytest.mark.slow  # over 3 s: trains NB four times
 def test_train_nb_judged_labels_each_weight_it_trains(tmp_path) -> None:
     judged = tmp_path / "judged.tsv"
     judged.write_text("query\tcategory\tgrade\nzzq widget\tabcat0101001\t3\nair conditioner\tabcat0907007\t2\n")
