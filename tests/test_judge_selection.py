@@ -53,10 +53,10 @@ def write_traffic(path: Path, queries=POOL) -> Path:
 
 
 def independent_margins(directory: Path, texts: list[str]) -> dict[str, tuple[float, float]]:
-    """(top-1 minus top-2, top-1) per query, from the classifier's per-query answers."""
+    """(top-1 minus top-2, top-1) per query, from the classifier's per-query answers (the scores as
+    served: calibrated where the bundle keeps a calibration, raw where calibrating did not help)."""
     out = {}
     for answer in Classifier.load(directory).classify(texts, k=2):
-        assert answer.calibrated
         scores = [c.score for c in answer.categories] + [0.0, 0.0]
         out[answer.query] = (scores[0] - scores[1], scores[0])
     return out
@@ -73,7 +73,7 @@ def test_uncertain_takes_each_segments_smallest_margins(models):
         expected = sorted(members, key=lambda q: margins[q])[:4]
         assert taken == expected  # the smallest margins, smallest first
         assert max(margins[q][0] for q in taken) <= min(margins[q][0] for q in members if q not in taken)
-    assert POOL.index("usb c cable") in chosen and POOL.index("wall clock") in chosen  # margins 0.0008, 0.0060
+    assert POOL.index("usb c cable") in chosen and POOL.index("wall clock") in chosen  # margins 0.0081, 0.0048
     # the same seed, the same choice; a query left out is never chosen
     assert select_queries(POOL, IMPRESSIONS, SEGMENT, models, "uncertain", 12, seed=3).tolist() == chosen.tolist()
     exclude = np.zeros(len(POOL), dtype=bool)
@@ -85,16 +85,16 @@ def test_uncertain_takes_each_segments_smallest_margins(models):
 def test_disagree_takes_only_disagreeing_queries_most_impressions_first(models):
     tops = [[c.categories[0].id for c in Classifier.load(d).classify(POOL, k=1)] for d in (MODEL, NB)]
     differ = {q for q, a, b in zip(POOL, *tops) if a != b}
-    assert sorted(differ) == ["desk lamp", "garden hose", "iphone 8 case", "led bulbs", "office chair", "orange juice",
-                              "ps4 controller", "usb c cable", "wall clock"]
+    assert sorted(differ) == ["desk lamp", "garden hose", "iphone 8 case", "office chair", "tv stand", "usb c cable",
+                              "wall clock", "wireless mouse"]
     ranking = rank("disagree", POOL, IMPRESSIONS, SEGMENT, models, 6, seed=0)
-    assert {name: len(order) for name, order in ranking.order.items()} == {"head": 3, "torso": 5, "tail": 1}
+    assert {name: len(order) for name, order in ranking.order.items()} == {"head": 3, "torso": 4, "tail": 1}
     for order in ranking.order.values():
         assert {POOL[i] for i in order} <= differ
         assert [IMPRESSIONS[i] for i in order] == sorted((IMPRESSIONS[i] for i in order), reverse=True)
     chosen = select_queries(POOL, IMPRESSIONS, SEGMENT, models, "disagree", 6, seed=0)
     # 2 a segment, most impressions first (the pool's order); the tail has one disagreement only
-    assert [POOL[i] for i in chosen] == ["iphone 8 case", "usb c cable", "orange juice", "desk lamp", "led bulbs"]
+    assert [POOL[i] for i in chosen] == ["iphone 8 case", "usb c cable", "desk lamp", "wall clock", "tv stand"]
     with pytest.raises(Exception, match="give --model twice"):
         select_queries(POOL, IMPRESSIONS, SEGMENT, models[:1], "disagree", 6)
 

@@ -29,7 +29,7 @@ import numpy as np
 from qcat.bundles.bundle import Manifest, load_lines
 from qcat.errors import BundleError, InputError, shown
 from qcat.models.model import Model, Predictions
-from qcat.text.normalize import normalize
+from qcat.text.normalize import NORMALIZER, normalize
 
 OVERRIDES_FILE = "overrides.tsv"
 HEADER = "query\tcategories"
@@ -90,7 +90,21 @@ def load_overrides(manifest: Manifest) -> dict[str, tuple[str, ...]]:
         if query in overrides:
             raise BundleError(f"{where}: line {number}: query {shown(query)} is listed twice")
         overrides[query] = tuple(categories)
+    if manifest.data.get("normalizer", 1) != NORMALIZER:
+        return _refolded(overrides, where)
     return overrides
+
+
+def _refolded(overrides: dict[str, tuple[str, ...]], where: str) -> dict[str, tuple[str, ...]]:
+    """The overrides of a bundle saved under an older query normalizer, keyed by today's normal form:
+    what was one query to a person ("men's", "mens") is one, its judged categories merged in order."""
+    folded: dict[str, tuple[str, ...]] = {}
+    for query, categories in overrides.items():
+        key = normalize(query)
+        if not key:
+            raise BundleError(f"{where}: query {shown(query)} normalizes to nothing under this qcat's normalizer")
+        folded[key] = tuple(dict.fromkeys(folded.get(key, ()) + categories))
+    return folded
 
 
 def _where(manifest: Manifest) -> str:
