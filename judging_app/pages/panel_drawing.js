@@ -6,14 +6,21 @@ import {drawMessages} from './panel_messages.js';
 
 const NAMES = ['Off-topic', 'Acceptable', 'Good', 'Excellent'];
 
+// A listing's card is never higher than three lines of text and its grades, whatever its texts: the
+// title on two lines at most, then the brand, price, category and listing on the lines left (two beside
+// a one-line title, else one; fitTitles), each cut short with an ellipsis where it does not fit, the
+// whole text on hover. So Group A's first five cards sit above the actions at 1280x800 (panel.css), long
+// titles and brands included. The texts come escaped.
 function cardHtml(item, names) {
   const title = item.link ? `<a href="${item.link}" target="_blank" rel="noopener noreferrer" tabindex="-1">${item.title}</a>` : item.title;
   const picture = item.image ? `<img class="thumb" src="${item.image}" alt="" loading="lazy">` : '';
   const chips = item.slot === undefined ? `<p class="same">Same listing as Group A result ${item.same_as}: graded there, the grade counts for both groups.</p>`
     : `<div class="grades" role="radiogroup" aria-label="Grade for result ${item.position}">${names.map((name, g) =>
         `<button type="button" tabindex="-1" role="radio" class="chip" data-slot="${item.slot}" data-grade="${g}">${g} ${name}</button>`).join('')}</div>`;
-  return `<div class="card"${item.slot === undefined ? '' : ` data-slot="${item.slot}"`}>${picture}<p><strong>${item.position}. ${title}</strong>`
-    + (item.facts ? `<br>${item.facts}` : '') + `<br><span class="muted">${item.category} · ${item.listing}</span></p>${chips}</div>`;
+  const where = `${item.category} · ${item.listing}`, about = item.facts ? `${item.facts} · ${where}` : where;
+  return `<div class="card"${item.slot === undefined ? '' : ` data-slot="${item.slot}"`}>${picture}`
+    + `<p class="title" title="${item.title}"><strong>${item.position}. ${title}</strong></p>`
+    + `<p class="about" title="${about}">${item.facts ? `${item.facts} · ` : ''}<span class="muted">${where}</span></p>${chips}</div>`;
 }
 
 // A category of a category session: its full path, the leaf in bold (the path is escaped by the server).
@@ -23,6 +30,19 @@ function categoryHtml(item, names) {
   return `<div class="card category" data-slot="${item.slot}"><p>${item.position}. ${path}</p>`
     + `<div class="grades" role="radiogroup" aria-label="Grade for category ${item.position}">${names.map((name, g) =>
         `<button type="button" tabindex="-1" role="radio" class="chip" data-slot="${item.slot}" data-grade="${g}">${g} ${name}</button>`).join('')}</div></div>`;
+}
+
+// A card whose title takes one line gives its third line to the rest (class short-title, panel.css):
+// measured once drawn, and again whenever a title's box changes (the window's width, a font loaded).
+const titles = new ResizeObserver((entries) => {
+  for (const {target} of entries) {
+    target.parentElement.classList.toggle('short-title', target.firstElementChild.getClientRects().length <= 1);
+  }
+});
+
+function fitTitles() {
+  titles.disconnect();
+  for (const title of $$('.card p.title')) titles.observe(title);
 }
 
 function groupHtml(name, items, names) {
@@ -49,6 +69,7 @@ export function drawQuery() {
   }
   body.innerHTML = `<h2 class="query">Query: ${s.text}</h2>` + (review ? '<p class="note-line">You submitted this query already: change any grade, then press Enter to save (Esc: back to grading). Every version is kept; the results use the latest.</p>' : '')
     + groupsHtml(s);
+  fitTitles();
   $('.actions').hidden = false;
   $('.submit').textContent = review ? 'Save changes (Enter)' : 'Submit grades (Enter)';
   for (const node of $$('.grade-only')) node.hidden = review;
