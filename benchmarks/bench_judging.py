@@ -1,21 +1,33 @@
-"""Judging at typing speed: N judges in headless Chromium grade through a real `qcat judge app`.
+"""Judging at typing speed: N judges grade through a real `qcat judge app`, in Chromium or by its protocol.
 
 Run: python benchmarks/bench_judging.py [--judges 1 3] [--queries 30] [--key-ms 30]
      [--stores sqlite postgresql]                                (figures in docs/benchmarks/judging.md)
+     python benchmarks/bench_judging.py --driver protocol --judges 5 10 30 --pace 20 --minutes 2
 
 For each store and judge count: a fresh store (`qcat db upgrade`), the judges (`qcat judge
 add-judge`), a session built from two generated result files (`qcat judge create-session
 --results a.jsonl --results b.jsonl --judges-per-query 1`, so that every judge has queries of their
-own), and `qcat judge app` on a free port. Each judge, in a Chromium of their own (Debian's, driven
-by Playwright in a thread of their own), signs in and grades --queries queries: the moment a query
+own), and `qcat judge app` on a free port.
+
+--driver chromium (the default): each judge, in a Chromium of their own (Debian's, driven by
+Playwright in a thread of their own), signs in and grades --queries queries: the moment a query
 is shown, its grades are typed one key every --key-ms milliseconds, then Enter. Nothing waits for
 the server between keys or queries, as a judge at full speed would not.
 
-Printed per judge count: Enter -> next query ready (median and p90 over every transition, measured
-in the page from the Enter keydown to the next query drawn, including any wait for the server),
-queries per minute per judge, how often a judge's Enter found no query held ready and the panel
-showed "Loading the next query…" (``loading_shown``, all judges together), and keys typed vs grades
-stored as typed (read back from the store, listing by listing). It ends with one JSON line per store and judge count. PostgreSQL runs on a
+--driver protocol: no browser; each judge speaks the panel's own protocol, Streamlit's WebSocket
+(benchmarks/judging_protocol.py, the panel's logic in judging_panel.py), so that ten or thirty
+judges cost the machine little and the server can be measured. Each grades for --minutes at
+--pace queries a minute: reads the query on screen, types its grades --key-ms apart, Enter.
+
+Printed per judge count: Enter -> next query ready (median and p90 over every transition: in
+Chromium from the Enter keydown to the next query drawn; by protocol from the Enter to the next
+query held, 0 when one was held ready), queries per minute per judge, how often a judge's Enter
+found no query held ready and the panel showed "Loading the next query…" (``loading_shown``, all
+judges together), and keys typed vs grades stored as typed (read back from the store, listing by
+listing). The protocol driver adds the app's CPU seconds over the grading window per graded query
+(/proc/PID/stat of `qcat judge app` and its Streamlit server, utime + stime), its peak memory
+(VmHWM) and the driver's own CPU seconds (getrusage), and on PostgreSQL that server's CPU per graded
+query. It ends with one JSON line per store and judge count. PostgreSQL runs on a
 temporary server of its own (initdb; skipped with a note when the server binaries are missing).
 """
 
@@ -24,6 +36,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import os
 import pwd
 import shutil
@@ -36,6 +49,8 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+
+import judging_protocol  # beside this file: the protocol judges (--driver protocol)
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("QCAT_CHROMIUM", "/usr/bin/chromium")
@@ -101,6 +116,9 @@ class OwnPostgres:
         with psycopg.connect(f"postgresql://qcat@127.0.0.1:{self.port}/postgres", autocommit=True) as connection:
             connection.execute(f"CREATE DATABASE {name}")
         return f"postgresql+psycopg://qcat@127.0.0.1:{self.port}/{name}"
+
+    def postmaster(self) -> int:
+        return int((self.root / "data" / "postmaster.pid").read_text().split()[0])
 
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.root / "data"), "-m", "fast", "stop")
@@ -177,31 +195,60 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
 
 
-def run(store_kind: str, url: str, judges: int, queries: int, key_s: float, folder: Path) -> dict:
+def prepare(url: str, judges: int, queries: int, folder: Path) -> list[str]:
+    """A migrated store, ``judges`` judges (their tokens) and a session of ``queries`` queries each,
+    and what each panel holds at the end."""
     qcat("db", "upgrade", "--url", url)
     tokens = [qcat("judge", "add-judge", f"judge{i}", "--url", url).stdout.strip() for i in range(judges)]
     from qcat.judging.grading.desk import MAX_HOLD
 
-    today, candidate = write_results(folder, judges * (queries + MAX_HOLD))  # and what each panel holds at the end
+    today, candidate = write_results(folder, judges * (queries + MAX_HOLD))
     qcat("judge", "create-session", "--results", today, "--results", candidate, "--judges-per-query", 1,
          "--name", "bench", "--url", url)
+    return tokens
+
+
+def chromium_judges(port: int, tokens: list[str], queries: int, key_s: float) -> list[dict]:
+    results: list[dict] = [{} for _ in tokens]
+    threads = [threading.Thread(target=judge, args=(f"http://127.0.0.1:{port}", token, queries, key_s, i,
+                                                    results[i])) for i, token in enumerate(tokens)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def run(store_kind: str, url: str, judges: int, queries: int, key_s: float, folder: Path,
+        protocol: dict | None = None, postmaster: int | None = None) -> dict:
+    """One store and judge count: Chromium judges (``protocol`` None) or protocol judges
+    (``protocol``: pace and minutes, :mod:`judging_protocol`)."""
+    if protocol is not None:
+        queries = math.ceil(protocol["pace"] * protocol["minutes"]) + 2
+    tokens = prepare(url, judges, queries, folder)
     port = free_port()
     app = start_app(url, port, folder / f"app-{store_kind}-{judges}.log")
-    results: list[dict] = [{} for _ in range(judges)]
     load_before = os.getloadavg()[0]
+    usage = {}
     try:
-        threads = [threading.Thread(target=judge, args=(f"http://127.0.0.1:{port}", token, queries, key_s, i,
-                                                        results[i])) for i, token in enumerate(tokens)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        if protocol is None:
+            results = chromium_judges(port, tokens, queries, key_s)
+        else:
+            results, usage = judging_protocol.drive(port, tokens, protocol["pace"], protocol["minutes"], key_s,
+                                                    app.pid, postmaster)
     finally:
         load_during = os.getloadavg()[0]
         os.killpg(app.pid, 15)
         app.wait(timeout=30)
     if any("typed" not in result for result in results):
         raise SystemExit("a judge did not finish: see the app log in " + str(folder))
+    row = tally(store_kind, url, judges, results, key_s) | {"load_average": round(max(load_before, load_during), 2)}
+    if protocol is not None:
+        row |= protocol_figures(results, usage, protocol)
+    return row
+
+
+def tally(store_kind: str, url: str, judges: int, results: list[dict], key_s: float) -> dict:
     stored = stored_grades(url)
     keys = as_typed = 0
     for result in results:
@@ -209,7 +256,7 @@ def run(store_kind: str, url: str, judges: int, queries: int, key_s: float, fold
             for key, grade in grades.items():
                 keys += 1
                 as_typed += stored.get(query_id, {}).get(key) == grade
-    transitions = [t for result in results for t in result["transitions"]]
+    transitions = [t for result in results for t in result["transitions"]] or [float("nan")]
     return {"store": store_kind, "judges": judges, "queries": sum(len(r["typed"]) for r in results),
             "enter_to_next_p50_s": round(statistics.median(transitions), 4),
             "enter_to_next_p90_s": round(percentile(transitions, 0.9), 4),
@@ -218,19 +265,49 @@ def run(store_kind: str, url: str, judges: int, queries: int, key_s: float, fold
             "loading_shown": sum(r["loading_shown"] for r in results),
             "slow_at": sorted({i for r in results for i, t in enumerate(r["transitions"]) if t > 0.3}),
             "queries_per_minute_per_judge": round(statistics.mean(len(r["typed"]) / r["seconds"] * 60 for r in results), 1),
-            "keys_typed": keys, "grades_stored_as_typed": as_typed, "key_interval_ms": round(key_s * 1000),
-            "load_average": round(max(load_before, load_during), 2)}
+            "keys_typed": keys, "grades_stored_as_typed": as_typed, "key_interval_ms": round(key_s * 1000)}
+
+
+def protocol_figures(results: list[dict], usage: dict, protocol: dict) -> dict:
+    """The protocol driver's own figures: the server's and the driver's CPU per graded query (one
+    whose submit the server answered "saved"), the server's peak memory, the answers by status, the
+    panels' messages (each a run of the grading fragment; sign-in to the end), their round trips
+    (a message to the answer to it or to a later one; the hello after sign-in not counted), the
+    sidebar's auto-reruns, and how long after the minutes the last answers came (``settle_s``)."""
+    statuses: dict[str, int] = {}
+    for result in results:
+        for status, n in result["statuses"].items():
+            statuses[status] = statuses.get(status, 0) + n
+    graded = statuses.get("saved", 0)
+    trips = [t for result in results for t in result["round_trips"]] or [float("nan")]
+    per = (lambda seconds: round(seconds / graded, 5) if graded and seconds is not None else None)
+    return {"driver": "protocol", "pace_per_minute": protocol["pace"], "minutes": protocol["minutes"],
+            "graded_queries": graded, "answers": statuses, "window_s": round(usage["window_s"], 1),
+            "settle_s": round(usage["window_s"] - protocol["minutes"] * 60, 1),
+            "round_trip_p50_s": round(statistics.median(trips), 3), "round_trip_p90_s": round(percentile(trips, 0.9), 3),
+            "round_trip_max_s": round(max(trips), 3),
+            "unsettled_judges": sum(not r["settled"] for r in results), "ran_out": sum(r["ran_out"] for r in results),
+            "panel_messages": sum(r["panel_messages"] for r in results), "auto_reruns": sum(r["auto_reruns"] for r in results),
+            "server_cpu_s": round(usage["server_cpu_s"], 2), "server_cpu_s_per_graded_query": per(usage["server_cpu_s"]),
+            "server_peak_memory_mb": usage["server_peak_memory_mb"],
+            "store_server_cpu_s_per_graded_query": per(usage["store_server_cpu_s"]),
+            "driver_cpu_s": round(usage["driver_cpu_s"], 2), "driver_cpu_s_per_graded_query": per(usage["driver_cpu_s"])}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--driver", choices=["chromium", "protocol"], default="chromium",
+                        help="judges in headless Chromium (default) or speaking the panel's protocol")
     parser.add_argument("--judges", type=int, nargs="+", default=[1, 3])
-    parser.add_argument("--queries", type=int, default=30, help="queries per judge (default 30)")
+    parser.add_argument("--queries", type=int, default=30, help="queries per Chromium judge (default 30)")
+    parser.add_argument("--pace", type=float, default=20, help="queries a minute per protocol judge (default 20)")
+    parser.add_argument("--minutes", type=float, default=2, help="the protocol judges' grading window (default 2)")
     parser.add_argument("--key-ms", type=float, default=30, help="milliseconds between keys (default 30)")
     parser.add_argument("--stores", nargs="+", choices=["sqlite", "postgresql"], default=["sqlite", "postgresql"])
     args = parser.parse_args()
-    if not Path(CHROMIUM).exists():
+    if args.driver == "chromium" and not Path(CHROMIUM).exists():
         raise SystemExit(f"no Chromium at {CHROMIUM}: install Debian's chromium (or set QCAT_CHROMIUM)")
+    protocol = {"pace": args.pace, "minutes": args.minutes} if args.driver == "protocol" else None
     rows = []
     for store_kind in args.stores:
         server = None
@@ -244,7 +321,8 @@ def main() -> None:
             for n in args.judges:
                 folder = Path(tempfile.mkdtemp(prefix=f"qcat-bench-judging-{store_kind}-{n}-"))
                 url = server.database(f"bench{n}") if server else f"sqlite:///{folder / 'bench.db'}"
-                row = run(store_kind, url, n, args.queries, args.key_ms / 1000, folder)
+                row = run(store_kind, url, n, args.queries, args.key_ms / 1000, folder, protocol,
+                          server.postmaster() if server else None)
                 rows.append(row)
                 print(f"{store_kind:10} {n} judge{'s' * (n != 1)}: {row['queries']} queries, Enter -> next query ready "
                       f"median {row['enter_to_next_p50_s'] * 1000:.0f} ms, p90 {row['enter_to_next_p90_s'] * 1000:.0f} "
@@ -252,6 +330,10 @@ def main() -> None:
                       f"{row['queries_per_minute_per_judge']:.0f} "
                       f"queries/min per judge; keys typed {row['keys_typed']}, grades stored as typed "
                       f"{row['grades_stored_as_typed']}; load average {row['load_average']}", file=sys.stderr)
+                if protocol is not None:
+                    print(f"{'':10} server CPU {row['server_cpu_s']} s = {row['server_cpu_s_per_graded_query']} s per graded "
+                          f"query, peak memory {row['server_peak_memory_mb']} MB; driver CPU {row['driver_cpu_s']} s; "
+                          f"round trip p50 {row['round_trip_p50_s']} s, p90 {row['round_trip_p90_s']} s", file=sys.stderr)
         finally:
             if server is not None:
                 server.stop()
