@@ -118,7 +118,7 @@ def test_evaluate_log_scores_the_test_queries_of_the_training_split(tmp_path):
     report = json.loads(result.stdout)
     assert report["source"]["queries"] == 65 and report["source"]["log"] == str(CLICKS)
     assert report["models"][0]["segments"]["all"]["PR@1"] == pytest.approx(trained_test)
-    assert "64 click-log queries" in (tmp_path / "report" / "report.md").read_text()
+    assert "65 click-log queries" in (tmp_path / "report" / "report.md").read_text()
     assert "--log and --taxonomy go together" in one_line_error(
         qcat("evaluate", "--model", tmp_path / "m", "--log", CLICKS))
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from qcat.bundles.demo import demo_corpus_dir, demo_model_dir
+from qcat.text.normalize import NORMALIZER
 from qcat.training.commands.bundles import save_bundle
 from qcat.training.commands.data_flags import print_objective
 from qcat.training.commands.train import print_selection_row
@@ -73,6 +74,7 @@ def build_demo(args: argparse.Namespace) -> int:
         "split_seed": args.seed,
         "split_fractions": [0.8, 0.1, 0.1],
         "simulation": {k: v for k, v in vars(config).items()},
+        "normalizer": NORMALIZER,  # the query normalizer the simulator tokenized the titles with
     }
     (corpus_dir / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     corpus = Corpus.open(corpus_dir)

@@ -90,7 +90,8 @@ def _add_data_commands(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--seed", type=int_at_least(0), default=0)
     demo.add_argument("--model-only", action="store_true",
                       help="retrain only the demo model, on the corpus as it is (the simulated log is deterministic: "
-                           "rebuilding it gives the same rows)")
+                           "rebuilding it under the query normalizer corpus.json records gives the same rows; the "
+                           "shipped log was simulated under normalizer 1, before query folding)")
     demo.add_argument("--catalog-source", choices=("choose", "log", "both"), default="choose",
                       help="train the model on the simulated log alone, on the log plus the catalog's listings and "
                            "short forms (held-out listings excluded), or build both and ship, of those that keep the "
