@@ -28,3 +28,12 @@ def test_protocol_judges_lose_nothing_and_the_server_cpu_is_measured(tmp_path):
     assert row["server_cpu_s_per_graded_query"] > 0 and row["server_peak_memory_mb"] > 0
     assert row["driver_cpu_s"] > 0
     assert row["store_server_cpu_s_per_graded_query"] is None  # SQLite: the store's work is the app's
+
+
+def test_the_app_runs_without_streamlits_full_collection_after_every_script_run():
+    """Issue 55 item 2: Streamlit's gc.collect(2) after each run was half the app's CPU per graded
+    query (docs/benchmarks/judging.md); `qcat judge app` turns it off."""
+    from qcat.judging.commands.app import app_command
+
+    command, _ = app_command("sqlite:///x.db", None, 8501, "127.0.0.1")
+    assert command[command.index("--runner.postScriptGC") + 1] == "false"

@@ -25,10 +25,13 @@ def app_command(url: str, session: str | None, port: int, address: str,
         env["QCAT_JUDGE_SESSION"] = str(session)
     else:
         env.pop("QCAT_JUDGE_SESSION", None)
+    # runner.postScriptGC off: Streamlit's default runs a full gc.collect(2) over the whole server's
+    # heap after every script run, and each panel message is one (a fragment rerun): half the app's
+    # CPU per graded query (docs/benchmarks/judging.md, issue 55). Python's own collector still runs.
     command = [sys.executable, "-m", "streamlit", "run", str(Path(__file__).resolve().parent.parent / "pages" / "app.py"),
                "--server.port", str(port), "--server.address", address, "--server.headless", "true",
                "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none",
-               "--client.toolbarMode", "viewer"]
+               "--client.toolbarMode", "viewer", "--runner.postScriptGC", "false"]
     return command, env
 
 
