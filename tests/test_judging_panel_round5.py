@@ -4,6 +4,7 @@ after an app restart (16); the line shown while the app restarts fits at 1280x80
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -21,10 +22,6 @@ from judging_fixtures import (
 )
 from test_judging_restart import CONNECTING, SIZES, one_judge_store, skip_without_chromium, stop
 
-from qcat.judging.grading.judges import add_judge
-from qcat.judging.grading.sessions import store_session
-from qcat.judging.store.connection import open_store
-from qcat.judging.store.migrate import upgrade
 
 pytestmark = pytest.mark.slow
 
@@ -46,51 +43,46 @@ MESSAGE_FITS = """() => {
 }"""
 
 
-def guided_store(tmp_path) -> tuple:
-    """A results session with guidelines of its own (they open on a judge's first visit), one judge."""
-    db = tmp_path / "guided.db"
-    url = f"sqlite:///{db}"
-    upgrade(url)
-    store = open_store(url)
+GUIDELINES = "# Our rules\n\nGrade each listing as the shopper who typed the query."
+
+
+@contextlib.contextmanager
+def judge_in_chromium(tmp_path, db, token):
+    """The app on a free port and ann signed in to it in Chromium: yields (page, app), where
+    ``app["process"]`` is the app's process (a test that restarts the app puts the new one there)."""
+    skip_without_chromium()
+    app = {"port": free_port()}
+    app["process"] = start_judging_app(db, app["port"], tmp_path / "app.log")
     try:
-        store_session(store, "guided", "A", "B", toy_queries(4), judges_per_query=1,
-                      settings={"guidelines": "# Our rules\n\nGrade each listing as the shopper who typed the query."})
-        token = add_judge(store, "ann")[1]
+        with playwright.sync_playwright() as p:
+            browser = launch_chromium(p)
+            try:
+                yield signed_in_panel(browser, f"http://127.0.0.1:{app['port']}", token)[1], app
+            finally:
+                browser.close()
     finally:
-        store.dispose()
-    return db, token
+        stop(app["process"])
 
 
 def test_item_15_keys_typed_over_the_first_visit_guidelines_close_them_and_grade(tmp_path):
     """The digits a judge typed while the first-visit guidelines were open were dropped without a
     sign (keys typed during "Loading…" wait and land): now they close the guidelines and grade."""
-    skip_without_chromium()
-    db, token = guided_store(tmp_path)
-    port = free_port()
-    process = start_judging_app(db, port, tmp_path / "app.log")
-    try:
-        with playwright.sync_playwright() as p:
-            browser = launch_chromium(p)
-            try:
-                page = signed_in_panel(browser, f"http://127.0.0.1:{port}", token)[1]
-                shown = panel_shown(page)
-                help_box = page.locator(".qcat-panel .help")
-                help_box.wait_for()  # the first visit opens the guidelines over the query
-                page.keyboard.press("ArrowDown")  # the arrows stay with the guidelines
-                assert help_box.is_visible()
-                digits = [(2 + i) % 4 for i in range(len(shown["slots"]))]
-                type_keys(page, digits)
-                assert not help_box.is_visible()
-                assert page.evaluate("(id) => window.qcatPanel.drafts.get(id).grades", shown["id"]) == digits
-                page.keyboard.press("?")  # open again: Enter over them submits
-                help_box.wait_for()
-                page.keyboard.press("Enter")
-                page.wait_for_function(SETTLED, timeout=20_000)
-                assert not help_box.is_visible()
-            finally:
-                browser.close()
-    finally:
-        stop(process)
+    db, token = one_judge_store(tmp_path, toy_queries(4), guidelines=GUIDELINES)
+    with judge_in_chromium(tmp_path, db, token) as (page, _):
+        shown = panel_shown(page)
+        help_box = page.locator(".qcat-panel .help")
+        help_box.wait_for()  # the first visit opens the guidelines over the query
+        page.keyboard.press("ArrowDown")  # the arrows stay with the guidelines
+        assert help_box.is_visible()
+        digits = [(2 + i) % 4 for i in range(len(shown["slots"]))]
+        type_keys(page, digits)
+        assert not help_box.is_visible()
+        assert page.evaluate("(id) => window.qcatPanel.drafts.get(id).grades", shown["id"]) == digits
+        page.keyboard.press("?")  # open again: Enter over them submits
+        help_box.wait_for()
+        page.keyboard.press("Enter")
+        page.wait_for_function(SETTLED, timeout=20_000)
+        assert not help_box.is_visible()
     stored = stored_grades(db, "ann")
     assert list(stored) == [shown["id"]]
     assert {slot: stored[shown["id"]][slot] for slot in map(tuple, shown["slots"])} == \
@@ -117,64 +109,42 @@ def test_item_16_the_page_sits_where_it_was_after_an_app_restart(tmp_path):
     """After an app restart the page sat 16 px higher for good, the progress line and the guidelines
     button under Streamlit's header: the sign-in cookie's script element (drawn in the run after a
     sign-in, not in the first run after a restart or a reload) and the gap after it had gone."""
-    skip_without_chromium()
     db, token = one_judge_store(tmp_path, toy_queries(12))
-    port = free_port()
-    process = start_judging_app(db, port, tmp_path / "app.log")
-    try:
-        with playwright.sync_playwright() as p:
-            browser = launch_chromium(p)
-            try:
-                page = signed_in_panel(browser, f"http://127.0.0.1:{port}", token)[1]
-                panel_shown(page)
-                page.wait_for_function(SETTLED)
-                before = {}
-                for width, height in SIZES:
-                    page.set_viewport_size({"width": width, "height": height})
-                    time.sleep(0.3)
-                    before[width] = page.evaluate(POSITIONS)
-                page.set_viewport_size({"width": 1280, "height": 800})
-                process = restarted(process, page, db, port, tmp_path / "app.log")
-                for width, height in SIZES:
-                    page.set_viewport_size({"width": width, "height": height})
-                    time.sleep(0.3)
-                    after = page.evaluate(POSITIONS)
-                    for name, box in before[width]["parts"].items():
-                        assert after["parts"][name] == box, (width, name, before[width]["parts"], after["parts"])
-                    for name in (".session", ".progress", ".open-help"):  # clear of Streamlit's header
-                        assert after["parts"][name][1] >= after["header_bottom"], (width, name, after)
-            finally:
-                browser.close()
-    finally:
-        stop(process)
+    with judge_in_chromium(tmp_path, db, token) as (page, app):
+        panel_shown(page)
+        page.wait_for_function(SETTLED)
+        before = {}
+        for width, height in SIZES:
+            page.set_viewport_size({"width": width, "height": height})
+            time.sleep(0.3)
+            before[width] = page.evaluate(POSITIONS)
+        page.set_viewport_size({"width": 1280, "height": 800})
+        app["process"] = restarted(app["process"], page, db, app["port"], tmp_path / "app.log")
+        for width, height in SIZES:
+            page.set_viewport_size({"width": width, "height": height})
+            time.sleep(0.3)
+            after = page.evaluate(POSITIONS)
+            for name, box in before[width]["parts"].items():
+                assert after["parts"][name] == box, (width, name, before[width]["parts"], after["parts"])
+            for name in (".session", ".progress", ".open-help"):  # clear of Streamlit's header
+                assert after["parts"][name][1] >= after["header_bottom"], (width, name, after)
 
 
 def test_item_17_the_restart_line_fits_at_1280x800(tmp_path):
     """"The app is restarting … and go to the …" was cut at 1280 px (830 px of text in an 801 px
     line), with and without the count of queries waiting to be sent."""
-    skip_without_chromium()
     db, token = one_judge_store(tmp_path, toy_queries(12))
-    port = free_port()
-    process = start_judging_app(db, port, tmp_path / "app.log")
-    try:
-        with playwright.sync_playwright() as p:
-            browser = launch_chromium(p)
-            try:
-                page = signed_in_panel(browser, f"http://127.0.0.1:{port}", token)[1]
-                shown = panel_shown(page)
-                page.wait_for_function(SETTLED)
-                stop_judging_app(process)
-                page.wait_for_selector(CONNECTING, state="attached", timeout=20_000)
-                page.wait_for_function("() => window.qcatPanel.root.innerText.includes('The app is restarting')",
-                                       timeout=10_000)
-                lines = [page.evaluate(MESSAGE_FITS)]
-                type_keys(page, [*[1] * len(shown["slots"]), "Enter"])  # one query kept, to send
-                page.wait_for_function("() => window.qcatPanel.root.innerText.includes('1 query')", timeout=10_000)
-                lines.append(page.evaluate(MESSAGE_FITS))
-            finally:
-                browser.close()
-    finally:
-        stop(process)
+    with judge_in_chromium(tmp_path, db, token) as (page, app):
+        shown = panel_shown(page)
+        page.wait_for_function(SETTLED)
+        stop_judging_app(app["process"])
+        page.wait_for_selector(CONNECTING, state="attached", timeout=20_000)
+        page.wait_for_function("() => window.qcatPanel.root.innerText.includes('The app is restarting')",
+                               timeout=10_000)
+        lines = [page.evaluate(MESSAGE_FITS)]
+        type_keys(page, [*[1] * len(shown["slots"]), "Enter"])  # one query kept, to send
+        page.wait_for_function("() => window.qcatPanel.root.innerText.includes('1 query')", timeout=10_000)
+        lines.append(page.evaluate(MESSAGE_FITS))
     for line in lines:
         assert line["text"].startswith("The app is restarting"), line
         assert line["scroll"] <= line["client"] and line["right"] <= line["width"], line

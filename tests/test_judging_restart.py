@@ -74,14 +74,17 @@ def skip_without_chromium() -> None:
         pytest.skip(f"no Chromium at {CHROMIUM}: install the 'chromium' system package (.ci/run does)")
 
 
-def one_judge_store(tmp_path: Path, queries: list[QuerySpec], kind: str = "results") -> tuple[Path, str]:
+def one_judge_store(tmp_path: Path, queries: list[QuerySpec], kind: str = "results",
+                    guidelines: str | None = None) -> tuple[Path, str]:
+    """A session of ``queries`` for one judge, ann (with ``guidelines``: they open on her first visit)."""
     db = tmp_path / "restart.db"
     url = f"sqlite:///{db}"
     upgrade(url)
     store = open_store(url)
+    settings = ({"top_k": 3} if kind == "categories" else {}) | ({"guidelines": guidelines} if guidelines else {})
     try:
         store_session(store, "restart", "A", "B" if kind == "results" else "", queries, judges_per_query=1,
-                      settings={"top_k": 3} if kind == "categories" else None, kind=kind)
+                      settings=settings or None, kind=kind)
         token = add_judge(store, "ann")[1]
     finally:
         store.dispose()
