@@ -136,8 +136,7 @@ def paired_pr1(baseline: Matched, target: Matched, rows: np.ndarray) -> dict[str
     standard error (the standard deviation of the per-query differences / sqrt(n))."""
     base, other = baseline.subset(rows), target.subset(rows)
     valid = base.valid & other.valid
-    difference = (other.hits[valid, 0].astype(float) - base.hits[valid, 0].astype(float)) if base.k and other.k \
-        else np.zeros(int(valid.sum()))
+    difference = other.hits[valid, 0].astype(float) - base.hits[valid, 0].astype(float)
     n = len(difference)
     se = float(difference.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
     return {"queries": n, "value": float(difference.mean()) if n else float("nan"), "se": se}
