@@ -29,18 +29,50 @@ def open_assignment(session, judge_id: int, session_id: int, beyond: Collection[
                           .order_by(Assignment.id).limit(1))
 
 
-def _on_screen(session, judge_id: int, session_id: int, query_id: int) -> Assignment | None:
-    """The judge's assignment of the query they have on screen, unless it is done or skipped."""
-    return session.scalar(select(Assignment).where(Assignment.judge_id == judge_id, Assignment.session_id == session_id,
-                                                   Assignment.query_id == query_id,
-                                                   Assignment.status.in_(("open", "released"))))
+class _Mine:
+    """The judge's open and released assignments in the session, read once per pick (one query,
+    not one per query the panel holds); the open claims kept alive are touched in one update."""
 
+    def __init__(self, session, judge_id: int, record: JudgingSession) -> None:
+        self.session, self.record = session, record
+        self.rows = list(session.scalars(
+            select(Assignment).where(Assignment.judge_id == judge_id, Assignment.session_id == record.id,
+                                     Assignment.status.in_(("open", "released"))).order_by(Assignment.id)))
+        self.touched: list[int] = []
 
-def _released_needing_a_judge(session, judge_id: int, record: JudgingSession) -> list[Assignment]:
-    return list(session.scalars(
-        select(Assignment).join(SessionQuery, SessionQuery.id == Assignment.query_id)
-        .where(Assignment.judge_id == judge_id, Assignment.session_id == record.id, Assignment.status == "released",
-               or_(SessionQuery.gold, SessionQuery.claims < record.judges_per_query + SessionQuery.extra_judges)).order_by(Assignment.id)))
+    def on_screen(self, query_id: int) -> Assignment | None:
+        """The judge's assignment of the query on their screen, unless it is done or skipped."""
+        return next((row for row in self.rows if row.query_id == query_id and row.status in ("open", "released")), None)
+
+    def open(self, beyond: Collection[int]) -> Assignment | None:
+        return next((row for row in self.rows if row.status == "open" and row.query_id not in beyond), None)
+
+    def released_needing_a_judge(self) -> list[Assignment]:
+        released = [row for row in self.rows if row.status == "released"]
+        if not released:
+            return []
+        needing = set(self.session.scalars(
+            select(SessionQuery.id).where(SessionQuery.id.in_([row.query_id for row in released]),
+                                          or_(SessionQuery.gold, SessionQuery.claims
+                                              < self.record.judges_per_query + SessionQuery.extra_judges))))
+        return [row for row in released if row.query_id in needing]
+
+    def reclaim(self, held: Assignment, now: datetime) -> bool:
+        """Keep the judge's claim alive: an open one is touched (at :meth:`touch`), a released one
+        is claimed again if the query still has room. False when a released claim could not be
+        taken back."""
+        if held.status == "released":
+            if not _claim(self.session, held.query_id, self.record.judges_per_query):
+                return False
+            held.status, held.active_at = "open", now
+        elif held.id not in self.touched:
+            self.touched.append(held.id)
+        return True
+
+    def touch(self, now: datetime) -> None:
+        if self.touched:
+            self.session.execute(update(Assignment).where(Assignment.id.in_(self.touched), Assignment.status == "open")
+                                 .values(active_at=now).execution_options(synchronize_session=False))
 
 
 def _claim(session, query_id: int, limit: int) -> bool:
@@ -50,17 +82,6 @@ def _claim(session, query_id: int, limit: int) -> bool:
         update(SessionQuery).where(SessionQuery.id == query_id,
                                   or_(SessionQuery.gold, SessionQuery.claims < limit + SessionQuery.extra_judges))
         .values(claims=SessionQuery.claims + 1).execution_options(synchronize_session=False)).rowcount == 1
-
-
-def _reclaim(session, held: Assignment, limit: int, now: datetime) -> bool:
-    """Keep the judge's claim alive: an open one is touched, a released one is claimed again if
-    the query still has room. False when a released claim could not be taken back."""
-    if held.status == "released":
-        if not _claim(session, held.query_id, limit):
-            return False
-        held.status = "open"
-    held.active_at = now
-    return True
 
 
 def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: timedelta = CLAIM_TIMEOUT,
@@ -75,7 +96,9 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
     after them is wanted, and they are neither given again nor released."""
     def pick(session) -> QueryScreen | None:
         record, now = _ready(session, judge_id, session_id, claim_timeout)
-        query_id = _pick(session, judge_id, record, now, showing, beyond)
+        mine = _Mine(session, judge_id, record)
+        query_id = _pick(session, judge_id, record, now, mine, showing, beyond)
+        mine.touch(now)
         return screen(session, query_id, judge_id) if query_id is not None else None
 
     return _claiming(store, pick)
@@ -92,15 +115,17 @@ def next_queries(store: Store, judge_id: int, session_id: int, count: int,
     (:func:`screen` gives what each shows; it never changes.)"""
     def pick(session) -> list[int]:
         record, now = _ready(session, judge_id, session_id, claim_timeout)
+        mine = _Mine(session, judge_id, record)
         picked: list[int] = []
         for index in range(count):
             showing = next((query_id for query_id in holding if query_id not in picked), None)
             # only the query on screen stays the judge's when its released claim cannot be taken back
-            query_id = _pick(session, judge_id, record, now, showing, [*picked, *passed_over],
+            query_id = _pick(session, judge_id, record, now, mine, showing, [*picked, *passed_over],
                              keep_released=index == 0)
             if query_id is None:
                 break
             picked.append(query_id)
+        mine.touch(now)
         return picked
 
     return _claiming(store, pick)
@@ -132,24 +157,23 @@ def _ready(session, judge_id: int, session_id: int, claim_timeout: timedelta) ->
     return record, now
 
 
-def _pick(session, judge_id: int, record: JudgingSession, now: datetime, showing: int | None,
+def _pick(session, judge_id: int, record: JudgingSession, now: datetime, held_by_judge: _Mine, showing: int | None,
           beyond: Collection[int], keep_released: bool = True) -> int | None:
     """The id of the next query of :func:`next_query`, in its order, claimed within the caller's
     transaction. ``keep_released``: ``showing`` stays the judge's even when its released claim
     cannot be taken back (the query on screen); else such a query is passed over."""
     session_id, limit = record.id, record.judges_per_query
-    held = (_on_screen(session, judge_id, session_id, showing)
-            if showing is not None and showing not in beyond else None)
-    if held is not None and not _reclaim(session, held, limit, now) and not keep_released:
+    held = held_by_judge.on_screen(showing) if showing is not None and showing not in beyond else None
+    if held is not None and not held_by_judge.reclaim(held, now) and not keep_released:
         held = None
     if held is not None:
         return held.query_id
-    held = open_assignment(session, judge_id, session_id, beyond)
+    held = held_by_judge.open(beyond)
     if held is not None:
-        _reclaim(session, held, limit, now)
+        held_by_judge.reclaim(held, now)
         return held.query_id
-    for released in _released_needing_a_judge(session, judge_id, record):
-        if released.query_id not in beyond and _reclaim(session, released, limit, now):
+    for released in held_by_judge.released_needing_a_judge():
+        if released.query_id not in beyond and held_by_judge.reclaim(released, now):
             return released.query_id
     mine = exists().where(Assignment.query_id == SessionQuery.id, Assignment.judge_id == judge_id)
     candidates = session.scalars(
