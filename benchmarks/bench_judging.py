@@ -50,7 +50,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-import judging_protocol  # beside this file: the protocol judges (--driver protocol)
+import judging_load  # beside this file: the protocol judges' runs (--driver protocol)
+import judging_proxy
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("QCAT_CHROMIUM", "/usr/bin/chromium")
@@ -125,10 +126,11 @@ class OwnPostgres:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start_app(url: str, port: int, log: Path) -> subprocess.Popen:
+def start_app(url: str, port: int, log: Path, proxied: bool = False) -> subprocess.Popen:
     process = subprocess.Popen([sys.executable, "-m", "qcat.cli", "judge", "app", "--url", url, "--session", "1",
-                                "--port", str(port), "--address", "127.0.0.1"], cwd=ROOT, stdout=log.open("w"),
-                               stderr=subprocess.STDOUT, start_new_session=True)
+                                "--port", str(port), "--address", "127.0.0.1",
+                                *(["--trusted-proxy", "X-Forwarded-For"] if proxied else [])],
+                               cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -138,6 +140,16 @@ def start_app(url: str, port: int, log: Path) -> subprocess.Popen:
         except OSError:
             time.sleep(0.25)
     raise SystemExit(f"the app did not start: {log.read_text()}")
+
+
+def connections(port: int) -> int:
+    """Established TCP connections to ``port`` on this machine (/proc/net/tcp and tcp6)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            count += state == "01" and int(local.rsplit(":", 1)[1], 16) == port
+    return count
 
 
 def judge(url: str, token: str, queries: int, key_s: float, seed: int, out: dict) -> None:
@@ -195,15 +207,16 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
 
 
-def prepare(url: str, judges: int, queries: int, folder: Path) -> list[str]:
-    """A migrated store, ``judges`` judges (their tokens) and a session of ``queries`` queries each,
-    and what each panel holds at the end."""
+def prepare(url: str, judges: int, queries: int, folder: Path, judges_per_query: int = 1) -> list[str]:
+    """A migrated store, ``judges`` judges (their tokens), an admin (the last token) and a session
+    of ``queries`` queries for each judge, and what each panel holds at the end."""
     qcat("db", "upgrade", "--url", url)
     tokens = [qcat("judge", "add-judge", f"judge{i}", "--url", url).stdout.strip() for i in range(judges)]
+    tokens.append(qcat("judge", "add-admin", "organizer", "--url", url).stdout.strip())
     from qcat.judging.grading.desk import MAX_HOLD
 
     today, candidate = write_results(folder, judges * (queries + MAX_HOLD))
-    qcat("judge", "create-session", "--results", today, "--results", candidate, "--judges-per-query", 1,
+    qcat("judge", "create-session", "--results", today, "--results", candidate, "--judges-per-query", judges_per_query,
          "--name", "bench", "--url", url)
     return tokens
 
@@ -222,29 +235,45 @@ def chromium_judges(port: int, tokens: list[str], queries: int, key_s: float) ->
 def run(store_kind: str, url: str, judges: int, queries: int, key_s: float, folder: Path,
         protocol: dict | None = None, postmaster: int | None = None) -> dict:
     """One store and judge count: Chromium judges (``protocol`` None) or protocol judges
-    (``protocol``: pace and minutes, :mod:`judging_protocol`)."""
-    if protocol is not None:
+    (``protocol``: ``pace`` and ``minutes``, :mod:`judging_load`; optionally ``apps``, the number
+    of app processes, ``proxy``, the guide's nginx in front of them, ``admin_every``, an organizer
+    reloading the admin page every so many seconds, and ``kill_after``, seconds after which the app
+    with the most connections is killed)."""
+    protocol = protocol or {}
+    if protocol:
         queries = math.ceil(protocol["pace"] * protocol["minutes"]) + 2
-    tokens = prepare(url, judges, queries, folder)
-    port = free_port()
-    app = start_app(url, port, folder / f"app-{store_kind}-{judges}.log")
+    *tokens, admin_token = prepare(url, judges, queries, folder)
+    ports = [free_port() for _ in range(protocol.get("apps", 1))]
+    apps = [start_app(url, port, folder / f"app-{store_kind}-{judges}-{i}.log", protocol.get("proxy", False))
+            for i, port in enumerate(ports)]
+    proxy = None
     load_before = os.getloadavg()[0]
     usage = {}
     try:
-        if protocol is None:
-            results = chromium_judges(port, tokens, queries, key_s)
+        if not protocol:
+            results = chromium_judges(ports[0], tokens, queries, key_s)
         else:
-            results, usage = judging_protocol.drive(port, tokens, protocol["pace"], protocol["minutes"], key_s,
-                                                    app.pid, postmaster)
+            if protocol.get("proxy"):
+                proxy = judging_proxy.Nginx(free_port(), ports, folder)
+            addresses = [f"127.0.0.1:{proxy.port}"] if proxy else [f"127.0.0.1:{port}" for port in ports]
+            busiest = (lambda: max(apps, key=lambda app: connections(ports[apps.index(app)])).pid)
+            results, usage = judging_load.drive(
+                addresses, tokens, protocol["pace"], protocol["minutes"], key_s, [app.pid for app in apps], postmaster,
+                admin_token if protocol.get("admin_every") else None, protocol.get("admin_every") or 5.0,
+                (protocol["kill_after"], busiest) if protocol.get("kill_after") else None)
     finally:
         load_during = os.getloadavg()[0]
-        os.killpg(app.pid, 15)
-        app.wait(timeout=30)
+        if proxy is not None:
+            proxy.stop()
+        for app in apps:
+            if app.poll() is None:
+                os.killpg(app.pid, 15)
+                app.wait(timeout=30)
     if any("typed" not in result for result in results):
         raise SystemExit("a judge did not finish: see the app log in " + str(folder))
     row = tally(store_kind, url, judges, results, key_s) | {"load_average": round(max(load_before, load_during), 2)}
-    if protocol is not None:
-        row |= protocol_figures(results, usage, protocol)
+    if protocol:
+        row |= protocol_figures(results, usage, protocol) | admin_figures(url, usage)
     return row
 
 
@@ -291,7 +320,40 @@ def protocol_figures(results: list[dict], usage: dict, protocol: dict) -> dict:
             "server_cpu_s": round(usage["server_cpu_s"], 2), "server_cpu_s_per_graded_query": per(usage["server_cpu_s"]),
             "server_peak_memory_mb": usage["server_peak_memory_mb"],
             "store_server_cpu_s_per_graded_query": per(usage["store_server_cpu_s"]),
-            "driver_cpu_s": round(usage["driver_cpu_s"], 2), "driver_cpu_s_per_graded_query": per(usage["driver_cpu_s"])}
+            "driver_cpu_s": round(usage["driver_cpu_s"], 2), "driver_cpu_s_per_graded_query": per(usage["driver_cpu_s"]),
+            "apps": protocol.get("apps", 1), "proxy": bool(protocol.get("proxy")), "killed_at_s": usage["killed_at_s"],
+            "reconnects": sum(r["reconnects"] for r in results),
+            "reconnect_max_s": round(max((t for r in results for t in r["reconnect_s"]), default=0), 2)}
+
+
+def admin_figures(url: str, usage: dict) -> dict:
+    """The organizer's reloads of the admin page while the judges graded (``admin_page_*``: each
+    reload, sent to finished), and whether the page, reloaded once every answer was in, showed the
+    store's figures: judgments and complete queries (the Sessions table) and each judge's count
+    (the Judges table) against a count of the store's assignments."""
+    if "admin_page_s" not in usage:
+        return {}
+    from sqlalchemy import func, select
+
+    from qcat.judging.store.connection import open_store
+    from qcat.judging.store.models import Assignment, Judge
+
+    store = open_store(url)
+    with store.sessions() as session:
+        per_judge = dict(session.execute(select(Judge.name, func.count(Assignment.id)).join(Assignment)
+                                         .where(Assignment.status == "done").group_by(Judge.name)).all())
+    store.dispose()
+    sessions = next((t for t in usage["admin_tables"] if t and "judgments needed" in t[0]), [])
+    judges = next((t for t in usage["admin_tables"] if t and "judged" in t[0]), [])
+    shown = {row["judge"]: row["judged"] for row in judges}
+    pages = usage["admin_page_s"] or [float("nan")]
+    done = sum(per_judge.values())
+    return {"admin_reloads": len(usage["admin_page_s"]), "admin_page_p50_s": round(statistics.median(pages), 3),
+            "admin_page_p90_s": round(percentile(pages, 0.9), 3), "admin_page_max_s": round(max(pages), 3),
+            "admin_judgments_shown": sum(row["judgments"] for row in sessions), "store_judgments": done,
+            "admin_figures_right": (sum(row["judgments"] for row in sessions) == done
+                                    and sum(row["complete"] for row in sessions) == done
+                                    and all(shown.get(name, 0) == n for name, n in per_judge.items()))}
 
 
 def main() -> None:
@@ -304,10 +366,18 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=2, help="the protocol judges' grading window (default 2)")
     parser.add_argument("--key-ms", type=float, default=30, help="milliseconds between keys (default 30)")
     parser.add_argument("--stores", nargs="+", choices=["sqlite", "postgresql"], default=["sqlite", "postgresql"])
+    parser.add_argument("--apps", type=int, default=1, help="protocol: app processes on the store (default 1)")
+    parser.add_argument("--proxy", action="store_true",
+                        help="protocol: the guide's nginx in front of the apps (docs/guide/judging-team.md)")
+    parser.add_argument("--admin-every", type=float, default=None, metavar="SECONDS",
+                        help="protocol: an organizer reloads the admin page this often while the judges grade")
+    parser.add_argument("--kill-after", type=float, default=None, metavar="SECONDS",
+                        help="protocol: kill the app with the most connections this long into the window")
     args = parser.parse_args()
     if args.driver == "chromium" and not Path(CHROMIUM).exists():
         raise SystemExit(f"no Chromium at {CHROMIUM}: install Debian's chromium (or set QCAT_CHROMIUM)")
-    protocol = {"pace": args.pace, "minutes": args.minutes} if args.driver == "protocol" else None
+    protocol = ({"pace": args.pace, "minutes": args.minutes, "apps": args.apps, "proxy": args.proxy,
+                 "admin_every": args.admin_every, "kill_after": args.kill_after} if args.driver == "protocol" else None)
     rows = []
     for store_kind in args.stores:
         server = None

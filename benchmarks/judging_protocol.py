@@ -39,65 +39,182 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
-import resource
+import re
 import time
-from pathlib import Path
+import urllib.request
 
 import websockets
 from judging_panel import Panel
+from qcat.judging.store.sign_ins import COOKIE
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-SETTLE_S = 60.0  # after the window, how long a judge waits for the answers to their last actions
+SIGN_IN_COOKIE = re.compile(re.escape(COOKIE) + r"=([^;\"]+)")
 
 
-class Judge:
-    """One judge: a WebSocket of their own to the app, the panel's logic, a judge's rhythm."""
+class Client:
+    """One browser page: a WebSocket of its own to the app (``address``: host:port, the app's or a
+    proxy's), the cookies a browser keeps (the proxy's route, the sign-in), the widget states it
+    sends again with each rerun. When the connection drops (the app killed or restarted) it
+    connects again to the same address every second, as Streamlit's page does, with its cookies
+    and widget states: behind a proxy that lands on another app process."""
 
-    def __init__(self, port: int, token: str, pace: float, key_s: float, seed: int) -> None:
-        self.port, self.token, self.pace, self.key_s, self.seed = port, token, pace, key_s, seed
-        self.rng = random.Random(seed)
-        self.panel = Panel()
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.cookies: dict[str, str] = {}
         self.widgets: dict[str, tuple[str, object]] = {}  # widget id -> (WidgetState field, value), as sent
         self.page_hash = ""
         self.cache: dict[str, tuple[int, ForwardMsg]] = {}  # hash -> (script runs then, message): the browser's cache
         self.runs = 0
-        self.sign_in_form: dict[str, str] = {}
-        self.panel_id = self.panel_fragment = ""
         self.autos: dict[str, asyncio.Task] = {}
         self.changed = asyncio.Event()
-        self.typed: dict[int, dict[tuple[str, str], int]] = {}
-        self.seconds = 0.0
-        self.auto_reruns = 0
+        self.auto_reruns = self.reconnects = self.dropped_sends = 0
+        self.reconnect_s: list[float] = []
+        self.closing = False
+
+    async def load_page(self) -> None:
+        """The page's HTML, as a browser loads it first: a proxy's Set-Cookie (its route) is kept."""
+        def get() -> list[str]:
+            with urllib.request.urlopen(f"http://{self.address}/", timeout=30) as response:
+                return response.headers.get_all("Set-Cookie") or []
+
+        for header in await asyncio.to_thread(get):
+            name, _, value = header.split(";", 1)[0].partition("=")
+            self.cookies[name.strip()] = value.strip()
+
+    async def connect(self) -> None:
+        cookie = "; ".join(f"{name}={value}" for name, value in self.cookies.items())
+        self.ws = await websockets.connect(f"ws://{self.address}/_stcore/stream", subprotocols=["streamlit"],
+                                           max_size=None, additional_headers={"Cookie": cookie} if cookie else None)
 
     async def open(self) -> None:
-        self.ws = await websockets.connect(f"ws://127.0.0.1:{self.port}/_stcore/stream", subprotocols=["streamlit"],
-                                           max_size=None)
+        await self.load_page()
+        await self.connect()
         self.tasks = [asyncio.create_task(self.read()), asyncio.create_task(self.ticks())]
         self.tasks[0].add_done_callback(lambda _: self.changed.set())  # a judge waiting hears of it at once
 
     async def close(self) -> None:
+        self.closing = True
         for task in [*self.tasks, *self.autos.values()]:
             task.cancel()
         await self.ws.close()
 
     async def rerun(self, fragment: str = "", auto: bool = False) -> None:
-        """``BackMsg.rerun_script``, as the browser's sendRerunBackMsg sends it: every widget state."""
+        """``BackMsg.rerun_script``, as the browser's sendRerunBackMsg sends it: every widget state.
+        Sent while the connection is down, it is lost, as in the browser."""
         back = BackMsg()
         state = back.rerun_script
         state.page_script_hash, state.fragment_id, state.is_auto_rerun = self.page_hash, fragment, auto
         state.cached_message_hashes.extend(self.cache)
         context = state.context_info
         context.timezone, context.timezone_offset, context.locale = "UTC", 0, "en-US"
-        context.url, context.is_embedded, context.color_scheme = f"http://127.0.0.1:{self.port}/", False, "light"
+        context.url, context.is_embedded, context.color_scheme = f"http://{self.address}/", False, "light"
         for widget_id, (field, value) in self.widgets.items():
             widget = state.widget_states.widgets.add()
             widget.id = widget_id
             setattr(widget, field, value)
         self.widgets = {k: v for k, v in self.widgets.items() if v[0] != "trigger_value"}  # a trigger goes once
-        await self.ws.send(back.SerializeToString())
+        try:
+            await self.ws.send(back.SerializeToString())
+        except websockets.ConnectionClosed:
+            self.dropped_sends += 1
+
+    async def read(self) -> None:
+        while True:
+            try:
+                async for raw in self.ws:
+                    await self.forward(raw)
+            except websockets.ConnectionClosed:
+                pass
+            if self.closing:
+                return
+            await self.reconnect()
+
+    async def reconnect(self, every: float = 1.0, give_up_s: float = 120.0) -> None:
+        lost = time.perf_counter()
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self.connect()
+                break
+            except (OSError, websockets.InvalidHandshake):
+                if time.perf_counter() - lost > give_up_s:
+                    raise
+        self.reconnects += 1
+        self.reconnect_s.append(time.perf_counter() - lost)
+        await self.rerun()  # the page's run on the new connection, with every widget state
+
+    async def forward(self, raw: bytes) -> None:
+        message = ForwardMsg()
+        message.ParseFromString(raw)
+        kind = message.WhichOneof("type")
+        if kind == "ref_hash":  # a message the browser said it holds
+            message = self.cache[message.ref_hash][1]
+            kind = message.WhichOneof("type")
+        if message.metadata.cacheable:
+            self.cache[message.hash] = (self.runs, message)
+        if kind == "new_session":
+            self.page_hash = message.new_session.page_script_hash
+        elif kind == "script_finished":  # the cache keeps what the last 2 runs used (maxCachedMessageAge)
+            self.runs += 1
+            self.cache = {h: (run, m) for h, (run, m) in self.cache.items() if self.runs - run <= 2}
+            self.script_finished()
+        elif kind == "auto_rerun" and message.auto_rerun.fragment_id not in self.autos:
+            fragment, every = message.auto_rerun.fragment_id, message.auto_rerun.interval
+            self.autos[fragment] = asyncio.create_task(self.auto_rerun(fragment, every))
+        elif kind == "delta" and message.delta.WhichOneof("type") == "new_element":
+            element = message.delta.new_element
+            if element.WhichOneof("type") == "html" and (found := SIGN_IN_COOKIE.search(element.html.body)):
+                self.cookies[COOKIE] = found.group(1)  # the page's script sets the sign-in cookie
+            self.element(element, message.delta.fragment_id)
+        await self.after_message()
+        self.changed.set()
+
+    def element(self, element, fragment: str) -> None:
+        pass
+
+    def script_finished(self) -> None:
+        pass
+
+    async def after_message(self) -> None:
+        pass
+
+    async def ticks(self) -> None:
+        pass
+
+    async def auto_rerun(self, fragment: str, every: float) -> None:
+        while True:
+            await asyncio.sleep(every)
+            await self.rerun(fragment, auto=True)
+            self.auto_reruns += 1
+
+    async def until(self, done, seconds: float) -> bool:
+        deadline = time.perf_counter() + seconds
+        while not done():
+            if self.tasks[0].done():  # the connection could not be made again, or what the server sent could not be read
+                self.tasks[0].result()
+                raise RuntimeError(f"{self.address}: the app closed the connection")
+            self.changed.clear()
+            try:
+                await asyncio.wait_for(self.changed.wait(), max(0.0, deadline - time.perf_counter()))
+            except TimeoutError:
+                return done()
+        return True
+
+
+class Judge(Client):
+    """One judge: a page of their own, the panel's logic, a judge's rhythm."""
+
+    def __init__(self, address: str, token: str, pace: float, key_s: float, seed: int) -> None:
+        super().__init__(address)
+        self.token, self.pace, self.key_s, self.seed = token, pace, key_s, seed
+        self.rng = random.Random(seed)
+        self.panel = Panel()
+        self.sign_in_form: dict[str, str] = {}
+        self.panel_id = self.panel_fragment = ""
+        self.typed: dict[int, dict[tuple[str, str], int]] = {}
+        self.seconds = 0.0
 
     async def flush(self) -> None:
         """What the panel sends: setStateValue('outbox', value), a rerun of the panel's fragment."""
@@ -105,28 +222,8 @@ class Judge:
             self.widgets[self.panel_id] = ("json_value", json.dumps({"outbox": self.panel.outgoing.pop(0)}))
             await self.rerun(self.panel_fragment)
 
-    async def read(self) -> None:
-        async for raw in self.ws:
-            message = ForwardMsg()
-            message.ParseFromString(raw)
-            kind = message.WhichOneof("type")
-            if kind == "ref_hash":  # a message the browser said it holds
-                message = self.cache[message.ref_hash][1]
-                kind = message.WhichOneof("type")
-            if message.metadata.cacheable:
-                self.cache[message.hash] = (self.runs, message)
-            if kind == "new_session":
-                self.page_hash = message.new_session.page_script_hash
-            elif kind == "script_finished":  # the cache keeps what the last 2 runs used (maxCachedMessageAge)
-                self.runs += 1
-                self.cache = {h: (run, m) for h, (run, m) in self.cache.items() if self.runs - run <= 2}
-            elif kind == "auto_rerun" and message.auto_rerun.fragment_id not in self.autos:
-                fragment, every = message.auto_rerun.fragment_id, message.auto_rerun.interval
-                self.autos[fragment] = asyncio.create_task(self.auto_rerun(fragment, every))
-            elif kind == "delta" and message.delta.WhichOneof("type") == "new_element":
-                self.element(message.delta.new_element, message.delta.fragment_id)
-            await self.flush()
-            self.changed.set()
+    async def after_message(self) -> None:
+        await self.flush()
 
     def element(self, element, fragment: str) -> None:
         kind = element.WhichOneof("type")
@@ -140,31 +237,12 @@ class Judge:
             self.panel_id, self.panel_fragment = element.bidi_component.id, fragment
             self.panel.receive(json.loads(element.bidi_component.json))
 
-    async def auto_rerun(self, fragment: str, every: float) -> None:
-        while True:
-            await asyncio.sleep(every)
-            await self.rerun(fragment, auto=True)
-            self.auto_reruns += 1
-
     async def ticks(self) -> None:
         while True:
             await asyncio.sleep(1)
             if self.panel_id:
                 self.panel.tick()
                 await self.flush()
-
-    async def until(self, done, seconds: float) -> bool:
-        deadline = time.perf_counter() + seconds
-        while not done():
-            if self.tasks[0].done():  # the connection closed, or what the server sent could not be read
-                self.tasks[0].result()
-                raise RuntimeError(f"judge {self.seed}: the app closed the connection")
-            self.changed.clear()
-            try:
-                await asyncio.wait_for(self.changed.wait(), max(0.0, deadline - time.perf_counter()))
-            except TimeoutError:
-                return done()
-        return True
 
     async def sign_in(self) -> None:
         await self.rerun()  # the page load
@@ -210,86 +288,5 @@ class Judge:
         return {"typed": self.typed, "seconds": self.seconds, "transitions": p.transitions,
                 "loading_shown": p.loading_shown, "statuses": p.statuses, "settled": self.settled(),
                 "ran_out": p.data.get("mode") == "done", "panel_messages": p.sends, "auto_reruns": self.auto_reruns,
-                "round_trips": p.round_trips}
-
-
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and every process under it (``qcat judge app`` runs the Streamlit server as a child)."""
-    found, pending = [], [pid]
-    while pending:
-        current = pending.pop()
-        found.append(current)
-        for task in Path(f"/proc/{current}/task").glob("*/children"):
-            pending += [int(child) for child in task.read_text().split()]
-    return found
-
-
-def cpu_seconds(pids: list[int], reaped: bool = False) -> float:
-    """utime + stime of the processes (/proc/PID/stat), with ``reaped`` that of their children gone."""
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:  # gone since
-            continue
-        total += sum(int(f) for f in fields[11:15 if reaped else 13])
-    return total / CLOCK_TICKS
-
-
-def peak_memory_mb(pids: list[int]) -> float:
-    """The largest peak resident size (VmHWM) among the processes."""
-    peaks = [0]
-    for pid in pids:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                peaks.append(int(line.split()[1]))
-    return round(max(peaks) / 1024, 1)
-
-
-def own_cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process
-    return usage.ru_utime + usage.ru_stime
-
-
-def store_cpu_seconds(postmaster: int | None) -> float | None:
-    """A PostgreSQL server's CPU: the postmaster with its live and reaped backends."""
-    if postmaster is None:
-        return None
-    return cpu_seconds([postmaster], reaped=True) + cpu_seconds(process_tree(postmaster)[1:])
-
-
-async def _drive(port: int, tokens: list[str], pace: float, minutes: float, key_s: float, app_pid: int,
-                 postmaster: int | None) -> tuple[list[Judge], dict]:
-    judges = [Judge(port, token, pace, key_s, i) for i, token in enumerate(tokens)]
-    try:
-        for judge in judges:
-            await judge.open()
-        await asyncio.gather(*(judge.sign_in() for judge in judges))
-        server = process_tree(app_pid)
-        before = (cpu_seconds(server), own_cpu_seconds(), store_cpu_seconds(postmaster), time.perf_counter())
-        await asyncio.gather(*(judge.grade(before[3] + minutes * 60) for judge in judges))
-        await asyncio.gather(*(judge.until(judge.settled, SETTLE_S) for judge in judges))
-        after = (cpu_seconds(server), own_cpu_seconds(), store_cpu_seconds(postmaster), time.perf_counter())
-        usage = {"server_cpu_s": after[0] - before[0], "driver_cpu_s": after[1] - before[1],
-                 "store_server_cpu_s": None if postmaster is None else after[2] - before[2],
-                 "window_s": after[3] - before[3], "server_peak_memory_mb": peak_memory_mb(server)}
-    finally:
-        for judge in judges:
-            if hasattr(judge, "ws"):
-                await judge.close()
-    return judges, usage
-
-
-def drive(port: int, tokens: list[str], pace: float, minutes: float, key_s: float, app_pid: int,
-          postmaster: int | None = None) -> tuple[list[dict], dict]:
-    """Every judge signs in, then all grade for ``minutes`` (the grading window: from the moment all
-    are signed in until the last answer to their last action, at most :data:`SETTLE_S` after the
-    minutes), each at ``pace`` queries a minute with keys ``key_s`` apart. What each judge typed
-    and met (:meth:`Judge.result`), and the window's use: the app's CPU seconds (its process tree's
-    utime + stime from /proc), its peak memory (VmHWM), this driver's own CPU seconds (getrusage)
-    and, given its postmaster's pid, a PostgreSQL server's."""
-    judges, usage = asyncio.run(_drive(port, tokens, pace, minutes, key_s, app_pid, postmaster))
-    return [judge.result() for judge in judges], usage
+                "round_trips": p.round_trips, "reconnects": self.reconnects, "reconnect_s": self.reconnect_s,
+                "dropped_sends": self.dropped_sends}

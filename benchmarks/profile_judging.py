@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import bench_judging  # beside this file
-import judging_protocol
+import judging_load
 
 # Parts of the app: (name, pattern, leaf only), matched against a sample's frames (function and file)
 # from the leaf up; the process and thread frames at the root are never matched.
@@ -137,7 +137,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="qcat-profile-judging-"))
     url = f"sqlite:///{folder / 'bench.db'}"
     queries = int(args.pace * args.minutes) + 3
-    tokens = bench_judging.prepare(url, args.judges, queries, folder)
+    *tokens, _admin = bench_judging.prepare(url, args.judges, queries, folder)
     port = bench_judging.free_port()
     app = bench_judging.start_app(url, port, folder / "app.log")
     raw = args.keep or folder / "stacks.txt"
@@ -147,7 +147,8 @@ def main() -> None:
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(1)
     try:
-        results, usage = judging_protocol.drive(port, tokens, args.pace, args.minutes, args.key_ms / 1000, app.pid)
+        results, usage = judging_load.drive([f"127.0.0.1:{port}"], tokens, args.pace, args.minutes, args.key_ms / 1000,
+                                            [app.pid])
     finally:
         load_during = os.getloadavg()[0]
         sampler.send_signal(signal.SIGINT)
