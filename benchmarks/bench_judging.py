@@ -48,6 +48,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 import judging_load  # beside this file: the protocol judges' runs (--driver protocol)
@@ -186,19 +187,21 @@ def judge(url: str, token: str, queries: int, key_s: float, seed: int, out: dict
             browser.close()
 
 
-def stored_grades(url: str) -> dict[int, dict[tuple[str, str], int]]:
+def stored_grades(url: str) -> dict[tuple[str, int], dict[tuple[str, str], int]]:
+    """Every grade in the store: (judge's name, query id) -> (listing, side) -> grade."""
     from sqlalchemy import select
 
     from qcat.judging.store.connection import open_store
-    from qcat.judging.store.models import Judgment
+    from qcat.judging.store.models import Judge, Judgment
 
     store = open_store(url)
     with store.sessions() as session:
-        rows = session.execute(select(Judgment.query_id, Judgment.listing_id, Judgment.side, Judgment.grade)).all()
+        rows = session.execute(select(Judge.name, Judgment.query_id, Judgment.listing_id, Judgment.side, Judgment.grade)
+                               .join(Judge, Judge.id == Judgment.judge_id)).all()
     store.dispose()
-    stored: dict[int, dict[tuple[str, str], int]] = {}
-    for query_id, listing, side, grade in rows:
-        stored.setdefault(query_id, {})[(listing, side)] = grade
+    stored: dict[tuple[str, int], dict[tuple[str, str], int]] = {}
+    for name, query_id, listing, side, grade in rows:
+        stored.setdefault((name, query_id), {})[(listing, side)] = grade
     return stored
 
 
@@ -207,9 +210,10 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
 
 
-def prepare(url: str, judges: int, queries: int, folder: Path, judges_per_query: int = 1) -> list[str]:
+def prepare(url: str, judges: int, queries: int, folder: Path, judges_per_query: int = 1, gold: int = 0) -> list[str]:
     """A migrated store, ``judges`` judges (their tokens), an admin (the last token) and a session
-    of ``queries`` queries for each judge, and what each panel holds at the end."""
+    of ``queries`` queries for each judge, and what each panel holds at the end, each judged by
+    ``judges_per_query`` judges; its first ``gold`` queries made gold questions (known grades)."""
     qcat("db", "upgrade", "--url", url)
     tokens = [qcat("judge", "add-judge", f"judge{i}", "--url", url).stdout.strip() for i in range(judges)]
     tokens.append(qcat("judge", "add-admin", "organizer", "--url", url).stdout.strip())
@@ -218,6 +222,12 @@ def prepare(url: str, judges: int, queries: int, folder: Path, judges_per_query:
     today, candidate = write_results(folder, judges * (queries + MAX_HOLD))
     qcat("judge", "create-session", "--results", today, "--results", candidate, "--judges-per-query", judges_per_query,
          "--name", "bench", "--url", url)
+    if gold:
+        known = folder / "gold.csv"
+        known.write_text("query,listing_id,grade\n" + "".join(
+            f"bench query {q},{listing},{(q + i) % 4}\n" for q in range(gold) for i, listing in enumerate(
+                [f"S{q}-{i}" for i in range(2)] + [f"{side}{q}-{i}" for side in "AB" for i in range(3)])))
+        qcat("judge", "add-gold", "--session", "bench", "--file", known, "--url", url)
     return tokens
 
 
@@ -242,7 +252,8 @@ def run(store_kind: str, url: str, judges: int, queries: int, key_s: float, fold
     protocol = protocol or {}
     if protocol:
         queries = math.ceil(protocol["pace"] * protocol["minutes"]) + 2
-    *tokens, admin_token = prepare(url, judges, queries, folder)
+    *tokens, admin_token = prepare(url, judges, queries, folder, protocol.get("judges_per_query", 1),
+                                   protocol.get("gold", 0))
     ports = [free_port() for _ in range(protocol.get("apps", 1))]
     apps = [start_app(url, port, folder / f"app-{store_kind}-{judges}-{i}.log", protocol.get("proxy", False))
             for i, port in enumerate(ports)]
@@ -280,11 +291,11 @@ def run(store_kind: str, url: str, judges: int, queries: int, key_s: float, fold
 def tally(store_kind: str, url: str, judges: int, results: list[dict], key_s: float) -> dict:
     stored = stored_grades(url)
     keys = as_typed = 0
-    for result in results:
+    for i, result in enumerate(results):  # judge i is judge{i} (prepare)
         for query_id, grades in result["typed"].items():
             for key, grade in grades.items():
                 keys += 1
-                as_typed += stored.get(query_id, {}).get(key) == grade
+                as_typed += stored.get((f"judge{i}", query_id), {}).get(key) == grade
     transitions = [t for result in results for t in result["transitions"]] or [float("nan")]
     return {"store": store_kind, "judges": judges, "queries": sum(len(r["typed"]) for r in results),
             "enter_to_next_p50_s": round(statistics.median(transitions), 4),
@@ -328,31 +339,36 @@ def protocol_figures(results: list[dict], usage: dict, protocol: dict) -> dict:
 
 def admin_figures(url: str, usage: dict) -> dict:
     """The organizer's reloads of the admin page while the judges graded (``admin_page_*``: each
-    reload, sent to finished), and whether the page, reloaded once every answer was in, showed the
-    store's figures: judgments and complete queries (the Sessions table) and each judge's count
-    (the Judges table) against a count of the store's assignments."""
+    reload, sent to finished), and whether the page, reloaded once every answer was in, showed what
+    a recount of the store's assignments gives: judgments and complete queries (the Sessions table:
+    gold questions apart) and each judge's queries judged (the Judges table)."""
     if "admin_page_s" not in usage:
         return {}
-    from sqlalchemy import func, select
+    from sqlalchemy import select
 
     from qcat.judging.store.connection import open_store
-    from qcat.judging.store.models import Assignment, Judge
+    from qcat.judging.store.models import Assignment, Judge, JudgingSession, SessionQuery
 
     store = open_store(url)
     with store.sessions() as session:
-        per_judge = dict(session.execute(select(Judge.name, func.count(Assignment.id)).join(Assignment)
-                                         .where(Assignment.status == "done").group_by(Judge.name)).all())
+        rows = session.execute(select(Judge.name, Assignment.query_id, SessionQuery.gold, JudgingSession.judges_per_query)
+                               .join(Judge, Judge.id == Assignment.judge_id)
+                               .join(SessionQuery, SessionQuery.id == Assignment.query_id)
+                               .join(JudgingSession, JudgingSession.id == SessionQuery.session_id)
+                               .where(Assignment.status == "done")).all()
     store.dispose()
+    per_judge = Counter(name for name, *_ in rows)
+    per_query = Counter((query, quota) for _, query, gold, quota in rows if not gold)
+    done, complete = sum(per_query.values()), sum(n >= quota for (_, quota), n in per_query.items())
     sessions = next((t for t in usage["admin_tables"] if t and "judgments needed" in t[0]), [])
     judges = next((t for t in usage["admin_tables"] if t and "judged" in t[0]), [])
     shown = {row["judge"]: row["judged"] for row in judges}
     pages = usage["admin_page_s"] or [float("nan")]
-    done = sum(per_judge.values())
     return {"admin_reloads": len(usage["admin_page_s"]), "admin_page_p50_s": round(statistics.median(pages), 3),
             "admin_page_p90_s": round(percentile(pages, 0.9), 3), "admin_page_max_s": round(max(pages), 3),
             "admin_judgments_shown": sum(row["judgments"] for row in sessions), "store_judgments": done,
             "admin_figures_right": (sum(row["judgments"] for row in sessions) == done
-                                    and sum(row["complete"] for row in sessions) == done
+                                    and sum(row["complete"] for row in sessions) == complete
                                     and all(shown.get(name, 0) == n for name, n in per_judge.items()))}
 
 
