@@ -15,6 +15,7 @@ message; ``store_down`` keeps it in the panel, with the grades, for the judge to
 from __future__ import annotations
 
 import html
+import math
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ PREFETCH = 4  # queries held ready after the one on screen, at least: a margin f
 MAX_HOLD = 12  # queries a panel may hold at most, the one on screen included (it asks from the judge's pace)
 PROGRESS_SECONDS = 5.0
 MAX_ACTIONS = 200  # an outbox longer than this is not the panel's
+RELEASE_EVERY = 10.0  # seconds: a desk releases the session's idle claims at most this often (a scan per pick cost CPU)
 STORE_DOWN = "The judging store cannot be reached right now"
 
 
@@ -105,8 +107,10 @@ class GradingDesk:
     answered: dict[str, dict] = field(default_factory=dict)  # action id -> its answer (kept by the app per page)
     finished: set[int] = field(default_factory=set)  # queries this page has acted on: never shown again by it
     drawn: dict[int, dict] = field(default_factory=dict)  # query id -> screen_data (a query's lists never change)
+    shown: dict[int, QueryScreen] = field(default_factory=dict)  # query id -> its screen, for the submit's checks
     counted: tuple[float, dict] | None = None  # (when, progress)
     acted: bool = False  # an action of the judge was stored since the counts were read
+    released_at: float = -math.inf  # when this desk last released the session's idle claims (monotonic)
     log: Any = None
 
     def take(self, outbox: object) -> dict[str, dict]:
@@ -155,7 +159,7 @@ class GradingDesk:
         try:
             if kind in ("submit", "review"):
                 result = judgments.submit(self.store, self.judge_id, query_id, self.grades(action), flag_note=note,
-                                          resubmit=kind == "review",
+                                          resubmit=kind == "review", shown=self.shown.get(query_id),
                                           active_seconds=action.get("seconds") if kind == "submit" else None)
                 if kind == "review":
                     changed = result.listings_updated
@@ -230,15 +234,22 @@ class GradingDesk:
         # Never fewer than the panel holds: by the time this answer lands the judge may be on any of
         # them (a fast judge wants fewer after a quick first answer, and this one may come late).
         count = max(self.hold(want), len(held))
-        ids = assignment.next_queries(self.store, self.judge_id, self.session_id, count,
-                                      self.claim_timeout, holding=held, passed_over=skip)
-        new = [query_id for query_id in ids if query_id not in self.drawn]
-        if new:
-            with self.store.sessions() as session:
-                for query_id in new:
-                    self.drawn[query_id] = screen_data(screens.screen(session, query_id, self.judge_id))
+        shown: dict[int, QueryScreen] = {}
+
+        def draw(session, ids: list[int]) -> None:  # in the pick's transaction: one round trip less
+            shown.update({query_id: screens.screen(session, query_id, self.judge_id)
+                          for query_id in ids if query_id not in self.drawn})
+
+        release_idle = time.monotonic() - self.released_at >= RELEASE_EVERY
+        ids = assignment.next_queries(self.store, self.judge_id, self.session_id, count, self.claim_timeout,
+                                      holding=held, passed_over=skip, release_idle=release_idle, then=draw)
+        if release_idle:
+            self.released_at = time.monotonic()
+        self.shown.update(shown)
+        self.drawn.update({query_id: screen_data(screen) for query_id, screen in shown.items()})
         for query_id in set(self.drawn) - set(ids):
             del self.drawn[query_id]
+            self.shown.pop(query_id, None)
         return [{"id": query_id} if query_id in held else self.drawn[query_id] for query_id in ids]
 
     def review(self, query_id: int) -> list[dict]:

@@ -30,7 +30,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from qcat.errors import InputError
 from qcat.judging.grading.assignment import AlreadyFinished, check_note, judge_assignment
-from qcat.judging.grading.screens import screen
+from qcat.judging.grading.screens import QueryScreen, screen
 from qcat.judging.store.connection import Store
 from qcat.judging.store.models import (
     GRADE_NAMES,
@@ -108,7 +108,8 @@ def _upsert(session, rows: list[dict]):
 
 def submit(store: Store, judge_id: int, query_id: int,
            grades: Mapping[tuple[str, str], object] | Iterable[tuple[str, str, object]],
-           flag_note: str | None = None, resubmit: bool = True, active_seconds: float | None = None) -> SubmitResult:
+           flag_note: str | None = None, resubmit: bool = True, active_seconds: float | None = None,
+           shown: QueryScreen | None = None) -> SubmitResult:
     """Store this judge's grades of every listing shown for the query.
 
     ``grades`` maps ``(listing_id, side)`` to a grade 0–3 (or is a list of ``(listing_id, side,
@@ -118,7 +119,8 @@ def submit(store: Store, judge_id: int, query_id: int,
     skipped, and, when ``resubmit`` is False (the app: another window may have submitted it), a
     query this judge has already submitted. ``resubmit=True`` updates the changed grades.
     ``active_seconds``: the time the grading panel measured the judge at work on the query, kept
-    with the first submission (a later change of grades keeps it)."""
+    with the first submission (a later change of grades keeps it). ``shown``: the query's screen
+    when the caller has it already (:func:`screen`; a query's lists never change), else read."""
     graded = _normalize(grades)
     seconds = check_active_seconds(active_seconds)
     note = check_note(flag_note) if flag_note is not None else ""
@@ -128,7 +130,8 @@ def submit(store: Store, judge_id: int, query_id: int,
             raise AlreadyFinished(query_id, assignment.status)
         if assignment.status == "released":
             _take_back_claim(session, assignment)
-        shown = screen(session, query_id)
+        if shown is None or shown.query_id != query_id:
+            shown = screen(session, query_id)
         expected = shown.expected()
         unknown = sorted(set(graded) - expected)
         if unknown:
@@ -138,9 +141,12 @@ def submit(store: Store, judge_id: int, query_id: int,
         missing = expected - set(graded)
         if missing:
             raise InputError(f"grade every listing: {len(missing)} of {len(expected)} are not graded yet")
-        before = dict(((listing, side), grade) for listing, side, grade in session.execute(
-            select(Judgment.listing_id, Judgment.side, Judgment.grade)
-            .where(Judgment.judge_id == judge_id, Judgment.query_id == query_id)).all())
+        # Grades are only ever stored by a submit, which marks the assignment done in the same
+        # transaction: before the first one there is nothing to read.
+        before = {} if assignment.status != "done" else dict(
+            ((listing, side), grade) for listing, side, grade in session.execute(
+                select(Judgment.listing_id, Judgment.side, Judgment.grade)
+                .where(Judgment.judge_id == judge_id, Judgment.query_id == query_id)).all())
         now = utcnow()
         rows = [{"judge_id": judge_id, "query_id": query_id, "listing_id": listing, "side": side, "grade": grade,
                  "created_at": now, "updated_at": now} for (listing, side), grade in sorted(graded.items())]

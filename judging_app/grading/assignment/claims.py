@@ -4,11 +4,12 @@ due), each claim one conditional update, the whole pick started over when it rac
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import exists, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session
 
 from qcat.errors import InputError
 from qcat.judging.grading.assignment.gold_turns import gold_candidate
@@ -106,15 +107,19 @@ def next_query(store: Store, judge_id: int, session_id: int, claim_timeout: time
 
 def next_queries(store: Store, judge_id: int, session_id: int, count: int,
                  claim_timeout: timedelta = CLAIM_TIMEOUT, holding: Sequence[int] = (),
-                 passed_over: Collection[int] = ()) -> list[int]:
+                 passed_over: Collection[int] = (), release_idle: bool = True,
+                 then: Callable[[Session, list[int]], None] | None = None) -> list[int]:
     """The ids of up to ``count`` queries for the judge, in the order to judge them: the one to
     show now and the ones the grading panel holds ready after it (each claimed, as
     :func:`next_query` claims one), in one transaction. ``holding``: the queries the panel holds
     now, in its order; those not finished meanwhile come first, so a prefetched query is never
     swapped for another. ``passed_over``: queries the panel has let go of (never given again by it).
+    ``release_idle``: False when the caller released the session's idle claims a moment ago (they
+    are released at most ``claim_timeout`` plus that moment late). ``then(session, ids)`` runs in
+    the same transaction, after the pick (the grading desk reads the new queries' screens there).
     (:func:`screen` gives what each shows; it never changes.)"""
     def pick(session) -> list[int]:
-        record, now = _ready(session, judge_id, session_id, claim_timeout)
+        record, now = _ready(session, judge_id, session_id, claim_timeout, release_idle)
         mine = _Mine(session, judge_id, record)
         picked: list[int] = []
         for index in range(count):
@@ -126,6 +131,8 @@ def next_queries(store: Store, judge_id: int, session_id: int, count: int,
                 break
             picked.append(query_id)
         mine.touch(now)
+        if then is not None:
+            then(session, picked)
         return picked
 
     return _claiming(store, pick)
@@ -146,14 +153,16 @@ def _claiming(store: Store, pick):
     raise InputError("could not claim a query after many attempts: the database is too busy, try again")
 
 
-def _ready(session, judge_id: int, session_id: int, claim_timeout: timedelta) -> tuple[JudgingSession, datetime]:
+def _ready(session, judge_id: int, session_id: int, claim_timeout: timedelta,
+           release_idle: bool = True) -> tuple[JudgingSession, datetime]:
     """Check the session, the judge and their membership; release the session's idle claims."""
     record = check_session(session, session_id)
     if not session.scalar(select(Judge.active).where(Judge.id == judge_id)):
         raise InputError(INACTIVE if judge_exists(session, judge_id) else f"judge {judge_id!r} does not exist")
     check_member(session, judge_id, session_id)
     now = utcnow()
-    release_where(session, Assignment.session_id == session_id, Assignment.active_at < now - claim_timeout)
+    if release_idle:
+        release_where(session, Assignment.session_id == session_id, Assignment.active_at < now - claim_timeout)
     return record, now
 
 

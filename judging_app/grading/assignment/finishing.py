@@ -23,11 +23,11 @@ class AlreadyFinished(InputError):
 
 
 def judge_assignment(session, judge_id: int, query_id: int) -> Assignment:
-    if session.get(SessionQuery, query_id) is None:
-        raise InputError(f"query {query_id!r} does not exist")
     assignment = session.scalar(select(Assignment).where(Assignment.judge_id == judge_id, Assignment.query_id == query_id)
                                 .with_for_update())
     if assignment is None:
+        if session.get(SessionQuery, query_id) is None:
+            raise InputError(f"query {query_id!r} does not exist")
         raise InputError(f"query {query_id!r} is not assigned to this judge")
     return assignment
 
