@@ -33,7 +33,7 @@ from qcat.judging.store.models import CATEGORY_GRADE_NAMES, GRADE_NAMES
 
 PREFETCH = 4  # queries held ready after the one on screen, at least: a margin for a busy server
 MAX_HOLD = 12  # queries a panel may hold at most, the one on screen included (it asks from the judge's pace)
-PROGRESS_SECONDS = 5.0
+PROGRESS_SECONDS = 15.0  # the session's counts on the panel: read again at most this often (a scan of the session)
 MAX_ACTIONS = 200  # an outbox longer than this is not the panel's
 RELEASE_EVERY = 10.0  # seconds: a desk releases the session's idle claims at most this often (a scan per pick cost CPU)
 STORE_DOWN = "The judging store cannot be reached right now"
