@@ -165,3 +165,30 @@ def test_admin_cli_commands(tmp_path):
     finally:
         store.dispose()
     assert qcat("judge", "deactivate", "ann", "--reactivate", "--url", db).returncode == 0
+
+
+def test_the_live_agreement_is_the_reports_agreement_read_from_the_judgments_alone(store):
+    """Issue 55 item 5: the admin page's agreement no longer builds the whole report; on a session
+    with a listing shown in both groups, three judges and three segments, every figure is the
+    report's."""
+    queries = [QuerySpec(f"query {i}", ("head", "torso", "tail")[i % 3],
+                         [Listing(f"s{i}", f"Shared {i}", "Home"), *(Listing(f"b{i}-{j}", f"B {i}.{j}", "Home")
+                                                                      for j in range(2))],
+                         [Listing(f"s{i}", f"Shared {i}", "Home"), Listing(f"t{i}", f"T {i}", "Home")])
+               for i in range(6)]
+    session_id = store_session(store, "live", "A", "B", queries, judges_per_query=3)
+    judges = [add_judge(store, name)[0] for name in ("ann", "bob", "cy")]
+    for n, judge in enumerate(judges):
+        while (screen := assignment.next_query(store, judge.id, session_id)) is not None:
+            grades = {key: (sum(map(ord, key[0])) * (judge.id + 1) + n) % 4 for key in grade_all(screen, 0)}
+            shared = {listing for listing, side in grades if side == "right" and (listing, "left") in grades}
+            grades.update({(listing, "right"): grades[(listing, "left")] for listing in shared})
+            judgments.submit(store, judge.id, screen.query_id, grades)
+    live = admin.live_agreement(store, session_id)
+    report = build_report(store, session_id, bootstrap=0, min_judges=1)["agreement"]
+    assert [row["segment"] for row in live] == [row["segment"] for row in report]
+    for mine, theirs in zip(live, report):
+        assert mine.keys() == theirs.keys()
+        for key, value in mine.items():
+            assert value == pytest.approx(theirs[key], nan_ok=True), (mine["segment"], key)
+    assert live[-1]["units"] == 6 * 4  # each query's four listings, the shared one once

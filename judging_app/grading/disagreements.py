@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from qcat.errors import InputError
 from qcat.judging.grading.assignment import check_note
@@ -61,15 +61,25 @@ class Disagreement:
 
 def queue(store: Store, session_id: int) -> list[Disagreement]:
     """The session's queries with a listing whose grades differ by 2 or more and that no admin
-    has settled; the largest spread first, then session order."""
+    has settled; the largest spread first, then session order. The spreads are found in SQL, so
+    that only the disputed queries' grades and titles are read (a live sprint's admin page reads
+    this on every reload)."""
     with store.sessions() as session:
+        done = ((Assignment.judge_id == Judgment.judge_id) & (Assignment.query_id == Judgment.query_id))
+        disputed_ids = set(session.scalars(
+            select(Judgment.query_id).join(SessionQuery, SessionQuery.id == Judgment.query_id).join(Assignment, done)
+            .where(SessionQuery.session_id == session_id, ~SessionQuery.gold, Assignment.status == "done")
+            .group_by(Judgment.query_id, Judgment.listing_id)
+            .having(func.max(Judgment.grade) - func.min(Judgment.grade) >= SPREAD)))
+        if not disputed_ids:
+            return []
         rows = session.execute(
             select(SessionQuery.id, SessionQuery.text, SessionQuery.segment, SessionQuery.position,
                    SessionQuery.extra_judges, Judgment.listing_id, Judge.name, Judgment.grade)
             .join(Judgment, Judgment.query_id == SessionQuery.id)
             .join(Judge, Judge.id == Judgment.judge_id)
-            .join(Assignment, (Assignment.judge_id == Judgment.judge_id) & (Assignment.query_id == Judgment.query_id))
-            .where(SessionQuery.session_id == session_id, ~SessionQuery.gold, Assignment.status == "done")
+            .join(Assignment, done)
+            .where(SessionQuery.id.in_(disputed_ids), Assignment.status == "done")
             .order_by(SessionQuery.position, Judgment.side)).all()
         settled = set(session.execute(
             select(QueryReview.query_id, QueryReview.listing_id).join(SessionQuery, SessionQuery.id == QueryReview.query_id)
@@ -81,8 +91,7 @@ def queue(store: Store, session_id: int) -> list[Disagreement]:
             sent_back[query_id] += 1
         titles = dict(session.execute(
             select(ResultItem.listing_id, ResultItem.title).join(ResultList, ResultList.id == ResultItem.list_id)
-            .join(SessionQuery, SessionQuery.id == ResultList.query_id)
-            .where(SessionQuery.session_id == session_id)).all())
+            .where(ResultList.query_id.in_(disputed_ids))).all())
     queries: dict[int, tuple] = {}
     grades: dict[int, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
     for query_id, text, segment, position, _, listing, judge, grade in rows:

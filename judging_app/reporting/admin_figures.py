@@ -9,13 +9,22 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from sqlalchemy import case, func, select
+from sqlalchemy import and_, case, func, select
 
 from qcat.judging.grading.sessions import SEGMENTS, judge_facing_name
 from qcat.judging.reporting.categories import build_category_report
-from qcat.judging.reporting.report import build_report
+from qcat.judging.reporting.report import agreement_rows
 from qcat.judging.store.connection import Store
-from qcat.judging.store.models import Assignment, Judge, JudgingSession, SessionQuery, utcnow
+from qcat.judging.store.models import (
+    Assignment,
+    Judge,
+    JudgingSession,
+    Judgment,
+    ResultItem,
+    ResultList,
+    SessionQuery,
+    utcnow,
+)
 
 
 def _aware(moment: datetime | None) -> datetime | None:
@@ -93,8 +102,23 @@ def claims_in_flight(store: Store, now: datetime | None = None) -> list[dict]:
 
 
 def live_agreement(store: Store, session_id: int) -> list[dict]:
-    """Krippendorff's alpha (ordinal) per segment over every judgment stored so far."""
+    """Krippendorff's alpha (ordinal) per segment over every judgment stored so far: the report's
+    agreement table (:func:`agreement_rows`), read from the judgments alone (building the whole
+    report for it took about a second of CPU at 1,200 judged queries, every time the page drew)."""
     with store.sessions() as session:
-        kind = session.get(JudgingSession, session_id).kind
-    build = build_category_report if kind == "categories" else build_report
-    return build(store, session_id, bootstrap=0, min_judges=1)["agreement"]
+        record = session.get(JudgingSession, session_id)
+        if record.kind == "categories":
+            return build_category_report(store, session_id, bootstrap=0, min_judges=1)["agreement"]
+        regular = (SessionQuery.session_id == session_id, ~SessionQuery.gold)
+        segment_by_id = dict(session.execute(select(SessionQuery.id, SessionQuery.segment).where(*regular)).all())
+        judgments = session.execute(
+            select(Judgment.query_id, Judgment.listing_id, Judgment.side, Judgment.grade)
+            .join(SessionQuery, SessionQuery.id == Judgment.query_id)
+            .join(Assignment, and_(Assignment.judge_id == Judgment.judge_id, Assignment.query_id == Judgment.query_id))
+            .where(*regular, Assignment.status == "done")).all()
+        shared = set(map(tuple, session.execute(
+            select(ResultList.query_id, ResultItem.listing_id).join(ResultItem, ResultItem.list_id == ResultList.id)
+            .join(SessionQuery, SessionQuery.id == ResultList.query_id).where(*regular)
+            .group_by(ResultList.query_id, ResultItem.listing_id)
+            .having(func.count(func.distinct(ResultList.side)) == 2)).all()))  # tuples: a Row compares slowly
+        return agreement_rows(judgments, segment_by_id, shared, record.judges_per_query)

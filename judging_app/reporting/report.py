@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from datetime import datetime, timezone
 
 import numpy as np
@@ -91,6 +92,21 @@ def agreement_unit(query_id: int, side: str, listing_id: str, shared: set[tuple[
     return (query_id, "both" if (query_id, listing_id) in shared else side, listing_id)
 
 
+def agreement_rows(judgments: Iterable[tuple[int, str, str, int]], segment_by_id: dict[int, str],
+                   shared: set[tuple[int, str]], judges_per_query: int) -> list[dict]:
+    """Inter-rater agreement per segment and the mix over ``judgments`` (query id, listing, side,
+    grade); ``shared``: the (query id, listing) pairs shown in both groups (one unit, graded once)."""
+    units_by_segment: dict[str, dict[tuple, list[int]]] = {s: defaultdict(list) for s in (*SEGMENTS, MIX)}
+    for query_id, listing_id, side, grade in judgments:
+        unit = agreement_unit(query_id, side, listing_id, shared)
+        if unit[1] == "both" and side == "right":
+            continue  # the same grade as on the left
+        for segment in (segment_by_id[query_id], MIX):
+            units_by_segment[segment][unit].append(grade)
+    return [{"segment": segment, **agreement(list(units_by_segment[segment].values()), judges_per_query)}
+            for segment in (*SEGMENTS, MIX)]
+
+
 def build_report(store: Store, key: str | int, bootstrap: int = 1000, seed: int = 0, min_judges: int | None = None) -> dict:
     if bootstrap < 0:
         raise InputError(f"bootstrap draws must be non-negative, got {bootstrap}")
@@ -116,22 +132,12 @@ def build_report(store: Store, key: str | int, bootstrap: int = 1000, seed: int 
                      "baseline": base_mean, "target": mean_defined(t), "delta": delta, "low": low, "high": high,
                      "relative": delta / base_mean if base_mean and not math.isnan(base_mean) else float("nan"),
                      **counts})
-    agreements = []
-    units_by_segment: dict[str, dict[tuple, list[int]]] = {s: defaultdict(list) for s in (*SEGMENTS, MIX)}
-    segment_by_id = {q.id: q.segment for q in results.queries}
     sides_of: dict[tuple[int, str], set[str]] = defaultdict(set)
     for item in results.items:
         sides_of[(item.query_id, item.listing_id)].add(item.side)
     shared = {key for key, sides in sides_of.items() if len(sides) == 2}
-    for j in results.judgments:
-        unit = agreement_unit(j.query_id, j.side, j.listing_id, shared)
-        if unit[1] == "both" and j.side == "right":
-            continue  # the same grade as on the left
-        for segment in (segment_by_id[j.query_id], MIX):
-            units_by_segment[segment][unit].append(j.grade)
-    for segment in (*SEGMENTS, MIX):
-        agreements.append({"segment": segment, **agreement(list(units_by_segment[segment].values()),
-                                                            results.judges_per_query)})
+    agreements = agreement_rows(((j.query_id, j.listing_id, j.side, j.grade) for j in results.judgments),
+                                {q.id: q.segment for q in results.queries}, shared, results.judges_per_query)
     by_side = {side: [j.grade for j in results.judgments if j.side == side] for side in ("left", "right")}
     by_system = {system: [j.grade for j in results.judgments if j.system == system] for system in SYSTEMS}
     return {
