@@ -3,6 +3,7 @@
 Run: python benchmarks/bench_judging.py [--judges 1 3] [--queries 30] [--key-ms 30]
      [--stores sqlite postgresql]                                (figures in docs/benchmarks/judging.md)
      python benchmarks/bench_judging.py --driver protocol --judges 5 10 30 --pace 20 --minutes 2
+         [--admin-every 5] [--apps 2 --proxy --kill-after 30]
 
 For each store and judge count: a fresh store (`qcat db upgrade`), the judges (`qcat judge
 add-judge`), a session built from two generated result files (`qcat judge create-session
@@ -18,6 +19,11 @@ the server between keys or queries, as a judge at full speed would not.
 (benchmarks/judging_protocol.py, the panel's logic in judging_panel.py), so that ten or thirty
 judges cost the machine little and the server can be measured. Each grades for --minutes at
 --pace queries a minute: reads the query on screen, types its grades --key-ms apart, Enter.
+--admin-every S adds an organizer who reloads the admin page every S seconds (timed, and its
+tables checked against a recount of the store at the end). --apps N runs N app processes on the
+store (judges spread over them), --proxy puts the nginx block of docs/guide/judging-team.md in
+front of them (judges then go through it), --kill-after S kills the app with the most connections
+S seconds into the window (its judges' pages connect again, through the proxy to another app).
 
 Printed per judge count: Enter -> next query ready (median and p90 over every transition: in
 Chromium from the Enter keydown to the next query drawn; by protocol from the Enter to the next

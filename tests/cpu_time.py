@@ -8,7 +8,9 @@ draw each worker's timeline), where
 started and waited for in the meantime (``qcat`` commands, servers, browsers). A module-scoped
 fixture counts for the test that first asks for it. pytest-xdist workers append to the one file.
 ``python tests/cpu_time.py FILE`` sums it by module; ``python tests/cpu_time.py FILE --order >
-tests/costliest_first.txt`` writes the order the modules are handed out in (tests/conftest.py).
+tests/costliest_first.txt`` writes the order the modules are handed out in (tests/conftest.py);
+``python tests/cpu_time.py FILE --record > tests/test_times.json`` the record of a full run that
+``tests/test_suite_speed.py`` holds the fast loop to (each test's wall seconds).
 """
 
 from __future__ import annotations
@@ -76,8 +78,17 @@ def costliest_first(path: str) -> list[str]:
     return [module for module, _ in wall.most_common()]
 
 
+def record(path: str) -> dict:
+    """Each test's wall seconds (setup, call and teardown) in ``path``: tests/test_times.json."""
+    return {"command": "python -m pytest --cpu-times FILE; python tests/cpu_time.py FILE --record",
+            "tests": len(_records(path)),
+            "seconds": {r["test"]: r["wall"] for r in sorted(_records(path), key=lambda r: r["test"])}}
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[2] == "--order":
         print("\n".join(costliest_first(sys.argv[1])))
+    elif len(sys.argv) > 2 and sys.argv[2] == "--record":
+        print(json.dumps(record(sys.argv[1]), indent=0))
     else:
         print(summary(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 30))
