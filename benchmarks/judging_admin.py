@@ -22,7 +22,6 @@ class Admin(Client):
     def __init__(self, address: str, token: str, every: float) -> None:
         super().__init__(address)
         self.token, self.every = token, every
-        self.form: dict[str, str] = {}
         self.title = ""
         self.tables: list[list[dict]] = []  # the tables of the last run finished, in page order
         self.drawing: list[list[dict]] = []
@@ -30,12 +29,9 @@ class Admin(Client):
         self.page_s: list[float] = []  # every timed reload: the message sent to the run finished
 
     def element(self, element, fragment: str) -> None:
+        super().element(element, fragment)
         kind = element.WhichOneof("type")
-        if kind == "text_input":
-            self.form["token"] = element.text_input.id
-        elif kind == "button" and element.button.is_form_submitter:
-            self.form["submit"] = element.button.id
-        elif kind == "heading" and element.heading.tag == "h1":
+        if kind == "heading" and element.heading.tag == "h1":
             self.title = element.heading.body
         elif kind == "dataframe":
             reader = pa.ipc.open_stream(element.dataframe.arrow_data.data)
@@ -49,14 +45,7 @@ class Admin(Client):
             self.sent_at = None
 
     async def sign_in(self) -> None:
-        await self.rerun()
-        if not await self.until(lambda: len(self.form) == 2, 120):
-            raise RuntimeError("the admin found no sign-in form")
-        self.widgets = {self.form["token"]: ("string_value", self.token), self.form["submit"]: ("trigger_value", True)}
-        await self.rerun()
-        if not await self.until(lambda: "admin" in self.title and bool(self.tables), 120):
-            raise RuntimeError("the admin page did not open after the admin signed in")
-        self.widgets = {k: v for k, v in self.widgets.items() if k not in self.form.values()}
+        await super().sign_in(self.token, lambda: "admin" in self.title and bool(self.tables), "the admin")
 
     async def reload(self, wait_s: float = 60.0) -> float | None:
         """One reload of the whole page, timed; None when it took longer than ``wait_s``."""

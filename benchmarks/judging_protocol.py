@@ -72,6 +72,7 @@ class Client:
         self.auto_reruns = self.reconnects = self.dropped_sends = 0
         self.reconnect_s: list[float] = []
         self.closing = False
+        self.sign_in_form: dict[str, str] = {}
 
     async def load_page(self) -> None:
         """The page's HTML, as a browser loads it first: a proxy's Set-Cookie (its route) is kept."""
@@ -172,7 +173,25 @@ class Client:
         self.changed.set()
 
     def element(self, element, fragment: str) -> None:
-        pass
+        """The sign-in form's widgets (its token field and its submit button)."""
+        kind = element.WhichOneof("type")
+        if kind == "text_input":
+            self.sign_in_form["token"] = element.text_input.id
+        elif kind == "button" and element.button.is_form_submitter:
+            self.sign_in_form["submit"] = element.button.id
+
+    async def sign_in(self, token: str, signed_in, what: str) -> None:
+        """The page load, then the sign-in form submitted with ``token``, until ``signed_in()``."""
+        await self.rerun()
+        if not await self.until(lambda: len(self.sign_in_form) == 2, 120):
+            raise RuntimeError(f"{what}: no sign-in form")
+        self.widgets = {self.sign_in_form["token"]: ("string_value", token),
+                        self.sign_in_form["submit"]: ("trigger_value", True)}
+        await self.rerun()
+        if not await self.until(signed_in, 300):
+            raise RuntimeError(f"{what}: nothing to do after signing in")
+        for widget_id in self.sign_in_form.values():  # the sign-in form is gone from the page
+            self.widgets.pop(widget_id, None)
 
     def script_finished(self) -> None:
         pass
@@ -211,7 +230,6 @@ class Judge(Client):
         self.token, self.pace, self.key_s, self.seed = token, pace, key_s, seed
         self.rng = random.Random(seed)
         self.panel = Panel()
-        self.sign_in_form: dict[str, str] = {}
         self.panel_id = self.panel_fragment = ""
         self.typed: dict[int, dict[tuple[str, str], int]] = {}
         self.seconds = 0.0
@@ -226,12 +244,8 @@ class Judge(Client):
         await self.flush()
 
     def element(self, element, fragment: str) -> None:
-        kind = element.WhichOneof("type")
-        if kind == "text_input":
-            self.sign_in_form["token"] = element.text_input.id
-        elif kind == "button" and element.button.is_form_submitter:
-            self.sign_in_form["submit"] = element.button.id
-        elif kind == "bidi_component":
+        super().element(element, fragment)
+        if element.WhichOneof("type") == "bidi_component":
             for widget_id in self.sign_in_form.values():  # the sign-in form is gone from the page
                 self.widgets.pop(widget_id, None)
             self.panel_id, self.panel_fragment = element.bidi_component.id, fragment
@@ -245,14 +259,7 @@ class Judge(Client):
                 await self.flush()
 
     async def sign_in(self) -> None:
-        await self.rerun()  # the page load
-        if not await self.until(lambda: len(self.sign_in_form) == 2, 120):
-            raise RuntimeError("no sign-in form")
-        self.widgets = {self.sign_in_form["token"]: ("string_value", self.token),
-                        self.sign_in_form["submit"]: ("trigger_value", True)}
-        await self.rerun()
-        if not await self.until(lambda: self.panel.current is not None, 300):
-            raise RuntimeError(f"judge {self.seed}: no query after signing in ({self.panel.data.get('mode')})")
+        await super().sign_in(self.token, lambda: self.panel.current is not None, f"judge {self.seed}")
 
     async def grade(self, end: float) -> None:
         """Until ``end``: read the query on screen, type its grades, Enter; the first read is cut at
