@@ -106,9 +106,11 @@ def live_agreement(store: Store, session_id: int) -> list[dict]:
     agreement table (:func:`agreement_rows`), read from the judgments alone (building the whole
     report for it took about a second of CPU at 1,200 judged queries, every time the page drew)."""
     with store.sessions() as session:
+        kind = session.get(JudgingSession, session_id).kind
+    if kind == "categories":  # (outside that session: on SQLite it holds the store's write lock)
+        return build_category_report(store, session_id, bootstrap=0, min_judges=1)["agreement"]
+    with store.sessions() as session:
         record = session.get(JudgingSession, session_id)
-        if record.kind == "categories":
-            return build_category_report(store, session_id, bootstrap=0, min_judges=1)["agreement"]
         regular = (SessionQuery.session_id == session_id, ~SessionQuery.gold)
         segment_by_id = dict(session.execute(select(SessionQuery.id, SessionQuery.segment).where(*regular)).all())
         judgments = session.execute(
