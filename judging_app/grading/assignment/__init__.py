@@ -42,7 +42,7 @@ claim), ``gold_turns`` (when the gold queries come), ``release`` (claims given u
 (skip, flag) and ``progress`` (the counts). What other packages use is importable from here.
 """
 
-from qcat.judging.grading.assignment.claims import next_queries, next_query, open_assignment
+from qcat.judging.grading.assignment.claims import next_queries, next_query
 from qcat.judging.grading.assignment.finishing import (
     MAX_NOTE,
     AlreadyFinished,
@@ -59,5 +59,5 @@ from qcat.judging.grading.assignment.release import CLAIM_TIMEOUT, CLAIM_TIMEOUT
 
 __all__ = ["CLAIM_TIMEOUT", "CLAIM_TIMEOUT_ENV", "GOLD_EVERY", "INACTIVE", "MAX_NOTE", "NOT_A_MEMBER", "AlreadyFinished",
            "Released", "check_member", "check_note", "finished", "flag", "gold_order", "gold_phase", "gold_spacing",
-           "judge_assignment", "judge_progress", "may_judge", "next_queries", "next_query", "open_assignment", "progress",
+           "judge_assignment", "judge_progress", "may_judge", "next_queries", "next_query", "progress",
            "release", "skip"]

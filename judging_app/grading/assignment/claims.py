@@ -23,13 +23,6 @@ CANDIDATES = 16
 RETRIES = 50
 
 
-def open_assignment(session, judge_id: int, session_id: int, beyond: Collection[int] = ()) -> Assignment | None:
-    """The judge's oldest open assignment in the session, other than those of ``beyond``."""
-    return session.scalar(select(Assignment).where(Assignment.judge_id == judge_id, Assignment.session_id == session_id,
-                                                   Assignment.status == "open", Assignment.query_id.not_in(list(beyond)))
-                          .order_by(Assignment.id).limit(1))
-
-
 class _Mine:
     """The judge's open and released assignments in the session, read once per pick (one query,
     not one per query the panel holds); the open claims kept alive are touched in one update."""
@@ -42,8 +35,9 @@ class _Mine:
         self.touched: list[int] = []
 
     def on_screen(self, query_id: int) -> Assignment | None:
-        """The judge's assignment of the query on their screen, unless it is done or skipped."""
-        return next((row for row in self.rows if row.query_id == query_id and row.status in ("open", "released")), None)
+        """The judge's assignment of the query on their screen, unless it is done or skipped (the rows
+        are the open and released ones)."""
+        return next((row for row in self.rows if row.query_id == query_id), None)
 
     def open(self, beyond: Collection[int]) -> Assignment | None:
         return next((row for row in self.rows if row.status == "open" and row.query_id not in beyond), None)
