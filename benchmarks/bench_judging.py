@@ -229,8 +229,9 @@ def run(store_kind: str, url: str, judges: int, queries: int, key_s: float, fold
     """One store and judge count: Chromium judges (``protocol`` None) or protocol judges
     (``protocol``: ``pace`` and ``minutes``, :mod:`judging_load`; optionally ``apps``, the number
     of app processes, ``proxy``, the guide's nginx in front of them, ``admin_every``, an organizer
-    reloading the admin page every so many seconds, and ``kill_after``, seconds after which the app
-    with the most connections is killed)."""
+    reloading the admin page every so many seconds, ``kill_after``, seconds after which the app
+    with the most connections is killed, and ``settle_s``, how long the judges wait for the answers
+    to their last actions)."""
     protocol = protocol or {}
     if protocol:
         queries = math.ceil(protocol["pace"] * protocol["minutes"]) + 2
@@ -253,7 +254,8 @@ def run(store_kind: str, url: str, judges: int, queries: int, key_s: float, fold
             results, usage = judging_load.drive(
                 addresses, tokens, protocol["pace"], protocol["minutes"], key_s, [app.pid for app in apps], postmaster,
                 admin_token if protocol.get("admin_every") else None, protocol.get("admin_every") or 5.0,
-                (protocol["kill_after"], busiest) if protocol.get("kill_after") else None)
+                (protocol["kill_after"], busiest) if protocol.get("kill_after") else None,
+                protocol.get("settle_s", judging_load.SETTLE_S))
     finally:
         load_during = os.getloadavg()[0]
         if proxy is not None:

@@ -35,11 +35,16 @@ def percentile(values: list[float], share: float) -> float:
 def tally(store_kind: str, url: str, judges: int, results: list[dict], key_s: float) -> dict:
     stored = stored_grades(url)
     keys = as_typed = 0
+    unlike: list[dict] = []  # the (judge, query)s whose stored grades differ from those typed: what went wrong
     for i, result in enumerate(results):  # judge i is judge{i} (prepare)
         for query_id, grades in result["typed"].items():
-            for key, grade in grades.items():
-                keys += 1
-                as_typed += stored.get((f"judge{i}", query_id), {}).get(key) == grade
+            found = stored.get((f"judge{i}", query_id), {})
+            keys += len(grades)
+            alike = sum(found.get(key) == grade for key, grade in grades.items())
+            as_typed += alike
+            if alike < len(grades):
+                unlike.append({"judge": i, "query": query_id, "typed": len(grades), "stored": len(found),
+                               "as_typed": alike})
     transitions = [t for result in results for t in result["transitions"]] or [float("nan")]
     return {"store": store_kind, "judges": judges, "queries": sum(len(r["typed"]) for r in results),
             "enter_to_next_p50_s": round(statistics.median(transitions), 4),
@@ -49,7 +54,8 @@ def tally(store_kind: str, url: str, judges: int, results: list[dict], key_s: fl
             "loading_shown": sum(r["loading_shown"] for r in results),
             "slow_at": sorted({i for r in results for i, t in enumerate(r["transitions"]) if t > 0.3}),
             "queries_per_minute_per_judge": round(statistics.mean(len(r["typed"]) / r["seconds"] * 60 for r in results), 1),
-            "keys_typed": keys, "grades_stored_as_typed": as_typed, "key_interval_ms": round(key_s * 1000)}
+            "keys_typed": keys, "grades_stored_as_typed": as_typed, "not_as_typed": unlike[:10],
+            "key_interval_ms": round(key_s * 1000)}
 
 
 def protocol_figures(results: list[dict], usage: dict, protocol: dict) -> dict:

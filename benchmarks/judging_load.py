@@ -5,7 +5,7 @@ process may be killed mid-run, and the server's work is measured.
 The measures: the apps' CPU (utime + stime of each app's process tree, /proc/PID/stat), their
 peak memory (VmHWM), this driver's own CPU (getrusage) and a PostgreSQL server's (its postmaster,
 live and reaped backends), over the grading window: from the moment every judge is signed in to
-the answers to their last actions (at most :data:`SETTLE_S` after the minutes).
+the answers to their last actions (at most ``settle_s``, by default :data:`SETTLE_S`, after the minutes).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class ServerCpu:
 
 async def _drive(addresses: list[str], tokens: list[str], pace: float, minutes: float, key_s: float,
                  app_pids: list[int], postmaster: int | None, admin_token: str | None, admin_every: float,
-                 kill: tuple[float, Callable[[], int]] | None) -> tuple[list[Judge], Admin | None, dict]:
+                 kill: tuple[float, Callable[[], int]] | None, settle_s: float) -> tuple[list[Judge], Admin | None, dict]:
     judges = [Judge(addresses[i % len(addresses)], token, pace, key_s, i) for i, token in enumerate(tokens)]
     admin = Admin(addresses[0], admin_token, admin_every) if admin_token else None
     clients = [*judges, *([admin] if admin else [])]
@@ -115,7 +115,7 @@ async def _drive(addresses: list[str], tokens: list[str], pace: float, minutes: 
             cpu.kill(kill[1]())
             killed_at = time.perf_counter() - before[2]
         await asyncio.gather(*tasks)
-        await asyncio.gather(*(judge.until(judge.settled, SETTLE_S) for judge in judges))
+        await asyncio.gather(*(judge.until(judge.settled, settle_s) for judge in judges))
         after = (own_cpu_seconds(), store_cpu_seconds(postmaster), time.perf_counter())
         usage = {"server_cpu_s": cpu.seconds(), "driver_cpu_s": after[0] - before[0],
                  "store_server_cpu_s": None if postmaster is None else after[1] - before[1],
@@ -131,16 +131,17 @@ async def _drive(addresses: list[str], tokens: list[str], pace: float, minutes: 
 
 def drive(addresses: list[str], tokens: list[str], pace: float, minutes: float, key_s: float, app_pids: list[int],
           postmaster: int | None = None, admin_token: str | None = None, admin_every: float = 5.0,
-          kill: tuple[float, Callable[[], int]] | None = None) -> tuple[list[dict], dict]:
+          kill: tuple[float, Callable[[], int]] | None = None, settle_s: float = SETTLE_S) -> tuple[list[dict], dict]:
     """Every judge signs in (judge ``i`` at ``addresses[i % len(addresses)]``: apps or a proxy),
     then all grade for ``minutes``, each at ``pace`` queries a minute with keys ``key_s`` apart.
     With ``admin_token``, an organizer reloads the admin page every ``admin_every`` seconds
     meanwhile. With ``kill`` (seconds, a function giving an app's pid), that app is killed (SIGKILL,
-    its process group) that long after the window opens; its judges connect again to their address. What each judge typed
+    its process group) that long after the window opens; its judges connect again to their address. After the minutes each judge waits up to ``settle_s``
+    for the answers to their last actions. What each judge typed
     and met (:meth:`Judge.result`), and the window's use (see the module's docstring), with the
     admin's reload times and the tables of the page once every answer was in."""
     judges, admin, usage = asyncio.run(_drive(addresses, tokens, pace, minutes, key_s, app_pids, postmaster,
-                                              admin_token, admin_every, kill))
+                                              admin_token, admin_every, kill, settle_s))
     if admin is not None:
         usage |= {"admin_page_s": admin.page_s[:-1], "admin_final_page_s": admin.page_s[-1:],
                   "admin_tables": admin.tables, "admin_reconnects": admin.reconnects}

@@ -47,13 +47,14 @@ def test_the_guides_nginx_block_is_what_the_proxy_runs():
 @pytest.mark.skipif(NGINX is None, reason="no nginx: .ci/run installs Debian's nginx")
 def test_two_servers_on_one_store_lose_nothing_when_one_is_killed(pg_url, tmp_path):
     protocol = {"pace": 60, "minutes": 0.6, "apps": 2, "proxy": True, "kill_after": 12, "admin_every": 4,
-                "judges_per_query": 2, "gold": 2}
+                "judges_per_query": 2, "gold": 2,
+                "settle_s": 240}  # beside the rest of the suite the last answers can take over a minute (CI)
     row = bench_judging.run("postgresql", pg_url, 6, 0, 0.02, tmp_path, protocol=protocol)
 
-    assert row["killed_at_s"] is not None and row["reconnects"] >= 1  # the killed process's judges moved
-    assert row["keys_typed"] > 0 and row["grades_stored_as_typed"] == row["keys_typed"]  # nothing lost
-    assert row["answers"] == {"saved": row["queries"]} and row["unsettled_judges"] == 0
-    assert row["admin_reloads"] > 0 and row["admin_figures_right"]
+    assert row["killed_at_s"] is not None and row["reconnects"] >= 1, row  # the killed process's judges moved
+    assert row["answers"] == {"saved": row["queries"]} and row["unsettled_judges"] == 0, row
+    assert row["keys_typed"] > 0 and row["grades_stored_as_typed"] == row["keys_typed"], row  # nothing lost
+    assert row["admin_reloads"] > 0 and row["admin_figures_right"], row
 
     store = open_store(pg_url)
     try:
