@@ -1,8 +1,16 @@
 import fcntl
+import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
+
+# Where PYTHONDONTWRITEBYTECODE is set (this project's machines set it), every pytest worker and
+# every `qcat` command a test starts would compile the test modules (with pytest's assertion
+# rewriting) and qcat's own modules again: some 6 CPU-s a worker. The test run caches them.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 DATA = Path(__file__).parent / "data"
 pytest_plugins = ["judging_fixtures", "cpu_time"]  # PostgreSQL server, judging stores; --cpu-times FILE

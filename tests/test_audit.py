@@ -137,6 +137,7 @@ def tiny_taxonomy(directory: Path) -> Path:
     return directory / "taxonomy.tsv"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rows, queries", [("q0,A,2\nq0,B,2\n", 1),  # one training query: the folds' NB crashed
                                            ("q0,A,2\nq1,B,2\n", 2),  # two: "missed 2 of 2"
                                            ("q7,A,2\n", 0)])  # q7 hashes to the test split: an empty audit
@@ -169,6 +170,7 @@ def test_gold_agreement_counts_two_leaves_both_graded_exact() -> None:
            "(33.3%)" in agreement_line(found, "gold.tsv")
 
 
+@pytest.mark.slow
 def test_a_pair_whose_texts_split_their_clicks_reaches_the_map(tmp_path) -> None:
     """Issue 45, item 13: 40 queries each clicked under both K002 and K003 (beside 20 leaves of 40
     queries of their own words each) gave 0 pairs: the fast model's answer, either leaf, is a
@@ -192,6 +194,7 @@ def test_a_pair_whose_texts_split_their_clicks_reaches_the_map(tmp_path) -> None
     assert found.pairs == (("K002", "K003"),)
 
 
+@pytest.mark.slow
 def test_an_audit_that_maps_no_pair_says_why(tmp_path) -> None:
     """Issue 53, item 10: two leaves whose 30 texts all split their clicks mapped no pair without a
     word (with two leaves lift over chance cannot pass 2, --min-lift 5)."""

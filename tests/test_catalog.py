@@ -246,6 +246,7 @@ def test_classifier_min_score():
         classifier.classify(["usb"], 5, min_score=2)
 
 
+@pytest.mark.slow
 def test_catalog_flags_need_catalog(tmp_path):
     result = qcat("train", "nb", "--short-weight", "1", "--out", tmp_path / "x")
     assert result.returncode != 0 and "--short-weight is for --catalog FILE" in result.stderr

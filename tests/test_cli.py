@@ -16,6 +16,7 @@ def qcat(*args, stdin=None, env=None):
     )
 
 
+@pytest.mark.slow
 def test_classify_demo_model_dior_gaudron():
     result = qcat("classify", "dior gaudron")
     assert result.returncode == 0, result.stderr
@@ -27,6 +28,7 @@ def test_classify_demo_model_dior_gaudron():
     assert scores == sorted(scores, reverse=True) and 0 < sum(scores) <= 1.0001
 
 
+@pytest.mark.slow
 def test_classify_json_schema_and_k(bestbuy_model_dir):
     result = qcat("classify", "Sharp TV", "iphone case", "--model", bestbuy_model_dir, "-k", "3", "--json")
     assert result.returncode == 0, result.stderr
@@ -40,6 +42,7 @@ def test_classify_json_schema_and_k(bestbuy_model_dir):
     assert sum(c["score"] for c in top) <= 1 + 1e-6 and [c["score"] for c in top] == sorted((c["score"] for c in top), reverse=True)
 
 
+@pytest.mark.slow
 def test_classify_reads_stdin_and_reports_empty_lines(bestbuy_model_dir):
     result = qcat("classify", "--model", bestbuy_model_dir, "--json", stdin="sharp tv\n???\nnook\n")
     assert result.returncode == 2
@@ -101,6 +104,7 @@ def test_info_verifies_and_summarizes(bestbuy_model_dir):
     assert manifest["backend"] == "nb"
 
 
+@pytest.mark.slow
 def test_classify_imports_neither_tensorflow_nor_training():
     code = (
         "import sys; from qcat.cli import main; rc = main(['classify', 'hornby train set', '--json']);"
@@ -111,6 +115,7 @@ def test_classify_imports_neither_tensorflow_nor_training():
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_data_ingest_and_train_nb_end_to_end(tmp_path, data_dir):
     out = tmp_path / "table.parquet"
     result = qcat("data", "ingest", data_dir / "bestbuy_clicks_sample.csv",

@@ -282,6 +282,7 @@ def test_ingest_refuses_an_existing_out_unless_forced(workdir, capsys):
     assert not [p for p in workdir.iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.slow
 def test_ingest_on_a_full_disk_leaves_nothing(workdir, capsys, monkeypatch):
     import qcat.training.clicklogs.clicktable
 
@@ -362,6 +363,7 @@ def test_train_refuses_an_out_another_run_is_writing(workdir, capsys):
     assert not [p for p in workdir.iterdir() if p.name.startswith(".")]
 
 
+@pytest.mark.slow
 def test_two_concurrent_trainings_into_one_out(workdir):
     """One writes the bundle (exit 0); the other is refused in one line (exit 2), whether it
     started while the first held --out or after the first had written it."""
@@ -442,6 +444,7 @@ def test_memory_limit_values():
             memory_limit(bad)
 
 
+@pytest.mark.slow
 def test_a_terminated_training_leaves_nothing(workdir):
     """SIGTERM (a scheduler's timeout, `kill`) ends a training like Ctrl-C: nothing at --out, not
     the parent directory it made, no staging directory, no lock file."""

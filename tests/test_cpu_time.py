@@ -9,11 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from cpu_time import costliest_first, summary
 
 TESTS = Path(__file__).parent
 
 
+@pytest.mark.slow
 def test_each_test_gets_a_line_with_its_own_and_its_processes_cpu(tmp_path) -> None:
     (tmp_path / "test_spin.py").write_text(
         "import subprocess, sys, time\n"

@@ -79,6 +79,7 @@ def every_command(parser: argparse.ArgumentParser, delegated: dict) -> list[str]
     return found
 
 
+@pytest.mark.slow
 def test_the_cli_reference_lists_every_command(site):
     from qcat.cli import DELEGATED
 
@@ -98,6 +99,7 @@ def test_the_cli_reference_lists_every_command(site):
         assert flag in html, flag
 
 
+@pytest.mark.slow
 def test_the_http_reference_lists_every_endpoint(site):
     from qcat.serve.config import ServeConfig
     from qcat.serve.openapi import openapi_document

@@ -140,6 +140,7 @@ def small_run(tmp_path_factory):
     return out, log, taxonomy_file
 
 
+@pytest.mark.slow
 def test_model_without_calibration_is_one_line(small_run) -> None:
     out, _, _ = small_run
     report = json.loads((out / "report.json").read_text())
@@ -154,6 +155,7 @@ def test_model_without_calibration_is_one_line(small_run) -> None:
     assert "| plain |" not in nodes_section
 
 
+@pytest.mark.slow
 @needs_demo_nodes
 def test_demo_node_figures_match_a_recount(small_run) -> None:
     """The report's figures at P = 0.9 on all the test queries, recounted through classify's node
@@ -183,6 +185,7 @@ def test_demo_node_figures_match_a_recount(small_run) -> None:
     assert hierarchical["P"] == 0.9 and 0 <= hierarchical["precision"] <= 1 and 0 <= hierarchical["recall"] <= 1
 
 
+@pytest.mark.slow
 @needs_demo_nodes
 def test_report_carries_node_tables_and_plot(small_run) -> None:
     out, _, _ = small_run

@@ -233,6 +233,7 @@ def test_logs_exit_0_with_every_line_accounted_for_or_2_with_one_line(tmp_path_f
 CATALOG_ROWS = [f"L{i},lego set {i},L" for i in range(6)] + [f"V{i},sharp tv {i},V" for i in range(6)]
 
 
+@pytest.mark.slow
 @settings(max_examples=40 * EXAMPLES, deadline=None, suppress_health_check=[
     HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(lines=st.lists(nasty(CATALOG_ROWS), min_size=0, max_size=8), **files)
@@ -265,6 +266,7 @@ TAXONOMY_ROWS = GOOD_TAXONOMY_ROWS + ["L\tToys > Lego\tV", "A\tA\tB", "B\tB\tA",
                                       "T\tToys\tL", 'Q\t"Toys > Q\tT', "X\tY > X\t", "Toys\tToys > Toys\tT"]
 
 
+@pytest.mark.slow
 @settings(max_examples=80 * EXAMPLES, deadline=None, suppress_health_check=[
     HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(lines=st.lists(st.one_of(st.sampled_from(GOOD_TAXONOMY_ROWS).map(str.encode), nasty(TAXONOMY_ROWS)), max_size=6),
@@ -319,6 +321,7 @@ def sessions_in(db: Path) -> int:
         return connection.execute("select count(*) from judging_sessions").fetchone()[0]
 
 
+@pytest.mark.slow
 @settings(max_examples=60 * EXAMPLES, deadline=None, suppress_health_check=[
     HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(lines=st.lists(nasty(RESULT_ROWS), max_size=10), suffix=st.sampled_from([".csv", ".tsv", ".jsonl"]), **files)

@@ -323,6 +323,7 @@ def test_golden_evaluate_esci_reports_unsearchable_listings(tmp_path, data_dir):
     assert "unsearchable" in result.stderr and "WARNING" in (tmp_path / "report.md").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--golden", "/nonexistent/golden.csv"], "--golden /nonexistent/golden.csv: no such file"),
     (["--top-n", "0"], "argument -n/--top-n: must be at least 1, got 0"),

@@ -148,6 +148,7 @@ def demo_inputs():
     return golden, catalog, taxonomy, demand
 
 
+@pytest.mark.slow
 @needs_demo_nodes
 def test_top_leaf_against_node_on_the_demo(demo_inputs, tmp_path):
     """Filtering by the top leaf against filtering by the node at 0.9 (boosting: by hand above)."""

@@ -80,6 +80,7 @@ def test_edge_cases() -> None:
         path_coverage(TAXONOMY, [None], [])
 
 
+@pytest.mark.slow
 def test_a_name_two_branches_share_is_no_common_ancestor() -> None:
     """Toys > Other answered for Books > Other: no node in common, though hiclass given the names
     (not the ids) would count "Other" as one."""

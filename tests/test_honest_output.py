@@ -63,6 +63,7 @@ def test_info_says_unlisted_files_are_present_and_ignored(bestbuy_model_dir, tmp
                          "verified): 'notes.txt', 'old/'")
 
 
+@pytest.mark.slow
 def test_db_upgrade_refuses_another_applications_database(tmp_path):
     """Item 10: qcat's tables were added to any SQLite file without asking."""
     db = tmp_path / "shop.db"
@@ -100,6 +101,7 @@ def test_outputs_get_the_mode_the_umask_gives(tmp_path, umask_022, capsys, monke
     assert mode(tmp_path / "g2.csv.gz") == 0o640
 
 
+@pytest.mark.slow
 def test_stdin_and_symlink_loops_are_named_for_what_they_are(tmp_path, capsys):
     """Item 12: `--log /dev/stdin` said "no such file", a model path in a symlink loop "does not exist"."""
     log, taxonomy = toy_log(tmp_path)

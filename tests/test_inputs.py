@@ -99,6 +99,7 @@ def test_hash_led_and_quote_led_gold_queries_are_read_as_written(tmp_path) -> No
 
 # --- item 16 and 19: the query limit and empty queries, named by file and line ------------------------
 
+@pytest.mark.slow
 def test_gold_queries_over_the_limit_or_empty_once_normalized_are_refused_naming_the_line(tmp_path) -> None:
     with pytest.raises(InputError, match=r"gold\.tsv:3: the query is too long \(4,001 bytes, limit 4,000\)"):
         read_graded_gold(gold(tmp_path, f"query\tcategory\tgrade\nbed\tc1\t3\n{'a' * 4001}\tc1\t3\n"))
@@ -147,6 +148,7 @@ def test_traffic_lines_written_several_ways_merge_and_say_so(tmp_path) -> None:
     assert said and "5 rows, 3 distinct queries once normalized (1 written several ways, e.g. 'TV' / 'tv' / 'Tv')" in said[0]
 
 
+@pytest.mark.slow
 def test_judges_see_a_traffic_query_as_written_and_grades_match_it_normalized(tmp_path) -> None:
     """Issue 46, item 2.7: the session stores (and the panel draws, as text) the query as first
     written; forms that normalize alike add up; a graded gold file matches it on its normalized form."""
@@ -249,6 +251,7 @@ def low_level_reads(path: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_every_reader_goes_through_the_input_layer() -> None:
     from tests.test_structure import every_module
 

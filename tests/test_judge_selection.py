@@ -62,6 +62,7 @@ def independent_margins(directory: Path, texts: list[str]) -> dict[str, tuple[fl
     return out
 
 
+@pytest.mark.slow
 def test_uncertain_takes_each_segments_smallest_margins(models):
     chosen = select_queries(POOL, IMPRESSIONS, SEGMENT, models, "uncertain", 12, seed=3)
     assert len(chosen) == 12
@@ -82,6 +83,7 @@ def test_uncertain_takes_each_segments_smallest_margins(models):
     assert len(again) == 12 and not set(again.tolist()) & set(chosen[:3].tolist())
 
 
+@pytest.mark.slow
 def test_disagree_takes_only_disagreeing_queries_most_impressions_first(models):
     tops = [[c.categories[0].id for c in Classifier.load(d).classify(POOL, k=1)] for d in (MODEL, NB)]
     differ = {q for q, a, b in zip(POOL, *tops) if a != b}
@@ -148,6 +150,7 @@ def judge_first(db: Path, session_id: int, n: int) -> list[str]:
     return graded
 
 
+@pytest.mark.slow
 def test_uncertain_never_includes_queries_already_judged_or_in_an_exclude_gold_file(tmp_path, capsys):
     db = tmp_path / "j.db"
     assert run("db", "upgrade", "--url", db) == 0
@@ -188,6 +191,7 @@ def test_uncertain_never_includes_queries_already_judged_or_in_an_exclude_gold_f
     assert settings_of(db, 3)["selection"]["kind"] == "random" and not settings_of(db, 3)["selection"]["given"]
 
 
+@pytest.mark.slow
 def test_the_report_and_the_gold_file_say_which_kind_of_sample(tmp_path, capsys):
     from qcat.evaluation.gold import sample_warning
     from qcat.judging.reporting.categories import build_category_report, header_lines
@@ -259,6 +263,7 @@ def test_a_selection_that_cannot_be_made_is_refused_naming_the_flag(tmp_path, ca
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_the_traffic_step_samples_the_validation_titles_apart_from_the_test_titles(tmp_path):
     import importlib.util
 
@@ -277,6 +282,7 @@ def test_the_traffic_step_samples_the_validation_titles_apart_from_the_test_titl
     assert len(written) == 1547 and set(written) == validation - test
 
 
+@pytest.mark.slow
 def test_select_random_gives_a_one_segment_pool_the_whole_budget_without_select_a_third(tmp_path):
     db = tmp_path / "j.db"
     traffic = tmp_path / "tail.csv"

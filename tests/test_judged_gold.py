@@ -107,6 +107,7 @@ def test_categories_are_resolved_against_the_taxonomy_and_an_unknown_one_named_w
     assert checked.where("cars", LEAF["Models"]).endswith("gold.tsv:6")
 
 
+@pytest.mark.slow
 def test_a_bad_gold_file_is_one_error_line_before_any_model_is_read(tmp_path) -> None:
     (tmp_path / "gold.tsv").write_text("query\tcategory\tgrade\nbed\tc1\tgood\n")
     line = one_line_error(qcat("evaluate", "--model", tmp_path / "none", "--gold", tmp_path / "gold.tsv"))

@@ -46,6 +46,7 @@ def test_a_seed_beyond_the_stores_integer_is_refused_at_parse_time(tmp_path) -> 
 
 # ---- item 17: a name that reads as a session id
 
+@pytest.mark.slow
 def test_an_all_digit_session_name_is_refused_saying_why(tmp_path) -> None:
     for name in ("1", " 12 "):
         line = user_error(qcat("judge", "create-session", "--kind", "categories", "--model", tmp_path / "none",
@@ -55,6 +56,7 @@ def test_an_all_digit_session_name_is_refused_saying_why(tmp_path) -> None:
     assert judge_parser().parse_args(["create-session", "--name", "run 1"]).name == "run 1"
 
 
+@pytest.mark.slow
 def test_include_training_queries_applies_to_sessions_drawn_from_a_log(tmp_path) -> None:
     line = user_error(qcat("judge", "create-session", "--baseline", tmp_path / "a", "--target", tmp_path / "b",
                            "--include-training-queries", "--url", tmp_path / "j.db"))
@@ -66,6 +68,7 @@ def test_include_training_queries_applies_to_sessions_drawn_from_a_log(tmp_path)
 
 # ---- item 3: too few bootstrap draws
 
+@pytest.mark.slow
 def test_too_few_bootstrap_draws_are_refused_saying_how_many(tmp_path) -> None:
     parser = judge_parser()
     assert parser.parse_args(["report", "s", "--bootstrap", "0"]).bootstrap == 0
@@ -113,6 +116,7 @@ def session_rows(db: Path, session_id: int) -> tuple[list[str], dict]:
     return texts, settings
 
 
+@pytest.mark.slow
 def test_a_session_from_a_log_naming_internal_nodes_leaves_out_the_training_queries(own_log) -> None:
     """Item 4: the model trained on this very log answers d0/other, a leaf the session's taxonomy
     must have (it was refused as 'lacked by the corpus taxonomy'). Item 5: by default no query of the
@@ -171,6 +175,7 @@ def grade_all(db: Path, session_id: int, grade_of) -> None:
         store.dispose()
 
 
+@pytest.mark.slow
 def test_judged_figures_say_how_many_queries_each_model_trained_on(own_log) -> None:
     """Item 5: a session that keeps the training queries; the report (json, md) and qcat evaluate
     --gold on its export give the same 'N of M seen in training', N counted from the log's split."""
@@ -212,6 +217,7 @@ def test_judged_figures_say_how_many_queries_each_model_trained_on(own_log) -> N
 
 # ---- issue 46 item 2.6: the taxonomy a second model is checked against
 
+@pytest.mark.slow
 def test_a_second_model_on_another_taxonomy_is_refused_naming_the_first_models(own_log) -> None:
     from tests.test_judging_categories import NB, write_traffic
 
@@ -225,6 +231,7 @@ def test_a_second_model_on_another_taxonomy_is_refused_naming_the_first_models(o
 
 # ---- item 14: figures with answers nobody graded
 
+@pytest.mark.slow
 def test_evaluate_gold_prints_bounds_and_the_answers_nobody_graded(own_log) -> None:
     """Grades planted on the model's answers to the log's test queries (test_judged_gold.planted_gold:
     every fifth query's top-1 is never graded, its second answer never either). The printed line gives
@@ -268,6 +275,7 @@ def test_evaluate_gold_prints_bounds_and_the_answers_nobody_graded(own_log) -> N
 
 # ---- item 3: the report without intervals, and a plot whose interval misses its mean
 
+@pytest.mark.slow
 def test_bootstrap_0_reports_figures_without_intervals_and_says_so(category_db, tmp_path) -> None:  # noqa: F811
     from tests.test_judging_categories import graded_copy
 

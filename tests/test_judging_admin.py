@@ -167,6 +167,7 @@ def test_admin_cli_commands(tmp_path):
     assert qcat("judge", "deactivate", "ann", "--reactivate", "--url", db).returncode == 0
 
 
+@pytest.mark.slow
 def test_the_live_agreement_is_the_reports_agreement_read_from_the_judgments_alone(store):
     """Issue 55 item 5: the admin page's agreement no longer builds the whole report; on a session
     with a listing shown in both groups, three judges and three segments, every figure is the

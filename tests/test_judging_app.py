@@ -523,6 +523,7 @@ def test_the_admin_page_shows_progress_and_deactivates_and_resets_a_judge(app_en
     assert count(store, Assignment, Assignment.status == "released", Assignment.judge_id == ann) == 1
 
 
+@pytest.mark.slow
 def test_a_store_that_cannot_be_opened_is_one_plain_line_without_its_address(app_env, monkeypatch):
     port = free_port()  # nothing listens there
     monkeypatch.setenv("QCAT_DB_URL", f"postgresql+psycopg://qcat:s3cret@127.0.0.1:{port}/judging")

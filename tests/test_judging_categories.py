@@ -74,6 +74,7 @@ def proposals(db: Path) -> dict[str, dict[int, list[str]]]:
     return out
 
 
+@pytest.mark.slow
 def test_a_category_session_stores_each_models_top_k_and_shows_their_union(category_db):
     db, _ = category_db
     proposed = proposals(db)
@@ -103,6 +104,7 @@ def test_a_category_session_stores_each_models_top_k_and_shows_their_union(categ
         store.dispose()
 
 
+@pytest.mark.slow
 def test_wrong_flags_for_a_category_session_are_refused(category_db, tmp_path):
     db, _ = category_db
     traffic = write_traffic(tmp_path / "t.csv")
@@ -125,12 +127,14 @@ def test_wrong_flags_for_a_category_session_are_refused(category_db, tmp_path):
     assert result.returncode == 2 and "--top-k applies to --kind categories only" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_shipped_guidelines_are_printed_to_start_a_teams_own_from():
     result = qcat("judge", "guidelines", "--kind", "categories")
     assert result.returncode == 0 and "| **3 Exact** |" in result.stdout and "| **0 Wrong** |" in result.stdout
     assert "Excellent" in qcat("judge", "guidelines").stdout  # a result session's
 
 
+@pytest.mark.slow
 def test_a_downgrade_below_0008_is_refused_while_a_category_session_exists(category_db, tmp_path):
     copy = tmp_path / "down.db"
     shutil.copy(category_db[0], copy)
@@ -177,6 +181,7 @@ def test_a_plain_traffic_file_counts_repeated_lines_as_impressions(tmp_path):
     assert read_traffic(path, "tail") == [("Lego", 2.0, "tail"), ("Paprika", 1.0, "tail")]
 
 
+@pytest.mark.slow
 def test_a_one_model_session_has_no_target_lists(category_db, tmp_path):
     db, _ = category_db
     copy = tmp_path / "one.db"
@@ -240,6 +245,7 @@ def graded_copy(db: Path, tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.mark.slow
 def test_the_report_equals_a_recount_from_the_database_and_the_export_is_graded_gold(category_db, tmp_path):
     db, _ = category_db
     copy = graded_copy(db, tmp_path)
@@ -425,6 +431,7 @@ def test_the_app_sends_one_group_of_categories_with_their_own_grades_and_guideli
                for r in at.radio), [r.key for r in at.radio]
 
 
+@pytest.mark.slow
 def test_a_settled_category_grade_replaces_the_judges_mean_in_the_report_and_the_export(category_db, tmp_path):
     from qcat.judging.grading import disagreements
     from qcat.judging.reporting.categories import build_category_report

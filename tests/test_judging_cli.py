@@ -21,6 +21,7 @@ from qcat.training.data.listings import load_catalog
 HEAD, PREVIOUS = REVISIONS[-1], REVISIONS[-2]
 
 
+@pytest.mark.slow
 def test_create_session_samples_a_third_per_segment_and_stores_both_top5_lists(demo_db):
     path, tokens = demo_db
     store = open_store(str(path))
@@ -83,6 +84,7 @@ def one_judge_grades_everything(db, token) -> None:
     store.dispose()
 
 
+@pytest.mark.slow
 def test_issue_41_export_of_a_session_without_judgments_writes_nothing_and_says_what_to_do_first(demo_db, tmp_path):
     """Issue 41 item 7: the guide's export right after create-session wrote a header-only CSV and an
     empty qrels file before failing on --golden; now it writes nothing and says to grade first. A
@@ -116,6 +118,7 @@ def test_issue_41_export_of_a_session_without_judgments_writes_nothing_and_says_
     assert sorted(p.name for p in out.iterdir()) == ["golden.csv", "judgments.csv"]
 
 
+@pytest.mark.slow
 def test_db_downgrade_then_commands_say_to_upgrade(tmp_path):
     db = tmp_path / "j.db"
     assert qcat("db", "upgrade", "--url", db).returncode == 0
@@ -126,6 +129,7 @@ def test_db_downgrade_then_commands_say_to_upgrade(tmp_path):
     assert result.returncode == 2 and "run `qcat db upgrade" in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -161,6 +165,7 @@ def test_user_errors_are_one_line_without_traceback(demo_db, tmp_path, args, mes
     store.dispose()
 
 
+@pytest.mark.slow
 def test_db_downgrade_with_data_asks_for_yes_and_revision_errors_are_one_line(demo_db, tmp_path):
     db = tmp_path / "j.db"
     shutil.copy(demo_db[0], db)
@@ -179,6 +184,7 @@ def test_db_downgrade_with_data_asks_for_yes_and_revision_errors_are_one_line(de
     assert len(again.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_database_errors_are_one_line_without_sql_or_secrets(demo_db, tmp_path, monkeypatch, capsys):
     from qcat.cli import main
     from qcat.judging.store import tokens
@@ -282,6 +288,7 @@ def test_backup_of_a_postgresql_store_gives_the_pg_dump_command(tmp_path):
     assert "s3cret" not in result.stderr and not (tmp_path / "judging.dump").exists()
 
 
+@pytest.mark.slow
 def test_export_counts_the_queries_the_report_counts_unless_min_judges_says_otherwise(demo_db, tmp_path):
     path, tokens = demo_db
     db = tmp_path / "partial.db"
@@ -311,6 +318,7 @@ def test_export_counts_the_queries_the_report_counts_unless_min_judges_says_othe
     assert too_many.returncode == 2 and "--min-judges must lie in 1..3, got 4" in too_many.stderr
 
 
+@pytest.mark.slow
 def test_report_of_a_session_nobody_graded_says_nothing_graded_yet(demo_db, tmp_path):
     """Issue 53, item 5: `qcat judge report` on a fresh session wrote tables of nan; it exits 2 as
     export does, saying nothing is graded yet, and writes nothing. Graded by fewer judges than the

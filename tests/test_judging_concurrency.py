@@ -91,6 +91,7 @@ def test_the_same_submission_from_eight_threads_is_stored_once(store):
         assert session.scalar(select(Assignment.status)) == "done"
 
 
+@pytest.mark.slow
 def test_concurrent_assignment_gives_a_query_to_at_most_three_distinct_judges(store):
     session_id = store_session(store, "assign", "A", "B", toy_queries(10))
     judges = [add_judge(store, f"judge {i}")[0] for i in range(JUDGES)]

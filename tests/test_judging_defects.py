@@ -276,6 +276,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
 def test_issue_31_defect_4_sigkill_of_the_wrapper_takes_the_streamlit_server_with_it(tmp_path):
     db = tmp_path / "app.db"

@@ -102,6 +102,7 @@ def test_add_gold_reads_tsv_ignores_other_columns_and_a_rerun_replaces_the_grade
 
 # --- assignment ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_every_judge_gets_every_gold_query_once_mixed_in_and_regular_queries_keep_their_quota(store, tmp_path):
     # 12 regular and 2 gold queries, 3 judges per query, 4 judges: K = min(5, 12 // 3) = 4
     session_id = store_session(store, "s", "A", "B", toy_queries(14))
@@ -136,6 +137,7 @@ def test_every_judge_gets_every_gold_query_once_mixed_in_and_regular_queries_kee
     assert (overview["queries"], overview["gold"], overview["complete"]) == (12, 2, 12)
 
 
+@pytest.mark.slow
 def test_concurrent_judges_each_get_every_gold_query_and_regular_queries_end_with_their_quota(store, tmp_path):
     session_id = store_session(store, "s", "A", "B", toy_queries(33))
     add_gold(store, session_id, write_gold(tmp_path / "g.csv", [row for i in (2, 17, 30)
@@ -235,6 +237,7 @@ def test_gold_queries_are_left_out_of_the_report_and_every_export(store, tmp_pat
         golden_from_store(store.engine.url.render_as_string(hide_password=False), "plain"))
 
 
+@pytest.mark.slow
 def test_each_judges_agreement_with_the_gold_by_hand_lowest_first(store, tmp_path):
     # gold query 0: 10 listings, L0-0..4 (baseline) and L0-5..9 (target); query 1: x in both groups, y, z
     queries = [QuerySpec("q0", "head", [Listing(f"L0-{j}") for j in range(5)], [Listing(f"L0-{j}") for j in range(5, 10)]),
@@ -284,6 +287,7 @@ def test_judge_agreement_matches_ann_8_of_10_on_a_single_gold_query(store, tmp_p
 HOSTILE_JUDGE = "<img src=x onerror=alert(1)> | [x](javascript:y)"
 
 
+@pytest.mark.slow
 def test_the_report_shows_the_gold_table_with_judge_names_escaped(store, tmp_path):
     session_id = store_session(store, "s", "A", "B", toy_queries(3), judges_per_query=1)
     add_gold(store, session_id, write_gold(tmp_path / "g.csv", full_rows("query 1", 1, 2)))

@@ -114,6 +114,7 @@ def test_the_cli_reports_bad_rows_and_the_session_exports(tmp_path):
     assert len(out.read_text().splitlines()) == 1 + 3 * 4  # header, 4 listings graded per query
 
 
+@pytest.mark.slow
 def test_the_report_flags_a_much_faster_judge_beside_their_gold_agreement(sqlite_url, tmp_path):
     from qcat.judging.grading.gold import add_gold
     from qcat.judging.store.connection import open_store
@@ -146,6 +147,7 @@ def test_the_report_flags_a_much_faster_judge_beside_their_gold_agreement(sqlite
     store.dispose()
 
 
+@pytest.mark.slow
 def test_flags_of_qcats_own_search_are_refused_with_results(tmp_path):
     a = jsonl(tmp_path / "a.jsonl", [{"query": "q", "rank": 1, "listing_id": "x", "segment": "head"}])
     result = qcat("judge", "create-session", "--results", a, "--results", a, "--mode", "filter", "--url", tmp_path / "j.db")
@@ -187,6 +189,7 @@ def test_a_trec_run_with_topics_and_listings(tmp_path):
 
 
 
+@pytest.mark.slow
 def test_a_system_whose_rows_are_all_skipped_is_refused(tmp_path):
     """Issue 37, item 6: every target row contradicted the baseline's segment; each skip was
     printed, then a 4-query session was made against a system with no results."""

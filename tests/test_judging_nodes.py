@@ -209,6 +209,7 @@ def stored_nodes(db: Path) -> dict[str, tuple[str, str, str]]:
             "l.id = i.list_id join session_queries q on q.id = l.query_id where i.answer <> 'top'")}
 
 
+@pytest.mark.slow
 @needs_nodes
 def test_a_precision_session_shows_the_models_node_answer_once_as_the_classifier_answers_it(judged_demo):
     from qcat.classifier import Classifier
@@ -255,6 +256,7 @@ def report_and_export(db: Path, out: Path, capsys) -> tuple[dict, Path]:
     return json.loads((out / "report" / "report.json").read_text()), gold
 
 
+@pytest.mark.slow
 @needs_nodes
 def test_the_report_gives_peoples_acceptable_rate_of_the_node_answers_and_the_export_their_grades(judged_demo,
                                                                                                   tmp_path, capsys):
@@ -301,6 +303,7 @@ def test_evaluate_gold_on_the_export_gives_the_reports_node_figures(judged_demo,
     assert f"acceptable {expected['acceptable']:.4f} [" in line and f"never graded: 0 of {expected['answered']}" in line
 
 
+@pytest.mark.slow
 @needs_nodes
 def test_precision_is_refused_for_a_model_without_a_node_calibration_and_outside_category_sessions(judged_demo,
                                                                                                   capsys, tmp_path):

@@ -146,6 +146,7 @@ def test_defect_5_time_per_query_is_the_active_time_the_panel_measured(store):
     assert "Math.min(now - P.timer.last, P.data.idle_cap * 1000)" in panel_keys  # the cap, in the browser
 
 
+@pytest.mark.slow
 def test_defect_6_the_report_header_counts_a_sent_back_query_by_its_judges(store):
     session_id = store_session(store, "s", "A", "B", QUERIES[:2], judges_per_query=3, seed=2)
     judges = [add_judge(store, name)[0] for name in ("ann", "bob", "cy", "dee")]

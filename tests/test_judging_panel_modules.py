@@ -42,6 +42,7 @@ DATA = {"judge": "j1", "mode": "grade", "epoch": "grade:1:1:", "queue": [SCREEN]
         "idle_cap": 60, "session": "s", "progress": None, "answers": {}, "heard": None, "store_down": None}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Chromium")
 def test_chromium_links_the_modules_and_the_panel_grades_and_sends():
     """The served module in Chromium, as Streamlit runs it (a blob: URL, its default export called

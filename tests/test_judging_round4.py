@@ -53,6 +53,7 @@ def test_item_1_an_answer_keeps_every_query_the_panel_holds_whatever_it_wants(st
     assert held[5] not in [shown["id"] for shown in desk.queue(held[1:], 1 + PREFETCH)]
 
 
+@pytest.mark.slow
 def test_item_2_3_one_file_for_two_outputs_of_an_export_is_refused_writing_nothing(tmp_path):
     """``--gold F --csv F`` wrote one over the other and reported both written."""
     db = tmp_path / "export.db"

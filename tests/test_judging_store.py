@@ -48,6 +48,7 @@ def schema_differences(url: str) -> list:
         engine.dispose()
 
 
+@pytest.mark.slow
 def test_migrations_up_down_up_and_schema_matches_the_orm(db_url):
     assert upgrade(db_url) == (None, HEAD)
     assert TABLES <= tables(db_url)
@@ -65,6 +66,7 @@ def test_migrations_up_down_up_and_schema_matches_the_orm(db_url):
     assert TABLES <= tables(db_url)
 
 
+@pytest.mark.slow
 def test_migration_0002_keeps_assignments_and_downgrades_released_claims_to_skipped(db_url):
     upgrade(db_url, "0001")
     engine = make_engine(db_url)
@@ -233,6 +235,7 @@ def counts(store) -> dict[str, int]:
                 for model in (Judge, JudgingSession, SessionQuery, ResultList, ResultItem, Assignment, Judgment)}
 
 
+@pytest.mark.slow
 def test_sql_injection_strings_are_stored_verbatim_and_change_nothing_else(store):
     queries = [QuerySpec(text, "tail", [Listing(f"x{i}", text, text)], [Listing(f"y{i}", "t", "c")])
                for i, text in enumerate(INJECTIONS)]
@@ -312,6 +315,7 @@ def _claims(store, query_id: int) -> int:
         return session.get(SessionQuery, query_id).claims
 
 
+@pytest.mark.slow
 def test_an_idle_claim_expires_the_query_goes_to_another_judge_and_late_grades_are_kept(store):
     from datetime import timedelta
 
@@ -465,6 +469,7 @@ def test_a_listing_in_both_groups_is_graded_once_and_stored_for_both_sides(store
         assert session.scalar(select(func.count()).select_from(Judgment).where(Judgment.judge_id == bob.id)) == 0
 
 
+@pytest.mark.slow
 def test_migration_0005_keeps_judges_active_and_copies_every_judgment_into_the_history(db_url):
     upgrade(db_url, "0004")
     engine = make_engine(db_url)

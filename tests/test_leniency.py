@@ -166,6 +166,7 @@ def test_qcat_evaluate_prints_and_reports_them_as_a_plain_recount(tmp_path) -> N
     assert "Strict, lenient and severe top-1" in markdown and "map.tsv (3 pairs, sha256" in markdown
 
 
+@pytest.mark.slow
 def test_a_bad_map_fails_before_training(tmp_path) -> None:
     from tests.test_own_data import one_line_error, qcat
 

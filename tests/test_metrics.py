@@ -155,6 +155,7 @@ def _random_problem(seed: int, n: int = 400, n_labels: int = 60, k: int = 10):
     return truth.tocsr(), labels, scores
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_agrees_with_napkinxc(seed: int) -> None:
     import napkinxc.metrics as nm

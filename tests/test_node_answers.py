@@ -154,6 +154,7 @@ def node_precision(model, calibration, table, precision):
     return right / answered, answered / len(table.queries)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_stated_precision_holds_on_queries_the_calibration_never_saw(seed):
     model, tables = generated(seed, {"a": 800, "b": 800, "test": 2500})
@@ -177,6 +178,7 @@ needs_demo_nodes = pytest.mark.skipif(NODES_FILE not in read_manifest(DEMO, veri
 QUERIES = ["lego star wars", "rocketfish mobile", "dior gaudron", "hornby"]
 
 
+@pytest.mark.slow
 @needs_demo_nodes
 def test_cli_and_api_answer_the_same_node_and_the_leaves_do_not_change():
     classifier = Classifier.load()
@@ -205,6 +207,7 @@ def without_nodes(tmp_path: Path) -> Path:
     return copy
 
 
+@pytest.mark.slow
 def test_a_bundle_without_node_calibration_is_refused_for_precision_in_one_line(tmp_path):
     copy = without_nodes(tmp_path)
     result = qcat("classify", "--model", copy, "--precision", "0.9", "lego")
@@ -227,6 +230,7 @@ def test_a_changed_node_calibration_is_refused_on_load(tmp_path):
         Classifier.load(copy)
 
 
+@pytest.mark.slow
 def test_node_probabilities_nest_for_the_demo_backends():
     """Every backend through the one protocol: NB, XReg and their hybrid (XML-Q: the test below)."""
     from qcat.training.data.corpus import Corpus
@@ -278,6 +282,7 @@ def test_the_service_answers_the_same_node_and_refuses_a_bundle_without_calibrat
         part.stop()
 
 
+@pytest.mark.slow
 def test_train_nodes_adds_a_node_calibration_to_a_bundle_without_one(bestbuy_model_dir, tmp_path):
     assert NODES_FILE not in read_manifest(bestbuy_model_dir).data["files"]
     out = tmp_path / "with-nodes"

@@ -47,6 +47,7 @@ def classifier(bundle):
     return Classifier.load(bundle)
 
 
+@pytest.mark.slow
 def test_the_file_is_listed_hashed_and_verified(bundle):
     manifest = read_manifest(bundle)  # verifies every hash
     text = (bundle / OVERRIDES_FILE).read_text(encoding="utf-8")
@@ -55,6 +56,7 @@ def test_the_file_is_listed_hashed_and_verified(bundle):
     assert not (bundle / "nb" / OVERRIDES_FILE).exists()  # a part loaded on its own has none
 
 
+@pytest.mark.slow
 def test_a_tampered_overrides_file_is_refused(bundle, tmp_path, capsys):
     copy = Path(shutil.copytree(bundle, tmp_path / "tampered"))
     (copy / OVERRIDES_FILE).write_text("query\tcategories\ntv\tc542\n", encoding="utf-8")
@@ -74,6 +76,7 @@ def rehashed(directory: Path, text: str) -> Path:
     return directory
 
 
+@pytest.mark.slow
 def test_a_well_hashed_but_wrong_overrides_file_is_refused_naming_what(bundle, tmp_path):
     copy = Path(shutil.copytree(bundle, tmp_path / "copy"))
     rehashed(copy, "query\tcategories\ntv\tc99999\n")
@@ -88,6 +91,7 @@ def test_a_well_hashed_but_wrong_overrides_file_is_refused_naming_what(bundle, t
         Classifier.load(copy)
 
 
+@pytest.mark.slow
 def test_a_wrong_overrides_file_is_named_once(bundle, demo, tmp_path, capsys):
     """Issue 53 item 13b: the message read `overrides.tsv: overrides.tsv: query ...`."""
     copy = rehashed(Path(shutil.copytree(bundle, tmp_path / "once")), "query\tcategories\ntv\tc99999\n")
@@ -140,6 +144,7 @@ def test_other_queries_answer_exactly_as_without_overrides(classifier, demo):
         assert overridden.sources[queries.index("tv")] == JUDGED
 
 
+@pytest.mark.slow
 def test_the_single_query_path_and_batches_agree(bundle):
     compiled = Classifier.load(bundle).compile()
     batch = Classifier.load(bundle)
@@ -152,6 +157,7 @@ def test_the_single_query_path_and_batches_agree(bundle):
     assert compiled.k_group(3) == compiled.k_group(5) != compiled.k_group(25)
 
 
+@pytest.mark.slow
 def test_overrides_can_be_turned_off_and_load_model_leaves_them_out(bundle, demo):
     for model in (Classifier.load(bundle, overrides=False).model, load_model(bundle)):
         assert not isinstance(model, OverriddenModel)
@@ -165,6 +171,7 @@ def test_overrides_can_be_turned_off_and_load_model_leaves_them_out(bundle, demo
     assert nb.classify(["tv"], k=1)[0].source == JUDGED and nb.model.route_to == "nb"
 
 
+@pytest.mark.slow
 def test_classify_cli_json_explain_and_no_overrides(bundle, capsys):
     assert main(["classify", "--model", str(bundle), "--json", "--explain", "-k", "3", " TV", "tv stand"]) == 0
     tv, stand = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
@@ -181,6 +188,7 @@ def test_classify_cli_json_explain_and_no_overrides(bundle, capsys):
     assert plain["source"] == "nb" and plain["categories"][0]["id"] == "c542"
 
 
+@pytest.mark.slow
 def test_info_counts_the_overrides(bundle, capsys):
     assert main(["info", str(bundle)]) == 0
     out = capsys.readouterr().out
@@ -189,6 +197,7 @@ def test_info_counts_the_overrides(bundle, capsys):
     assert "overrides " not in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_serve_answers_overrides_and_no_overrides_leaves_them_out(bundle):
     sys.path.insert(0, str(REPO / "benchmarks"))
     from serve_load import ServerProcess
@@ -242,6 +251,7 @@ def test_qcat_train_judged_overrides_end_to_end(tmp_path, capsys):
     assert "overrides      3 judged queries answered first with 1 categories judged Exact" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_overrides_of_a_bundle_from_before_query_folding_are_folded_on_load(bundle, tmp_path, capsys):
     """A bundle saved under normalizer 1 (before issue 53's folding: no "normalizer" in its manifest)
     may hold overrides that are no longer in normal form ("men's", "yoga-mat"): they load folded,

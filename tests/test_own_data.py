@@ -49,6 +49,7 @@ def last_error(result) -> str:
 
 # 1 -- training on a log with nothing usable: one line, exit 2
 
+@pytest.mark.slow
 @pytest.mark.parametrize("log_text, taxonomy, message", [
     ("query,category\n", BESTBUY, "the log holds no data rows; nothing to train on"),
     (None, GOOGLE, "no usable rows: all 927 rows were skipped (reasons above); nothing to train on"),
@@ -66,6 +67,7 @@ def test_train_on_unusable_logs_is_one_line(tmp_path, log_text, taxonomy, messag
 
 # 2 -- too little data: say how much survives each step, suggest --min-clicks 1
 
+@pytest.mark.slow
 def test_small_surviving_data_is_a_warning_with_the_counts(tmp_path):
     result = qcat("train", "nb", "--log", CLICKS, "--taxonomy", BESTBUY, "--out", tmp_path / "model")
     assert result.returncode == 0
@@ -123,6 +125,7 @@ def test_evaluate_log_scores_the_test_queries_of_the_training_split(tmp_path):
         qcat("evaluate", "--model", tmp_path / "m", "--log", CLICKS))
 
 
+@pytest.mark.slow
 def test_a_corpus_json_without_periods_is_one_line(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -144,6 +147,7 @@ def test_one_level_paths_are_categories():
 
 # 7 -- ingest --out: the format from the suffix, and the table is a click log again
 
+@pytest.mark.slow
 def test_ingest_out_format_follows_the_suffix_and_round_trips(tmp_path):
     out = tmp_path / "pairs.csv.gz"
     assert qcat("data", "ingest", CLICKS, "--taxonomy", BESTBUY, "--min-clicks", "1", "--out", out).returncode == 0
@@ -170,6 +174,7 @@ def tampered_manifest(tmp_path: Path, edit) -> Path:
     return bundle
 
 
+@pytest.mark.slow
 def test_user_errors_that_were_internal_errors(tmp_path):
     (tmp_path / "fake.csv.gz").write_text("query,category\n")
     assert "not a valid gzip file" in one_line_error(qcat("data", "ingest", tmp_path / "fake.csv.gz", "--taxonomy", BESTBUY))
@@ -204,6 +209,7 @@ def test_usage_errors_are_one_line(args):
 
 # 10 -- flags blamed right, manifest.json as --model, stray files in --out
 
+@pytest.mark.slow
 def test_flags_and_model_paths_are_named_right(tmp_path):
     assert "give its directory" in one_line_error(qcat("classify", "lego", "--model", DEMO / "manifest.json"))
     assert "argument --min-clicks: must be a number of at least 0, got -5" in one_line_error(
@@ -218,11 +224,13 @@ def test_flags_and_model_paths_are_named_right(tmp_path):
 
 # 11 -- arguments are checked before data is loaded
 
+@pytest.mark.slow
 def test_a_missing_model_fails_before_the_corpus_is_read(tmp_path):
     result = qcat("evaluate", "--model", tmp_path / "nope", "--out", tmp_path / "r")
     assert "model directory" in one_line_error(result) and b"queries" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_duplicate_session_name_fails_before_the_search(tmp_path):
     from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
     from qcat.judging.store.connection import open_store
@@ -250,6 +258,7 @@ def test_json_output_escapes_unicode_line_breaks():
 
 # 13 -- no silent no-ops
 
+@pytest.mark.slow
 def test_nothing_to_do_is_said(tmp_path):
     assert "stdin was empty" in one_line_error(qcat("classify", stdin=b""))
     url = f"sqlite:///{tmp_path / 'store.db'}"

@@ -40,6 +40,7 @@ def ingest_args(data_dir, tmp_path):
             data_dir / "bestbuy_categories_2016.json.gz", "--min-clicks", "1", "--out", tmp_path / f"t{time.time_ns()}.parquet"]
 
 
+@pytest.mark.slow
 def test_a_terminal_sees_progress_and_a_pipe_does_not(data_dir, tmp_path):
     code, stdout, drawn = run_on_terminal(ingest_args(data_dir, tmp_path))
     assert code == 0 and "798 used" in stdout
@@ -49,6 +50,7 @@ def test_a_terminal_sees_progress_and_a_pipe_does_not(data_dir, tmp_path):
     assert piped.returncode == 0 and "ingesting" not in piped.stderr + piped.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("quiet", [{"args": ["--quiet"]}, {"env": {"QCAT_QUIET": "1"}}], ids=["--quiet", "QCAT_QUIET"])
 def test_quiet_draws_nothing_even_on_a_terminal(data_dir, tmp_path, quiet):
     code, stdout, drawn = run_on_terminal(quiet.get("args", []) + ingest_args(data_dir, tmp_path), quiet.get("env"))

@@ -32,6 +32,7 @@ def manifest(directory: Path) -> dict:
     return json.loads((directory / "manifest.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_bundle_records_its_data_by_hash_and_the_queries_it_saw(bundles):
     data = manifest(bundles / "nb")["config"]["data"]
     assert data["log"] == str(CLICKS) and data["taxonomy"] == str(BESTBUY)
@@ -96,6 +97,7 @@ def test_a_bundle_without_a_record_has_an_unknown_overlap_never_zero():
     assert overlap(["a b", "c", "a b"], seen) == {"queries": 2, "seen": 1, "share": 0.5}
 
 
+@pytest.mark.slow
 def test_a_hybrid_of_two_taxonomies_is_refused(bundles, tmp_path):
     error = one_line_error(qcat("train", "hybrid", "--nb", bundles / "nb", "--xreg", DEMO / "xreg",
                                 "--out", tmp_path / "h"))
@@ -105,6 +107,7 @@ def test_a_hybrid_of_two_taxonomies_is_refused(bundles, tmp_path):
     assert not (tmp_path / "h").exists()
 
 
+@pytest.mark.slow
 def test_a_hybrid_of_parts_trained_on_different_data_is_refused(bundles, tmp_path):
     other = tmp_path / "nb-seed-3"
     assert qcat("train", "nb", *LOG, "--split-seed", "3", "--out", other).returncode == 0

@@ -31,6 +31,7 @@ def test_ci_runs_the_readme_test_command_verbatim():
     assert quick_start_commands()[1] in ci
 
 
+@pytest.mark.slow
 def test_the_readme_demo_scores_are_what_the_demo_model_prints():
     """Every score the README quotes for the demo model comes from `qcat classify` today: a
     rebuilt demo model must come with its README figures."""
@@ -129,6 +130,7 @@ def test_every_command_line_shown_parses(path):
             raise AssertionError(f"{path.name}: `{line}` does not parse: {exc}") from None
 
 
+@pytest.mark.slow
 def test_the_guide_classify_examples_run_on_the_demo_model(capsys):
     """The guide's `qcat classify` lines that need no model of the reader's run as written on the
     demo model (exit 0, something printed)."""

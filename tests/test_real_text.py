@@ -45,6 +45,7 @@ def simulator_words(catalog, taxonomy) -> set[str]:
     return {t for text in texts for t in tokenize(text)}
 
 
+@pytest.mark.slow
 def test_held_out_listings_never_reach_the_simulator(corpus) -> None:
     """No shipped query was written from a held-out listing, and no held-out title's own
     words (a token no simulated listing has) appear in any query of the log."""
@@ -67,6 +68,7 @@ def test_held_out_listings_never_reach_the_simulator(corpus) -> None:
     assert not only_held_out & log_tokens
 
 
+@pytest.mark.slow
 def test_simulating_a_subset_never_uses_the_rest() -> None:
     """simulate_clicklog on catalog.subset(...) generates nothing from the left-out listings."""
     catalog = load_catalog(demo_corpus_dir() / "catalog.csv.gz")
@@ -236,6 +238,7 @@ def test_demo_model_is_calibrated_everywhere() -> None:
     assert {"lookup", "nb"} <= set(calibrated_sources(model))
 
 
+@pytest.mark.slow
 def test_calibration_round_trips_and_is_verified(tmp_path) -> None:
     source = load_model(default_model_dir())
     directory = tmp_path / "model"

@@ -63,6 +63,7 @@ def dense_reference(y: np.ndarray, y_hat: np.ndarray, k: int) -> dict[str, float
     }
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(problems(positive_scores=True))
 def test_regression_metrics_match_dense_definitions(problem) -> None:
@@ -83,6 +84,7 @@ def test_tau_with_k_beyond_the_label_count() -> None:
     assert [R.tau_at_k(matched, k) for k in (2, 3, 10)] == [-1.0, -1.0, -1.0]
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None)
 @given(problems(positive_scores=False), st.integers(1, 9))
 def test_lemma_3_1_wp_regret_is_bounded_by_twice_xmad_at_2k(problem, width) -> None:

@@ -57,6 +57,7 @@ def hand_built(first, trees=None) -> RerankModel:
     return replace(model, trees=trees)
 
 
+@pytest.mark.slow
 def test_the_features_flip_a_wrong_first_stage_answer(first) -> None:
     query = "king size poster bed"
     assert first.labels[first.predict([query], 1).labels[0, 0]] != BED  # the first stage is wrong
@@ -74,6 +75,7 @@ def test_the_features_flip_a_wrong_first_stage_answer(first) -> None:
     assert model.predict([other], 1).labels[0, 0] == first.predict([other], 1).labels[0, 0]
 
 
+@pytest.mark.slow
 def test_explain_names_the_features_behind_the_answer(first) -> None:
     lines = hand_built(first).explain("king poster bed", 3)
     assert "re-ranks" in lines[0]
@@ -89,6 +91,7 @@ def test_compiled_path_equals_batch_path(first) -> None:
         assert_same_answers(model, queries, k)
 
 
+@pytest.mark.slow
 def test_exported_lightgbm_trees_score_as_lightgbm() -> None:
     lightgbm = pytest.importorskip("lightgbm")
     from qcat.training.rerank.trainer import BASE_PARAMS, export_trees, train_booster
@@ -139,6 +142,7 @@ def test_cross_fitting_never_scores_a_query_with_a_ranker_that_saw_it(monkeypatc
     rerank.no_leak_check(examples, 3)
 
 
+@pytest.mark.slow
 def test_bundle_round_trip_is_verified_and_pickle_free(first, tmp_path) -> None:
     from qcat.models.calibration import Calibration
 
@@ -166,6 +170,7 @@ def test_bundle_round_trip_is_verified_and_pickle_free(first, tmp_path) -> None:
         load_model(tmp_path / "rr")
 
 
+@pytest.mark.slow
 def test_info_and_the_http_service_say_a_second_stage_is_present(first, tmp_path, capsys) -> None:
     import http.client
     import sys
@@ -236,6 +241,7 @@ def test_qcat_train_rerank_end_to_end(tmp_path, capsys) -> None:
     assert set(manifest.metrics["selection"]["versus_first_stage"]) == {"difference", "paired_se", "told_apart"}
 
 
+@pytest.mark.slow
 def test_train_rerank_refuses_a_reranker_as_its_first_stage(first, tmp_path) -> None:
     from qcat.errors import InputError
     from qcat.training.commands.train import main

@@ -47,6 +47,7 @@ def server():
     assert process.stop() == 0
 
 
+@pytest.mark.slow
 def test_health_ready_and_model_summary(server):
     assert call(server.port, "GET", "/healthz")[::2] == (200, {"status": "ok"})
     status, _, ready = call(server.port, "GET", "/readyz")
@@ -60,6 +61,7 @@ def test_health_ready_and_model_summary(server):
     assert summary["load_seconds"] > 0 and summary["loaded_at"].endswith("+00:00")
 
 
+@pytest.mark.slow
 def test_results_are_the_objects_of_classify_json(server):
     queries = ["king poster bed", "dior gaudron", "lego", "nintendo switch controller"]
     cli = subprocess.run([sys.executable, "-m", "qcat.cli", "classify", "--json", "-k", "3", *queries],
@@ -262,6 +264,7 @@ def repoint(link: Path, target: Path) -> None:
     os.replace(staged, link)
 
 
+@pytest.mark.slow
 def test_reload_swaps_a_good_bundle_and_refuses_a_tampered_one(tmp_path):
     good, bad = tmp_path / "nb", tmp_path / "tampered"
     shutil.copytree(DEMO / "nb", good)
@@ -302,6 +305,7 @@ def test_reload_swaps_a_good_bundle_and_refuses_a_tampered_one(tmp_path):
         server.stop()
 
 
+@pytest.mark.slow
 def test_reload_over_http_is_off_without_a_token():
     server = ServerProcess(["--model", str(DEMO / "nb")], env={"QCAT_RELOAD_TOKEN": ""})
     try:
@@ -311,6 +315,7 @@ def test_reload_over_http_is_off_without_a_token():
         server.stop()
 
 
+@pytest.mark.slow
 def test_requests_finish_on_the_model_they_started_with():
     """Jobs queued before a reload are answered by their own model, even in one micro-batch."""
     import asyncio
@@ -339,6 +344,7 @@ def test_requests_finish_on_the_model_they_started_with():
 # -- processes, shutdown, CLI errors ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_workers_share_the_port_and_all_reload():
     server = ServerProcess(["--model", str(DEMO), "--workers", "2"], env={"QCAT_RELOAD_TOKEN": TOKEN})
     try:
@@ -367,6 +373,7 @@ def test_workers_share_the_port_and_all_reload():
         assert server.stop() == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--port", "99999"], "qcat serve: argument --port: must be in 0..65535, got 99999"),
     (["--model", "/nonexistent/model"], "model directory /nonexistent/model does not exist"),
@@ -381,6 +388,7 @@ def test_serve_usage_errors_are_one_line(args, message):
     assert result.stderr.strip().splitlines() == [f"qcat: error: {message}"]
 
 
+@pytest.mark.slow
 def test_serve_on_a_port_in_use_is_one_line(server):
     result = subprocess.run([sys.executable, "-m", "qcat.cli", "serve", "--port", str(server.port)],
                             capture_output=True, text=True, timeout=60, cwd=REPO)
@@ -389,6 +397,7 @@ def test_serve_on_a_port_in_use_is_one_line(server):
         f"qcat: error: cannot listen on 127.0.0.1:{server.port}: Address already in use (choose another --port or --host)"]
 
 
+@pytest.mark.slow
 def test_serving_imports_no_training_code_and_no_tensorflow():
     code = ("import sys; from qcat.serve.config import ServeConfig; from qcat.serve.loading import load; "
             "from qcat.serve.app import create_app; from qcat.serve import runner; "

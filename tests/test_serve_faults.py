@@ -88,6 +88,7 @@ def test_idle_connections_and_slow_headers_are_closed(strict_server):
     assert closed and sent == b"" and time.monotonic() - started < 3
 
 
+@pytest.mark.slow
 def test_connections_past_the_cap_get_a_json_503(strict_server):
     port = strict_server.port
     held = [socket.create_connection(("127.0.0.1", port)) for _ in range(4)]
@@ -107,6 +108,7 @@ def test_connections_past_the_cap_get_a_json_503(strict_server):
     assert call(port, "GET", "/v1/classify?q=tv")[0] == 200
 
 
+@pytest.mark.slow
 def test_request_ids_are_echoed_or_made(strict_server):
     port = strict_server.port
     _, headers, _ = call(port, "GET", "/healthz", headers={"X-Request-ID": "abc-123.x"})
@@ -163,6 +165,7 @@ def test_sigterm_turns_not_ready_and_answers_what_is_on_the_wire(workers):
         server.stop()
 
 
+@pytest.mark.slow
 def test_readiness_is_draining_at_once():
     server = ServerProcess(["--model", str(DEMO / "nb"), "--drain", "5"])
     try:
@@ -202,6 +205,7 @@ def test_a_reload_200_means_every_worker_serves_the_new_bundle(tmp_path):
         assert server.stop() == 0
 
 
+@pytest.mark.slow
 def test_micro_batches_share_one_call_across_k():
     """Requests for k = 1, 5 and 20 share one model call at k = 20, each cut to its own k and
     min_score; a blended hybrid's k = 30 sums over more categories of each part, so it gets a call

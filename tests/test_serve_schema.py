@@ -24,6 +24,7 @@ def server():
     assert process.stop() == 0
 
 
+@pytest.mark.slow
 def test_the_four_disagreements_schemathesis_found(server):
     # GET ?q= is schema-valid: the query's problem is its result, as in a POST (before: 400).
     status, _, body = call(server.port, "GET", "/v1/classify?q=")

@@ -96,6 +96,7 @@ def test_table1_stats_hand_computed() -> None:
 # --------------------------------------------------------------------------- simulator
 
 
+@pytest.mark.slow
 def test_simulation_is_deterministic(small_catalog: Catalog, small_log) -> None:
     again = simulate_clicklog(small_catalog, small_catalog.taxonomy(), SMALL)
     first, second = _arrays(small_log), _arrays(again)
@@ -105,6 +106,7 @@ def test_simulation_is_deterministic(small_catalog: Catalog, small_log) -> None:
     assert len(other) != len(small_log) or not np.array_equal(other.clicks, small_log.clicks)
 
 
+@pytest.mark.slow
 def test_log_rows_are_valid(small_catalog: Catalog, small_log) -> None:
     log = small_log
     taxonomy = small_catalog.taxonomy()
@@ -146,6 +148,7 @@ def _off_result_share(catalog: Catalog, log, config: SimulationConfig) -> float:
     return float(log.clicks[off].sum() / log.clicks.sum())
 
 
+@pytest.mark.slow
 def test_click_noise_share_is_honoured(small_catalog: Catalog) -> None:
     for noise in (0.0, 0.1):
         config = replace(SMALL, click_noise=noise, typo_rate=0.0)
@@ -179,6 +182,7 @@ def _is_single_typo(wrong: str, right: str) -> bool:
     return len(long_) == len(short) + 1 and any(long_[:i] + long_[i + 1:] == short for i in range(len(long_)))
 
 
+@pytest.mark.slow
 def test_write_log_csv_ingests_cleanly(small_catalog: Catalog, small_log, tmp_path: Path) -> None:
     path = tmp_path / "log.csv"
     write_log(small_log, path)

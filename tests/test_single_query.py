@@ -55,6 +55,7 @@ def test_single_query_path_equals_the_batch_path(demo, words, name) -> None:
     check()
 
 
+@pytest.mark.slow
 def test_real_text_queries_answer_alike(demo) -> None:
     from qcat.training.data.corpus import Corpus
 
@@ -94,6 +95,7 @@ def test_an_empty_query_fails_alike(demo) -> None:
             demo.model.predict_one(query, 5)
 
 
+@pytest.mark.slow
 def test_a_compiled_classifier_answers_single_queries_as_batches(demo) -> None:
     queries = ["dior gaudron", "king poster bed", "tv", "samsung galaxy s21 case"]
     batch = Classifier.load().classify(queries, 5)

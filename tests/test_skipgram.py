@@ -43,6 +43,7 @@ def vectors():
     return train_skipgram(synthetic_sentences(), VOCABULARY, CONFIG)
 
 
+@pytest.mark.slow
 def test_tokens_sharing_contexts_end_up_closer(vectors) -> None:
     v = {token: vectors.vectors[i] for i, token in enumerate(VOCABULARY)}
     assert cosine(v["cat"], v["dog"]) > cosine(v["cat"], v["car"]) + 0.5
@@ -90,6 +91,7 @@ def test_unseen_tokens_keep_the_networks_random_rows(vectors) -> None:
     assert started.trainable
 
 
+@pytest.mark.slow
 def test_skipgram_text_leaves_out_the_held_out_listings() -> None:
     from qcat.text.normalize import normalize
     from qcat.training.data.corpus import Corpus

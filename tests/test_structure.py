@@ -86,6 +86,7 @@ def every_module() -> dict[str, Path]:
     return {name: path for folder in FOLDERS for name, path in modules(FOLDERS[folder]).items()}
 
 
+@pytest.mark.slow
 def test_no_import_runs_up_the_layout() -> None:
     """judging (and its migrations) -> evaluation -> training -> measure -> the serving core."""
     own = every_module()

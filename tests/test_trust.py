@@ -54,12 +54,14 @@ def test_a_model_answers_the_other_leaf_never_the_internal_node(trained):
     assert json.loads((out / "manifest.json").read_text())["config"]["data"]["internal_nodes"] == "other"
 
 
+@pytest.mark.slow
 def test_refuse_stops_with_the_counts_and_writes_nothing(tmp_path):
     error = one_line_error(qcat("train", "nb", *LOG, "--internal-nodes", "refuse", "--out", tmp_path / "nb"))
     assert "201 rows name 43 internal (non-leaf) categories of the taxonomy, e.g. cat02015" in error
     assert not (tmp_path / "nb").exists()
 
 
+@pytest.mark.slow
 def test_keep_is_recorded_and_only_then_may_a_model_answer_an_internal_node(kept, tmp_path):
     assert classify(kept, "nook")[0] == NOOK_PARENT
     # The same bundle claiming another rule is refused at load: its labels are not all leaves.
@@ -130,6 +132,7 @@ def test_a_calibration_is_kept_only_where_it_lowers_the_held_out_ece():
     np.testing.assert_allclose(apply_maps(maps, "nb", high[0::2], bins[0::2]), expected)
 
 
+@pytest.mark.slow
 def test_scores_say_whether_they_are_calibrated(trained):
     """Before, a bundle whose calibration was skipped still served and documented its scores as
     calibrated probabilities."""

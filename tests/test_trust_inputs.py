@@ -132,6 +132,7 @@ def write_jsonl(path: Path, rows) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_files_that_are_not_utf8_are_one_line_naming_file_and_line(tmp_path):
     """Before, each crashed with exit 70 (UnicodeDecodeError in the record reader)."""
     latin = tmp_path / "results.jsonl"
@@ -155,6 +156,7 @@ def test_files_that_are_not_utf8_are_one_line_naming_file_and_line(tmp_path):
     assert f"--topics {topics}:2: 1 field, want 2 (qid, query)" in error or f"--topics {topics}:2: not valid UTF-8" in error
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad_rows, why", [
     ([{"query": "lego", "system": "a", "rank": -1, "listing_id": "x"}], "line 1: rank -1 is not a whole number of at least 1"),
     ([{"query": "lego", "system": "a", "rank": 1.5, "listing_id": "x"}], "line 1: rank 1.5 is not a whole number of at least 1"),
@@ -166,6 +168,7 @@ def test_results_with_no_usable_row_list_the_skipped_rows(tmp_path, bad_rows, wh
     assert f"--results {path}: no usable row: 2 rows skipped: {why}; line 2:" in error
 
 
+@pytest.mark.slow
 def test_short_tsv_rows_are_listed_when_none_is_usable(tmp_path):
     path = tmp_path / "r.tsv"
     path.write_text("query\tsystem\trank\tlisting_id\nlego\ta\t1\nlego\tb\n")
@@ -173,6 +176,7 @@ def test_short_tsv_rows_are_listed_when_none_is_usable(tmp_path):
     assert "no usable row: 2 rows skipped: line 2: 3 fields where the header names 4; line 3: 2 fields" in error
 
 
+@pytest.mark.slow
 def test_a_query_longer_than_the_limit_is_skipped_and_said(tmp_path):
     """Before, a 50 MB query went into the session's database unchecked."""
     long = "legos" * 1000  # 5,000 bytes
@@ -195,6 +199,7 @@ def test_a_query_longer_than_the_limit_is_skipped_and_said(tmp_path):
 
 # 5 -- a session of 100,000,000 queries; bm25s's top-k pinned to numpy
 
+@pytest.mark.slow
 def test_the_search_never_uses_jax_even_where_it_is_installed():
     """Before, bm25s's "auto" top-k ran on JAX whenever JAX was importable (and died under a memory
     limit with RESOURCE_EXHAUSTED). bm25s imports JAX itself when it can, so the test counts what
@@ -254,6 +259,7 @@ def test_queries_beyond_the_log_are_bounded_by_it(tmp_path):
 GARBAGE = b"\x1b[31mPNG\r\x00" + bytes(range(1, 32)) * 120 + b",\x1b]0;title\x07\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [(), ("--strict",)])
 def test_echoed_input_is_printable_and_short(tmp_path, args):
     """Before, `data ingest garbage.csv --engine spark` echoed ~4 KB of raw binary, ESC included."""
@@ -294,6 +300,7 @@ def test_settings_given_by_flags_are_said_to_be_fixed_and_real_text_is_printed(t
 
 # 11, 12 -- contradictory short-form flags; catalog paths and taxonomies
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flags, message", [
     (("--short-forms", ""), "--short-forms '' names no rule: give some of lead2"),
     (("--short-forms", "lead2,,nobrand"), "has an empty rule name between commas"),
@@ -327,6 +334,7 @@ def test_catalog_paths_and_taxonomy_are_checked_first(tmp_path):
 
 # 13 -- qcat info's vocabulary hash; the Python API checks k as the CLI does
 
+@pytest.mark.slow
 def test_info_never_prints_none_and_the_api_refuses_a_k_the_cli_refuses():
     from qcat import load
     from qcat.errors import InputError

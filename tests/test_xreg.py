@@ -124,6 +124,7 @@ def test_regressor_targets_and_weights_on_a_hand_made_case():
         assert root_z * leaf_z[label % 2][list(pts).index(point)] == pytest.approx(y)
 
 
+@pytest.mark.slow
 def test_dual_solver_matches_scikit_learn():
     linear_model = pytest.importorskip("sklearn.linear_model")
     rng = np.random.default_rng(0)
@@ -160,6 +161,7 @@ def _objective(X, cost, targets, weights):
     return 0.5 * (weights ** 2).sum(axis=1) + loss.sum(axis=0)
 
 
+@pytest.mark.slow
 def test_shrinking_and_the_joint_solver_reach_the_plain_solvers_optimum():
     indptr, indices, data, d, cost, targets = _random_problem()
     X = sp.csr_matrix((data, indices, indptr), shape=(len(indptr) - 1, d))

@@ -27,6 +27,7 @@ def queries_file(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_classify_with_the_xreg_backend(xreg_dir):
     result = qcat("classify", "--model", xreg_dir, "--backend", "xreg", "--json", "--explain", "sharp tv", "ipad")
     assert result.returncode == 0, result.stderr
@@ -39,6 +40,7 @@ def test_classify_with_the_xreg_backend(xreg_dir):
     assert info.returncode == 0 and "backend        xreg" in info.stdout
 
 
+@pytest.mark.slow
 def test_classify_with_xreg_loads_numpy_only(xreg_dir):
     code = ("import sys; from qcat.cli import main; rc = main(['classify', '--model', sys.argv[1], 'sharp tv']);"
             "bad = [m for m in sys.modules if m.split('.')[0] in "
@@ -48,6 +50,7 @@ def test_classify_with_xreg_loads_numpy_only(xreg_dir):
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.slow
 def test_labelwise_ranks_the_queries_of_a_file(xreg_dir, queries_file):
     manifest_labels = (xreg_dir / "labels.txt").read_text().split("\n")
     category = manifest_labels[0]
@@ -63,6 +66,7 @@ def test_labelwise_ranks_the_queries_of_a_file(xreg_dir, queries_file):
     assert text.returncode == 0 and text.stdout.startswith(f"{category}  ")
 
 
+@pytest.mark.slow
 def test_hybrid_with_an_xreg_long_part(xreg_dir, bestbuy_model_dir, tmp_path, queries_file):
     out = tmp_path / "hybrid"
     result = qcat("train", "hybrid", "--nb", bestbuy_model_dir, "--long-backend", "xreg", "--xreg", xreg_dir,
