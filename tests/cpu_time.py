@@ -28,6 +28,15 @@ def pytest_addoption(parser) -> None:
     parser.addoption("--cpu-times", metavar="FILE", help="append each test's CPU seconds to FILE (JSON lines)")
 
 
+DESELECTED = pytest.StashKey[list]()
+
+
+def pytest_deselected(items) -> None:
+    """Keep the tests ``-m``/``-k`` left out: tests/test_suite_speed.py checks every module collected."""
+    if items:
+        items[0].config.stash.setdefault(DESELECTED, []).extend(items)
+
+
 def _cpu(who: int) -> float:
     usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime

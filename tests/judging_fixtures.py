@@ -454,3 +454,21 @@ def stored_grades(db, judge: str) -> dict[int, dict[tuple[str, str], int]]:
     for query_id, listing, side, grade in rows:
         graded.setdefault(query_id, {})[(listing, side)] = grade
     return graded
+
+
+def pytest_collection_finish(session) -> None:
+    """The modules that drive the app through ``AppTest`` run it as ``qcat judge app`` runs it,
+    with ``runner.postScriptGC`` off (judging_app/commands/app.py: Streamlit's default collects
+    every generation after each script run, and in a test worker that has loaded TensorFlow and
+    JAX that is seconds a test). And ``AppTest`` scans every installed distribution for Streamlit
+    components on each new ``AppTest`` (about 0.5 CPU-s; a running app scans once at its start):
+    the distributions do not change during a test run, so they are scanned once a process."""
+    if "streamlit.testing.v1" in sys.modules:
+        import functools
+
+        from streamlit import config
+        from streamlit.components.v2 import manifest_scanner
+
+        config.set_option("runner.postScriptGC", False)
+        if not hasattr(manifest_scanner.scan_component_manifests, "cache_info"):
+            manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
