@@ -7,6 +7,7 @@ HTML in headless Chromium at 1280x800.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -15,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # about a minute: a session, three simulated judges, an evaluation, an audit
-
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "guide" / "judging-categories.md"
+SPEC = importlib.util.spec_from_file_location("simulate_category_judges", ROOT / "benchmarks" / "simulate_category_judges.py")
+SIMULATE = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(SIMULATE)
 
 
 def walkthrough() -> tuple[list[str], list[str], list[str]]:
@@ -31,6 +33,7 @@ def walkthrough() -> tuple[list[str], list[str], list[str]]:
     return commands, printed, rows
 
 
+@pytest.mark.slow  # about a minute: a session, three simulated judges, an evaluation, an audit
 def test_the_category_walkthrough_runs_and_prints_what_the_guide_says(tmp_path):
     commands, printed, rows = walkthrough()
     assert [c.split()[:3] for c in commands] == [
@@ -67,3 +70,15 @@ def test_the_category_walkthrough_runs_and_prints_what_the_guide_says(tmp_path):
             page.goto((tmp_path / "category-report" / "report.html").as_uri())
             page.screenshot(path=str(ROOT / "docs" / "judging_categories_report_1280x800.png"))
             browser.close()
+
+
+def test_the_walkthroughs_simulated_judges_grade_by_the_scripts_stated_rule():
+    """The judges of the walkthrough's sixth step: a category the corpus grades (3 exact, 2
+    acceptable) keeps its grade; an ungraded one is 1 (related) when it shares its parent with a
+    category graded 2 or more, else 0; a query the corpus knows nothing of gets 0 everywhere."""
+    parent = {"tv-oled": "tvs", "tv-lcd": "tvs", "tv-mount": "tvs", "hdmi": "cables", "usb": "cables", "lego": None}
+    truth = {"tv-oled": 3, "hdmi": 1}
+    assert [SIMULATE.grade(c, truth, parent) for c in ("tv-oled", "hdmi", "tv-lcd", "tv-mount", "usb", "lego")] == \
+        [3, 1, 1, 1, 0, 0]  # usb: its sibling hdmi is graded 1 only
+    assert SIMULATE.grade("usb", {"hdmi": 2}, parent) == 1 and SIMULATE.grade("tv-lcd", {"tv-oled": 1}, parent) == 0
+    assert {c: SIMULATE.grade(c, {}, parent) for c in parent} == dict.fromkeys(parent, 0)

@@ -11,10 +11,9 @@ from test_cli import qcat
 
 from qcat.classifier import default_model_dir, load_model
 from qcat.cli import main as qcat_main
+from qcat.evaluation.report import main_columns, tables
 from qcat.measure.segments import segment_by_impressions
 from qcat.training.nb import trainer as nb_trainer
-
-pytestmark = pytest.mark.slow  # its fixtures train models or build wheels: over 3 s a test (the fast loop leaves them out)
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +39,7 @@ def report_dir(tmp_path_factory, second_model):
     return out
 
 
+@pytest.mark.slow  # report_dir: an NB model trained and both evaluated on the demo corpus
 def test_report_numbers_match_a_plain_recount(report_dir, demo_dataset) -> None:
     report = json.loads((report_dir / "report.json").read_text())
     test = demo_dataset.test
@@ -79,6 +79,7 @@ def model_metrics_pr1() -> float:
     return read_manifest(default_model_dir()).metrics["test"]["pr@1"]
 
 
+@pytest.mark.slow  # report_dir
 def test_delta_table_is_laid_out_like_table_4(report_dir) -> None:
     report = json.loads((report_dir / "report.json").read_text())
     markdown = (report_dir / "report.md").read_text()
@@ -94,6 +95,7 @@ def test_delta_table_is_laid_out_like_table_4(report_dir) -> None:
         assert delta_pr1 == pytest.approx(expected, abs=0.006)
 
 
+@pytest.mark.slow  # report_dir
 def test_report_files_are_self_contained(report_dir) -> None:
     html = (report_dir / "report.html").read_text()
     calibrated = "nodes.json" in json.loads((default_model_dir() / "manifest.json").read_text())["files"]
@@ -107,6 +109,7 @@ def test_report_files_are_self_contained(report_dir) -> None:
     json.loads((report_dir / "report.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
 
 
+@pytest.mark.slow  # a qcat evaluate process on the demo corpus
 def test_evaluate_cli_json_and_fit(tmp_path) -> None:
     # The real sets and the hybrid are the report fixture's: its NB part answers here (about two thirds of the CPU)
     result = qcat("evaluate", "--model", default_model_dir() / "nb", "--out", tmp_path / "r", "--json", "--fit-propensity",
@@ -118,6 +121,7 @@ def test_evaluate_cli_json_and_fit(tmp_path) -> None:
     assert "fitted propensity" in result.stderr
 
 
+@pytest.mark.slow  # a qcat process each
 @pytest.mark.parametrize("args, message", [
     (["--model", "/nonexistent/model"], "/nonexistent/model"),
     (["--threshold", "2"], "--threshold must lie in [0, 1]"),
@@ -130,7 +134,30 @@ def test_evaluate_errors_are_one_line(tmp_path, args, message) -> None:
     assert message in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # bestbuy_model_dir trains a model
 def test_model_on_another_taxonomy_is_refused(tmp_path, bestbuy_model_dir) -> None:
     result = qcat("evaluate", "--model", bestbuy_model_dir, "--out", tmp_path)
     assert result.returncode == 2
     assert "another taxonomy" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_report_without_the_simulated_split_compares_its_real_sets_only() -> None:
+    """A report of real-text sets alone (``--query-set real-title --query-set real-2tok``): the
+    difference table has no head/torso/tail rows, one row per set, each cell the later model's
+    figure minus the first's in percentage points, "–" where a figure is missing."""
+    columns = main_columns(5)
+
+    def scores(base: float) -> dict:
+        return {c: base + i / 100 for i, c in enumerate(columns)} | {"ECE": 0.1, "ECE raw": 0.2}
+
+    b_2tok = scores(0.25) | {"PR@10": float("nan")}
+    report = {"options": {"k": 5}, "query_sets": ["real-title", "real-2tok"],
+              "real_sets": {"real-title": {"split": "test", "queries": 10}, "real-2tok": {"split": "test", "queries": 8}},
+              "models": [{"name": "NB", "query_sets": {"real-title": scores(0.5), "real-2tok": scores(0.375)}},
+                         {"name": "XReg", "query_sets": {"real-title": scores(0.625), "real-2tok": b_2tok}}]}
+    delta, = (t for t in tables(report) if t.title.startswith("Differences against NB"))
+    assert delta.header == ("models", "QSet") + tuple(f"δ {c}" for c in columns)
+    assert [row[:2] for row in delta.rows] == [("XReg − NB", "real-title"), ("", "real-2tok")]
+    assert delta.rows[0][2:] == ("+12.50",) * len(columns)
+    assert delta.rows[1][2:] == tuple("–" if c == "PR@10" else "-12.50" for c in columns)
+    assert not any(t.title.split()[0] in ("all", "head", "torso", "tail") for t in tables(report))

@@ -6,13 +6,15 @@ import json
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from qcat.classifier import Classifier
+from qcat.evaluation.scoring import add_unseen_scores, differing_sets
+from qcat.measure.metrics import Matched
 from qcat.training.data.corpus import LogCorpus
 from tests.test_own_data import BESTBUY, CLICKS, qcat
 from tests.test_train_judged import JUDGED, LOG
 
-pytestmark = pytest.mark.slow
 SEEN_BY_JUDGED = {"amp", "anastasia cd"}  # the judged file's queries in the log's test split
 
 
@@ -43,6 +45,7 @@ def top1_hits(directory, queries, truth_of) -> np.ndarray:
     return np.array([bool(a.categories) and a.categories[0].id in truth_of[q] for q, a in zip(queries, answers)])
 
 
+@pytest.mark.slow  # the evaluated fixture trains two models and evaluates them
 def test_headline_figures_on_unseen_queries_are_a_plain_recount(evaluated):
     work, test, _, report, result = evaluated
     plain, judged = report["models"]
@@ -68,6 +71,7 @@ def test_headline_figures_on_unseen_queries_are_a_plain_recount(evaluated):
     assert any("every headline figure there is also given on unseen queries" in note for note in report["notes"])
 
 
+@pytest.mark.slow  # the evaluated fixture trains two models and evaluates them
 def test_gold_figures_and_paired_differences_on_unseen_queries(evaluated):
     _, _, gold_queries, report, result = evaluated
     plain, judged = report["models"]
@@ -85,6 +89,7 @@ def test_gold_figures_and_paired_differences_on_unseen_queries(evaluated):
     assert "judged on unseen queries vs plain: human-judged top-1 wins" in stdout
 
 
+@pytest.mark.slow  # trains a model, evaluates it twice
 def test_models_that_saw_the_same_queries_get_no_unseen_block(tmp_path):
     result = qcat("train", "nb", *LOG, "--out", tmp_path / "nb")
     assert result.returncode == 0, result.stderr.decode()
@@ -94,3 +99,25 @@ def test_models_that_saw_the_same_queries_get_no_unseen_block(tmp_path):
     report = json.loads(result.stdout)
     assert all("unseen" not in m for m in report["models"])
     assert "Headline figures on unseen queries" not in (tmp_path / "report" / "report.md").read_text()
+
+
+def test_unseen_figures_and_the_paired_difference_use_only_the_queries_no_model_saw():
+    """Six queries of three labels, the first two seen by one model in training (masked out): the
+    unseen figures and the paired PR@1 difference (mean, SE = sd / sqrt(n)) are those of the other
+    four; only sets whose seen counts differ are compared, and none while a model's count is unknown."""
+    truth = sp.csr_matrix(np.eye(3)[[0, 1, 2, 0, 1, 2]])
+    def ranked(top: list[int]) -> Matched:  # each query's top two, as Matched.build ranks them
+        labels = np.array([[t, (t + 1) % 3] for t in top])
+        return Matched(labels, np.tile([0.9, 0.1], (6, 1)), truth, truth.toarray()[np.arange(6)[:, None], labels])
+
+    plain, judged = ranked([0, 1, 2, 1, 2, 2]), ranked([1, 2, 2, 0, 1, 0])  # top-1 hits: 1 1 1 0 0 1 and 0 0 1 1 1 0
+    models = [{"name": "plain"}, {"name": "judged"}]
+    add_unseen_scores(models, [{"all": plain}, {"all": judged}], {"all": np.array([False, False, True, True, True, True])})
+    assert models[0]["unseen"]["all"] == {"queries": 4, "PR@1": 0.5, "PR@3": 0.5, "PR@10": 0.5}
+    assert models[1]["unseen"]["all"]["PR@1"] == 0.75 and "unseen_paired" not in models[0]
+    paired = models[1]["unseen_paired"]["all"]  # per-query differences 0, +1, +1, -1
+    assert paired["queries"] == 4 and paired["value"] == pytest.approx(0.25)
+    assert paired["se"] == pytest.approx(np.std([0, 1, 1, -1], ddof=1) / 2)
+    overlap = {"all": {"seen": 0}, "real-title": {"seen": 3}}
+    assert differing_sets([{"overlap": overlap}, {"overlap": {"all": {"seen": 2}, "real-title": {"seen": 3}}}]) == ["all"]
+    assert differing_sets([{"overlap": overlap}, {"overlap": {"all": {"seen": None}, "real-title": {"seen": 3}}}]) == []

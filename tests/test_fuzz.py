@@ -230,6 +230,24 @@ def test_logs_exit_0_with_every_line_accounted_for_or_2_with_one_line(tmp_path_f
     OUTCOMES[("log", "exit 0")] += 1
 
 
+def test_one_line_of_each_broken_kind_is_used_or_skipped_under_one_reason(tmp_path):
+    """The broken lines the log property test draws from, one of each in one file (a BOM, no final
+    line break, CRLF endings): ingestion accounts for every physical line and names a reason for each skip."""
+    row = LOG_ROWS[0]
+    lines = [row.encode(), row.replace(",", ',"x\ny",', 1).encode(), row.replace(",", "\r,", 1).encode(),
+             row.replace(",", "\x00,", 1).encode(), b"\xff\xfe" + row.encode(), ("\ufeff" + row).encode(),
+             (row + "," + row).encode(), b"", b"   ", b",", b"\x1b[31m", b"LONG_QUERY", b"LONG_LINE",
+             ('"' + row).encode(), LOG_ROWS[1].encode()]
+    (tmp_path / "taxonomy.tsv").write_text(TOY_TAXONOMY)
+    raw = materialize(lines, b"query,category,clicks", b"\r\n", bom=True, final=False)
+    (tmp_path / "log.csv").write_bytes(raw)
+    report = ingest(tmp_path / "log.csv", load_taxonomy(tmp_path / "taxonomy.tsv"), min_clicks=1).report
+    assert report.lines == physical_line_count(raw) == 17  # the quoted line break makes two lines
+    assert (report.header_lines, report.blank_lines, report.rows_read, report.rows_used) == (1, 2, 14, 5)
+    assert dict(report.skipped) == {"malformed_row": 6, "bad_encoding": 1, "query_too_long": 1, "too_long": 1}
+    assert report.rows_used + sum(report.skipped.values()) == report.rows_read
+
+
 CATALOG_ROWS = [f"L{i},lego set {i},L" for i in range(6)] + [f"V{i},sharp tv {i},V" for i in range(6)]
 
 

@@ -17,8 +17,6 @@ from qcat.errors import InputError
 from qcat.taxonomy import Taxonomy
 from qcat.training.clicklogs.clicklog import REASONS, ingest
 
-pytestmark = pytest.mark.slow  # its fixtures train models or build wheels: over 3 s a test (the fast loop leaves them out)
-
 TAXONOMY = Taxonomy.from_path_tuples(
     ("toys", "trains", "dolls", "gifts-a", "gifts-b"),
     (("Toys",), ("Toys", "Trains"), ("Toys", "Dolls"), ("Gifts",), ("Gifts",)),  # "Gifts": ambiguous
@@ -120,6 +118,17 @@ def run_spark(spark_engine, *args, **kwargs):
         engine.close()
 
 
+def test_the_csv_log_gives_duckdb_every_reject_reason_the_spark_comparison_relies_on(tmp_path):
+    """Without Spark or Java: DuckDB alone skips the CSV log's rows under every reason a CSV cell can
+    have (all but too_long and query_not_text), so the comparison below covers each of them."""
+    duck = ingest(write_log(tmp_path, "csv"), TAXONOMY, min_clicks=3, date_from="2025-01-01", date_to="2025-03-01")
+    assert set(duck.report.skipped) == set(REASONS) - {"too_long", "query_not_text"}
+    assert duck.report.skipped["bad_clicks"] == 6 and duck.report.skipped["bad_date"] == 3
+    assert duck.report.pairs_below_min_clicks and duck.report.rows_outside_dates
+    assert {"line train", "cafe creme"} <= set(duck.table.queries)  # the quoted line break: two rows
+
+
+@pytest.mark.slow  # a local Spark session
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_engines_agree_on_every_row_and_reject(tmp_path, spark_engine, fmt):
     path = write_log(tmp_path, fmt)
@@ -141,18 +150,21 @@ def test_engines_agree_on_every_row_and_reject(tmp_path, spark_engine, fmt):
     assert all(row is None for rows in spark.report.examples.values() for row, _ in rows)
 
 
+@pytest.mark.slow  # a local Spark session
 def test_spark_strict_names_reason_and_value(tmp_path, spark_engine):
     path = write_log(tmp_path, "csv")
     with pytest.raises(InputError, match=r"log.csv: malformed row \(.*\): '\"multi'$"):
         run_spark(spark_engine, path, TAXONOMY, strict=True)
 
 
+@pytest.mark.slow  # a local Spark session
 def test_spark_errors_are_one_line(tmp_path, spark_engine):
     with pytest.raises(InputError) as caught:
         run_spark(spark_engine, str(tmp_path / "nothere.parquet"), TAXONOMY)
     assert "nothere.parquet" in str(caught.value) and "\n" not in str(caught.value)
 
 
+@pytest.mark.slow  # a local Spark session
 def test_cli_engine_flag_end_to_end(tmp_path, spark_engine, capsys):
     from qcat.cli import main
 
@@ -171,6 +183,7 @@ def test_cli_engine_flag_end_to_end(tmp_path, spark_engine, capsys):
     assert outputs["spark"] == outputs["duckdb"]
 
 
+@pytest.mark.slow  # a qcat process starting Spark
 def test_cli_bad_master_is_one_line(tmp_path):
     pytest.importorskip("pyspark", reason='PySpark is not installed (pip install "qcat[spark]")')
     if not shutil.which("java"):
@@ -203,6 +216,7 @@ def test_spark_missing_is_one_line_error(tmp_path, monkeypatch):
         ingest(path, TAXONOMY, engine="spark")
 
 
+@pytest.mark.slow  # a local Spark session
 def test_spark_echoes_a_binary_header_printable_and_short(tmp_path, spark_engine):
     """Issue 34, item 8: before, ~4 KB of raw bytes, ESC included, went into the error."""
     path = tmp_path / "garbage.csv"

@@ -37,10 +37,12 @@ from judging_fixtures import (
 )
 from sqlalchemy import select
 
+from qcat.judging.grading.desk import GradingDesk
+from qcat.judging.grading.judges import add_judge
+from qcat.judging.grading.sessions import Listing, QuerySpec, store_session
 from qcat.judging.store.connection import open_store
+from qcat.judging.store.migrate import upgrade
 from qcat.judging.store.models import Assignment, Judge, SessionQuery
-
-pytestmark = pytest.mark.slow  # every test here takes over 3 s (the fast loop leaves them out)
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
 
@@ -72,6 +74,36 @@ def assert_stored_as_typed(db, judge: str, typed: dict[int, dict[tuple[str, str]
         assert {key: by_listing[key[0]] for key in stored[query_id]} == stored[query_id], query_id
 
 
+def test_grades_sent_as_the_panel_types_them_are_stored_where_typed_a_shared_listing_on_both_sides(tmp_path):
+    """The store side of the typing test, without a browser: each query's grades, sent by slot (a
+    listing in both groups is one slot) as the panel sends them, are stored as typed, and the shared
+    listing's one grade on both sides."""
+    db = tmp_path / "typed.db"
+    upgrade(f"sqlite:///{db}")
+    store = open_store(str(db))
+    typed: dict[int, dict[tuple[str, str], int]] = {}
+    try:
+        session_id = store_session(store, "typed", "A", "B", [
+            QuerySpec(f"query {q}", "head", [Listing(f"same{q}", "Shared"), Listing(f"a{q}", "A only")],
+                      [Listing(f"b{q}", "B only"), Listing(f"same{q}", "Shared")]) for q in range(2)], seed=1)
+        desk = GradingDesk(store, add_judge(store, "cy")[0].id, session_id, prefetch=1)
+        for index, shown in enumerate(desk.queue()):
+            digits = digits_for(index, len(shown["slots"]))
+            typed[shown["id"]] = {(slot["listing"], slot["side"]): d for slot, d in zip(shown["slots"], digits)}
+            action = {"id": f"enter-{index}", "kind": "submit", "query": shown["id"], "text": shown["text"],
+                      "seconds": 1.0, "grades": [[*key, d] for key, d in typed[shown["id"]].items()]}
+            assert desk.take([action])[action["id"]]["status"] == "saved"
+    finally:
+        store.dispose()
+    assert len(typed) == 2 and all(len(grades) == 3 for grades in typed.values())  # 4 shown, 3 slots
+    assert_stored_as_typed(db, "cy", typed)
+    for query_id, grades in stored_grades(db, "cy").items():
+        shared = next(listing for listing, _ in grades if listing.startswith("same"))
+        assert len(grades) == 4
+        assert grades[(shared, "right")] == grades[(shared, "left")] == typed[query_id][(shared, "left")]
+
+
+@pytest.mark.slow  # over 3 s: a Streamlit server and Chromium
 def test_typing_at_speed_through_transitions_stores_every_grade_where_it_was_typed(running_app):
     url, db, tokens, log = running_app
     typed: dict[int, dict[tuple[str, str], int]] = {}
@@ -114,6 +146,7 @@ def actions_in_view(page) -> dict:
     }""")
 
 
+@pytest.mark.slow  # over 3 s: a Streamlit server and Chromium
 def test_actions_stay_in_view_the_keys_the_mouse_guidelines_and_a_reload(running_app, tmp_path):
     """Defect 1 (Submit, Skip and Flag in view at 1280x800 and 1920x1080, sticky), the mouse,
     Backspace and the arrows, ``?``, S, F, and a reload that keeps the grades entered."""
@@ -188,6 +221,7 @@ def test_actions_stay_in_view_the_keys_the_mouse_guidelines_and_a_reload(running
     assert rows[second["id"]] == "skipped:" and rows[third["id"]] == "skipped:not a product search"
 
 
+@pytest.mark.slow  # over 3 s: a Streamlit server and Chromium
 def test_after_the_app_restarts_the_keys_still_grade_without_a_click(demo_db, tmp_path):
     """Defect 2: after an app restart and the page's reconnect, the query on screen takes the keys
     (the panel listens to the whole page: no focus is needed), Enter included."""
@@ -226,6 +260,7 @@ def test_after_the_app_restarts_the_keys_still_grade_without_a_click(demo_db, tm
     assert_stored_as_typed(db, "bob", {shown["id"]: {tuple(slot): d for slot, d in zip(shown["slots"], digits)}})
 
 
+@pytest.mark.slow  # over 3 s: a Streamlit server and Chromium
 def test_the_store_stopped_mid_session_loses_nothing_and_r_stores_what_was_kept(tmp_path):
     """The store (PostgreSQL, a server of the test's own) stops while a judge types at speed: the
     panel says so in one line (defect 9: once, never repeated), the judge goes on with the queries
@@ -284,6 +319,7 @@ def test_the_store_stopped_mid_session_loses_nothing_and_r_stores_what_was_kept(
         server.remove()
 
 
+@pytest.mark.slow  # over 3 s: a Streamlit server and Chromium
 def test_another_judge_signing_in_in_the_same_tab_starts_clean(running_app):
     """Review finding: a judge's grades typed but not submitted, or actions not yet answered, never
     carry over to the next judge who signs in in the same tab (no reload between them)."""

@@ -25,10 +25,13 @@ import pytest
 from judging_fixtures import CHROMIUM, add_judges, panel_shown, qcat, running_judging_app, signed_in_panel, type_keys
 from sqlalchemy import select
 
+from qcat.judging.grading.desk import GradingDesk
+from qcat.judging.grading.imports import read_results
+from qcat.judging.grading.judges import add_judge
+from qcat.judging.grading.sessions import select_imported, store_session
 from qcat.judging.store.connection import open_store
+from qcat.judging.store.migrate import upgrade
 from qcat.judging.store.models import Assignment, Judge, Judgment, QueryReview, ResultItem, ResultList, SessionQuery
-
-pytestmark = pytest.mark.slow  # every test here takes over 3 s (the fast loop leaves them out)
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
 TIMEOUT_MS = 20_000
@@ -132,11 +135,40 @@ def ndcg_star(grades: list[float]) -> float:
     return dcg / ideal
 
 
+def test_both_engines_files_become_cards_with_their_pictures_links_and_facts(tmp_path):
+    """The session the browser test judges, built in-process: both files read, the 2 queries with
+    the same top 5 in both systems left out (one torso, one tail), and every listing drawn for the
+    panel with its picture, its link, its brand and price, its category escaped."""
+    images = "http://images.test"
+    imported = read_results(list(write_results(tmp_path, images)))
+    built = select_imported(imported.queries, None, differing_top=5)
+    assert built.stats["identical_skipped"] == {"head": 0, "torso": 1, "tail": 1}
+    assert sorted(query.text for query in built.queries) == [f"running shoes {q}" for q in range(4)]
+    url = f"sqlite:///{tmp_path / 'own.db'}"
+    upgrade(url)
+    store = open_store(url)
+    try:
+        session_id = store_session(store, "own", *imported.systems, built.queries, judges_per_query=2, seed=1)
+        queue = GradingDesk(store, add_judge(store, "ann")[0].id, session_id, prefetch=3).queue()
+    finally:
+        store.dispose()
+    assert len(queue) == 4
+    for shown in queue:
+        cards = shown["left"] + shown["right"]
+        assert len(cards) == 10 and len(shown["slots"]) == 8  # ranks 2 and 4 are one listing in both groups
+        for card in cards:
+            assert (card["image"], card["link"]) == (f"{images}/{card['listing']}.png",
+                                                     f"https://shop.example/{card['listing']}")
+            assert card["facts"] == f"Brand: Acme · Price: {10 + card['position']}.00"
+            assert card["category"] == "Shoes &gt; Running"
+
+
 def signed_in(browser, url: str, token: str):
     """A fresh browser context at 1280x800 whose page has signed in with ``token``."""
     return signed_in_panel(browser, url, token)
 
 
+@pytest.mark.slow  # over 3 s: `qcat` commands, a Streamlit server and Chromium
 def test_own_engine_session_graded_by_keys_settled_and_reported(own_engine_app, tmp_path):
     url, db, tokens = own_engine_app
     started = time.perf_counter()

@@ -22,8 +22,7 @@ from judging_fixtures import (
 )
 from test_judging_restart import CONNECTING, SIZES, one_judge_store, skip_without_chromium, stop
 
-
-pytestmark = pytest.mark.slow
+from qcat.judging.pages.panel import markdown_html
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
 
@@ -64,6 +63,7 @@ def judge_in_chromium(tmp_path, db, token):
         stop(app["process"])
 
 
+@pytest.mark.slow  # over 3 s: a Streamlit server and Chromium
 def test_item_15_keys_typed_over_the_first_visit_guidelines_close_them_and_grade(tmp_path):
     """The digits a judge typed while the first-visit guidelines were open were dropped without a
     sign (keys typed during "Loading…" wait and land): now they close the guidelines and grade."""
@@ -89,6 +89,18 @@ def test_item_15_keys_typed_over_the_first_visit_guidelines_close_them_and_grade
         dict(zip(map(tuple, shown["slots"]), digits))
 
 
+def test_item_15_the_first_visit_guidelines_are_the_sessions_markdown_with_raw_html_shown_as_text():
+    """What item 15's guidelines box holds (``create-session --guidelines``, sent to the panel as
+    HTML): the session's Markdown rendered, tables included, and HTML typed in it shown as text,
+    never run in the judge's page."""
+    shown = markdown_html(GUIDELINES + "\n\n| Key | Does |\n|---|---|\n| 3 | Excellent |\n\n"
+                          "<script>alert(1)</script>\n\nA <b>bold</b> claim")
+    assert shown.startswith("<h1>Our rules</h1>\n<p>Grade each listing as the shopper who typed the query.</p>")
+    assert "<th>Key</th>" in shown and "<td>Excellent</td>" in shown
+    assert "<p>&lt;script&gt;alert(1)&lt;/script&gt;</p>" in shown and "<p>A &lt;b&gt;bold&lt;/b&gt; claim</p>" in shown
+    assert "<script" not in shown and "<b>" not in shown
+
+
 def restarted(process, page, db, port, log):
     """Stop the app, wait until the page says so, start it again and wait for the answer to the
     panel's hello (what it holds, sent once the first run after the restart has drawn it): that run
@@ -105,6 +117,7 @@ def restarted(process, page, db, port, log):
     return process
 
 
+@pytest.mark.slow  # over 3 s: a Streamlit server and Chromium
 def test_item_16_the_page_sits_where_it_was_after_an_app_restart(tmp_path):
     """After an app restart the page sat 16 px higher for good, the progress line and the guidelines
     button under Streamlit's header: the sign-in cookie's script element (drawn in the run after a
@@ -130,6 +143,7 @@ def test_item_16_the_page_sits_where_it_was_after_an_app_restart(tmp_path):
                 assert after["parts"][name][1] >= after["header_bottom"], (width, name, after)
 
 
+@pytest.mark.slow  # over 3 s: a Streamlit server and Chromium
 def test_item_17_the_restart_line_fits_at_1280x800(tmp_path):
     """"The app is restarting … and go to the …" was cut at 1280 px (830 px of text in an 801 px
     line), with and without the count of queries waiting to be sent."""

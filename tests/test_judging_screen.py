@@ -28,10 +28,15 @@ from judging_fixtures import (
     start_judging_app,
     stop_judging_app,
     stored_grades,
+    toy_queries,
     type_keys,
 )
 
-pytestmark = pytest.mark.slow
+from qcat.judging.grading.desk import GradingDesk
+from qcat.judging.grading.judges import add_judge
+from qcat.judging.grading.sessions import store_session
+from qcat.judging.store.connection import open_store
+from qcat.judging.store.migrate import upgrade
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
 
@@ -58,6 +63,40 @@ LAYOUT = """() => {
 }"""
 
 
+def test_issue_41_grades_the_store_cannot_take_are_kept_and_sent_again_stored_once(tmp_path):
+    """The server's half of the outage: a submit the store cannot take is answered ``store_down``
+    with the line the panel shows (R to send again), nothing stored and the query not let go; sent
+    again under an id of its own once the store is back, the grades are stored once."""
+    db = tmp_path / "outage.db"
+    upgrade(f"sqlite:///{db}")
+    store = open_store(str(db))
+    gone = open_store(f"sqlite:///{tmp_path / 'no such folder' / 'outage.db'}", check=False)  # cannot be opened
+    try:
+        session_id = store_session(store, "outage", "A", "B", toy_queries(3), judges_per_query=1)
+        desk = GradingDesk(store, add_judge(store, "ann")[0].id, session_id, prefetch=1)
+        shown = desk.queue()[0]
+        action = {"id": "enter-1", "kind": "submit", "query": shown["id"], "text": shown["text"], "seconds": 2.0,
+                  "grades": [[slot["listing"], slot["side"], 2] for slot in shown["slots"]]}
+        desk.store = gone  # the store stops
+        answer = desk.take([action])["enter-1"]
+        assert answer == {"status": "store_down", "query_id": shown["id"], "message": (
+            "Not saved: the judging store cannot be reached right now. Your grades are kept here: press R "
+            "(or Retry) in a moment.")}
+        assert shown["id"] not in desk.finished and stored_grades(db, "ann") == {}
+        desk.store = store  # back: the panel sends the kept query again, under a new id
+        again = {**action, "id": "enter-1~1"}
+        assert desk.take([again])["enter-1~1"]["status"] == "saved"
+        assert desk.take([again])["enter-1~1"]["status"] == "saved" and desk.answered.keys() == {"enter-1~1"}
+        assert shown["id"] not in [queued["id"] for queued in desk.queue([shown["id"]])]
+    finally:
+        gone.dispose()
+        store.dispose()
+    stored = stored_grades(db, "ann")
+    assert list(stored) == [shown["id"]] and len(stored[shown["id"]]) == 10  # 5 + 5 listings, each once a side
+    assert set(stored[shown["id"]].values()) == {2}
+
+
+@pytest.mark.slow  # over 3 s: PostgreSQL, `qcat` commands, a Streamlit server and Chromium
 def test_issue_41_guidelines_in_view_listings_that_never_move_and_kept_queries_sent_on_their_own(tmp_path):
     from judging_fixtures import PostgresServer, fresh_database
 

@@ -25,9 +25,8 @@ from qcat.judging.grading import assignment, judgments
 from qcat.judging.grading.judges import add_judge
 from qcat.judging.grading.sessions import store_session
 from qcat.judging.store.connection import open_store
+from qcat.judging.store.migrate import upgrade
 from qcat.judging.store.models import Assignment, Judgment, SessionQuery, utcnow
-
-pytestmark = pytest.mark.slow  # every test here takes over 3 s (the fast loop leaves them out)
 
 JUDGES = 8
 JUDGES_PER_QUERY = 3
@@ -67,6 +66,36 @@ def grades_of(judge_index: int, shown) -> dict[tuple[str, str], int]:
     return {(listing, side): (judge_index + listings.index(listing)) % 4 for listing, side in grade_all(shown, 0)}
 
 
+def test_one_thread_judges_a_small_session_to_the_end_past_an_abandoned_claim(sqlite_url):
+    """The soak's bookkeeping, small and in one thread on SQLite: a passer-by's abandoned claim is
+    released by the next judge's request (the query it held goes to that judge), every query ends
+    with exactly its judge, every grade submitted is stored once and unchanged."""
+    upgrade(sqlite_url)
+    store = open_store(sqlite_url)
+    try:
+        session_id = store_session(store, "mini soak", "A", "B", toy_queries(3), judges_per_query=1)
+        judge = add_judge(store, "judge 0")[0].id
+        assert abandon_claim(store, add_judge(store, "passer-by")[0].id, session_id)
+        submitted = {}
+        while (shown := assignment.next_query(store, judge, session_id)) is not None:
+            grades = grades_of(0, shown)
+            judgments.submit(store, judge, shown.query_id, grades)
+            submitted.update({(judge, shown.query_id, listing, side): grade
+                              for (listing, side), grade in grades.items()})
+        with store.sessions() as session:
+            stored = {(judge, query, listing, side): grade for judge, query, listing, side, grade in session.execute(
+                select(Judgment.judge_id, Judgment.query_id, Judgment.listing_id, Judgment.side, Judgment.grade))}
+            done = Counter(session.scalars(select(Assignment.query_id).where(Assignment.status == "done")))
+            states = Counter(session.scalars(select(Assignment.status)))
+            claims = session.scalars(select(SessionQuery.claims)).all()
+    finally:
+        store.dispose()
+    assert len(done) == 3 and set(done.values()) == {1} and claims == [1, 1, 1]
+    assert states == {"done": 3, "released": 1}  # the passer-by's claim released, none left open
+    assert stored == submitted and len(stored) == 3 * 10  # 3 queries of 5 + 5 listings
+
+
+@pytest.mark.slow  # over 3 s: 8 threads judge about 1,600 judgments
 def test_eight_judges_judge_a_session_to_the_end_while_10_percent_of_claims_are_abandoned(store, db_url):
     session_id = store_session(store, "soak", "A", "B", toy_queries(QUERIES), judges_per_query=JUDGES_PER_QUERY)
     judges = [add_judge(store, f"judge {i}")[0].id for i in range(JUDGES)]

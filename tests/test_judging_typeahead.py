@@ -34,15 +34,13 @@ from judging_fixtures import (
 from sqlalchemy import select
 
 from qcat.judging.grading import screens
-from qcat.judging.grading.desk import MAX_HOLD, PREFETCH, screen_data
+from qcat.judging.grading.desk import MAX_HOLD, PREFETCH, GradingDesk, screen_data
 from qcat.judging.grading.judges import add_judge
 from qcat.judging.grading.sessions import SEGMENTS, Listing, QuerySpec, store_session
 from qcat.judging.pages.panel import TEST_DELAY_ENV
 from qcat.judging.store.connection import open_store
 from qcat.judging.store.migrate import upgrade
-from qcat.judging.store.models import Assignment, Judge, Judgment
-
-pytestmark = pytest.mark.slow
+from qcat.judging.store.models import Assignment, Judge, JudgingSession, Judgment
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
 
@@ -99,6 +97,35 @@ def stored_in_order(url: str, judge: str) -> list[list[int]]:
     return out
 
 
+def test_issue_41_groups_typed_ahead_in_one_outbox_are_stored_once_each_in_the_order_typed(tmp_path):
+    """The server's half of typing blind: the groups typed on the queries a panel holds reach the
+    desk in one outbox, then again with one more (the panel sends its whole outbox until answered),
+    then from a reloaded page: each group is stored once, on the query it was typed on, in the order
+    typed, as the browser tests read the store back (:func:`stored_in_order`)."""
+    url = f"sqlite:///{tmp_path / 'ahead.db'}"
+    eight_slot_session(url, 6)
+    groups = typed_groups()[0][:3]
+    store = open_store(url)
+    try:
+        with store.sessions() as session:
+            judge_id = session.scalar(select(Judge.id).where(Judge.name == "judge0"))
+            session_id = session.scalar(select(JudgingSession.id))
+        desk = GradingDesk(store, judge_id, session_id)
+        held = desk.queue()
+        assert len(held) == 1 + PREFETCH and all(len(shown["slots"]) == SLOTS for shown in held)
+        outbox = [{"id": f"enter-{g}", "kind": "submit", "query": shown["id"], "text": shown["text"], "seconds": 0.3,
+                   "grades": [[slot["listing"], slot["side"], grade] for slot, grade in zip(shown["slots"], group)]}
+                  for g, (shown, group) in enumerate(zip(held, groups))]
+        assert [a["status"] for a in desk.take(outbox[:2]).values()] == ["saved"] * 2
+        assert [a["status"] for a in desk.take(outbox).values()] == ["saved"] * 3
+        reloaded = GradingDesk(store, judge_id, session_id).take(outbox)
+        assert [a["message"].endswith("were saved already.") for a in reloaded.values()] == [True] * 3
+    finally:
+        store.dispose()
+    assert stored_in_order(url, "judge0") == groups
+
+
+@pytest.mark.slow  # over 3 s: a Streamlit server and Chromium
 def test_issue_41_keys_typed_blind_through_dry_spells_are_stored_once_each_on_a_query_of_their_own(tmp_path):
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM}: install the 'chromium' system package (.ci/run does)")
@@ -134,6 +161,7 @@ def test_issue_41_keys_typed_blind_through_dry_spells_are_stored_once_each_on_a_
         assert stored_in_order(url, f"judge{j}") == groups[j], j  # each group once, as typed, in order
 
 
+@pytest.mark.slow  # over 3 s: a Streamlit server and Chromium
 def test_issue_41_a_fast_judge_on_a_slow_server_never_waits_for_a_query(tmp_path):
     """The panel held 5 queries whatever the pace: a judge who takes 0.35 s a query ran out of them
     on a server that answers in 1 s. It now asks for more from the judge's pace and the measured
@@ -190,6 +218,7 @@ RECORD_MESSAGES = """() => { window.qcatSaid = [];
     .observe(box, {childList: true, subtree: true, characterData: true}); }"""
 
 
+@pytest.mark.slow  # over 3 s: a Streamlit server and Chromium
 def test_issue_46_a_late_answer_built_on_an_older_holding_list_never_takes_the_query_on_screen(tmp_path):
     """Issue 46, item 1: the panel's first message (want 12, holding 5) is answered at once; the
     second, sent with the first Enter (want 5, holding 11), is answered 2.5 s late, when the judge,

@@ -4,6 +4,7 @@ queries back to the judge's window still open."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,13 +20,51 @@ from judging_fixtures import (
 )
 from test_judging_typeahead import eight_slot_session, stored_in_order
 
-pytestmark = pytest.mark.slow
+from qcat.judging.grading.windows import Windows
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is in the test extra")
 
 HELD = "() => window.qcatPanel.order.slice()"
 
 
+def test_the_record_of_windows_per_judge_and_session_sign_out_closed_windows_and_picking_one_at_a_time():
+    """The record behind item 3 (qcat.judging.grading.windows): a window holds what it last said,
+    per judge and session; a closed window's record is dropped; a window whose judge signed out
+    holds nothing in any session, other judges' windows keeping theirs; and one judge's windows
+    pick one at a time, while another judge's pick at once."""
+    windows = Windows()
+    windows.hold(1, 10, "a", [1, 2, 3])
+    windows.hold(1, 10, "b", [4, 5])
+    windows.hold(1, 11, "a", [7])
+    windows.hold(2, 10, "c", [8])
+    assert windows.held_elsewhere(1, 10, "a") == {4, 5} and windows.held_elsewhere(1, 10, "b") == {1, 2, 3}
+    assert windows.held_elsewhere(1, 11, "b") == {7} and windows.held_elsewhere(2, 10, "d") == {8}
+    windows.hold(1, 10, "a", [3, 6])  # what it holds now replaces what it held
+    assert windows.held_elsewhere(1, 10, "b") == {3, 6}
+    assert windows.held_elsewhere(1, 10, "b", alive=lambda window: window != "a") == set()  # "a" closed
+    assert windows.held_elsewhere(1, 10, "b") == set()  # and forgotten
+    windows.hold(1, 10, "a", [9])
+    windows.forget(1, "a")  # ann signed out in window "a"
+    assert windows.held_elsewhere(1, 10, "b") == set() and windows.held_elsewhere(1, 11, "b") == set()
+    assert windows.held_elsewhere(2, 10, "d") == {8}
+    picked = []
+
+    def pick(judge: int) -> None:
+        with windows.picking(judge, 10):
+            picked.append(judge)
+
+    with windows.picking(1, 10):
+        same, other = threading.Thread(target=pick, args=(1,)), threading.Thread(target=pick, args=(2,))
+        same.start()
+        other.start()
+        other.join(5)
+        same.join(0.1)
+        assert picked == [2] and same.is_alive()  # the same judge's second window waits its turn
+    same.join(5)
+    assert picked == [2, 1]
+
+
+@pytest.mark.slow  # over 3 s: a Streamlit server and Chromium
 def test_issue_41_two_windows_of_one_judge_grade_different_queries_and_every_grade_is_stored(tmp_path):
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM}: install the 'chromium' system package (.ci/run does)")

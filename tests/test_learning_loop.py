@@ -17,7 +17,12 @@ from pathlib import Path
 import pytest
 
 from qcat.classifier import load_model
+from qcat.judging.grading.selection import select_queries
 from qcat.measure.graded_gold import read_graded_gold
+from qcat.taxonomy import load_taxonomy
+from qcat.training.clicklogs.clicklog import ingest
+from qcat.training.data.dataset import Dataset
+from qcat.training.nb.trainer import build_model, count_features
 from tests.test_decide import DEPARTMENTS  # the 12 leaves of small_log's taxonomy
 from tests.test_own_data import qcat
 
@@ -95,6 +100,26 @@ def right_on(model_dir: Path, queries: dict[str, str]) -> int:
     texts = list(queries)
     top = model.predict(texts, 1).labels[:, 0]
     return sum(model.labels[label] == queries[text] for label, text in zip(top, texts))
+
+
+def test_uncertain_selection_finds_the_rare_word_queries_a_random_sample_mostly_misses(tmp_path) -> None:
+    """The loop's premise, in-process and without judges: an NB model of the hidden-rule log gets at
+    most half of the held-out rare-word queries right, and ``select_queries(..., "uncertain", 50)``
+    over the pool takes mostly rare-word queries where a seeded random 50 takes few."""
+    pool, held_out = hidden_rule_log(tmp_path)
+    ingested = ingest(tmp_path / "log.csv", load_taxonomy(tmp_path / "taxonomy.tsv"), min_clicks=1)
+    dataset = Dataset.from_table(ingested.table, ingested.taxonomy)
+    model = build_model(count_features(dataset.train), dataset.train, dataset, 1, 1.0, {})  # no tuning: Laplace
+    texts = list(held_out)
+    right = sum(model.labels[label] == RULE_LEAF for label in model.predict(texts, 1).labels[:, 0])
+    assert right <= len(held_out) // 2
+    texts = list(pool)
+    rare = {}
+    for select in ("uncertain", "random"):
+        chosen = select_queries(texts, [1] * len(texts), ["tail"] * len(texts), [model], select, 50, seed=0)
+        assert len(chosen) == 50
+        rare[select] = sum(texts[i].split()[0] in RARE for i in chosen)
+    assert rare["uncertain"] >= 40 and rare["random"] <= 30, rare
 
 
 @pytest.mark.slow

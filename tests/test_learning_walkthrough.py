@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from qcat.judging.grading.selection.wording import say_selection
 from qcat.measure.graded_gold import read_graded_gold
-
-pytestmark = pytest.mark.slow  # a session of the demo, three simulated judges, NB and a hybrid trained, an evaluation
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "guide" / "learning-from-judges.md"
@@ -28,6 +28,7 @@ def walkthrough() -> tuple[list[str], list[str]]:
     return commands, printed
 
 
+@pytest.mark.slow  # a session of the demo, three simulated judges, NB and a hybrid trained, an evaluation
 def test_the_learning_walkthrough_runs_and_prints_what_the_guide_says(tmp_path):
     commands, printed = walkthrough()
     assert [c.split()[:3] for c in commands] == [
@@ -55,3 +56,22 @@ def test_the_learning_walkthrough_runs_and_prints_what_the_guide_says(tmp_path):
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout.splitlines()[0])
     assert answer["source"] == "judged" and answer["categories"][0]["id"] in exact, answer
+
+
+def test_the_guides_select_line_is_what_create_session_says_for_its_commands():
+    """The guide's second printed line, from the walkthrough's own flags: ``create-session
+    --select uncertain --queries N --model M`` over the pool the traffic step wrote (its
+    ``--queries``, one segment), as ``qcat judge create-session`` words it (say_selection)."""
+    commands, printed = walkthrough()
+    flags = []  # each command's flags, the first value of a repeated one (the first --model is the one scored)
+    for argv in (shlex.split(c)[3:] for c in commands):
+        flags.append({})
+        for flag, value in zip(argv[::2], argv[1::2]):
+            flags[-1].setdefault(flag, value)
+    traffic, session = flags[0], flags[2]
+    assert shlex.split(commands[2])[:3] == ["qcat", "judge", "create-session"] and session["--select"] == "uncertain"
+    pool = int(traffic["--queries"])
+    record = {"kind": session["--select"], "model": session["--model"], "scores": "calibrated",  # the demo model's
+              "candidates": {session["--default-segment"]: pool}}  # one segment: every pool query a candidate
+    assert printed[0] == f"wrote {pool} real-title validation queries to {traffic['--out']}"
+    assert printed[1] == say_selection(record, int(session["--queries"]))

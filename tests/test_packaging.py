@@ -15,8 +15,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow  # its fixtures train models or build wheels: over 3 s a test (the fast loop leaves them out)
-
 ROOT = Path(__file__).resolve().parent.parent
 ABSENT_FROM_CORE = ("streamlit", "tensorflow", "duckdb", "pyspark", "matplotlib", "scipy", "keras", "sqlalchemy",
                     "lightgbm")
@@ -45,6 +43,7 @@ def wheels(tmp_path_factory) -> dict[str, Path]:
     return {"core": next(out.glob("qcat-*.whl")), "demo": next(out.glob("qcat_demo-*.whl"))}
 
 
+@pytest.mark.slow  # the wheels fixture builds both wheels
 def test_the_core_wheel_carries_no_data_and_says_apache(wheels):
     with zipfile.ZipFile(wheels["core"]) as wheel:
         names = wheel.namelist()
@@ -55,6 +54,7 @@ def test_the_core_wheel_carries_no_data_and_says_apache(wheels):
     assert sum(zipfile.ZipFile(wheels["core"]).getinfo(n).file_size for n in names) < 3_000_000
 
 
+@pytest.mark.slow
 def test_the_demo_wheel_carries_the_model_and_corpus_under_their_own_terms(wheels):
     with zipfile.ZipFile(wheels["demo"]) as wheel:
         names = set(wheel.namelist())
@@ -65,6 +65,7 @@ def test_the_demo_wheel_carries_the_model_and_corpus_under_their_own_terms(wheel
     assert "non-commercial" in notice and "Instacart" in notice
 
 
+@pytest.mark.slow
 def test_the_core_wheel_installs_one_top_level_name_qcat(wheels):
     """Issue 33: training, evaluation, judging and the migrations install under qcat, never beside it."""
     with zipfile.ZipFile(wheels["core"]) as wheel:
@@ -102,6 +103,7 @@ def run_in(venv: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
                           cwd=venv, env=clean_env(), timeout=300, **kwargs)
 
 
+@pytest.mark.slow  # core_venv: a virtual environment with both wheels installed
 def test_the_core_alone_classifies_like_the_checkout(core_venv):
     installed = run_in(core_venv, "qcat", "classify", "dior gaudron", "--json")
     here = subprocess.run([sys.executable, "-m", "qcat.cli", "classify", "dior gaudron", "--json"],
@@ -111,6 +113,7 @@ def test_the_core_alone_classifies_like_the_checkout(core_venv):
     assert run_in(core_venv, "qcat", "--version").stdout.strip() == "qcat 0.1.0"
 
 
+@pytest.mark.slow
 def test_the_readme_counts_the_packages_the_core_and_demo_install(core_venv):
     """Issue 34, item 14: the README said 21, counting the pip and setuptools every new virtual
     environment has."""
@@ -121,6 +124,7 @@ def test_the_readme_counts_the_packages_the_core_and_demo_install(core_venv):
     assert stated == len(installed), installed
 
 
+@pytest.mark.slow
 def test_the_core_alone_imports_qcat_training_and_nothing_at_the_top_level(core_venv):
     """``import qcat.training`` needs only the core; its subpackages name the extra they need; the
     old top-level names are gone."""
@@ -137,6 +141,7 @@ def test_the_core_alone_imports_qcat_training_and_nothing_at_the_top_level(core_
                          'pip install "qcat[data]"')
 
 
+@pytest.mark.slow
 def test_the_core_alone_lacks_the_heavy_packages(core_venv):
     probe = "import importlib.util, json; print(json.dumps([m for m in %r if importlib.util.find_spec(m)]))" \
         % (ABSENT_FROM_CORE,)
@@ -144,6 +149,7 @@ def test_the_core_alone_lacks_the_heavy_packages(core_venv):
     assert result.returncode == 0 and json.loads(result.stdout) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", list(EXTRA_COMMANDS), ids=" ".join)
 def test_a_command_outside_the_core_names_its_extra(core_venv, command):
     result = run_in(core_venv, "qcat", *command)
@@ -154,6 +160,7 @@ def test_a_command_outside_the_core_names_its_extra(core_venv, command):
                         rf'pip install "qcat\[{extra}\]"', line), line
 
 
+@pytest.mark.slow
 def test_the_core_alone_serves(core_venv):
     env = clean_env()
     log = core_venv / "serve.log"
@@ -194,6 +201,7 @@ def test_the_cli_knows_the_extras_pyproject_declares():
             included | {name for inner in included for name in EXTRA_INCLUDES.get(inner, ())}, extra
 
 
+@pytest.mark.slow  # three Python processes
 @pytest.mark.parametrize("command", [["classify", "lego"], ["serve", "--port", "0"], ["data", "simulate", "--out", "x.parquet"]],
                          ids=" ".join)
 def test_without_the_demo_a_command_needing_it_says_how_to_get_it(command, tmp_path):

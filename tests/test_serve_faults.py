@@ -58,6 +58,34 @@ def closed_within(sock: socket.socket, seconds: float) -> tuple[bool, bytes]:
     return True, received
 
 
+def test_a_request_id_is_echoed_only_when_it_is_a_plain_token():
+    """What test_request_ids_are_echoed_or_made sees over HTTP, in the function that decides it:
+    a token of letters, digits and ``._:/+=-`` up to 128 bytes is the response's id; anything else
+    (a space, 129 bytes, a quote, a line break, nothing) gets a new 32-hex-digit id, a new one each time."""
+    from qcat.serve.app import request_id_of
+
+    assert request_id_of([(b"host", b"x"), (b"x-request-id", b"abc-123.x:/+=_")]) == b"abc-123.x:/+=_"
+    assert request_id_of([(b"x-request-id", b"r" * 128)]) == b"r" * 128
+    for bad in (b"has space", b"r" * 129, b'quote"d', b"line\nbreak", b""):
+        made = request_id_of([(b"x-request-id", bad)])
+        assert made != bad and len(made) == 32 and int(made, 16) >= 0, made
+    assert request_id_of([]) != request_id_of([])
+
+
+def test_a_refusal_written_to_the_socket_is_one_json_response_that_closes():
+    """The bytes the guarded protocol writes for a 408 or 503 (qcat.serve.http_layer.error_bytes)
+    read as one HTTP response: the status, a JSON body of its length, the extra headers, and
+    ``Connection: close``."""
+    from qcat.serve.http_layer import error_bytes
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        ours.sendall(error_bytes(503, "4 connections open: “try again”", (("Retry-After", "1"),)))
+        status, headers, body = read_response(theirs)
+    assert status == 503 and headers["content-type"] == "application/json" and headers["retry-after"] == "1"
+    assert headers["connection"] == "close" and json.loads(body) == {"error": "4 connections open: “try again”"}
+
+
 @pytest.fixture(scope="module")
 def strict_server():
     server = ServerProcess(["--model", str(DEMO / "nb"), "--timeout", "1", "--keep-alive", "1",

@@ -7,12 +7,19 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from serve_load import ServerProcess  # noqa: E402  (benchmarks/, put on the path by tests.test_serve)
 
-from tests.test_serve import DEMO, call
+from qcat.serve.config import ServeConfig
+from qcat.serve.openapi import openapi_document
+from qcat.serve.requests import HTTPProblem, parse_classify_body, parse_classify_query_string
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from serve_load import ServerProcess  # noqa: E402
+
+from tests.test_serve import DEMO, call  # noqa: E402
 
 CONFIG = Path(__file__).parent / "data" / "schemathesis.toml"
 
@@ -54,3 +61,25 @@ def test_schemathesis_finds_no_failure(server, tmp_path):
     assert result.returncode == 0, out[-4000:]
     generated, passed = map(int, re.search(r"(\d+) generated, (\d+) passed", out).groups())
     assert generated == passed >= 200
+
+
+def test_the_documented_k_and_min_score_bounds_are_the_ones_requests_are_held_to():
+    """The schema's k (an integer in 1..max_k) and min_score (a number in [0, 1] or null) against
+    the parser, without a server: what the schema allows parses, 96.0 as 96 (JSON Schema's
+    integer) and ``?q=`` as one empty query; one past each bound is a 400 naming the field."""
+    config = ServeConfig(max_k=50, default_k=7)
+    document = openapi_document(config)
+    schemas = {p["name"]: p["schema"] for p in document["paths"]["/v1/classify"]["get"]["parameters"]}
+    assert (schemas["k"]["minimum"], schemas["k"]["maximum"], schemas["k"]["default"]) == (1, 50, 7)
+    assert (schemas["min_score"]["minimum"], schemas["min_score"]["maximum"]) == (0, 1)
+    assert parse_classify_body(b'{"queries": ["lego"], "k": 50.0, "min_score": null}', config) == \
+        parse_classify_body(b'{"queries": ["lego"], "k": 50}', config)
+    assert parse_classify_query_string(b"q=", config).queries == [""]
+    assert parse_classify_query_string(b"q=tv", config).k == 7
+    for body, message in ((b'{"queries": ["lego"], "k": 51}', "k must lie in 1..50, got 51"),
+                          (b'{"queries": ["lego"], "k": 0}', "k must lie in 1..50, got 0"),
+                          (b'{"queries": ["lego"], "k": 2.5}', "k must be an integer, got a number with a fraction"),
+                          (b'{"queries": ["lego"], "min_score": 1.5}', "min_score must lie in [0, 1]")):
+        with pytest.raises(HTTPProblem) as refused:
+            parse_classify_body(body, config)
+        assert refused.value.status == 400 and refused.value.message.startswith(message), refused.value.message
