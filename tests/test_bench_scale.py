@@ -30,6 +30,7 @@ def parts(bench):
     return importlib.import_module("scale_log"), importlib.import_module("scale_report")
 
 
+@pytest.mark.slow
 def test_generator_writes_row_groups_over_a_large_taxonomy(parts, tmp_path):
     log_module = parts[0]
     log_module.CHUNK, log_module.ROW_GROUP = 8_000, 5_000  # several chunks and row groups at a tiny size

@@ -113,6 +113,7 @@ def test_the_http_reference_lists_every_endpoint(site):
         assert f'id="schema-{schema.lower()}"' in html, schema
 
 
+@pytest.mark.slow
 def test_the_python_reference_documents_the_listed_modules(site):
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
     html = page(site, "reference/python-api")

@@ -26,6 +26,7 @@ def history_rows(store) -> int:
         return session.scalar(select(func.count()).select_from(JudgmentVersion))
 
 
+@pytest.mark.slow
 def test_changing_a_submitted_judgment_keeps_every_version_and_results_use_the_latest(store):
     queries = [QuerySpec("q", "head", [Listing("a"), Listing("same")], [Listing("same"), Listing("b")])]
     session_id = store_session(store, "s", "A", "B", queries)

@@ -326,6 +326,7 @@ def test_precision_is_refused_for_a_model_without_a_node_calibration_and_outside
     assert code == 2 and f"{NB} has no node calibration" in err, err
 
 
+@pytest.mark.slow
 @needs_nodes
 def test_a_downgrade_below_0009_is_refused_while_node_answers_are_stored(judged_demo, tmp_path, capsys):
     copy = tmp_path / "down.db"

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -12,6 +13,7 @@ def test_ties_break_by_lower_index():
     assert labels.tolist() == [[1, 2]] and values.tolist() == [[3.0, 3.0]]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(arrays(np.float64, st.tuples(st.integers(1, 6), st.integers(1, 40)),
               elements=st.sampled_from([0.0, 1.0, 2.0, 0.5, -1.0])), st.integers(1, 45))

@@ -116,6 +116,7 @@ def test_save_bundle_refuses_unknown_categories_and_unnormalized_queries(demo, t
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
 
 
+@pytest.mark.slow
 def test_an_overridden_query_answers_its_judged_categories_first(classifier, demo):
     own = demo.predict(["tv"], 7)
     assert [demo.labels[i] for i in own.labels[0][:3]] == ["c542", "c441", "c534"]

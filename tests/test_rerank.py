@@ -82,6 +82,7 @@ def test_explain_names_the_features_behind_the_answer(first) -> None:
     assert any("answer c146" in line and "nbr_share" in line for line in lines)
 
 
+@pytest.mark.slow
 def test_compiled_path_equals_batch_path(first) -> None:
     model = hand_built(first)
     words = ["king", "poster", "bed", "lego", "police", "iphone", "case", "zzqx", "oak", "samsung", "tv", "dior"]

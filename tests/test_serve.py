@@ -188,6 +188,7 @@ def test_metrics_count_requests_queries_and_the_model(server):
     assert sample(after, "qcat_model_reloads_total", result="ok") == 0
 
 
+@pytest.mark.slow
 def test_openapi_document_is_valid_and_lists_exactly_the_routes(server):
     from openapi_spec_validator import validate
 
@@ -200,6 +201,7 @@ def test_openapi_document_is_valid_and_lists_exactly_the_routes(server):
     assert document["components"]["schemas"]["ClassifyRequest"]["properties"]["queries"]["maxItems"] == 50
 
 
+@pytest.mark.slow
 def test_access_log_is_one_json_line_per_request(server):
     call(server.port, "GET", "/v1/classify?q=lego")
     time.sleep(0.2)

@@ -156,6 +156,7 @@ def test_click_noise_share_is_honoured(small_catalog: Catalog) -> None:
         assert _off_result_share(small_catalog, log, config) == pytest.approx(noise, abs=0.01)
 
 
+@pytest.mark.slow
 def test_typo_rate_is_honoured(small_log) -> None:
     intent = small_log.intent
     tokens = sum(q.count(" ") + 1 for q in intent.query.tolist())

@@ -84,6 +84,7 @@ def test_hybrid_with_an_xreg_long_part(xreg_dir, bestbuy_model_dir, tmp_path, qu
     assert qcat("labelwise", category, "--queries", queries_file, "--model", out).returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, message",
     [

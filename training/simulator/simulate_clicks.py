@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 
 import numpy as np
-from scipy.stats import rankdata
 
 from qcat.errors import InputError
 from qcat.text.normalize import tokenize
@@ -55,6 +54,8 @@ class SearchEngine:
 
 
 def _popularity_percentile(values: np.ndarray) -> np.ndarray:
+    from scipy.stats import rankdata  # here, not at the top: scipy.stats takes a second to import
+
     return (rankdata(values, method="average") - 0.5) / len(values)
 
 
