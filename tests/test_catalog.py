@@ -144,7 +144,7 @@ def _held_out_texts(corpus, training_titles, training_categories):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("catalog_only", [False, True])
-def test_no_held_out_title_or_short_form_of_one_reaches_training(catalog_only):
+def test_no_held_out_title_or_short_form_of_one_reaches_training(catalog_only, demo_base_shared):
     from qcat.bundles.demo import demo_corpus_dir
     from qcat.training.catalog.data import CatalogData
     from qcat.training.catalog.source import CatalogPairs

@@ -279,16 +279,10 @@ def test_the_report_gives_peoples_acceptable_rate_of_the_node_answers_and_the_ex
 
 @pytest.mark.slow
 @needs_nodes
-def test_evaluate_gold_on_the_export_gives_the_reports_node_figures(judged_demo, demo_ingested, tmp_path, capsys,
-                                                                     monkeypatch):
-    from qcat.training.data.corpus import Corpus
-
+def test_evaluate_gold_on_the_export_gives_the_reports_node_figures(judged_demo, demo_base_shared, tmp_path, capsys):
     db, _ = judged_demo
     report, gold = report_and_export(db, tmp_path, capsys)
-    # qcat evaluate reads the demo corpus's base period: the suite's copy, ingested once a session (conftest.py)
-    demo, read = Corpus.open().directory, Corpus.dataset
-    monkeypatch.setattr(Corpus, "dataset", lambda self, period="base": demo_ingested["dataset"]
-                        if (self.directory, period) == (demo, "base") else read(self, period))
+    # qcat evaluate reads the demo corpus's base period: the suite's copy (demo_base_shared, conftest.py)
     code, out, err = run(capsys, "evaluate", "--model", MODEL, "--gold", gold, "--query-set", "real-queries",
                          "--out", tmp_path / "evaluated")
     assert code == 0, err
