@@ -90,6 +90,18 @@ def demo_ingested(built_once) -> dict:
     return pickle.loads((built_once("demo-ingested", build) / "ingested.pickle").read_bytes())
 
 
+@pytest.fixture
+def demo_base_shared(demo_ingested, monkeypatch) -> None:
+    """``Corpus.dataset("base")`` of the demo corpus answers with the suite's copy (``demo_ingested``)
+    for this test, so that the code under test (a catalog's data, ``qcat evaluate``) does not
+    ingest the period again; every other corpus and period is read as usual."""
+    from qcat.training.data.corpus import Corpus
+
+    demo, read = Corpus.open().directory, Corpus.dataset
+    monkeypatch.setattr(Corpus, "dataset", lambda self, period="base": demo_ingested["dataset"]
+                        if (self.directory, period) == (demo, "base") else read(self, period))
+
+
 TESTS = Path(__file__).parent
 XMLQ_CLI_FLAGS = ("--log", DATA / "bestbuy_clicks_sample.csv", "--taxonomy", DATA / "bestbuy_categories_2016.json.gz",
                   "--min-clicks", "1", "--batch-size", "32", "--min-token-count", "1")
