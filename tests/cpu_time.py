@@ -9,7 +9,8 @@ started and waited for in the meantime (``qcat`` commands, servers, browsers). A
 fixture counts for the test that first asks for it. pytest-xdist workers append to the one file.
 ``python tests/cpu_time.py FILE`` sums it by module; ``python tests/cpu_time.py FILE --order >
 tests/costliest_first.txt`` writes the order the modules are handed out in (tests/conftest.py);
-``python tests/cpu_time.py FILE --record > tests/test_times.json`` the record of a full run that
+``python tests/cpu_time.py BEFORE --compare AFTER`` a table of each module's CPU-s and test seconds
+in two runs; ``python tests/cpu_time.py FILE --record > tests/test_times.json`` the record of a full run that
 ``tests/test_suite_speed.py`` holds the fast loop to (each test's wall seconds).
 """
 
@@ -79,6 +80,32 @@ def summary(path: str, top: int = 30) -> str:
     return "\n".join(lines)
 
 
+def by_module(path: str) -> dict[str, tuple[float, float, int]]:
+    """Each module's CPU-s, test seconds and tests in ``path``."""
+    figures: dict[str, list] = {}
+    for record in _records(path):
+        row = figures.setdefault(record["test"].split("::")[0], [0.0, 0.0, 0])
+        row[0] += record["cpu"] + record["children_cpu"]
+        row[1] += record["wall"]
+        row[2] += 1
+    return {module: tuple(row) for module, row in figures.items()}
+
+
+def compare(before: str, after: str) -> str:
+    """A Markdown table of each module's CPU-s and test seconds in two runs, the costliest before
+    first, with the totals: testing.md's before/after."""
+    old, new = by_module(before), by_module(after)
+    none = (0.0, 0.0, 0)
+    lines = ["| module | CPU-s before | CPU-s after | test s before | test s after | tests before | tests after |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for module in sorted(old.keys() | new.keys(), key=lambda m: (-old.get(m, none)[0], m)):
+        (c0, w0, n0), (c1, w1, n1) = old.get(module, none), new.get(module, none)
+        lines.append(f"| `{module.rsplit('/', 1)[-1]}` | {c0:.1f} | {c1:.1f} | {w0:.1f} | {w1:.1f} | {n0} | {n1} |")
+    totals = [sum(row[i] for row in figures.values()) for figures in (old, new) for i in range(3)]
+    lines.append(f"| all | {totals[0]:.0f} | {totals[3]:.0f} | {totals[1]:.0f} | {totals[4]:.0f} | {totals[2]} | {totals[5]} |")
+    return "\n".join(lines)
+
+
 def costliest_first(path: str) -> list[str]:
     """The modules by their test time in ``path``, longest first: tests/costliest_first.txt."""
     wall = Counter()
@@ -97,6 +124,8 @@ def record(path: str) -> dict:
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[2] == "--order":
         print("\n".join(costliest_first(sys.argv[1])))
+    elif len(sys.argv) > 3 and sys.argv[2] == "--compare":
+        print(compare(sys.argv[1], sys.argv[3]))
     elif len(sys.argv) > 2 and sys.argv[2] == "--record":
         print(json.dumps(record(sys.argv[1]), indent=0))
     else:

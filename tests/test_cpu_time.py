@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cpu_time import costliest_first, summary
+from cpu_time import compare, costliest_first, summary
 
 TESTS = Path(__file__).parent
 
@@ -54,6 +54,21 @@ def test_summary_and_order_add_up_the_file(tmp_path) -> None:
     assert text[2].split() == ["3.5", "3.0", "2", "tests/test_a.py"]  # CPU first: 0.5 + 2 + 1
     assert text[3].split() == ["0.2", "4.0", "1", "tests/test_b.py"]
     assert costliest_first(str(path)) == ["test_b.py", "test_a.py"]  # by test time: 4 s before 3 s
+
+
+def test_compare_lays_two_runs_side_by_side_costliest_first(tmp_path) -> None:
+    before, after = tmp_path / "before.jsonl", tmp_path / "after.jsonl"
+    before.write_text("".join(json.dumps(line) + "\n" for line in [
+        {"test": "tests/test_a.py::one", "wall": 1.0, "cpu": 0.5, "children_cpu": 2.0},
+        {"test": "tests/test_b.py::one", "wall": 4.0, "cpu": 3.0, "children_cpu": 0.0}]))
+    after.write_text("".join(json.dumps(line) + "\n" for line in [
+        {"test": "tests/test_a.py::one", "wall": 0.5, "cpu": 0.25, "children_cpu": 0.0},
+        {"test": "tests/test_c.py::new", "wall": 0.125, "cpu": 0.125, "children_cpu": 0.0}]))
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in compare(str(before), str(after)).splitlines()]
+    assert rows[2] == ["`test_b.py`", "3.0", "0.0", "4.0", "0.0", "1", "0"]  # 3 CPU-s before: first
+    assert rows[3] == ["`test_a.py`", "2.5", "0.2", "1.0", "0.5", "1", "1"]
+    assert rows[4] == ["`test_c.py`", "0.0", "0.1", "0.0", "0.1", "0", "1"]  # new since
+    assert rows[5] == ["all", "6", "0", "5", "1", "2", "2"]
 
 
 def test_the_order_names_modules_that_exist() -> None:
