@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import bm25s
 import numpy as np
 
 from qcat.errors import InputError
@@ -107,6 +106,8 @@ class MiniSearch:
         """``taxonomy``: the inventory's categories' taxonomy, needed to search by node answers."""
         if len(inventory) == 0:
             raise InputError("the inventory is empty: no listing of the golden set is in the catalog and the sample is empty")
+        import bm25s  # here, not at the top: it imports JAX where JAX is installed (over half a second)
+
         self.inventory, self.config = inventory, config
         self.retriever = bm25s.BM25()
         self.retriever.index(inventory.tokens, show_progress=False)
