@@ -127,6 +127,7 @@ def test_the_python_reference_documents_the_listed_modules(site):
     assert anchor("qcat.classifier.Classifier.classify") in html
 
 
+@pytest.mark.slow
 def test_the_home_page_says_what_the_readme_says(site):
     html = page(site, "")
     readme = (ROOT / "README.md").read_text(encoding="utf-8")

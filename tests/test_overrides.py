@@ -134,6 +134,7 @@ def test_an_overridden_query_answers_its_judged_categories_first(classifier, dem
     assert [c.id for c in classifier.classify(["tv"], k=5, min_score=0.2)[0].categories] == ["c106", "c108", "c542"]
 
 
+@pytest.mark.slow
 def test_other_queries_answer_exactly_as_without_overrides(classifier, demo):
     queries = OTHERS + ["tv", "TV remote"]
     for k in (1, 5, 20, 30):
