@@ -154,7 +154,31 @@ def xmlq_two_epochs(built_once) -> Path:
 
 
 @pytest.fixture(scope="session")
-def jax_run(built_once) -> Path:
+def xmlq_jax_cache(tmp_path_factory, worker_id) -> dict[str, str]:
+    """The environment that gives a JAX process this session's persistent compilation cache, one
+    folder for every pytest-xdist worker: the XML-Q tests' JAX processes (the ``jax_run`` job, the
+    exports under JAX, the commands of tests/test_xmlq_without_tensorflow.py) build the same small
+    network, and jax2onnx compiles about 150 small functions as it starts (about 14 CPU-s a
+    process): each is compiled once a session, then read back. Size-capped, so that JAX locks
+    the folder while it reads or writes an entry (processes on other workers share it)."""
+    root = tmp_path_factory.getbasetemp()
+    root = root if worker_id == "master" else root.parent  # the workers' common folder, as built_once's
+    return {"JAX_COMPILATION_CACHE_DIR": str(root / "xmlq-jax-cache"), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+            "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0", "JAX_COMPILATION_CACHE_MAX_SIZE": str(4 << 30)}
+
+
+@pytest.fixture(scope="module")
+def xmlq_jax_cache_env(xmlq_jax_cache):
+    """``xmlq_jax_cache`` in the environment while a module's tests run: the JAX processes they
+    start (exports, seeding, ``qcat train xmlq`` under JAX) read and write the session's cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in xmlq_jax_cache.items():
+            patch.setenv(key, value)
+        yield
+
+
+@pytest.fixture(scope="session")
+def jax_run(built_once, xmlq_jax_cache) -> Path:
     """tests/xmlq_backend_job.py's output under JAX on two simulated CPU devices, once a session
     (tests/test_xmlq_backends.py and, in its ``data-parallel/``, tests/test_xmlq_data_parallel.py)."""
     import os
@@ -163,11 +187,11 @@ def jax_run(built_once) -> Path:
 
     def build(out: Path) -> None:
         path = os.pathsep.join(p for p in (str(TESTS.parent), os.environ.get("PYTHONPATH", "")) if p)
-        # The job trains the same network 6 times: JAX's compilation cache (min time 0) compiles it once.
+        # The job trains the same network 6 times: JAX's compilation cache (min time 0) compiles it once,
+        # and the session's other JAX processes read what it compiled (xmlq_jax_cache).
         env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": path, "TF_CPP_MIN_LOG_LEVEL": "3",
                "JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEVICES": "", "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-               "JAX_COMPILATION_CACHE_DIR": str(out / "jax-cache"), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-               "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+               **xmlq_jax_cache}
         result = subprocess.run([sys.executable, str(TESTS / "xmlq_backend_job.py"), str(out)], cwd=TESTS.parent,
                                 env=env, capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, result.stderr[-4000:]

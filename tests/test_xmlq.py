@@ -21,8 +21,6 @@ from qcat.models.query_encoding import END, PAD, UNKNOWN, encode, token_index  #
 from qcat.training.xmlq.losses import StochasticNegativeMining, soft_f1  # noqa: E402
 from qcat.training.xmlq.model import PRESETS, build_xmlq  # noqa: E402
 
-pytestmark = pytest.mark.slow  # its fixtures train models or build wheels: over 3 s a test (the fast loop leaves them out)
-
 
 def test_tensorflow_is_installed() -> None:
     import tensorflow  # noqa: F401  (importorskip above must never skip in CI)
@@ -36,6 +34,7 @@ def test_encoding_pads_in_front_and_ends_with_the_marker() -> None:
     assert long.tolist() == [3] * 9 + [END]  # truncated to 9 tokens + the end marker
 
 
+@pytest.mark.slow
 def test_paper_preset_matches_figure_1() -> None:
     model = build_xmlq(vocabulary_size=1000, n_labels=20_000, preset=PRESETS["paper"])
     assert model.input.shape[1:] == (10,)
@@ -138,6 +137,7 @@ def tiny(xmlq_two_epochs, tmp_path_factory):
     return dataset, config, prepared, network, summary
 
 
+@pytest.mark.slow
 def test_training_is_deterministic_and_monitored(tiny) -> None:
     from qcat.training.xmlq.train import train
 
@@ -150,6 +150,7 @@ def test_training_is_deterministic_and_monitored(tiny) -> None:
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [{"loss": "snm"}, {"loss": "bce", "rnn": False, "cosine": False}])
 def test_other_losses_and_ablations_train(tiny, options) -> None:
     from qcat.training.xmlq.train import XMLQConfig, train
@@ -171,6 +172,7 @@ def tiny_model(tiny):
     return bundle_model(network, prepared.vocabulary, prepared.labels, dataset.taxonomy, {}, {})
 
 
+@pytest.mark.slow
 def test_onnx_scores_match_keras(tiny, tiny_model, tmp_path) -> None:
     from qcat.classifier import load_model
 
@@ -204,6 +206,7 @@ def hybrid_dir(tiny, tiny_model, bestbuy_model_dir, tmp_path_factory):
     return root / "hybrid"
 
 
+@pytest.mark.slow
 def test_hybrid_routes_by_length_and_explains(hybrid_dir) -> None:
     result = qcat("classify", "--model", hybrid_dir, "--json", "--explain", "ipod", "ipod nano", "apple ipod nano case")
     assert result.returncode == 0, result.stderr
@@ -217,6 +220,7 @@ def test_hybrid_routes_by_length_and_explains(hybrid_dir) -> None:
     assert "2 token(s) > cutoff 1, so xmlq answers" in cut.stdout
 
 
+@pytest.mark.slow
 def test_classify_with_a_hybrid_never_imports_tensorflow(hybrid_dir) -> None:
     code = ("import sys; from qcat.cli import main; main(['classify', '--model', sys.argv[1], 'apple ipod nano case']);"
             "sys.stdout.flush(); bad = [m for m in ('tensorflow', 'keras', 'qcat.training') if m in sys.modules];"
@@ -226,6 +230,7 @@ def test_classify_with_a_hybrid_never_imports_tensorflow(hybrid_dir) -> None:
     assert "LOADED []" in result.stdout
 
 
+@pytest.mark.slow
 def test_hybrid_detects_a_modified_part(hybrid_dir, tmp_path) -> None:
     from qcat.classifier import load_model
 
@@ -243,6 +248,7 @@ def test_hybrid_detects_a_modified_part(hybrid_dir, tmp_path) -> None:
         load_model(copy)
 
 
+@pytest.mark.slow
 def test_backend_options_need_a_hybrid(bestbuy_model_dir, tmp_path) -> None:
     result = qcat("classify", "--model", bestbuy_model_dir, "--backend", "xmlq", "ipod")
     assert result.returncode == 2 and "needs a hybrid bundle" in result.stderr
@@ -250,6 +256,7 @@ def test_backend_options_need_a_hybrid(bestbuy_model_dir, tmp_path) -> None:
     assert wrong.returncode == 2 and "is a nb bundle" in wrong.stderr
 
 
+@pytest.mark.slow
 def test_augmented_training_set_from_the_demo_corpus(demo_ingested) -> None:
     import argparse
 
@@ -278,6 +285,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_workers_on_localhost_end_with_identical_weights(tmp_path, data_dir) -> None:
     """`qcat train xmlq --distributed` in two processes (MultiWorkerMirroredStrategy over
     127.0.0.1): each worker writes its own bundle, and the two networks must be identical."""
@@ -320,6 +328,7 @@ def test_distributed_needs_tf_config(tmp_path, data_dir, monkeypatch, capsys) ->
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_single_query_path_equals_the_batch_path(hybrid_dir) -> None:
     """XML-Q's single-query path (its own one-thread onnxruntime session) and the XML-Q hybrid's."""
     from single_query_check import assert_same_answers
@@ -347,6 +356,7 @@ def three_way_dir(hybrid_dir, data_dir, tmp_path_factory):
     return root / "hybrid", result.stdout
 
 
+@pytest.mark.slow
 def test_three_way_hybrid_is_chosen_among_blends_and_recorded(three_way_dir) -> None:
     from qcat.classifier import load_model
 
@@ -376,6 +386,7 @@ def test_three_way_hybrid_is_chosen_among_blends_and_recorded(three_way_dir) -> 
     assert decision["summary"] in printed
 
 
+@pytest.mark.slow
 def test_three_way_blend_is_the_weighted_sum_of_its_parts(three_way_dir) -> None:
     from dataclasses import replace
 
@@ -401,6 +412,7 @@ def test_three_way_blend_is_the_weighted_sum_of_its_parts(three_way_dir) -> None
     assert "scores blend" in explained and " x xreg + " in explained and " x xmlq" in explained
 
 
+@pytest.mark.slow
 def test_three_way_single_query_path_equals_the_batch_path(three_way_dir) -> None:
     from single_query_check import assert_same_answers
 
@@ -413,6 +425,7 @@ def test_three_way_single_query_path_equals_the_batch_path(three_way_dir) -> Non
             assert_same_answers(variant, queries, k)
 
 
+@pytest.mark.slow
 def test_hybrid_refuses_shares_that_do_not_fit_its_long_parts(three_way_dir) -> None:
     from dataclasses import replace
 

@@ -27,7 +27,7 @@ from test_cli import qcat  # noqa: E402
 
 from qcat.training.xmlq.train import XMLQConfig  # noqa: E402
 
-pytestmark = pytest.mark.slow  # its fixtures train models or build wheels: over 3 s a test (the fast loop leaves them out)
+pytestmark = pytest.mark.usefixtures("xmlq_jax_cache_env")  # the JAX processes it starts share a compilation cache
 
 needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None,
                                reason="jax is not installed (pip install 'jax[cpu]'): the JAX backend is not tested")
@@ -49,6 +49,7 @@ def _assert_same_state(first: Path, second: Path) -> None:
         np.testing.assert_array_equal(x, y)
 
 
+@pytest.mark.slow
 @needs_jax
 def test_jax_trainer_is_deterministic(jax_run) -> None:
     backend, device = (jax_run / "backend.txt").read_text().splitlines()
@@ -59,6 +60,7 @@ def test_jax_trainer_is_deterministic(jax_run) -> None:
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 @needs_jax
 def test_jax_resume_goes_on_as_if_never_stopped(jax_run) -> None:
     histories = json.loads((jax_run / "histories.json").read_text())
@@ -67,6 +69,7 @@ def test_jax_resume_goes_on_as_if_never_stopped(jax_run) -> None:
     assert json.loads((jax_run / "resumed" / "state.json").read_text())["epoch"] == 2
 
 
+@pytest.mark.slow
 @needs_jax
 def test_jax_snm_draws_new_negatives_every_step(jax_run) -> None:
     """SNM's SeedGenerator is training state under JAX too: one draw per step (13 batches of 32)."""
@@ -78,6 +81,7 @@ def test_jax_snm_draws_new_negatives_every_step(jax_run) -> None:
     assert seed.tolist() == [0, 13]
 
 
+@pytest.mark.slow
 @needs_jax
 def test_onnx_export_of_jax_weights_matches_jax(jax_run) -> None:
     from qcat.classifier import load_model
@@ -87,6 +91,7 @@ def test_onnx_export_of_jax_weights_matches_jax(jax_run) -> None:
     np.testing.assert_allclose(model.probabilities(tokens), np.load(jax_run / "probabilities.npy"), atol=1e-4)
 
 
+@pytest.mark.slow
 @needs_jax
 def test_a_jax_checkpoint_resumes_and_exports_under_this_backend(jax_run, tmp_path) -> None:
     """The accelerator workflow: train under JAX where there is no TensorFlow, bring the
@@ -133,6 +138,7 @@ def one_epoch(tiny_tf, tmp_path_factory):
     return network, directory
 
 
+@pytest.mark.slow
 def test_resume_under_the_process_backend(tiny_tf, one_epoch, xmlq_two_epochs, tmp_path) -> None:
     from qcat.training.xmlq.checkpoint import CheckpointError
     from qcat.training.xmlq.train import train
@@ -155,23 +161,27 @@ def test_resume_under_the_process_backend(tiny_tf, one_epoch, xmlq_two_epochs, t
         train(prepared, config, checkpoint=tmp_path / "none", resume=True, **quiet)
 
 
+@pytest.mark.slow
 @needs_jax
 @pytest.mark.skipif(importlib.util.find_spec("jax2onnx") is None,
                     reason="jax2onnx is not installed (pip install jax2onnx): export under JAX is not tested")
-def test_a_network_exports_under_another_backend_in_a_subprocess(tiny_tf, tmp_path) -> None:
+def test_a_network_exports_under_another_backend_in_a_subprocess(tiny_tf, one_epoch, tmp_path) -> None:
     """Where this backend has no exporter (torch, or TensorFlow without tf2onnx), the network is
     saved and exported under one that has (here: jax2onnx under JAX), scoring as the network does.
     This backend's network (synchronized BatchNorm under TensorFlow) with a skip-gram start (a
     Python function as the embedding's initializer): neither reloaded from a ``.keras`` file under
-    JAX before."""
+    JAX before. Its weights are ``one_epoch``'s, trained (BatchNorm statistics away from their start)."""
     import onnxruntime
 
+    from qcat.models.query_encoding import RESERVED
     from qcat.training.xmlq.export import export_in_subprocess
-    from qcat.training.xmlq.train import train
+    from qcat.training.xmlq.model import PRESETS, build_xmlq
 
     config, prepared = tiny_tf
-    prepared = replace(prepared, initial_embeddings=(np.arange(2, 6), np.full((4, 64), 0.01, np.float32)))
-    network, _ = train(prepared, replace(config, epochs=1), log=lambda m: None, verbose=0)
+    start = (np.arange(2, 6), np.full((4, 64), 0.01, np.float32))  # the rows a skip-gram start sets
+    network = build_xmlq(RESERVED + len(prepared.vocabulary), len(prepared.labels), PRESETS[config.preset],
+                         seed=config.seed, initial_embeddings=start)  # as train() builds it from prepared
+    network.set_weights(one_epoch[0].get_weights())  # train(prepared, replace(config, epochs=1)): its network
     export_in_subprocess(network, tmp_path / "model.onnx", "jax")
     session = onnxruntime.InferenceSession(tmp_path / "model.onnx", providers=["CPUExecutionProvider"])
     assert session.get_inputs()[0].shape == ["batch", network.input.shape[1]]  # any number of queries
@@ -190,6 +200,7 @@ def test_a_network_exports_under_another_backend_in_a_subprocess(tiny_tf, tmp_pa
     assert sorted(s for s in scales if len(s) == 3) == [(1, 1, 64), (1, 1, 64), (1, 1, 128)]
 
 
+@pytest.mark.slow
 def test_the_best_checkpoint_holds_the_network_weights_only(tiny_tf, one_epoch, tmp_path) -> None:
     """Issue 38: ``best.weights.h5`` carried the optimizer's state too (the paper preset's was 230 MB,
     111 arrays for a network of 42, the size of ``last.npz``). Now it holds the network's weights,
@@ -232,6 +243,7 @@ def test_the_best_checkpoint_holds_the_network_weights_only(tiny_tf, one_epoch, 
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
 def test_cli_prints_the_backend_and_resumes(tmp_path, xmlq_cli_run) -> None:
     """The first run is the session's ``qcat train xmlq --epochs 1`` (tests/conftest.py), its
     checkpoint copied here without its bundle, as if it had been stopped before writing it."""
@@ -252,6 +264,7 @@ def test_cli_prints_the_backend_and_resumes(tmp_path, xmlq_cli_run) -> None:
     assert epochs == ["epoch 2"]
 
 
+@pytest.mark.slow
 @needs_jax
 @pytest.mark.skipif(importlib.util.find_spec("tensorflow") is None,
                     reason="tensorflow is not installed: nothing to leave out")
@@ -282,3 +295,23 @@ def test_seeding_under_jax_never_imports_tensorflow(tmp_path) -> None:
     keras_seeded = json.loads(expected.stdout.strip().splitlines()[-1])
     assert keras_seeded["tensorflow"] is True  # what set_random_seed does where TensorFlow is installed
     assert found["draws"] == keras_seeded["draws"]
+
+
+def test_a_backend_without_an_exporter_is_exported_under_the_first_that_has_one() -> None:
+    """The export plan: a network trained under torch (no ONNX exporter of its own) is exported
+    under the first backend of EXPORTERS whose exporter is installed here, in a subprocess; one
+    trained under this process's backend, here, when its exporter is installed."""
+    import keras
+
+    from qcat.training.xmlq.export import EXPORTERS, describe_export_plan, export_plan, exporter_installed
+
+    installed = [backend for backend in EXPORTERS if exporter_installed(backend)]
+    assert export_plan("torch") == (installed[0] if installed else None)
+    here = keras.backend.backend()
+    if exporter_installed(here):
+        assert export_plan(here) == here
+        assert describe_export_plan(here, "ckpt") == f"export: ONNX by Keras under {here} ({EXPORTERS[here][1]}), in this process"
+    other = next((backend for backend in installed if backend != here), None)
+    if other is not None:
+        assert describe_export_plan(other, "ckpt") == (
+            f"export: ONNX by Keras under {other} ({EXPORTERS[other][1]}), in a subprocess on CPU (none here for {here})")

@@ -25,8 +25,7 @@ import numpy as np
 import pytest
 from test_cli import qcat
 
-pytestmark = [pytest.mark.slow,  # trains in a subprocess: over 3 s a test (the fast loop leaves them out)
-              pytest.mark.skipif(importlib.util.find_spec("jax") is None or importlib.util.find_spec("keras") is None,
+pytestmark = [pytest.mark.skipif(importlib.util.find_spec("jax") is None or importlib.util.find_spec("keras") is None,
                                  reason="jax or keras is not installed (pip install 'jax[cpu]' keras): "
                                         "the JAX backend's DataParallel is not tested")]
 
@@ -43,6 +42,7 @@ def runs(jax_run) -> Path:
     return jax_run / "data-parallel"
 
 
+@pytest.mark.slow
 def test_two_devices_hold_the_replicated_variables(runs) -> None:
     devices = json.loads((runs / "devices.json").read_text())
     assert len(devices["devices"]) == 2 and devices["mesh"] == {"batch": 2}
@@ -50,6 +50,7 @@ def test_two_devices_hold_the_replicated_variables(runs) -> None:
     assert devices["validation_queries"] % 2 == 1  # an odd set: predicted padded to the devices, then cut
 
 
+@pytest.mark.slow
 def test_two_devices_train_what_one_device_trains(runs) -> None:
     histories = json.loads((runs / "histories.json").read_text())
     one, parallel = histories["one"], histories["parallel"]
@@ -63,6 +64,7 @@ def test_two_devices_train_what_one_device_trains(runs) -> None:
             np.testing.assert_allclose(second[key], first[key], rtol=0, atol=1e-4, err_msg=key)
 
 
+@pytest.mark.slow
 def test_distributed_under_jax_needs_a_batch_that_splits_across_the_devices(tmp_path, data_dir) -> None:
     result = qcat("train", "xmlq", "--distributed", "--log", data_dir / "bestbuy_clicks_sample.csv", "--taxonomy",
                   data_dir / "bestbuy_categories_2016.json.gz", "--min-clicks", "1", "--batch-size", "33",
@@ -73,6 +75,7 @@ def test_distributed_under_jax_needs_a_batch_that_splits_across_the_devices(tmp_
         "splits evenly across them")
 
 
+@pytest.mark.slow
 @pytest.mark.heavy  # 40 s: the command end to end; the two-device equality above runs by default
 def test_distributed_under_jax_trains_and_exports_from_the_command_line(tmp_path, data_dir) -> None:
     """438 training queries in batches of 64 over 2 devices (the last batch of 54 splits evenly)."""
@@ -91,3 +94,17 @@ def test_distributed_under_jax_trains_and_exports_from_the_command_line(tmp_path
     assert "dataset: 438 train queries" in result.stdout
     model = load_model(tmp_path / "xmlq")
     assert model.metrics["best_epoch"] == 1 and model.metrics["history"][0]["backend"] == "jax"
+
+
+def test_one_device_needs_no_batch_multiple_and_data_parallel_is_refused_outside_jax() -> None:
+    """Without a Keras distribution in force a batch may be any size (the trainer's batches and
+    prediction pad to a multiple of 1), and DataParallel is asked for under JAX alone: under this
+    process's backend it is refused, naming the backend, before any device is listed."""
+    import keras
+
+    from qcat.training.xmlq.distributed import data_parallel, device_multiple
+
+    assert keras.distribution.distribution() is None and device_multiple() == 1
+    if keras.backend.backend() != "jax":
+        with pytest.raises(ValueError, match=f"wired for KERAS_BACKEND=jax, not {keras.backend.backend()}$"):
+            data_parallel(32)

@@ -11,8 +11,8 @@ import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from conftest import XMLQ_CLI_FLAGS  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from test_cli import qcat  # noqa: E402
 
 from qcat.training.xmlq.quantize import agreement, quantize, top1, top1_agreement  # noqa: E402

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.slow,  # trains XML-Q in a subprocess: over 3 s a test (the fast loop leaves them out)
-              pytest.mark.skipif(importlib.util.find_spec("jax") is None or importlib.util.find_spec("keras") is None,
+pytestmark = [pytest.mark.skipif(importlib.util.find_spec("jax") is None or importlib.util.find_spec("keras") is None,
                                  reason="jax or keras is not installed (pip install 'jax[cpu]' keras): "
-                                        "XML-Q under JAX is not tested")]
+                                        "XML-Q under JAX is not tested"),
+              pytest.mark.usefixtures("xmlq_jax_cache_env")]  # its JAX commands share a compilation cache
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
@@ -68,16 +68,19 @@ def installed(python: Path, modules) -> list[str]:
 
 @pytest.fixture(scope="module")
 def trained_without_an_exporter(tmp_path_factory, data_dir):
-    """``qcat train xmlq --epochs 1`` under JAX with no TensorFlow, tf2onnx, LightGBM or jax2onnx."""
+    """``qcat train xmlq --epochs 1`` under JAX with no TensorFlow, tf2onnx, LightGBM or jax2onnx: the
+    sample's 438 training queries in 3 whole batches of 146 (a last, smaller batch would cost JAX a
+    second compilation of the training step), its vocabulary the other XML-Q tests' (min count 1)."""
     root = tmp_path_factory.mktemp("no-exporter")
     python = venv_without(root / "venv", GPU_IMAGE_LACKS + ("jax2onnx",))
     assert installed(python, GPU_IMAGE_LACKS + ("jax2onnx", "jax", "keras", "onnx")) == ["jax", "keras", "onnx"]
     flags = ["-m", "qcat.cli", "train", "xmlq", "--log", data_dir / "bestbuy_clicks_sample.csv", "--taxonomy",
-             data_dir / "bestbuy_categories_2016.json.gz", "--min-clicks", "1", "--batch-size", "64", "--epochs", "1",
-             "--out", root / "xmlq"]
+             data_dir / "bestbuy_categories_2016.json.gz", "--min-clicks", "1", "--batch-size", "146", "--min-token-count",
+             "1", "--epochs", "1", "--out", root / "xmlq"]
     return root, flags, run(python, *flags), python
 
 
+@pytest.mark.slow
 def test_xmlq_trains_without_tensorflow_tf2onnx_or_lightgbm(trained_without_an_exporter) -> None:
     root, _, result, _ = trained_without_an_exporter
     lines = result.stdout.splitlines()
@@ -86,6 +89,7 @@ def test_xmlq_trains_without_tensorflow_tf2onnx_or_lightgbm(trained_without_an_e
     assert sorted(p.name for p in (root / "xmlq.checkpoints").iterdir()) == ["best.weights.h5", "last.npz", "state.json"]
 
 
+@pytest.mark.slow
 def test_xmlq_names_what_export_needs_before_it_trains(trained_without_an_exporter) -> None:
     root, _, result, _ = trained_without_an_exporter
     lines = result.stdout.splitlines()
@@ -102,6 +106,7 @@ def test_xmlq_names_what_export_needs_before_it_trains(trained_without_an_export
     assert "--resume where an exporter is installed" in result.stderr and not (root / "xmlq").exists()
 
 
+@pytest.mark.slow
 @needs_jax2onnx
 def test_jax2onnx_exports_the_network_without_tensorflow_to_1e_4(trained_without_an_exporter, tmp_path) -> None:
     """The checkpoint resumed (nothing left to train) where jax2onnx is installed, TensorFlow still
@@ -121,6 +126,7 @@ def test_jax2onnx_exports_the_network_without_tensorflow_to_1e_4(trained_without
     shutil.rmtree(root / "xmlq")
 
 
+@pytest.mark.slow
 def test_the_rerank_command_and_package_name_lightgbm_and_its_extra(trained_without_an_exporter, tmp_path) -> None:
     """Each command checks the modules it uses: the re-ranker's is LightGBM."""
     *_, python = trained_without_an_exporter
@@ -131,3 +137,16 @@ def test_the_rerank_command_and_package_name_lightgbm_and_its_extra(trained_with
                               "except ImportError as exc:\n    print(exc)")
     assert probe.stdout.strip() == ("qcat.training.rerank needs the 'train' extra (module 'lightgbm' is missing): "
                                     'pip install "qcat[train]"'), probe.stderr[-2000:]
+
+
+def test_where_no_exporter_is_installed_the_log_says_so_before_training() -> None:
+    """The line ``qcat train xmlq`` prints before it trains where neither tf2onnx nor jax2onnx is
+    installed (the environments above say it for real): both exporters, how to install each, and
+    where the network stays."""
+    from qcat.training.xmlq.export import describe_export_plan
+
+    assert describe_export_plan(None, "/runs/xmlq.checkpoints") == (
+        "export: no ONNX exporter is installed here: Keras exports XML-Q under KERAS_BACKEND=jax with jax2onnx (pip "
+        "install jax jax2onnx) or under tensorflow with tf2onnx (pip install tensorflow-cpu tf2onnx). Training goes "
+        "on; the network will stay in /runs/xmlq.checkpoints: rerun the command with --resume where one is "
+        "installed to export it")
