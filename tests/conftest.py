@@ -1,4 +1,5 @@
 import fcntl
+import gc
 import os
 import shutil
 import sys
@@ -11,6 +12,26 @@ import pytest
 # rewriting) and qcat's own modules again: some 6 CPU-s a worker. The test run caches them.
 sys.dont_write_bytecode = False
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+# A test worker holds what every module before imported (TensorFlow, JAX, Streamlit: millions of
+# objects), and each of Python's full collections, which allocation-heavy code such as Streamlit's
+# AppTest sets off dozens of times a test, walked all of it: test_judging_app.py took 71 CPU-s
+# after TensorFlow and JAX were imported and 17 without them. What is alive when a module starts is
+# moved out of the collector's way (gc.freeze); at the end of each module what became garbage is
+# collected and the rest frozen again, so nothing a module leaves behind is kept.
+def pytest_collection_finish(session) -> None:
+    gc.collect()
+    gc.freeze()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield
+    if nextitem is None or nextitem.module is not item.module:
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
 
 DATA = Path(__file__).parent / "data"
 pytest_plugins = ["judging_fixtures", "cpu_time"]  # PostgreSQL server, judging stores; --cpu-times FILE
