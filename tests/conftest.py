@@ -3,6 +3,7 @@ import gc
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,21 +18,32 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # A test worker holds what every module before imported (TensorFlow, JAX, Streamlit: millions of
 # objects), and each of Python's full collections, which allocation-heavy code such as Streamlit's
 # AppTest sets off dozens of times a test, walked all of it: test_judging_app.py took 71 CPU-s
-# after TensorFlow and JAX were imported and 17 without them. What is alive when a module starts is
-# moved out of the collector's way (gc.freeze); at the end of each module what became garbage is
-# collected and the rest frozen again, so nothing a module leaves behind is kept.
+# after TensorFlow and JAX were imported and 17 without them. What is alive once the tests are
+# collected is moved out of the collector's way (gc.freeze). After a module that ran for over
+# 10 s (one that trains, serves or imports a framework), what became garbage is collected and the
+# rest frozen again; after a quicker one nothing is done: a full collection costs up to a second,
+# which the fast loop's hundred small modules would pay for little.
+FREEZE_AFTER_S = 10.0
+_module_began: dict[str, float] = {}
+
+
 def pytest_collection_finish(session) -> None:
     gc.collect()
     gc.freeze()
+
+
+def pytest_runtest_setup(item) -> None:
+    _module_began.setdefault(item.module.__name__, time.perf_counter())
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     yield
     if nextitem is None or nextitem.module is not item.module:
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
+        if time.perf_counter() - _module_began.pop(item.module.__name__) > FREEZE_AFTER_S:
+            gc.unfreeze()
+            gc.collect()
+            gc.freeze()
 
 DATA = Path(__file__).parent / "data"
 pytest_plugins = ["judging_fixtures", "cpu_time"]  # PostgreSQL server, judging stores; --cpu-times FILE
