@@ -40,10 +40,12 @@ def pytest_runtest_setup(item) -> None:
 def pytest_runtest_teardown(item, nextitem):
     yield
     if nextitem is None or nextitem.module is not item.module:
-        if time.perf_counter() - _module_began.pop(item.module.__name__) > FREEZE_AFTER_S:
+        began = _module_began.pop(item.module.__name__, None)  # None: every test of it was skipped
+        if began is not None and time.perf_counter() - began > FREEZE_AFTER_S:
             gc.unfreeze()
             gc.collect()
             gc.freeze()
+
 
 DATA = Path(__file__).parent / "data"
 pytest_plugins = ["judging_fixtures", "cpu_time"]  # PostgreSQL server, judging stores; --cpu-times FILE
