@@ -67,16 +67,12 @@ def _records(path: str) -> list[dict]:
 
 
 def summary(path: str, top: int = 30) -> str:
-    records = _records(path)
-    cpu, wall, count = Counter(), Counter(), Counter()
-    for record in records:
-        module = record["test"].split("::")[0]
-        cpu[module] += record["cpu"] + record["children_cpu"]
-        wall[module] += record["wall"]
-        count[module] += 1
-    lines = [f"{len(records)} tests, {sum(cpu.values()):.0f} CPU-s, {sum(wall.values()):.0f} s of test time",
+    modules = by_module(path)
+    lines = [f"{sum(n for *_, n in modules.values())} tests, {sum(c for c, *_ in modules.values()):.0f} CPU-s, "
+             f"{sum(w for _, w, _ in modules.values()):.0f} s of test time",
              f"{'CPU-s':>8} {'test s':>8} {'tests':>5}  module"]
-    lines += [f"{cpu[m]:8.1f} {wall[m]:8.1f} {count[m]:5d}  {m}" for m, _ in cpu.most_common(top)]
+    costliest = sorted(modules.items(), key=lambda item: -item[1][0])[:top]  # stable: ties in the file's order
+    lines += [f"{cpu:8.1f} {wall:8.1f} {count:5d}  {module}" for module, (cpu, wall, count) in costliest]
     return "\n".join(lines)
 
 
