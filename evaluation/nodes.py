@@ -19,8 +19,8 @@ the evaluation's taxonomy (the corpus's, with the ``Other`` leaves the models an
 without a node calibration gets one note (:func:`no_nodes_note`). :func:`node_tables` lays the
 figures out for report.py; plots.py draws the curve.
 
-report.py imports this module for its tables, so what only the scoring needs (the classifier,
-scipy.stats through :mod:`qcat.measure.hierarchy`: about a second) is imported where it is used.
+report.py imports this module for its tables, so what only the scoring needs (the classifier and
+:mod:`qcat.measure.hierarchy`) is imported where it is used.
 """
 
 from __future__ import annotations

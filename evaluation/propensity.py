@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.optimize
 
 DEFAULT_A = 0.55
 DEFAULT_B = 1.5
@@ -80,6 +79,8 @@ def fit_propensity(observed: np.ndarray, complete: np.ndarray, n_points: int, bi
         a, b = params
         c = (log_n - 1.0) * (b + 1.0) ** a
         return 1.0 / (1.0 + c * (bin_counts + b) ** (-a)) - bin_propensity
+
+    import scipy.optimize  # here: a quarter-second import every `qcat evaluate` would pay
 
     result = scipy.optimize.least_squares(
         residuals, x0=[DEFAULT_A, DEFAULT_B], bounds=([1e-3, 1e-3], [5.0, 100.0]), xtol=1e-12, ftol=1e-12

@@ -21,7 +21,7 @@ the highest threshold over the sets keeps the promise for each kind of traffic v
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import beta
+from scipy.special import betaincinv  # beta.ppf's own function: scipy.stats takes half a second to import
 
 from qcat.models.calibration.nodes import ALL_LENGTHS, LENGTH_EDGES, LEVELS, TOP_K, NodeCalibration, NodeTree
 from qcat.models.model import Model
@@ -89,7 +89,7 @@ def chains(calibration: NodeCalibration, tree: NodeTree, points: SetPoints,
 def lower_bound(right: np.ndarray, answered: np.ndarray, confidence: float) -> np.ndarray:
     """One-sided Clopper-Pearson lower bounds of right / answered (0 where nothing is right)."""
     with np.errstate(invalid="ignore"):
-        bound = beta.ppf(1 - confidence, right, answered - right + 1)
+        bound = betaincinv(right.astype(np.float64), (answered - right + 1).astype(np.float64), 1 - confidence)
     return np.where(right > 0, np.nan_to_num(bound), 0.0)
 
 
