@@ -104,6 +104,17 @@ def built_once(tmp_path_factory, worker_id):
     return get
 
 
+@pytest.fixture(scope="session", autouse=True)
+def ingest_cache(tmp_path_factory, worker_id) -> Path:
+    """One QCAT_INGEST_CACHE for the session's workers and every command they start: the demo's
+    base period (8 CPU-s of DuckDB) is ingested once, not by each `qcat train` and `qcat evaluate`
+    a test runs. What it gives back is the log ingested again (tests/test_ingest_cache.py)."""
+    root = tmp_path_factory.getbasetemp()
+    root = root if worker_id == "master" else root.parent  # the workers' common folder
+    os.environ["QCAT_INGEST_CACHE"] = str(root / "ingest-cache")
+    return root / "ingest-cache"
+
+
 @pytest.fixture(scope="session")
 def demo_ingested(built_once) -> dict:
     """The demo corpus as its readers see it, ingested once a session (about 10 s of DuckDB a

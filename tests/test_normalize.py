@@ -87,3 +87,26 @@ def test_folding_keeps_what_is_not_an_accent():
     assert normalize("b&lt") == "b&lt"  # only the &...; form is an entity
     assert normalize("rock 'n' roll") == "rock n roll"
     assert normalize("ﬁne") == "fine"  # NFKC still folds compatibility forms
+
+
+@given(st.text(alphabet=string.printable, max_size=40))
+def test_the_ascii_path_is_the_general_path(text):
+    """ASCII text without ``&`` takes a shorter path (qcat/text/normalize.py): the same tokens."""
+    from qcat.text.normalize import _any_tokens, _ascii_tokens
+
+    if "&" not in text:
+        assert _ascii_tokens(text.lower()) == _any_tokens(text)
+
+
+@pytest.mark.slow  # 152,438 distinct queries, each normalized twice
+def test_the_ascii_path_is_the_general_path_on_every_demo_query():
+    import duckdb
+
+    from qcat.bundles.demo import demo_corpus_dir
+    from qcat.text.normalize import _any_tokens, _ascii_tokens
+
+    log = demo_corpus_dir() / "clicklog.parquet"
+    queries = [q for q, in duckdb.sql(f"select distinct query from read_parquet('{log}')").fetchall()]
+    plain = [q for q in queries if q.isascii() and "&" not in q]
+    assert len(plain) > 100_000
+    assert [q for q in plain if _ascii_tokens(q.lower()) != _any_tokens(q)] == []

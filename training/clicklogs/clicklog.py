@@ -158,8 +158,8 @@ class IngestReport:
 
 def format_skipped(skipped: Counter, examples: dict[str, list[tuple[int | None, str]]], reasons: dict[str, str]) -> list[str]:
     """One line per reason rows were skipped for, most rows first, with examples (row, value)."""
-    lines = []
-    for reason, count in skipped.most_common():
+    lines, order = [], list(reasons)  # ties in the reasons' order: the engine counts them in no fixed order
+    for reason, count in sorted(skipped.items(), key=lambda item: (-item[1], order.index(item[0]))):
         shown_ = ", ".join(f"row {row}: {shown(value)}" if row is not None else shown(value)
                            for row, value in examples.get(reason, []))
         lines.append(f"  skipped {count:,} rows: {reasons[reason]} (e.g. {shown_})")

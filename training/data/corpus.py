@@ -20,7 +20,8 @@ import numpy as np
 from qcat.bundles.demo import demo_corpus_dir
 from qcat.errors import InputError
 from qcat.taxonomy import Taxonomy, load_taxonomy
-from qcat.training.clicklogs.clicklog import IngestResult, ingest
+from qcat.training.clicklogs.clicklog import IngestResult
+from qcat.training.clicklogs.ingest_cache import cached_ingest
 from qcat.training.clicklogs.clicktable import ClickTable
 from qcat.training.data.dataset import Dataset
 from qcat.training.data.listings import Catalog, load_catalog
@@ -80,7 +81,7 @@ class Corpus:
         if period not in PERIODS:
             raise InputError(f"unknown period {period!r}; expected one of {', '.join(PERIODS)}")
         date_from, date_to = (None, None) if period == "all" else self.meta["periods"][period]
-        return ingest(
+        return cached_ingest(
             self.path("log"),
             taxonomy or self.taxonomy(),
             min_clicks=self.meta.get("min_clicks", 3) if min_clicks is None else min_clicks,
@@ -172,8 +173,8 @@ class LogCorpus:
         threshold = self.min_clicks if min_clicks is None else min_clicks
         key = ("ingest", threshold)
         if key not in self._loaded:
-            self._loaded[key] = ingest(self.log, taxonomy or self.taxonomy(), min_clicks=threshold,
-                                       internal_nodes=self.internal_nodes)
+            self._loaded[key] = cached_ingest(self.log, taxonomy or self.taxonomy(), min_clicks=threshold,
+                                              internal_nodes=self.internal_nodes)
         return self._loaded[key]
 
     def real_sets(self) -> tuple[str, ...]:
