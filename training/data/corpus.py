@@ -21,8 +21,8 @@ from qcat.bundles.demo import demo_corpus_dir
 from qcat.errors import InputError
 from qcat.taxonomy import Taxonomy, load_taxonomy
 from qcat.training.clicklogs.clicklog import IngestResult
-from qcat.training.clicklogs.ingest_cache import cached_ingest
 from qcat.training.clicklogs.clicktable import ClickTable
+from qcat.training.clicklogs.ingest_cache import cached_ingest
 from qcat.training.data.dataset import Dataset
 from qcat.training.data.listings import Catalog, load_catalog
 
