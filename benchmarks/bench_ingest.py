@@ -4,6 +4,8 @@
     /usr/bin/time -v python -m qcat.cli data ingest /tmp/log.parquet \\
         --taxonomy demo/qcat_demo/corpus/taxonomy.tsv --out /tmp/table.parquet
 
+    python benchmarks/bench_ingest.py cache   # the demo's base period: ingested, then from QCAT_INGEST_CACHE
+
 Queries are drawn Zipf-like from ``--queries`` distinct strings, each with a few categories
 of the demo taxonomy; clicks, impressions and dates are random. Written in chunks, so
 generating 100M rows needs little memory.
@@ -47,6 +49,42 @@ def generate(rows: int, n_queries: int, out: Path, taxonomy: Path, seed: int = 0
             }))
 
 
+def time_cache(repeats: int) -> None:
+    """The demo corpus's base period as `qcat train`/`evaluate` read it: ingested (no cache), ingested
+    and written to an empty QCAT_INGEST_CACHE, then read back from it; the median of ``repeats``
+    runs of each, in seconds of wall and of this process's CPU (DuckDB's threads included)."""
+    import os
+    import shutil
+    import statistics
+    import tempfile
+
+    from qcat.training.data.corpus import Corpus
+
+    corpus = Corpus.open()
+    taxonomy = corpus.taxonomy()
+    cache = Path(tempfile.mkdtemp(prefix="qcat-ingest-cache-"))
+
+    def timed(setting: str | None, empty: bool) -> tuple[float, float]:
+        if setting is None:
+            os.environ.pop("QCAT_INGEST_CACHE", None)
+        else:
+            os.environ["QCAT_INGEST_CACHE"] = setting
+        if empty:
+            shutil.rmtree(cache, ignore_errors=True)
+        wall, cpu = time.perf_counter(), time.process_time()
+        corpus.ingest("base", taxonomy)
+        return time.perf_counter() - wall, time.process_time() - cpu
+
+    try:
+        for name, setting, empty in (("ingested, no cache", None, False), ("ingested and written", str(cache), True),
+                                     ("read from the cache", str(cache), False)):
+            runs = [timed(setting, empty) for _ in range(repeats)]
+            print(f"{name}: {statistics.median(w for w, _ in runs):.2f} s wall, "
+                  f"{statistics.median(c for _, c in runs):.2f} CPU-s (median of {repeats})")
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="action", required=True)
@@ -55,7 +93,12 @@ def main() -> None:
     gen.add_argument("--queries", type=int, default=300_000)
     gen.add_argument("--taxonomy", type=Path, default=Path(__file__).resolve().parent.parent / "demo/qcat_demo/corpus/taxonomy.tsv")
     gen.add_argument("--out", type=Path, required=True)
+    cache = sub.add_parser("cache")
+    cache.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    if args.action == "cache":
+        time_cache(args.repeats)
+        return
     started = time.perf_counter()
     generate(args.rows, args.queries, args.out, args.taxonomy)
     print(f"wrote {args.rows:,} rows to {args.out} in {time.perf_counter() - started:.1f} s")

@@ -229,6 +229,7 @@ NOT_USER_TABLES = {
     "qcat.training.data.corpus": "a corpus's own meta.json",
     "qcat.training.data.real_text": "map_bestbuy_clicks builds the shipped demo from its public sources",
     "qcat.training.clicklogs.ingest_spark": "Spark reads the file; its header goes through the layer's rule",
+    "qcat.training.clicklogs.ingest_cache": "its own entries (files it wrote, checked by sha256); the log is hashed, not read as a table",
     "qcat.judging.pages": "the package's own guidelines",
     "qcat.judging.pages.panel": "the package's own panel modules (panel*.js) and panel.css",
 }

@@ -202,3 +202,15 @@ def test_severe_excludes_an_answer_the_map_credits() -> None:
     assert top1_outcomes(matched, Leniency.build(LABELS, TAXONOMY))["severe"].tolist() == [True, True]
     summary = leniency_summary(matched, Leniency.build(LABELS, TAXONOMY, cross))
     assert (summary["top-1 strict"], summary["top-1 lenient"], summary["severe"]) == (0.0, 0.5, 0.5)
+
+
+def test_partners_are_the_other_leaf_of_each_pair_naming_it():
+    from qcat.taxonomy.confusable import ConfusableMap
+
+    pairs = [("b", "a"), ("a", "c"), ("c", "d"), ("a", "b")]  # a repeated pair, in either order, counts once
+    confusable = ConfusableMap(tuple(pairs), "hand-made", "0" * 64)
+    assert confusable.pairs == (("a", "b"), ("a", "c"), ("c", "d"))
+    by_scan = {leaf: tuple(b if a == leaf else a for a, b in confusable.pairs if leaf in (a, b)) for leaf in "abcde"}
+    assert {leaf: confusable.partners(leaf) for leaf in "abcde"} == by_scan == {
+        "a": ("b", "c"), "b": ("a",), "c": ("a", "d"), "d": ("c",), "e": ()}
+    assert confusable == ConfusableMap((("a", "c"), ("c", "d"), ("a", "b")), "hand-made", "0" * 64)

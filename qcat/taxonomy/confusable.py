@@ -14,7 +14,7 @@ file's sha256), so ``qcat evaluate`` can report lenient top-1 without being told
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from qcat.errors import InputError, shown
@@ -38,15 +38,23 @@ class ConfusableMap:
     pairs: tuple[tuple[str, str], ...]
     source: str
     sha256: str
+    _partners: dict[str, tuple[str, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "pairs", tuple(sorted({tuple(sorted(p)) for p in self.pairs})))
+        pairs = tuple(sorted({tuple(sorted(p)) for p in self.pairs}))
+        partners: dict[str, list[str]] = {}
+        for a, b in pairs:
+            partners.setdefault(a, []).append(b)
+            partners.setdefault(b, []).append(a)
+        object.__setattr__(self, "pairs", pairs)
+        object.__setattr__(self, "_partners", {leaf: tuple(others) for leaf, others in partners.items()})
 
     def __len__(self) -> int:
         return len(self.pairs)
 
     def partners(self, leaf: str) -> tuple[str, ...]:
-        return tuple(b if a == leaf else a for a, b in self.pairs if leaf in (a, b))
+        """The leaves paired with ``leaf``, in the order of the pairs."""
+        return self._partners.get(leaf, ())
 
     def describe(self) -> str:
         return f"{self.source} ({len(self):,} pairs, sha256 {self.sha256[:12]})"
