@@ -37,7 +37,7 @@ def assert_same(fresh, kept) -> None:
 
 
 def entries(cache):
-    return sorted(p.name for p in cache.iterdir()) if cache.exists() else []
+    return sorted(p.name for p in cache.iterdir() if p.is_dir()) if cache.exists() else []
 
 
 def test_a_cached_log_is_the_log_ingested_again(tmp_path, monkeypatch):
@@ -99,3 +99,33 @@ def test_a_corpus_reads_through_the_cache(tmp_path, monkeypatch):
     corpus._loaded["taxonomy"] = TAXONOMY
     assert_same(ingest(log, TAXONOMY, min_clicks=1), corpus.ingest())
     assert len(entries(cache)) == 1
+
+
+def test_two_commands_asking_at_once_ingest_the_log_once(tmp_path, monkeypatch):
+    """The second waits on the entry's lock and reads what the first wrote."""
+    import threading
+
+    from qcat.training.clicklogs import ingest_cache
+
+    log, cache = tmp_path / "clicks.csv", tmp_path / "cache"
+    log.write_text(LOG, encoding="utf-8")
+    monkeypatch.setenv(ENVIRONMENT, str(cache))
+    ingested = []
+
+    def counted(*args, **kwargs):
+        ingested.append(args[0])
+        return ingest(*args, **kwargs)
+
+    monkeypatch.setattr(ingest_cache, "ingest", counted)
+    results = [None, None]
+
+    def ask(i):
+        results[i] = cached_ingest(log, TAXONOMY, min_clicks=1)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert ingested == [log] and len(entries(cache)) == 1
+    assert_same(results[0], results[1])

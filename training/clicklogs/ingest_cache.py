@@ -10,7 +10,8 @@ entry. An entry holds no code: the table's arrays (``table.npz``, read with ``al
 the report as JSON, the ids under which Other leaves were added, and the sha256 of both files,
 checked on reading; an entry that fails the check, or cannot be read, is ingested again and
 written anew. Entries are written to a temporary directory and renamed, so commands running side
-by side never read half an entry. Nothing is ever removed: delete the directory to reclaim it.
+by side never read half an entry, and a command that finds another ingesting the same input waits
+for its entry rather than ingesting it too. Nothing is ever removed: delete the directory to reclaim it.
 
 Only :class:`qcat.training.data.corpus.Corpus` and ``LogCorpus`` read through the cache (training and
 evaluation); ``qcat data ingest`` always reads the log, since its report is what a user asks it for.
@@ -18,6 +19,7 @@ evaluation); ``qcat data ingest`` always reads the log, since its report is what
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -58,14 +60,29 @@ def cached_ingest(path: str | Path, taxonomy: Taxonomy, *, min_clicks: float, da
         return ingest(path, taxonomy, min_clicks=min_clicks, date_from=date_from, date_to=date_to,
                       internal_nodes=internal_nodes)
     entry = directory / _key(Path(path), taxonomy, min_clicks, date_from, date_to, internal_nodes)
-    with task(f"reading {path} from {ENVIRONMENT}"):  # drawn on a terminal only, as ingestion's own
-        kept = _read(entry, str(path), taxonomy)
-    if kept is not None:
-        return kept
-    result = ingest(path, taxonomy, min_clicks=min_clicks, date_from=date_from, date_to=date_to,
-                    internal_nodes=internal_nodes)
-    _write(entry, result, taxonomy)
-    return result
+    with _one_at_a_time(entry):  # a second command asking for the same entry waits for it, not ingests it too
+        with task(f"reading {path} from {ENVIRONMENT}"):  # drawn on a terminal only, as ingestion's own
+            kept = _read(entry, str(path), taxonomy)
+        if kept is not None:
+            return kept
+        result = ingest(path, taxonomy, min_clicks=min_clicks, date_from=date_from, date_to=date_to,
+                        internal_nodes=internal_nodes)
+        _write(entry, result, taxonomy)
+        return result
+
+
+@contextlib.contextmanager
+def _one_at_a_time(entry: Path):
+    """An exclusive lock on ``entry``'s lock file (where the platform has ``fcntl``)."""
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # Windows: two commands may both ingest; the rename keeps the entry whole
+        yield
+        return
+    with open(entry.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _key(path: Path, taxonomy: Taxonomy, min_clicks: float, date_from, date_to, internal_nodes: str) -> str:
