@@ -54,21 +54,21 @@ def cached_ingest(path: str | Path, taxonomy: Taxonomy, *, min_clicks: float, da
                   date_to: str | None = None, internal_nodes: str = "other") -> IngestResult:
     """:func:`qcat.training.clicklogs.clicklog.ingest` of a local file, from the cache when one is set
     and holds this input (module docstring)."""
-    directory = cache_directory()
-    local = "://" not in str(path) and Path(path).is_file()
-    if directory is None or not local:
+    def ingested() -> IngestResult:
         return ingest(path, taxonomy, min_clicks=min_clicks, date_from=date_from, date_to=date_to,
                       internal_nodes=internal_nodes)
+
+    directory = cache_directory()
+    if directory is None or "://" in str(path) or not Path(path).is_file():
+        return ingested()
     entry = directory / _key(Path(path), taxonomy, min_clicks, date_from, date_to, internal_nodes)
     with _one_at_a_time(entry):  # a second command asking for the same entry waits for it, not ingests it too
         with task(f"reading {path} from {ENVIRONMENT}"):  # drawn on a terminal only, as ingestion's own
             kept = _read(entry, str(path), taxonomy)
-        if kept is not None:
-            return kept
-        result = ingest(path, taxonomy, min_clicks=min_clicks, date_from=date_from, date_to=date_to,
-                        internal_nodes=internal_nodes)
-        _write(entry, result, taxonomy)
-        return result
+        if kept is None:
+            kept = ingested()
+            _write(entry, kept, taxonomy)
+        return kept
 
 
 @contextlib.contextmanager
