@@ -260,23 +260,3 @@ def pytest_collection_modifyitems(items):
     rank |= {name: len(rank) + i for i, name in enumerate(LAST)}
     items.sort(key=lambda item: rank.get(item.path.name, -1))  # stable: a module's tests keep their order
 
-
-# The modules that train XML-Q under TensorFlow and JAX run on one worker, one after another: side by
-# side on two cores, each framework's thread pools waiting on the other's, the two largest took 370
-# CPU-s in the clean-clone run at 7437f74 (both from the first second, 185 and 210 s) against 237 at
-# c530a36, where they overlapped for 94 s (docs/development/testing.md, Suite times). A group is one
-# unit of --dist loadscope's scheduling, handed out where its first module stands in the order above.
-ONE_WORKER = {"test_xmlq_backends.py": "xmlq", "test_xmlq.py": "xmlq", "test_xmlq_without_tensorflow.py": "xmlq"}
-
-
-def pytest_xdist_make_scheduler(config, log):
-    if config.getvalue("dist") != "loadscope":
-        return None  # another --dist: pytest-xdist's own scheduler
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ModulesAndGroups(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = super()._split_scope(nodeid)
-            return ONE_WORKER.get(module.split("::")[0].rsplit("/", 1)[-1], module)
-
-    return ModulesAndGroups(config, log)
