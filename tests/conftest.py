@@ -259,4 +259,3 @@ def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(COSTLIEST_FIRST)}
     rank |= {name: len(rank) + i for i, name in enumerate(LAST)}
     items.sort(key=lambda item: rank.get(item.path.name, -1))  # stable: a module's tests keep their order
-
