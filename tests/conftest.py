@@ -82,17 +82,22 @@ def bestbuy_model_dir(tmp_path_factory, bestbuy_taxonomy):
 
 
 @pytest.fixture(scope="session")
-def built_once(tmp_path_factory, worker_id):
+def shared_root(tmp_path_factory, worker_id) -> Path:
+    """The folder every pytest-xdist worker of this session sees (the session's own without xdist)."""
+    root = tmp_path_factory.getbasetemp()
+    return root if worker_id == "master" else root.parent
+
+
+@pytest.fixture(scope="session")
+def built_once(shared_root):
     """``built_once(name, build)``: the directory ``build(directory)`` filled, built by the first
     pytest-xdist worker to ask for it and read by the others (a file lock makes them wait), so
     that modules on different workers share one costly run (a trained network, a job's output).
     Readers must not change it: copy what a test changes."""
-    root = tmp_path_factory.getbasetemp()
-    root = root if worker_id == "master" else root.parent  # the workers' common folder
 
     def get(name: str, build) -> Path:
-        directory = root / f"built-once-{name}"
-        with open(root / f"built-once-{name}.lock", "w") as lock:
+        directory = shared_root / f"built-once-{name}"
+        with open(shared_root / f"built-once-{name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not (directory / ".built").exists():
                 shutil.rmtree(directory, ignore_errors=True)  # a build that failed: try again
@@ -105,14 +110,12 @@ def built_once(tmp_path_factory, worker_id):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def ingest_cache(tmp_path_factory, worker_id) -> Path:
+def ingest_cache(shared_root) -> Path:
     """One QCAT_INGEST_CACHE for the session's workers and every command they start: the demo's
     base period (8 CPU-s of DuckDB) is ingested once, not by each `qcat train` and `qcat evaluate`
     a test runs. What it gives back is the log ingested again (tests/test_ingest_cache.py)."""
-    root = tmp_path_factory.getbasetemp()
-    root = root if worker_id == "master" else root.parent  # the workers' common folder
-    os.environ["QCAT_INGEST_CACHE"] = str(root / "ingest-cache")
-    return root / "ingest-cache"
+    os.environ["QCAT_INGEST_CACHE"] = str(shared_root / "ingest-cache")
+    return shared_root / "ingest-cache"
 
 
 @pytest.fixture(scope="session")
@@ -200,16 +203,14 @@ def xmlq_two_epochs(built_once) -> Path:
 
 
 @pytest.fixture(scope="session")
-def xmlq_jax_cache(tmp_path_factory, worker_id) -> dict[str, str]:
+def xmlq_jax_cache(shared_root) -> dict[str, str]:
     """The environment that gives a JAX process this session's persistent compilation cache, one
     folder for every pytest-xdist worker: the XML-Q tests' JAX processes (the ``jax_run`` job, the
     exports under JAX, the commands of tests/test_xmlq_without_tensorflow.py) build the same small
     network, and jax2onnx compiles about 150 small functions as it starts (about 14 CPU-s a
     process): each is compiled once a session, then read back. Size-capped, so that JAX locks
     the folder while it reads or writes an entry (processes on other workers share it)."""
-    root = tmp_path_factory.getbasetemp()
-    root = root if worker_id == "master" else root.parent  # the workers' common folder, as built_once's
-    return {"JAX_COMPILATION_CACHE_DIR": str(root / "xmlq-jax-cache"), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+    return {"JAX_COMPILATION_CACHE_DIR": str(shared_root / "xmlq-jax-cache"), "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
             "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0", "JAX_COMPILATION_CACHE_MAX_SIZE": str(4 << 30)}
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from qcat.bundles.bundle import sha256_file
 from qcat.console.progress import task
 from qcat.errors import TaxonomyError
 from qcat.taxonomy import Taxonomy
@@ -86,26 +87,17 @@ def _one_at_a_time(entry: Path):
 
 
 def _key(path: Path, taxonomy: Taxonomy, min_clicks: float, date_from, date_to, internal_nodes: str) -> str:
-    log = hashlib.sha256()
-    with path.open("rb") as data:
-        for block in iter(lambda: data.read(1 << 20), b""):
-            log.update(block)
-    inputs = {"format": FORMAT, "qcat": __version__, "normalizer": NORMALIZER, "log": log.hexdigest(),
+    inputs = {"format": FORMAT, "qcat": __version__, "normalizer": NORMALIZER, "log": sha256_file(path),
               "log_format": detect_format(path), "taxonomy": taxonomy.content_hash, "min_clicks": float(min_clicks),
               "date_from": None if date_from is None else str(date_from),
               "date_to": None if date_to is None else str(date_to), "internal_nodes": internal_nodes}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode("utf-8")).hexdigest()[:32]
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _write(entry: Path, result: IngestResult, taxonomy: Taxonomy) -> None:
     table, added = result.table, result.taxonomy.ids[len(taxonomy.ids):]
     if any("\n" in category for category in table.categories.tolist()):  # a quoted taxonomy id may hold one
         return
-    entry.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".writing-", dir=entry.parent))
     try:
         np.savez(staging / "table.npz", queries=_joined(table.queries), categories=_joined(table.categories),
@@ -116,7 +108,7 @@ def _write(entry: Path, result: IngestResult, taxonomy: Taxonomy) -> None:
                 result.taxonomy.index(node)]] for node in added],
             "taxonomy": result.taxonomy.content_hash}), encoding="utf-8")
         (staging / "sha256.json").write_text(json.dumps(
-            {name: _sha256(staging / name) for name in ("table.npz", "report.json")}), encoding="utf-8")
+            {name: sha256_file(staging / name) for name in ("table.npz", "report.json")}), encoding="utf-8")
         try:
             staging.rename(entry)
         except OSError:  # another command wrote the same entry first
@@ -129,7 +121,7 @@ def _read(entry: Path, path: str, taxonomy: Taxonomy) -> IngestResult | None:
     """The entry's result, or None when there is none or it fails its hashes (then it is removed)."""
     try:
         hashes = json.loads((entry / "sha256.json").read_text(encoding="utf-8"))
-        if any(_sha256(entry / name) != digest for name, digest in hashes.items()) or len(hashes) != 2:
+        if any(sha256_file(entry / name) != digest for name, digest in hashes.items()) or len(hashes) != 2:
             raise ValueError("hash mismatch")
         stored = json.loads((entry / "report.json").read_text(encoding="utf-8"))
         with np.load(entry / "table.npz", allow_pickle=False) as arrays:
