@@ -236,6 +236,23 @@ def test_stacked_trees_search_exactly_like_each_tree(small):
     assert model_of(trees, tail, Y.shape[1], X.shape[1])._stacked is not None
 
 
+@pytest.mark.parametrize("sparse_top", [False, True])
+def test_the_compiled_batch_path_answers_as_the_numpy_path(small, sparse_top):
+    """Large batches are searched by the single-query kernels, row by row: the same labels and
+    scores as numpy's search, for each beam and both the dense and the sparse ranking."""
+    X, Y, trees, tail = small
+    rows = from_csr(X[:200])
+    for options in ({"beam": 1}, {"beam": 3}, {"beam": 64}):
+        model = model_of(trees, tail, Y.shape[1], X.shape[1]).with_options(**options)
+        model.__dict__["_sparse_top"] = sparse_top  # which ranking the model's size would choose
+        for k in (1, 5, Y.shape[1] + 3):
+            numpy_labels, numpy_scores = model.top_relevance(rows, k, compiled=False)
+            labels, scores = model.top_relevance(rows, k, compiled=True)
+            np.testing.assert_array_equal(labels, numpy_labels)
+            np.testing.assert_array_equal(scores, numpy_scores)
+        assert (labels >= 0).sum() > rows.n  # more than one label a row: the ranking is compared
+
+
 def _in_greedy_leaf(tree, rows, q, label):
     node = 0
     for _ in range(tree.depth):

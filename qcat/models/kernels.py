@@ -5,8 +5,9 @@ microseconds each whatever the batch size, so one query through it is dominated 
 overhead. These kernels do the same arithmetic as the batch path for one query, in the same
 order, so both paths return the same categories and scores (``tests/test_single_query.py``).
 
-Only :meth:`qcat.classifier.Classifier.compile` and the backends' ``predict_one`` import this
-module: a one-shot ``qcat classify`` never pays for numba.
+Only :meth:`qcat.classifier.Classifier.compile`, the backends' ``predict_one`` and XReg's batch
+path on large batches (:data:`qcat.models.xreg.COMPILED_FROM`) import this module: a one-shot
+``qcat classify`` never pays for numba.
 """
 
 from __future__ import annotations
@@ -197,6 +198,30 @@ def xreg_relevance(features, values, first_tree, n_trees, divisor, depth, n_feat
                 label = leaf_labels[leaf_indptr[leaf] + slot]
                 relevance[label] += leaf_p * _sigmoid(leaf_scores[slot])
                 reached[label] = True
+
+
+@njit(cache=True, nogil=True)
+def xreg_relevance_rows(indptr, indices, data, first_tree, n_trees, divisor, depth, n_features, keys, group_keys,
+                        key_ptr, entry_offset, entry_weight, bias, leaf_indptr, leaf_labels, leaf_width, feature_ptr,
+                        feature_keys, whole_table, beam, relevance, reached):
+    """:func:`xreg_relevance` for each CSR row ``r`` (features sorted), into ``relevance[r]`` and
+    ``reached[r]``: the batch path of :meth:`qcat.models.xreg.XRegModel.top_relevance`."""
+    for r in range(indptr.shape[0] - 1):
+        start, stop = indptr[r], indptr[r + 1]
+        xreg_relevance(indices[start:stop], data[start:stop], first_tree, n_trees, divisor, depth, n_features, keys,
+                       group_keys, key_ptr, entry_offset, entry_weight, bias, leaf_indptr, leaf_labels, leaf_width,
+                       feature_ptr, feature_keys, whole_table, beam, relevance[r], reached[r])
+
+
+@njit(cache=True, nogil=True)
+def top_k_rows(values, mask, labels, scores):
+    """:func:`top_k` of each row of ``values`` (only where ``mask``) into ``labels`` and
+    ``scores`` (as wide as k; left as they are past what a row has)."""
+    for r in range(values.shape[0]):
+        positions, top = top_k(values[r], labels.shape[1], mask[r])
+        for j in range(positions.shape[0]):
+            labels[r, j] = positions[j]
+            scores[r, j] = top[j]
 
 
 @njit(cache=True, nogil=True)
