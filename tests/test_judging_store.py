@@ -105,6 +105,15 @@ def test_a_database_that_is_not_upgraded_says_to_run_qcat_db_upgrade(db_url, tmp
     assert not (tmp_path / "missing.db").exists()  # checking did not create it
 
 
+def test_the_schema_head_the_code_checks_is_alembics_newest_migration():
+    """check_schema compares a store with a written-down head (Alembic is not imported to ask it):
+    it must be the head Alembic finds, the newest of the migrations."""
+    from qcat.judging.store.connection import SCHEMA_HEAD
+    from qcat.judging.store.migration_scripts import script_directory
+
+    assert SCHEMA_HEAD == script_directory().get_current_head() == REVISIONS[-1]
+
+
 def test_sqlite_runs_in_wal_mode_with_a_busy_timeout_and_foreign_keys(sqlite_url):
     upgrade(sqlite_url)
     engine = make_engine(sqlite_url)

@@ -40,7 +40,6 @@ from qcat.judging.grading.sessions import find_session, judge_facing_name, sessi
 from qcat.judging.grading.timing import IDLE_CAP_SECONDS
 from qcat.judging.grading.windows import WINDOWS
 from qcat.judging.pages import standard_guidelines
-from qcat.judging.pages.admin import admin_page
 from qcat.judging.pages.page_scripts import set_sign_in_cookie
 from qcat.judging.pages.panel import TEST_DELAY_ENV, grading_panel, markdown_html, sent_outbox
 from qcat.judging.store import sign_ins
@@ -347,6 +346,10 @@ def main() -> None:
             st.markdown(f"Signed in as **{escape(st.session_state['judge_name'])}** (admin)")
             if st.button("Sign out", key="sign_out"):
                 sign_out(store)
+        # Imported when an admin signs in: its reports (numpy, scipy, matplotlib) would cost every
+        # app start and a judge's first page over a second.
+        from qcat.judging.pages.admin import admin_page
+
         admin_page(store)
         return
     try:

@@ -31,7 +31,3 @@ def alembic_config(url: str | None = None) -> Config:
 def script_directory() -> ScriptDirectory:
     return ScriptDirectory.from_config(alembic_config())
 
-
-def head_revision() -> str:
-    """The revision the code needs: the newest migration's."""
-    return script_directory().get_current_head()

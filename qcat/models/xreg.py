@@ -46,9 +46,8 @@ LABELS_FILE = "labels.txt"
 BATCH = 4096
 DENSE_CELLS = 1 << 22  # (queries x labels) cells summed densely at once
 SINGLE_QUERY_TABLE = 1 << 14  # (groups x width) cells up to which one query scores every group at once
-# Rows from which a batch is searched by the compiled kernels (about 60 µs a query against 300 µs
-# by numpy's calls per tree level, on the demo), once importing numba and loading them (about 1 s
-# in a new process) is paid back; in a process that has loaded them already, every batch is.
+# Rows from which the compiled kernels search a batch (demo: 60 µs a query, numpy 300 µs), once loading
+# numba (about 1 s in a new process) pays; in a process that has loaded them, every batch.
 COMPILED_FROM = 2048
 
 
@@ -248,14 +247,12 @@ class XRegModel:
     def top_relevance(self, rows: Rows, k: int, compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The k most relevant labels of each row (``-1`` / 0 where fewer were reached).
 
-        ``compiled`` (default: from :data:`COMPILED_FROM` rows, or once the kernels are loaded):
-        each row's beam search in the single-query kernel, the same numbers as the numpy path.
-        Numpy: with few labels (at most four times what the beams can reach per query) the trees'
-        estimates are summed into a dense ``(n, L)`` block, chunk by chunk, and ranked with
-        :func:`qcat.models.model.top_k`; otherwise the reached (query, label) pairs are sorted."""
-        if compiled is None:
-            compiled = rows.n >= COMPILED_FROM or "qcat.models.kernels" in sys.modules
-        if compiled:
+        ``compiled`` (default: from :data:`COMPILED_FROM` rows, or once the kernels are loaded): each
+        row's beam search in the single-query kernel, the numpy path's numbers. Numpy: with few
+        labels (at most four times what the beams reach per query) the trees' estimates are summed
+        into dense ``(n, L)`` blocks ranked by :func:`qcat.models.model.top_k`; else the reached
+        (query, label) pairs are sorted."""
+        if compiled or (compiled is None and (rows.n >= COMPILED_FROM or "qcat.models.kernels" in sys.modules)):
             return self._top_relevance_compiled(rows, k)
         n_labels = len(self.labels)
         if self._sparse_top:
@@ -274,18 +271,15 @@ class XRegModel:
         return labels, scores
 
     def _top_relevance_compiled(self, rows: Rows, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """``top_relevance`` through :func:`qcat.models.kernels.xreg_relevance_rows`, a dense
-        ``(rows, L)`` block at a time, ranked as ``predict_one`` ranks one query."""
+        """``top_relevance`` by :func:`qcat.models.kernels.xreg_relevance_rows`, ranked as ``predict_one``."""
         from qcat.models import kernels
-
         n_labels = len(self.labels)
         labels = np.full((rows.n, k), -1, dtype=np.int32)
         scores = np.zeros((rows.n, k), dtype=np.float32)
         chunk = max(1, DENSE_CELLS // max(n_labels, 1))
         for start in range(0, rows.n, chunk):
             stop = min(start + chunk, rows.n)
-            relevance = np.zeros((stop - start, n_labels))
-            reached = np.zeros((stop - start, n_labels), dtype=np.bool_)
+            relevance, reached = np.zeros((stop - start, n_labels)), np.zeros((stop - start, n_labels), dtype=np.bool_)
             for first, n_trees, arrays in self._single_query_trees:
                 kernels.xreg_relevance_rows(rows.indptr[start:stop + 1], rows.indices, rows.data, first, n_trees,
                                             len(self.trees), *arrays, self.beam, relevance, reached)
