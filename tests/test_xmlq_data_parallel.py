@@ -38,7 +38,7 @@ TWO_DEVICES = {"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu", "CUDA_VISIBLE_DEV
 @pytest.fixture(scope="module")
 def runs(jax_run) -> Path:
     """The two-device runs of tests/xmlq_backend_job.py (session fixture ``jax_run``, tests/conftest.py:
-    the job that tests/test_xmlq_backends.py reads, run once under these TWO_DEVICES settings)."""
+    the job that tests/test_xmlq_backends.py reads, run once on two simulated devices as TWO_DEVICES sets them)."""
     return jax_run / "data-parallel"
 
 
