@@ -76,14 +76,12 @@ def fit_maps(tree: NodeTree, sets: list[SetPoints], rows: list[np.ndarray]) -> d
 
 def chains(calibration: NodeCalibration, tree: NodeTree, points: SetPoints,
            rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per query row: the chain's probability per depth and whether each depth's node is right
-    (the compiled chain, as answers are served: :meth:`NodeCalibration.compiled_chain`)."""
+    """Per query row: the chain's probability per depth and whether each depth's node is right."""
     probability = np.zeros((len(rows), tree.max_depth))
     right = np.zeros((len(rows), tree.max_depth), dtype=bool)
-    chain = calibration.compiled_chain(tree)
     for i, row in enumerate(rows.tolist()):
         labels, scores, _, _, _, beneath = points.queries[row]
-        best, probability[i] = chain(labels, scores)
+        best, probability[i] = calibration.chain(tree, labels, scores)
         right[i] = np.fromiter((n in beneath for n in best.tolist()), dtype=bool, count=len(best))
     return probability, right
 
