@@ -1,11 +1,11 @@
 """XReg inference (Prabhu et al., WSDM 2020 §4): label trees with relevance-weighted
-logistic regressors, served with numpy only.
+logistic regressors, served with numpy and, for large batches and single queries, numba.
 
 - Features: tf-idf over the normalized query's unigrams and bigrams
   (:func:`qcat.models.nb.query_features`), L2-normalized (:class:`TfidfFeatures`).
 - The T label trees (:mod:`qcat.models.label_tree`): pointwise inference is a beam search per tree
-  (all trees in one stacked search), vectorized over a batch; the trees' estimates are
-  averaged (a label a tree's beam did not reach counts 0 for that tree). Labelwise
+  (all trees in one stacked search), vectorized over a batch or, from :data:`COMPILED_FROM` rows,
+  compiled row by row; the trees' estimates are averaged (a tree whose beam missed a label gives 0). Labelwise
   inference (§4.4, Algorithm 1) walks one label's path in each tree.
 - XReg-t (§5, propensity paper §6.2): the top ``shortlist`` labels are re-ranked by
   ``s_l = α log P_xreg + (1 − α) log P_tail`` with PfastreXML's tail classifier
