@@ -170,19 +170,9 @@ class XRegModel:
         from qcat.models import kernels
         ids = self.features.ids(normalized_tokens(query))
         features, values = kernels.tfidf_row(np.array(ids, dtype=np.int64), self.features.idf)
-        relevance = np.zeros(len(self.labels))
-        reached = np.zeros(len(self.labels), dtype=np.bool_)
-        for first, n_trees, arrays in self._single_query_trees:
-            kernels.xreg_relevance(features, values, first, n_trees, len(self.trees), *arrays, self.beam, relevance, reached)
-        if not self._sparse_top:  # as the dense path: a label reached with relevance 0 is not returned
-            reached &= relevance > 0
-        depth = int(self.config.get("shortlist", 100)) if self.rerank else k
-        top_labels, top_scores = kernels.top_k(relevance, depth, reached)
-        labels = np.full((1, depth), -1, dtype=np.int32)
-        scores = np.zeros((1, depth), dtype=np.float32)
-        labels[0, :len(top_labels)], scores[0, :len(top_labels)] = top_labels, top_scores
+        rows = Rows(np.array([0, len(features)], dtype=np.int64), features, values)
+        labels, scores = self._top_relevance_compiled(rows, int(self.config.get("shortlist", 100)) if self.rerank else k)
         if self.rerank:
-            rows = Rows(np.array([0, len(features)], dtype=np.int64), features, values)
             labels, scores = self._rerank(rows, labels, scores, k)
         source = "xreg-t" if self.rerank else "xreg"
         return calibrated_one(self.calibration, Predictions(labels, scores, (source,)), query)
@@ -271,7 +261,7 @@ class XRegModel:
         return labels, scores
 
     def _top_relevance_compiled(self, rows: Rows, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """``top_relevance`` by :func:`qcat.models.kernels.xreg_relevance_rows`, ranked as ``predict_one``."""
+        """``top_relevance`` by :func:`qcat.models.kernels.xreg_relevance_rows` (``predict_one``'s path too)."""
         from qcat.models import kernels
         n_labels = len(self.labels)
         labels = np.full((rows.n, k), -1, dtype=np.int32)
