@@ -301,19 +301,30 @@ def test_train_nodes_adds_a_node_calibration_to_a_bundle_without_one(bestbuy_mod
 
 def test_the_compiled_chain_equals_the_batch_one():
     """The single-query kernel (qcat serve, Classifier.compile) and the numpy path give the same
-    nodes and probabilities, to the bit, including ties and scores below the mass floor."""
+    nodes and probabilities, to the bit, including ties and scores below the mass floor, a query
+    alone or in a batch of many."""
     model, _ = generated(7, {"a": 1})
     tree = NodeTree(model.taxonomy, model.labels)
     rng = np.random.default_rng(3)
     maps = {d: (np.sort(rng.uniform(0, 1, 6)), np.sort(rng.uniform(0, 1, 6))) for d in (1, 3)}  # depth 2 borrows
     calibration = NodeCalibration(maps, {ALL_LENGTHS: tuple(LEVELS)}, top_k=8)
     compiled = calibration.compiled_chain(tree)
+    rows = []
     for case in range(300):
         labels = rng.permutation(len(model.labels))[:10].astype(np.int32)
         labels[rng.uniform(size=10) < 0.1] = -1
         scores = np.round(rng.uniform(0, 1 if case % 3 else 0.05, 10), 2).astype(np.float32)
         for (a, b) in zip(calibration.chain(tree, labels, scores), compiled(labels, scores)):
             assert np.array_equal(a, b), case
+        rows.append((labels, scores))
+    # All 300 at once (fitting the calibration walks every validation query's chain in one batch),
+    # one of them with no score at all: each row as the query alone.
+    rows[7] = (rows[7][0], np.zeros(10, dtype=np.float32))
+    nodes, probability = calibration.batch_chains(tree, np.array([r[0] for r in rows]), np.array([r[1] for r in rows]))
+    for case, (labels, scores) in enumerate(rows):
+        alone = compiled(labels, scores)
+        assert np.array_equal(nodes[case], alone[0]) and np.array_equal(probability[case], alone[1]), case
+    assert (nodes[7] == -1).all()
 
 
 def test_answers_at_lower_precision_lie_beneath_those_at_higher():

@@ -36,40 +36,44 @@ GRID = np.round(np.arange(1000, -1, -1) / 1000, 3)  # thresholds tried, highest 
 
 
 class SetPoints:
-    """One validation set's queries as the fit reads them: each query's nodes with mass, whether
-    the gold lies beneath each, and the query's length bin."""
+    """One validation set's queries as the fit reads them: each query's top leaves, its nodes with
+    mass (flat, :meth:`NodeTree.batch_masses`), whether the gold lies beneath each, and the query's
+    length bin."""
 
     def __init__(self, model: Model, table: ClickTable, tree: NodeTree, top_k: int, weight: float) -> None:
         predictions = model.predict(list(table.queries), top_k)
+        self.labels, self.scores = predictions.labels, predictions.scores
         taxonomy = tree.taxonomy
         column = np.array([taxonomy.index(c) if c in taxonomy else -1 for c in table.categories], dtype=np.int64)
-        truth = truth_matrix(table).tocsr()
-        self.queries = []  # (nodes, mass, gold-beneath per node)
-        for row in range(len(table.queries)):
-            nodes, mass = tree.masses(predictions.labels[row], predictions.scores[row])
-            gold = column[truth.indices[truth.indptr[row]:truth.indptr[row + 1]]]
-            beneath = tree.ancestors_of(gold[gold >= 0])
-            self.queries.append((predictions.labels[row], predictions.scores[row], nodes, mass,
-                                 np.fromiter((n in beneath for n in nodes.tolist()), dtype=bool, count=len(nodes)),
-                                 beneath))
+        truth = truth_matrix(table).tocoo()
+        gold = column[truth.col]
+        ancestors = tree.ancestor_rows(gold[gold >= 0])  # every node above each gold leaf, and the leaf
+        rows = np.broadcast_to(truth.row[gold >= 0][:, None], ancestors.shape)[ancestors >= 0]
+        self.size = tree.size
+        self.beneath_keys = np.unique(rows * tree.size + ancestors[ancestors >= 0])  # query * size + node
+        self.query, self.nodes, self.mass = tree.batch_masses(self.labels, self.scores)
+        self.beneath = self.holds_gold(self.query, self.nodes)
         self.bins = np.searchsorted(LENGTH_EDGES, table.query_tokens_count(), side="left")
         self.weight = weight / max(len(table.queries), 1)
 
+    def holds_gold(self, query: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+        """Whether each (query, node) has one of the query's gold leaves beneath it (no node: False)."""
+        return (nodes >= 0) & np.isin(query * self.size + nodes, self.beneath_keys)
+
     def __len__(self) -> int:
-        return len(self.queries)
+        return len(self.labels)
 
 
 def fit_maps(tree: NodeTree, sets: list[SetPoints], rows: list[np.ndarray]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Isotonic maps per depth from the given query rows of each set."""
     mass, right, depth, weight = [], [], [], []
     for points, chosen in zip(sets, rows):
-        for row in chosen.tolist():
-            _, _, nodes, node_mass, beneath, _ = points.queries[row]
-            mass.append(node_mass), right.append(beneath), depth.append(tree.depth[nodes])
-            weight.append(np.full(len(nodes), points.weight))
-    if not mass:
-        return {}
+        taken = np.isin(points.query, chosen)
+        mass.append(points.mass[taken]), right.append(points.beneath[taken]), depth.append(tree.depth[points.nodes[taken]])
+        weight.append(np.full(int(taken.sum()), points.weight))
     mass, right = np.concatenate(mass), np.concatenate(right).astype(np.float64)
+    if not len(mass):
+        return {}
     depth, weight = np.concatenate(depth), np.concatenate(weight)
     return {int(d): isotonic(mass[depth == d], right[depth == d], weight[depth == d]) for d in np.unique(depth)}
 
@@ -77,12 +81,8 @@ def fit_maps(tree: NodeTree, sets: list[SetPoints], rows: list[np.ndarray]) -> d
 def chains(calibration: NodeCalibration, tree: NodeTree, points: SetPoints,
            rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per query row: the chain's probability per depth and whether each depth's node is right."""
-    probability = np.zeros((len(rows), tree.max_depth))
-    right = np.zeros((len(rows), tree.max_depth), dtype=bool)
-    for i, row in enumerate(rows.tolist()):
-        labels, scores, _, _, _, beneath = points.queries[row]
-        best, probability[i] = calibration.chain(tree, labels, scores)
-        right[i] = np.fromiter((n in beneath for n in best.tolist()), dtype=bool, count=len(best))
+    best, probability = calibration.batch_chains(tree, points.labels[rows], points.scores[rows])
+    right = points.holds_gold(np.broadcast_to(rows[:, None], best.shape), best)
     return probability, right
 
 

@@ -196,9 +196,11 @@ def _train(prepared: Prepared, config: XMLQConfig, checkpoint: Path | None, log:
         network = build_xmlq(RESERVED + len(prepared.vocabulary), len(prepared.labels), PRESETS[config.preset],
                              rnn=config.rnn, seed=config.seed, initial_embeddings=prepared.initial_embeddings)
         trainable = compile_for(config, network, len(prepared.train_tokens))
+        # Built here, not in the first step: the optimizer's state must exist before a checkpoint's
+        # is loaded, and TensorFlow traces a step that creates variables twice (3-5 s a training).
+        trainable.optimizer.build(trainable.trainable_variables)
         monitor = ValidationMonitor(network, prepared, config.patience, store, log, record)
         if saved is not None:
-            trainable.optimizer.build(trainable.trainable_variables)  # before loading weights that hold its state
             monitor.resume_from(saved)
             store.restore(trainable, saved)
     initial_epoch = saved["epoch"] if saved is not None else 0

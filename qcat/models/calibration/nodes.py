@@ -92,26 +92,33 @@ class NodeTree:
         self.parents = np.array(taxonomy.parents, dtype=np.int64)
         self.max_depth = table.shape[1]
         self.ancestors = table[[taxonomy.index(label) for label in labels]].reshape(len(labels), self.max_depth)
+        self.size = len(self.depth)  # keys query * size + node number (query, node) pairs
         self._table = table
 
-    def ancestors_of(self, nodes) -> set[int]:
-        """Taxonomy positions of ``nodes`` and of every node above them."""
-        rows = self._table[np.asarray(nodes, dtype=np.int64).reshape(-1)]
-        return set(rows[rows >= 0].tolist())
+    def ancestor_rows(self, nodes) -> np.ndarray:
+        """One row per node of ``nodes`` (taxonomy positions): its path's positions, department
+        first, -1 padded."""
+        return self._table[np.asarray(nodes, dtype=np.int64).reshape(-1)]
 
     def masses(self, labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One query's top leaves (label positions, -1 padded) and scores -> the nodes beneath
         which any of them lies (taxonomy positions, ascending) and each node's mass."""
+        _, nodes, mass = self.batch_masses(labels[None], scores[None])
+        return nodes, mass
+
+    def batch_masses(self, labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`masses` of many queries (one row of top leaves a query), flat: ``(query, node,
+        mass)``, sorted by query then node; each query's rows are what :meth:`masses` gives it, to the bit."""
         present = (labels >= 0) & (scores > 0)
-        weights = scores[present].astype(np.float64)
-        total = float(np.cumsum(weights)[-1]) if len(weights) else 0.0  # summed in order, as the kernel does
-        if total <= 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        chains = self.ancestors[labels[present]]
-        filled = chains >= 0
-        nodes, inverse = np.unique(chains[filled], return_inverse=True)
-        spread = np.broadcast_to((weights / max(total, MASS_FLOOR))[:, None], chains.shape)[filled]
-        return nodes, np.bincount(inverse, weights=spread, minlength=len(nodes))
+        weights = np.where(present, scores, 0).astype(np.float64)
+        total = np.cumsum(weights, axis=1)[:, -1] if weights.shape[1] else np.zeros(len(weights))  # in order, as the kernel sums
+        present &= (total > 0)[:, None]
+        chains = self.ancestors[np.where(present, labels, 0)]  # (query, leaf, depth)
+        filled = (chains >= 0) & present[:, :, None]
+        query = np.broadcast_to(np.arange(len(labels))[:, None, None], chains.shape)[filled]
+        keys, inverse = np.unique(query * self.size + chains[filled], return_inverse=True)
+        spread = np.broadcast_to((weights / np.maximum(total, MASS_FLOOR)[:, None])[:, :, None], chains.shape)[filled]
+        return keys // self.size, keys % self.size, np.bincount(inverse, weights=spread, minlength=len(keys))
 
 
 @dataclass(frozen=True)
@@ -147,18 +154,26 @@ class NodeCalibration:
         """(nodes, mass, probability) of one query's top leaves (the first ``top_k``): every node
         with mass, taxonomy positions ascending; probabilities nest (a parent's is at least each
         child's)."""
-        nodes, mass = tree.masses(labels[:self.top_k], scores[:self.top_k])
+        _, nodes, mass, probability = self.batch_probabilities(tree, labels[None], scores[None])
+        return nodes, mass, probability
+
+    def batch_probabilities(self, tree: NodeTree, labels: np.ndarray,
+                            scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`probabilities` of many queries, flat as :meth:`NodeTree.batch_masses`: ``(query,
+        node, mass, probability)``."""
+        query, nodes, mass = tree.batch_masses(labels[:, :self.top_k], scores[:, :self.top_k])
         probability = np.zeros(len(nodes))
         depth = tree.depth[nodes]
         for d in np.unique(depth).tolist():
             at = depth == d
             x, y = self.map_at(d)
             probability[at] = np.interp(mass[at], x, y)
-        parent_at = np.searchsorted(nodes, tree.parents[nodes])  # a node with mass has a parent with mass
+        keys = query * tree.size + nodes
+        parent_at = np.searchsorted(keys, query * tree.size + tree.parents[nodes])  # a node with mass has a parent with mass
         for d in range(int(depth.max()) if len(depth) else 0, 1, -1):
             children = np.flatnonzero(depth == d)
             np.maximum.at(probability, parent_at[children], probability[children])
-        return nodes, mass, probability
+        return query, nodes, mass, probability
 
     def map_at(self, depth: int) -> tuple[np.ndarray, np.ndarray]:
         """The map of ``depth``, else that of the nearest depth fitted (the deeper on a tie)."""
@@ -172,18 +187,26 @@ class NodeCalibration:
         path's end), and each node's probability. Probabilities nest, so they never rise along the
         path: the answer at a threshold is the last node of the path that reaches it, and every
         answer at a lower threshold lies beneath every answer at a higher one."""
-        nodes, mass, probability = self.probabilities(tree, labels, scores)
-        best = np.full(tree.max_depth, -1, dtype=np.int64)
-        best_probability = np.zeros(tree.max_depth)
+        best, probability = self.batch_chains(tree, labels[None], scores[None])
+        return best[0], probability[0]
+
+    def batch_chains(self, tree: NodeTree, labels: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`chain` of many queries: ``(nodes, probability)``, one row a query (fitting the
+        calibration walks every validation query's)."""
+        query, nodes, mass, probability = self.batch_probabilities(tree, labels, scores)
+        best = np.full((len(labels), tree.max_depth), -1, dtype=np.int64)
+        best_probability = np.zeros((len(labels), tree.max_depth))
         depth, parent = tree.depth[nodes], tree.parents[nodes]
-        current = -1
+        current = np.full(len(labels), -1, dtype=np.int64)
         for d in range(1, tree.max_depth + 1):
-            children = np.flatnonzero((depth == d) & (parent == current))
+            children = np.flatnonzero((depth == d) & (parent == current[query]))
             if len(children) == 0:
                 break
-            pick = children[np.lexsort((nodes[children], -mass[children], -probability[children]))[0]]
-            current = int(nodes[pick])
-            best[d - 1], best_probability[d - 1] = current, probability[pick]
+            # each query's pick: the most probable, then the heavier, then the first
+            ranked = children[np.lexsort((nodes[children], -mass[children], -probability[children], query[children]))]
+            picks = ranked[np.unique(query[ranked], return_index=True)[1]]
+            current[query[picks]] = nodes[picks]
+            best[query[picks], d - 1], best_probability[query[picks], d - 1] = nodes[picks], probability[picks]
         return best, best_probability
 
     def compiled_chain(self, tree: NodeTree):
