@@ -16,18 +16,9 @@ Best of ``--runs``; the kernel is loaded (compiled or read from numba's cache) b
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
-
-
-def best_of(runs: int, call) -> tuple[float, object]:
-    best, result = float("inf"), None
-    for _ in range(runs):
-        started = time.perf_counter()
-        result = call()
-        best = min(best, time.perf_counter() - started)
-    return best, result
+from bench_xreg_batch import best_of  # this folder is the script's: on sys.path
 
 
 def main() -> None:
