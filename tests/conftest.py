@@ -123,7 +123,7 @@ def spark_jvm_for_tiny_inputs() -> None:
     """Every Spark driver the tests start (the in-process session of tests/test_ingest_engines.py,
     the `--engine spark` commands) JIT-compiles with C1 alone: their inputs are a few dozen rows, and
     C2's compilations were most of the JVM's CPU (the module: 140 -> 85 CPU-s of the whole machine,
-    81 -> 64 s; /proc/stat read around `python -m pytest tests/test_ingest_engines.py -n0`). Set
+    81 -> 65 s; /proc/stat read around `python -m pytest tests/test_ingest_engines.py -n0`). Set
     through spark-submit's own variable, which, unlike JAVA_TOOL_OPTIONS, the JVM does not echo."""
     os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
 

@@ -92,7 +92,7 @@ class NodeTree:
         self.parents = np.array(taxonomy.parents, dtype=np.int64)
         self.max_depth = table.shape[1]
         self.ancestors = table[[taxonomy.index(label) for label in labels]].reshape(len(labels), self.max_depth)
-        self.size = len(self.depth)  # keys query * size + node number (query, node) pairs
+        self.size = len(self.depth)  # a batch numbers its (query, node) pairs query * size + node
         self._table = table
 
     def ancestor_rows(self, nodes) -> np.ndarray:
