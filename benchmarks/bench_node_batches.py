@@ -38,9 +38,8 @@ def main() -> None:
     corpus = Corpus.open()
     sets = validation_sets(corpus.dataset("base"), corpus)
     fit_seconds, fitted = best_of(args.runs, lambda: fit_node_calibration(model, sets))
-    print(f"fit: {sum(len(t.queries) for t, _ in sets.values()):,} validation queries in {fit_seconds:.2f} s "
-          f""
-          f"(the bundle's own calibration: {'yes' if fitted.to_json() == calibration.to_json() else 'no'})")
+    print(f"fit: {sum(len(t.queries) for t, _ in sets.values()):,} validation queries of {len(sets)} sets, best of "
+          f"{args.runs}: {fit_seconds:.2f} s, the model's predictions included ({len(fitted.maps)} depth maps)")
 
     titles = [str(q) for q in corpus.query_set("real-title", "validation").queries]
     queries = (titles * (args.queries // len(titles) + 1))[:args.queries]
