@@ -10,7 +10,8 @@ fixture counts for the test that first asks for it. pytest-xdist workers append 
 ``python tests/cpu_time.py FILE`` sums it by module; ``python tests/cpu_time.py FILE --order >
 tests/costliest_first.txt`` writes the order the modules are handed out in (tests/conftest.py);
 ``python tests/cpu_time.py BEFORE --compare AFTER`` a table of each module's CPU-s and test seconds
-in two runs; ``python tests/cpu_time.py FILE --record > tests/test_times.json`` the record of a full run that
+in two runs; ``python tests/cpu_time.py BEFORE --drift AFTER [PREFIX ...]`` how much faster or slower
+the machine ran the tests a change did not touch (modules named by none of the prefixes); ``python tests/cpu_time.py FILE --record > tests/test_times.json`` the record of a full run that
 ``tests/test_suite_speed.py`` holds the fast loop to (each test's wall seconds).
 """
 
@@ -102,6 +103,20 @@ def compare(before: str, after: str) -> str:
     return "\n".join(lines)
 
 
+def drift(before: str, after: str, touched: tuple[str, ...] = (), at_least: float = 3.0) -> tuple[float, int]:
+    """The median of after/before CPU over the tests that took at least ``at_least`` CPU-s before,
+    ran in both, and lie in no module whose file name starts with one of ``touched`` (the modules a
+    change touched), and how many such tests there were: the machine's own drift between two runs."""
+    old = {r["test"]: r["cpu"] + r["children_cpu"] for r in _records(before)}
+    new = {r["test"]: r["cpu"] + r["children_cpu"] for r in _records(after)}
+    ratios = sorted(new[test] / cpu for test, cpu in old.items() if cpu >= at_least and test in new
+                    and not test.split("::")[0].rsplit("/", 1)[-1].startswith(touched))
+    if not ratios:
+        return float("nan"), 0
+    middle = len(ratios) // 2
+    return (ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2), len(ratios)
+
+
 def costliest_first(path: str) -> list[str]:
     """The modules by their test time in ``path``, longest first: tests/costliest_first.txt."""
     wall = Counter()
@@ -122,6 +137,9 @@ if __name__ == "__main__":
         print("\n".join(costliest_first(sys.argv[1])))
     elif len(sys.argv) > 3 and sys.argv[2] == "--compare":
         print(compare(sys.argv[1], sys.argv[3]))
+    elif len(sys.argv) > 3 and sys.argv[2] == "--drift":
+        median, count = drift(sys.argv[1], sys.argv[3], tuple(sys.argv[4:]))
+        print(f"median CPU after/before over {count} tests of untouched modules (>= 3 CPU-s before): {median:.3f}")
     elif len(sys.argv) > 2 and sys.argv[2] == "--record":
         print(json.dumps(record(sys.argv[1]), indent=0))
     else:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cpu_time import compare, costliest_first, summary
+from cpu_time import compare, costliest_first, drift, summary
 
 TESTS = Path(__file__).parent
 
@@ -69,6 +69,22 @@ def test_compare_lays_two_runs_side_by_side_costliest_first(tmp_path) -> None:
     assert rows[3] == ["`test_a.py`", "2.5", "0.2", "1.0", "0.5", "1", "1"]
     assert rows[4] == ["`test_c.py`", "0.0", "0.1", "0.0", "0.1", "0", "1"]  # new since
     assert rows[5] == ["all", "6", "0", "5", "1", "2", "2"]
+
+
+def test_drift_is_the_median_ratio_over_the_untouched_modules_costly_tests(tmp_path) -> None:
+    before, after = tmp_path / "before.jsonl", tmp_path / "after.jsonl"
+    runs = {"tests/test_a.py::one": (4.0, 5.0), "tests/test_a.py::two": (3.0, 3.3),  # 1.25 and 1.1
+            "tests/test_b.py::one": (10.0, 12.0),  # 1.2
+            "tests/test_a.py::cheap": (1.0, 9.0),  # under 3 CPU-s before: not counted
+            "tests/test_touched.py::one": (5.0, 1.0),  # a module the change touched: not counted
+            "tests/test_b.py::gone": (6.0, None)}  # not in the second run
+    before.write_text("".join(json.dumps({"test": t, "wall": 1.0, "cpu": b / 2, "children_cpu": b / 2}) + "\n"
+                              for t, (b, _) in runs.items()))
+    after.write_text("".join(json.dumps({"test": t, "wall": 1.0, "cpu": a, "children_cpu": 0.0}) + "\n"
+                             for t, (_, a) in runs.items() if a is not None))
+    median, count = drift(str(before), str(after), ("test_touched",))
+    assert count == 3 and median == pytest.approx(1.2)
+    assert drift(str(before), str(after), ("test_touched", "test_b"))[0] == pytest.approx((1.25 + 1.1) / 2)
 
 
 def test_the_order_names_modules_that_exist() -> None:
